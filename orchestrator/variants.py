@@ -1,0 +1,397 @@
+"""THE one place that knows kernel variants and AITER versions: both are data, resolved per node.
+
+Add a kernel variant = add one ``KernelVariant`` entry to ``VARIANTS``.
+Add an AITER version difference = add one ``Feature`` threshold (and, if a variant changes, one
+``since``/``until`` override on that variant). Steps never branch on a variant's name.
+
+Facts come from ../shared/reference/aiter-formats.md (sections noted next to each field).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from dataclasses import dataclass, field
+
+from .errors import UsageError
+
+Version = tuple[int, int, int]
+
+
+def parse_version(text: str | None) -> Version | None:
+    """'0.1.20.post1+g1234' / 'v0.1.11-5-gabc' -> (0, 1, 20). None when no version is recognisable."""
+    if not text:
+        return None
+    m = re.search(r"(\d+)\.(\d+)\.(\d+)", text)
+    if not m:
+        return None
+    return (int(m.group(1)), int(m.group(2)), int(m.group(3)))
+
+
+def format_version(v: Version | None) -> str:
+    return "unknown" if v is None else ".".join(str(p) for p in v)
+
+
+# --------------------------------------------------------------------------------------------
+# AITER versions as data (aiter-formats.md table at the top, §1.1, §1.3, §2.2, §3.2, §3.3)
+# --------------------------------------------------------------------------------------------
+
+OLDEST_SUPPORTED: Version = (0, 1, 9)
+CURRENT_FROM: Version = (0, 1, 13)  # `gfx` column in GEMM CSVs, MoE tuple starts with 'gfx…'
+
+
+@dataclass(frozen=True)
+class AiterProfile:
+    """What a given AITER version does differently. Built by ``profile_for(version)``."""
+
+    name: str                      # "current" (v0.1.13+) or "legacy" (v0.1.9-v0.1.12)
+    version: Version
+    gfx_column: bool               # tuned CSV keys start with gfx (v0.1.13+)
+    moe_tuple_has_gfx: bool        # [fused_moe] tuple starts with 'gfx950' (v0.1.13+)
+    moe_blockscale_bypass: str     # "none" | "small" (token*topk <= 128) | "all" (v0.1.10)
+    tuner_flags: frozenset[str]    # optional common tuner flags this version accepts
+    timeout_default: int | None    # --timeout default (1800 in v0.1.20+, None before)
+    partial_exit_code: int         # exit code of a tuner that left shapes untuned (1 in v0.1.11+)
+    bench_markdown: bool           # op_tests print `... summary (markdown):` tables (v0.1.10+)
+
+    def has_flag(self, flag: str) -> bool:
+        return flag in self.tuner_flags
+
+
+_FLAG_SINCE: dict[str, Version] = {
+    "--warmup": (0, 1, 10),
+    "--iters": (0, 1, 10),
+    "--timeout": (0, 1, 10),
+    "--shape_grouped": (0, 1, 13),
+    "--run_config": (0, 1, 13),
+    "--compare": (0, 1, 13),
+}
+
+
+def profile_for(version: Version | None) -> AiterProfile:
+    """Pick the behaviour profile for an installed AITER version (None = assume current)."""
+    if version is not None and version < OLDEST_SUPPORTED:
+        raise UsageError(
+            f"AITER {format_version(version)} is older than {format_version(OLDEST_SUPPORTED)}, "
+            "which tune-remote does not support",
+            hint="upgrade aiter in the container (pip name amd-aiter) or tune by hand",
+        )
+    v = version or (9999, 0, 0)
+    if (0, 1, 9) <= v < (0, 1, 10) or (0, 1, 11) <= v < (0, 1, 13):
+        bypass = "small"
+    elif (0, 1, 10) <= v < (0, 1, 11):
+        bypass = "all"
+    else:
+        bypass = "none"
+    return AiterProfile(
+        name="current" if v >= CURRENT_FROM else "legacy",
+        version=v,
+        gfx_column=v >= CURRENT_FROM,
+        moe_tuple_has_gfx=v >= CURRENT_FROM,
+        moe_blockscale_bypass=bypass,
+        tuner_flags=frozenset(f for f, since in _FLAG_SINCE.items() if v >= since),
+        timeout_default=1800 if v >= (0, 1, 20) else None,
+        partial_exit_code=1 if v >= (0, 1, 11) else 0,
+        bench_markdown=v >= (0, 1, 10),
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Kernel variants as data (aiter-formats.md §0, §1.2, §2.1, §2.2, §4, §5.1)
+# --------------------------------------------------------------------------------------------
+
+MOE_KEY = (
+    "token", "model_dim", "inter_dim", "expert", "topk", "act_type", "dtype",
+    "q_dtype_a", "q_dtype_w", "q_type", "use_g1u1", "doweight_stage1",
+)
+
+
+@dataclass(frozen=True)
+class BenchSpec:
+    """How a variant's op_test script is driven and read (aiter-formats.md §4).
+
+    style:
+      "m_nk"  -> ``-m M1 M2 .. -nk N,K ..`` (cross product inside the script)
+      "mnk"   -> ``-mnk M,N,K ..``
+      "s_mnk" -> ``-b B -s M,N,K ..`` (batched; one call per distinct B)
+      "moe"   -> ``-t T.. -dim MD,ID -e E -k TOPK -q Q -a ACT -s DW -p PS`` (one call per MoE config)
+    output: "markdown" (``<name> summary (markdown):`` pipe table) or "perf_lines" (``[perf] dim: ...``).
+    key_columns: output column -> comparison key column (lower case, as in the tuned CSV).
+    """
+
+    script: str
+    style: str
+    output: str
+    metric: str
+    higher_is_better: bool
+    key_columns: dict[str, str]
+    extra_args: tuple[str, ...] = ()
+    row_filter: dict[str, str] = field(default_factory=dict)  # keep output rows whose column == value
+
+
+@dataclass(frozen=True)
+class KernelVariant:
+    name: str
+    family: str                      # "gemm" | "batched" | "moe"
+    tune_script: str                 # relative to the aiter meta root (repo root / aiter_meta)
+    untuned_csv: str                 # relative to the aiter root; default -i
+    tuned_csv: str                   # relative to the aiter root; default -o
+    config_env: str                  # AITER_CONFIG_* env var naming the tuned CSV
+    untuned_columns: tuple[str, ...]  # header of the untuned CSV we write (AITER spelling)
+    bench: BenchSpec | None
+    tune_flags: tuple[str, ...] = ()
+    requires_gfx: frozenset[str] | None = None
+    # version overrides: list of (since, until, {field: value}) applied in order
+    overrides: tuple[tuple[Version, Version, dict], ...] = ()
+
+    @property
+    def key_columns(self) -> tuple[str, ...]:
+        """Shape key columns in lower case, as in comparison.csv and `shapes --json`."""
+        return tuple(c.lower() for c in self.untuned_columns)
+
+    def resolve(self, profile: AiterProfile) -> "KernelVariant":
+        """This variant as the given AITER version has it."""
+        out = self
+        for since, until, changes in self.overrides:
+            if since <= profile.version < until:
+                out = dataclasses.replace(out, **changes)
+        return out
+
+
+_ALL_TIME: Version = (0, 0, 0)
+_FOREVER: Version = (9999, 0, 0)
+
+_GEMM_BLOCKSCALE_BENCH = BenchSpec(
+    script="op_tests/test_gemm_a8w8_blockscale.py",
+    style="m_nk",
+    output="markdown",
+    metric="ck TFLOPS",
+    higher_is_better=True,
+    key_columns={"m": "m", "n": "n", "k": "k"},
+    extra_args=("--ck_preshuffle", "False"),
+)
+
+VARIANTS: dict[str, KernelVariant] = {
+    v.name: v
+    for v in [
+        KernelVariant(
+            name="a8w8",
+            family="gemm",
+            tune_script="csrc/ck_gemm_a8w8/gemm_a8w8_tune.py",
+            untuned_csv="aiter/configs/a8w8_untuned_gemm.csv",
+            tuned_csv="aiter/configs/a8w8_tuned_gemm.csv",
+            config_env="AITER_CONFIG_GEMM_A8W8",
+            untuned_columns=("M", "N", "K", "q_dtype_w"),
+            bench=BenchSpec(
+                script="op_tests/test_gemm_a8w8.py",
+                style="mnk",
+                output="markdown",
+                metric="ck us",
+                higher_is_better=False,
+                key_columns={"m": "m", "n": "n", "k": "k", "quantDtype": "q_dtype_w"},
+            ),
+            overrides=(((0, 0, 0), (0, 1, 10), {"untuned_columns": ("M", "N", "K")}),),
+        ),
+        KernelVariant(
+            name="a8w8_blockscale",
+            family="gemm",
+            tune_script="csrc/ck_gemm_a8w8_blockscale/gemm_a8w8_blockscale_tune.py",
+            untuned_csv="aiter/configs/a8w8_blockscale_untuned_gemm.csv",
+            tuned_csv="aiter/configs/a8w8_blockscale_tuned_gemm.csv",
+            config_env="AITER_CONFIG_GEMM_A8W8_BLOCKSCALE",
+            untuned_columns=("M", "N", "K"),
+            bench=_GEMM_BLOCKSCALE_BENCH,
+        ),
+        KernelVariant(
+            name="a8w8_blockscale_bpreshuffle",
+            family="gemm",
+            # today: the blockscale script + --preshuffle, with explicit -i/-o (aiter-formats.md §1.2)
+            tune_script="csrc/ck_gemm_a8w8_blockscale/gemm_a8w8_blockscale_tune.py",
+            tune_flags=("--preshuffle",),
+            untuned_csv="aiter/configs/a8w8_blockscale_bpreshuffle_untuned_gemm.csv",
+            tuned_csv="aiter/configs/a8w8_blockscale_bpreshuffle_tuned_gemm.csv",
+            config_env="AITER_CONFIG_GEMM_A8W8_BLOCKSCALE_BPRESHUFFLE",
+            untuned_columns=("M", "N", "K"),
+            bench=dataclasses.replace(_GEMM_BLOCKSCALE_BENCH, extra_args=("--ck_preshuffle", "True")),
+            overrides=(
+                # its own script until it was deleted (35eea80490, 2026-03-29 -> first missing in v0.1.12)
+                ((0, 0, 0), (0, 1, 12), {
+                    "tune_script": "csrc/ck_gemm_a8w8_blockscale_bpreshuffle/"
+                                   "gemm_a8w8_blockscale_bpreshuffle_tune.py",
+                    "tune_flags": (),
+                }),
+            ),
+        ),
+        KernelVariant(
+            name="a8w8_bpreshuffle",
+            family="gemm",
+            tune_script="csrc/ck_gemm_a8w8_bpreshuffle/gemm_a8w8_bpreshuffle_tune.py",
+            untuned_csv="aiter/configs/a8w8_bpreshuffle_untuned_gemm.csv",
+            tuned_csv="aiter/configs/a8w8_bpreshuffle_tuned_gemm.csv",
+            config_env="AITER_CONFIG_GEMM_A8W8_BPRESHUFFLE",
+            untuned_columns=("M", "N", "K", "q_dtype_w"),
+            bench=BenchSpec(
+                script="op_tests/test_gemm_a8w8.py",
+                style="mnk",
+                output="markdown",
+                metric="ck bpreshuffle us",
+                higher_is_better=False,
+                key_columns={"m": "m", "n": "n", "k": "k", "quantDtype": "q_dtype_w"},
+            ),
+        ),
+        KernelVariant(
+            name="a4w4_blockscale",
+            family="gemm",
+            tune_script="csrc/ck_gemm_a4w4_blockscale/gemm_a4w4_blockscale_tune.py",
+            untuned_csv="aiter/configs/a4w4_blockscale_untuned_gemm.csv",
+            tuned_csv="aiter/configs/a4w4_blockscale_tuned_gemm.csv",
+            config_env="AITER_CONFIG_GEMM_A4W4",
+            untuned_columns=("M", "N", "K"),
+            requires_gfx=frozenset({"gfx950"}),
+            bench=BenchSpec(
+                script="op_tests/test_gemm_a4w4.py",
+                style="mnk",
+                output="markdown",
+                metric="us",
+                higher_is_better=False,
+                key_columns={"M": "m", "N": "n", "K": "k"},
+            ),
+        ),
+        KernelVariant(
+            name="batched_a8w8",
+            family="batched",
+            tune_script="csrc/ck_batched_gemm_a8w8/batched_gemm_a8w8_tune.py",
+            untuned_csv="aiter/configs/a8w8_untuned_batched_gemm.csv",
+            tuned_csv="aiter/configs/a8w8_tuned_batched_gemm.csv",
+            config_env="AITER_CONFIG_A8W8_BATCHED_GEMM",
+            untuned_columns=("B", "M", "N", "K"),
+            bench=BenchSpec(
+                script="op_tests/test_batched_gemm_a8w8.py",
+                style="s_mnk",
+                output="perf_lines",
+                metric="ck avg",
+                higher_is_better=False,
+                key_columns={"b": "b", "m": "m", "n": "n", "k": "k"},
+            ),
+        ),
+        KernelVariant(
+            name="batched_bf16",
+            family="batched",
+            tune_script="csrc/ck_batched_gemm_bf16/batched_gemm_bf16_tune.py",
+            untuned_csv="aiter/configs/bf16_untuned_batched_gemm.csv",
+            tuned_csv="aiter/configs/bf16_tuned_batched_gemm.csv",
+            config_env="AITER_CONFIG_BF16_BATCHED_GEMM",
+            untuned_columns=("B", "M", "N", "K"),
+            bench=BenchSpec(
+                script="op_tests/test_batched_gemm_bf16.py",
+                style="s_mnk",
+                output="markdown",
+                metric="ck us",
+                higher_is_better=False,
+                key_columns={"b": "b", "m": "m", "n": "n", "k": "k"},
+                extra_args=("-l", "bmn"),
+                row_filter={"layout": "bmn"},
+            ),
+            overrides=(
+                # <= v0.1.16: `[perf] dim: ...` lines, no table, no --layout
+                ((0, 0, 0), (0, 1, 17), {"bench": BenchSpec(
+                    script="op_tests/test_batched_gemm_bf16.py",
+                    style="s_mnk",
+                    output="perf_lines",
+                    metric="ck avg",
+                    higher_is_better=False,
+                    key_columns={"b": "b", "m": "m", "n": "n", "k": "k"},
+                )}),
+            ),
+        ),
+        KernelVariant(
+            name="moe_2stages",
+            family="moe",
+            tune_script="csrc/ck_gemm_moe_2stages_codegen/gemm_moe_tune.py",
+            untuned_csv="aiter/configs/untuned_fmoe.csv",
+            tuned_csv="aiter/configs/tuned_fmoe.csv",
+            config_env="AITER_CONFIG_FMOE",
+            untuned_columns=MOE_KEY,
+            bench=BenchSpec(
+                script="op_tests/test_moe_2stage.py",
+                style="moe",
+                output="markdown",
+                metric="us",
+                higher_is_better=False,
+                key_columns={"token": "token", "model_dim": "model_dim", "inter_dim": "inter_dim",
+                             "E": "expert", "topk": "topk"},
+            ),
+            overrides=(
+                # up to v0.1.9 the MoE tuner lived under hsa/<gfx>/fmoe_2stages/tune.py (PR #1790)
+                ((0, 0, 0), (0, 1, 10), {"tune_script": "hsa/{gfx}/fmoe_2stages/tune.py"}),
+            ),
+        ),
+    ]
+}
+
+
+def get_variant(name: str) -> KernelVariant:
+    try:
+        return VARIANTS[name]
+    except KeyError:
+        raise UsageError(
+            f"unknown variant {name!r}",
+            hint="choose one of: " + ", ".join(VARIANTS),
+        ) from None
+
+
+# MoE quant index of op_tests/test_moe_2stage.py `-q` (aiter-formats.md §4.6 l_quant), keyed by
+# (QuantType, q_dtype_a family, q_dtype_w family). per_1x128 in logs == per_128x128 in the test.
+MOE_QUANT_INDEX: dict[tuple[str, str, str], int] = {
+    ("QuantType.No", "bf16", "bf16"): 0,
+    ("QuantType.per_Tensor", "fp8", "fp8"): 1,
+    ("QuantType.per_Token", "fp8", "fp8"): 2,
+    ("QuantType.per_Token", "fp8", "int4"): 3,
+    ("QuantType.per_1x32", "fp4x2", "fp4x2"): 4,
+    ("QuantType.per_1x128", "fp8", "fp8"): 5,
+    ("QuantType.per_128x128", "fp8", "fp8"): 5,
+    ("QuantType.per_1x32", "bf16", "fp4x2"): 6,
+    ("QuantType.per_1x32", "fp8", "fp4x2"): 7,
+}
+
+
+def dtype_family(dtype: str) -> str:
+    """'torch.float8_e4m3fnuz' -> 'fp8'; 'torch.float4_e2m1fn_x2' -> 'fp4x2'; 'torch.bfloat16' -> 'bf16'."""
+    d = dtype.replace("torch.", "").strip("'\" ")
+    if d.startswith("float8"):
+        return "fp8"
+    if d.startswith("float4") or d == "fp4x2":
+        return "fp4x2"
+    if d in ("bfloat16", "bf16"):
+        return "bf16"
+    if d in ("int4", "int4x2", "i4x2"):
+        return "int4"
+    if d in ("int8", "i8"):
+        return "int8"
+    if d in ("None", "none", ""):
+        return "bf16"
+    return d
+
+
+def moe_quant_index(q_type: str, q_dtype_a: str, q_dtype_w: str) -> int | None:
+    return MOE_QUANT_INDEX.get((q_type, dtype_family(q_dtype_a), dtype_family(q_dtype_w)))
+
+
+def is_moe_blockscale(shape: dict) -> bool:
+    """The problem type the v0.1.9-v0.1.12 bypass rule targets (aiter-formats.md §3.3)."""
+    return (
+        str(shape.get("act_type", "")).endswith("Silu")
+        and dtype_family(str(shape.get("dtype", ""))) == "bf16"
+        and dtype_family(str(shape.get("q_dtype_a", ""))) == "fp8"
+        and dtype_family(str(shape.get("q_dtype_w", ""))) == "fp8"
+        and str(shape.get("q_type", "")).endswith("per_1x128")
+    )
+
+
+def moe_bypassed(shape: dict, profile: AiterProfile) -> bool:
+    """True when this AITER version ignores tuned rows for this MoE shape at runtime."""
+    if profile.moe_blockscale_bypass == "none" or not is_moe_blockscale(shape):
+        return False
+    if profile.moe_blockscale_bypass == "all":
+        return True
+    return int(shape["token"]) * int(shape["topk"]) <= 128
