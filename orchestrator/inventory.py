@@ -1,0 +1,191 @@
+"""inventory.yaml -> frozen dataclasses. Errors name the file, line and key that is wrong."""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from .errors import InventoryError
+
+NODE_KEYS = {"host", "port", "user", "identity_file", "docker", "containers", "ssh_config", "local"}
+CONTAINER_KEYS = {"aiter_path", "env", "python", "user"}
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+
+
+@dataclass(frozen=True)
+class ContainerSpec:
+    name: str
+    aiter_path: str | None = None
+    env: dict[str, str] = field(default_factory=dict)
+    python: str = "python3"
+    user: str | None = None
+
+
+@dataclass(frozen=True)
+class NodeSpec:
+    name: str
+    host: str
+    port: int | None = None
+    user: str | None = None
+    identity_file: str | None = None
+    docker: tuple[str, ...] = ("docker",)
+    ssh_config: str | None = None
+    local: bool = False  # run on this machine without SSH (tests, demo)
+    containers: dict[str, ContainerSpec] = field(default_factory=dict)
+
+    def container(self, name: str) -> ContainerSpec:
+        try:
+            return self.containers[name]
+        except KeyError:
+            raise InventoryError(
+                f"node {self.name!r} has no container {name!r} in the inventory",
+                hint="containers of this node: " + (", ".join(self.containers) or "none"),
+            ) from None
+
+
+@dataclass(frozen=True)
+class Inventory:
+    path: str
+    nodes: dict[str, NodeSpec]
+
+    def node(self, name: str) -> NodeSpec:
+        try:
+            return self.nodes[name]
+        except KeyError:
+            raise InventoryError(
+                f"unknown node {name!r} in {self.path}",
+                hint="nodes in this inventory: " + (", ".join(self.nodes) or "none"),
+            ) from None
+
+
+def resolve_inventory_path(cli_value: str | None) -> str:
+    return cli_value or os.environ.get("TUNE_REMOTE_INVENTORY") or "inventory.yaml"
+
+
+def _line(node: yaml.Node | None) -> str:
+    return f":{node.start_mark.line + 1}" if node is not None else ""
+
+
+def _mapping_items(node: yaml.Node) -> dict[str, tuple[yaml.Node, yaml.Node]]:
+    return {k.value: (k, v) for k, v in node.value}
+
+
+def load_inventory(path: str) -> Inventory:
+    p = Path(path)
+    if not p.is_file():
+        raise InventoryError(
+            f"inventory file {path} not found",
+            hint="pass --inventory FILE, set TUNE_REMOTE_INVENTORY, or create ./inventory.yaml",
+        )
+    text = p.read_text(encoding="utf-8")
+    try:
+        root = yaml.compose(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}" if mark else path
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise InventoryError(f"{where}: invalid YAML: {problem}",
+                             hint="check indentation and quoting") from None
+    if root is None or not isinstance(root, yaml.MappingNode):
+        raise InventoryError(f"{path}: top level must be a mapping with a 'nodes:' key",
+                             hint="see the commented example inventory.yaml")
+    top = _mapping_items(root)
+    if "nodes" not in top:
+        raise InventoryError(f"{path}: missing 'nodes:'", hint="see the commented example inventory.yaml")
+    unknown = set(top) - {"nodes"}
+    if unknown:
+        key = sorted(unknown)[0]
+        raise InventoryError(f"{path}{_line(top[key][0])}: unknown top-level key {key!r}",
+                             hint="the top level holds only 'nodes:'")
+    nodes_node = top["nodes"][1]
+    if not isinstance(nodes_node, yaml.MappingNode) or not nodes_node.value:
+        raise InventoryError(f"{path}{_line(nodes_node)}: 'nodes' must map node names to settings",
+                             hint="e.g. nodes: {mi355-07: {host: 10.1.2.7, containers: {aiter-dev: {}}}}")
+    nodes: dict[str, NodeSpec] = {}
+    for name, (knode, vnode) in _mapping_items(nodes_node).items():
+        nodes[name] = _node(path, name, knode, vnode)
+    return Inventory(path=str(p), nodes=nodes)
+
+
+def _scalar(path: str, key: str, knode, vnode, kind):
+    if not isinstance(vnode, yaml.ScalarNode):
+        raise InventoryError(f"{path}{_line(knode)}: {key} must be a {kind.__name__}")
+    value = yaml.safe_load(yaml.serialize(vnode))
+    if kind is int and not (isinstance(value, int) and not isinstance(value, bool)):
+        raise InventoryError(f"{path}{_line(knode)}: {key} must be an integer, got {value!r}")
+    if kind is bool and not isinstance(value, bool):
+        raise InventoryError(f"{path}{_line(knode)}: {key} must be true or false, got {value!r}")
+    if kind is str:
+        if value is None or isinstance(value, (dict, list)):
+            raise InventoryError(f"{path}{_line(knode)}: {key} must be a string")
+        value = str(value)
+    return value
+
+
+def _node(path: str, name: str, knode, vnode) -> NodeSpec:
+    if not _NAME.match(name):
+        raise InventoryError(f"{path}{_line(knode)}: invalid node name {name!r}",
+                             hint="use letters, digits, '-', '_' and '.'")
+    if vnode.tag == "tag:yaml.org,2002:null" or not isinstance(vnode, yaml.MappingNode):
+        raise InventoryError(f"{path}{_line(knode)}: node {name!r} must be a mapping with 'containers:'")
+    items = _mapping_items(vnode)
+    unknown = set(items) - NODE_KEYS
+    if unknown:
+        key = sorted(unknown)[0]
+        raise InventoryError(f"{path}{_line(items[key][0])}: unknown key {key!r} in node {name!r}",
+                             hint="allowed: " + ", ".join(sorted(NODE_KEYS)))
+    kw: dict = {}
+    for key, kind in (("host", str), ("user", str), ("identity_file", str), ("ssh_config", str),
+                      ("port", int), ("local", bool)):
+        if key in items:
+            kw[key] = _scalar(path, f"nodes.{name}.{key}", *items[key], kind)
+    if "port" in kw and not 0 < kw["port"] < 65536:
+        raise InventoryError(f"{path}{_line(items['port'][0])}: port {kw['port']} out of range")
+    if "docker" in items:
+        value = yaml.safe_load(yaml.serialize(items["docker"][1]))
+        if isinstance(value, str):
+            value = value.split()
+        if not (isinstance(value, list) and value and all(isinstance(v, str) for v in value)):
+            raise InventoryError(f"{path}{_line(items['docker'][0])}: docker must be a command, "
+                                 "e.g. 'docker' or 'sudo -n docker'")
+        kw["docker"] = tuple(value)
+    if "containers" not in items:
+        raise InventoryError(f"{path}{_line(knode)}: node {name!r} has no 'containers:'",
+                             hint="list the containers to tune in, e.g. containers: {aiter-dev: {}}")
+    ck, cv = items["containers"]
+    if not isinstance(cv, yaml.MappingNode) or not cv.value:
+        raise InventoryError(f"{path}{_line(ck)}: containers of {name!r} must map names to options",
+                             hint="e.g. containers: {aiter-dev: {}}")
+    containers = {}
+    for cname, (cknode, cvnode) in _mapping_items(cv).items():
+        containers[cname] = _container(path, name, cname, cknode, cvnode)
+    return NodeSpec(name=name, host=kw.pop("host", name), containers=containers, **kw)
+
+
+def _container(path: str, node: str, name: str, knode, vnode) -> ContainerSpec:
+    if not _NAME.match(name):
+        raise InventoryError(f"{path}{_line(knode)}: invalid container name {name!r}")
+    value = yaml.safe_load(yaml.serialize(vnode)) if vnode is not None else None
+    if value is None:
+        value = {}
+    if not isinstance(value, dict):
+        raise InventoryError(f"{path}{_line(knode)}: options of container {name!r} must be a mapping "
+                             "({} = discover everything)")
+    unknown = set(value) - CONTAINER_KEYS
+    if unknown:
+        raise InventoryError(f"{path}{_line(knode)}: unknown option {sorted(unknown)[0]!r} for "
+                             f"container {name!r}", hint="allowed: " + ", ".join(sorted(CONTAINER_KEYS)))
+    env = value.get("env") or {}
+    if not isinstance(env, dict) or not all(isinstance(k, str) for k in env):
+        raise InventoryError(f"{path}{_line(knode)}: env of container {name!r} must map names to values")
+    return ContainerSpec(
+        name=name,
+        aiter_path=value.get("aiter_path"),
+        env={k: str(v) for k, v in env.items()},
+        python=str(value.get("python") or "python3"),
+        user=value.get("user"),
+    )

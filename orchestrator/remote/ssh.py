@@ -1,0 +1,195 @@
+"""SshTransport over fabric.Connection: ssh_config, ProxyJump, keepalive, verified host keys.
+
+Fabric resolves ~/.ssh/config (HostName, User, Port, IdentityFile, ProxyJump) for us, but
+installs paramiko's AutoAddPolicy on every connection it builds, gateways included: that silently
+trusts any host key. ``_secure`` replaces it along the whole gateway chain with the user's
+StrictHostKeyChecking and UserKnownHostsFile. Commands run on a raw paramiko channel so that
+stdin/stdout are bytes and every wait has a deadline.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import socket
+import time
+from dataclasses import dataclass
+
+import fabric
+import paramiko
+from fabric.config import Config as FabricConfig
+
+from ..errors import ConnectError, HostKeyError
+from .shell import Cmd, render
+from .transport import CommandResult, TransportError, check_result
+
+KEEPALIVE_S = 5
+DEFAULT_CONNECT_TIMEOUT = 15
+
+
+@dataclass(frozen=True)
+class SshTarget:
+    """Where to connect; ``host`` may be an alias from ~/.ssh/config. None = take ssh_config's."""
+
+    host: str
+    port: int | None = None
+    user: str | None = None
+    identity_file: str | None = None
+    ssh_config_path: str | None = None   # default ~/.ssh/config (and /etc/ssh/ssh_config)
+    connect_timeout: int | None = None
+
+
+class _RefuseUnknown(paramiko.MissingHostKeyPolicy):
+    def missing_host_key(self, client, hostname, key):
+        raise HostKeyError(
+            f"host key for {hostname} is not known ({key.get_name()} "
+            f"{key.get_fingerprint().hex()})",
+            hint="verify the fingerprint, then add it to known_hosts (e.g. ssh-keyscan), "
+                 "or rerun with --accept-new-host-key",
+        )
+
+
+class _AcceptNew(paramiko.MissingHostKeyPolicy):
+    """OpenSSH's accept-new: remember an unknown key; a changed key is still refused (by paramiko)."""
+
+    def __init__(self, save_to: str):
+        self.save_to = save_to
+
+    def missing_host_key(self, client, hostname, key):
+        client.get_host_keys().add(hostname, key.get_name(), key)
+        os.makedirs(os.path.dirname(self.save_to) or ".", exist_ok=True)
+        line = f"{hostname} {key.get_name()} {key.get_base64()}\n"
+        with open(self.save_to, "a", encoding="utf-8") as fh:
+            fh.write(line)
+
+
+def _known_hosts_files(conn: fabric.Connection) -> list[str]:
+    value = conn.ssh_config.get("userknownhostsfile")
+    if isinstance(value, list):
+        value = " ".join(value)
+    files = value.split() if value else ["~/.ssh/known_hosts", "~/.ssh/known_hosts2"]
+    return [os.path.expanduser(f) for f in files]
+
+
+def _secure(conn: fabric.Connection, accept_new: bool) -> None:
+    """Verify host keys the way the user's ssh would, on this connection and every gateway."""
+    strict = str(conn.ssh_config.get("stricthostkeychecking", "ask")).lower()
+    client = conn.client
+    files = _known_hosts_files(conn)
+    for path in files:
+        if os.path.exists(path):
+            client.load_host_keys(path)  # verify against it; never rewritten by paramiko
+    if os.path.exists("/etc/ssh/ssh_known_hosts"):
+        client.load_system_host_keys("/etc/ssh/ssh_known_hosts")
+    if strict in ("no", "off"):
+        policy: paramiko.MissingHostKeyPolicy = paramiko.WarningPolicy()
+    elif strict == "accept-new" or accept_new:
+        policy = _AcceptNew(files[0])
+    else:  # yes / ask (non-interactive: refuse)
+        policy = _RefuseUnknown()
+    client.set_missing_host_key_policy(policy)
+    client._host_keys_filename = None  # paramiko must never save over the user's known_hosts
+    if isinstance(conn.gateway, fabric.Connection):
+        _secure(conn.gateway, accept_new)
+
+
+class SshTransport:
+    def __init__(self, target: SshTarget, *, accept_new_host_key: bool = False):
+        self.target = target
+        self.accept_new_host_key = accept_new_host_key
+        self.label = target.host
+        self.conn: fabric.Connection | None = None
+        self.round_trips = 0
+
+    # -- connection -------------------------------------------------------------------------
+    def _make_connection(self) -> fabric.Connection:
+        overrides = {}
+        if self.target.ssh_config_path:
+            overrides["ssh_config_path"] = self.target.ssh_config_path
+        config = FabricConfig(overrides=overrides)
+        connect_kwargs = {"allow_agent": True, "look_for_keys": self.target.identity_file is None}
+        if self.target.identity_file:
+            connect_kwargs["key_filename"] = [os.path.expanduser(self.target.identity_file)]
+        conn = fabric.Connection(
+            self.target.host,
+            user=self.target.user,
+            port=self.target.port,
+            config=config,
+            connect_timeout=self.target.connect_timeout or None,
+            connect_kwargs=connect_kwargs,
+        )
+        if conn.connect_timeout is None:
+            conn.connect_timeout = DEFAULT_CONNECT_TIMEOUT
+        _secure(conn, self.accept_new_host_key)
+        return conn
+
+    def connect(self) -> None:
+        if self.conn is not None and self.conn.is_connected and self.conn.transport.is_active():
+            return
+        self.close()
+        conn = self._make_connection()
+        where = f"{conn.user}@{conn.host}:{conn.port}"
+        try:
+            conn.open()
+        except HostKeyError:
+            raise
+        except paramiko.BadHostKeyException as exc:
+            raise HostKeyError(
+                f"host key for {where} does not match known_hosts (possible man-in-the-middle)",
+                hint="if the node was reinstalled, remove the old key with ssh-keygen -R",
+            ) from exc
+        except paramiko.AuthenticationException as exc:
+            raise ConnectError(f"authentication to {where} failed: {exc}",
+                               hint="check user and identity_file in inventory.yaml / ~/.ssh/config") from exc
+        except (OSError, socket.timeout, paramiko.SSHException, EOFError) as exc:
+            raise ConnectError(f"cannot connect to {where}: {exc or type(exc).__name__}",
+                               hint="check host/port, VPN and that sshd runs on the node") from exc
+        conn.transport.set_keepalive(KEEPALIVE_S)
+        self.conn = conn
+
+    def close(self) -> None:
+        if self.conn is not None:
+            try:
+                self.conn.close()
+            except Exception:  # closing a dead connection must never mask the real error
+                pass
+        self.conn = None
+
+    # -- commands ---------------------------------------------------------------------------
+    def run(self, cmd: Cmd, *, stdin: bytes | None = None, timeout: float | None = None,
+            check: bool = True) -> CommandResult:
+        self.connect()
+        assert self.conn is not None
+        self.round_trips += 1
+        deadline = None if timeout is None else time.monotonic() + timeout
+        try:
+            chan = self.conn.transport.open_session(timeout=30)
+            chan.exec_command(render(cmd))
+            if stdin:
+                chan.sendall(stdin)
+            chan.shutdown_write()
+            out, err = bytearray(), bytearray()
+            while True:
+                while chan.recv_ready():
+                    out += chan.recv(1 << 16)
+                while chan.recv_stderr_ready():
+                    err += chan.recv_stderr(1 << 16)
+                if chan.exit_status_ready() and not chan.recv_ready() and not chan.recv_stderr_ready():
+                    if chan.eof_received or chan.closed:
+                        break
+                if not self.conn.transport.is_active():
+                    raise TransportError(f"connection to {self.label} lost")
+                if deadline is not None and time.monotonic() > deadline:
+                    chan.close()
+                    raise TransportError(f"command on {self.label} timed out after {timeout}s")
+                select.select([chan], [], [], 1.0)
+            code = chan.recv_exit_status()
+            chan.close()
+        except TransportError:
+            self.close()
+            raise
+        except (OSError, EOFError, paramiko.SSHException, socket.timeout) as exc:
+            self.close()
+            raise TransportError(f"connection to {self.label} lost: {exc or type(exc).__name__}") from exc
+        result = CommandResult(cmd, code, bytes(out), bytes(err))
+        return check_result(result) if check else result

@@ -1,0 +1,99 @@
+"""Benchmark plan (one module for before and after): shapes -> op_test invocations -> results per shape.
+
+The argument style comes from the variant's BenchSpec (aiter-formats.md §4); results are matched
+back to the requested shapes so that every key column (q_dtype_w, MoE quant fields) is exact.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..variants import BenchSpec, KernelVariant, dtype_family, moe_quant_index
+
+MOE_GROUP = ("model_dim", "inter_dim", "expert", "topk", "act_type", "dtype", "q_dtype_a", "q_dtype_w",
+             "q_type", "use_g1u1", "doweight_stage1")
+
+
+@dataclass(frozen=True)
+class BenchCall:
+    script: str                      # relative to the aiter root
+    args: tuple[str, ...]
+    checked: dict                    # flag -> values passed (for the argparse `choices` check)
+    shapes: tuple[dict, ...]         # the shapes this call measures
+
+
+def _a8w8_q(shape: dict) -> str:
+    return "fp8" if dtype_family(str(shape.get("q_dtype_w", "torch.int8"))) == "fp8" else "i8"
+
+
+def _group(shapes, key):
+    groups: dict = {}
+    for s in shapes:
+        groups.setdefault(key(s), []).append(s)
+    return groups
+
+
+def plan_bench(variant: KernelVariant, shapes: list[dict]) -> list[BenchCall]:
+    bench = variant.bench
+    if bench is None or not shapes:
+        return []
+    extra = tuple(bench.extra_args)
+    calls: list[BenchCall] = []
+    if bench.style == "m_nk":
+        ms = sorted({int(s["m"]) for s in shapes})
+        nks = list(dict.fromkeys(f"{s['n']},{s['k']}" for s in shapes))
+        args = ("-m", *map(str, ms), "-nk", *nks, *extra)
+        calls.append(BenchCall(bench.script, args, {"-m": [str(m) for m in ms]}, tuple(shapes)))
+    elif bench.style == "mnk":
+        quant = "quantDtype" in bench.key_columns
+        for q, group in _group(shapes, _a8w8_q if quant else (lambda s: None)).items():
+            mnk = [f"{s['m']},{s['n']},{s['k']}" for s in group]
+            args = ("-mnk", *mnk, *(("-q", q) if quant else ()), *extra)
+            calls.append(BenchCall(bench.script, args, {}, tuple(group)))
+    elif bench.style == "s_mnk":
+        for b, group in _group(shapes, lambda s: int(s["b"])).items():
+            mnk = [f"{s['m']},{s['n']},{s['k']}" for s in group]
+            args = ("-b", str(b), "-s", *mnk, *extra)
+            calls.append(BenchCall(bench.script, args, {"-b": [str(b)]}, tuple(group)))
+    elif bench.style == "moe":
+        for cfg, group in _group(shapes, lambda s: tuple(str(s[k]) for k in MOE_GROUP)).items():
+            s0 = group[0]
+            q = moe_quant_index(str(s0["q_type"]), str(s0["q_dtype_a"]), str(s0["q_dtype_w"]))
+            tokens = sorted({int(s["token"]) for s in group})
+            act = str(s0["act_type"]).split(".")[-1].lower()
+            args = ("-t", *map(str, tokens), "-dim", f"{s0['model_dim']},{s0['inter_dim']}",
+                    "-e", str(s0["expert"]), "-k", str(s0["topk"]),
+                    *(("-q", str(q)) if q is not None else ()),
+                    "-a", act, "-s", "t" if int(s0["doweight_stage1"]) else "f", "-p", "f", *extra)
+            calls.append(BenchCall(bench.script, args, {"-t": [str(t) for t in tokens]}, tuple(group)))
+    else:  # pragma: no cover - registry is data; a new style must be added here once
+        raise ValueError(f"unknown bench style {bench.style!r}")
+    return calls
+
+
+def _norm(value) -> str:
+    text = str(value).strip()
+    try:
+        f = float(text)
+        return str(int(f)) if f.is_integer() else text
+    except ValueError:
+        return text
+
+
+def match_results(bench: BenchSpec, shapes: list[dict], results: list[dict]) -> list[dict]:
+    """Attach each parsed result to the requested shape it measures.
+
+    ``results`` come from parsing.bench.bench_results: [{"key": {...}, "value": float|None}].
+    Returns [{"key": full shape, "value": float|None}] for requested shapes that were measured.
+    """
+    out = []
+    for r in results:
+        rkey = {k: _norm(v) for k, v in r["key"].items()}
+        for s in shapes:
+            if all(k not in s or _norm(s[k]) == v for k, v in rkey.items() if k != "q_dtype_w") and (
+                "q_dtype_w" not in rkey or "q_dtype_w" not in s
+                or dtype_family(str(s["q_dtype_w"])) == dtype_family(rkey["q_dtype_w"])
+            ):
+                out.append({"key": dict(s), "value": r["value"]})
+                break
+    return out

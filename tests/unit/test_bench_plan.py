@@ -1,0 +1,58 @@
+"""Benchmark invocations per argument style, straight from the variant registry."""
+
+from orchestrator.steps.bench import match_results, plan_bench
+from orchestrator.variants import get_variant, profile_for
+
+CUR = profile_for((0, 1, 20))
+
+
+def v(name, profile=CUR):
+    return get_variant(name).resolve(profile)
+
+
+def test_m_nk_style_passes_ms_and_nks_once_with_preshuffle_inferred():
+    shapes = [{"m": m, "n": n, "k": k} for (n, k) in [(7168, 2048), (512, 7168)] for m in (1, 2, 32768)]
+    [call] = plan_bench(v("a8w8_blockscale"), shapes)
+    assert call.script == "op_tests/test_gemm_a8w8_blockscale.py"
+    assert call.args == ("-m", "1", "2", "32768", "-nk", "7168,2048", "512,7168", "--ck_preshuffle", "False")
+    assert call.checked == {"-m": ["1", "2", "32768"]}
+    [call] = plan_bench(v("a8w8_blockscale_bpreshuffle"), shapes)
+    assert call.args[-2:] == ("--ck_preshuffle", "True")
+
+
+def test_mnk_style_groups_by_quant_dtype():
+    shapes = [{"m": 1, "n": 2, "k": 3, "q_dtype_w": "torch.int8"},
+              {"m": 4, "n": 5, "k": 6, "q_dtype_w": "torch.float8_e4m3fnuz"}]
+    calls = plan_bench(v("a8w8"), shapes)
+    assert [c.args for c in calls] == [("-mnk", "1,2,3", "-q", "i8"), ("-mnk", "4,5,6", "-q", "fp8")]
+    [a4] = plan_bench(v("a4w4_blockscale"), [{"m": 1, "n": 2, "k": 3}])
+    assert a4.args == ("-mnk", "1,2,3")
+
+
+def test_batched_style_groups_by_b_and_checks_b_choices():
+    shapes = [{"b": 16, "m": 1, "n": 1280, "k": 8192}, {"b": 8, "m": 2, "n": 1280, "k": 8192}]
+    calls = plan_bench(v("batched_a8w8"), shapes)
+    assert [c.args for c in calls] == [("-b", "16", "-s", "1,1280,8192"), ("-b", "8", "-s", "2,1280,8192")]
+    assert calls[1].checked == {"-b": ["8"]}
+    cur_bf16 = plan_bench(v("batched_bf16"), shapes[:1])[0]
+    assert cur_bf16.args[-2:] == ("-l", "bmn")
+    legacy_bf16 = plan_bench(v("batched_bf16", profile_for((0, 1, 11))), shapes[:1])[0]
+    assert "-l" not in legacy_bf16.args
+
+
+def test_moe_style_maps_quant_index_activation_and_doweight():
+    base = {"model_dim": 4096, "inter_dim": 512, "expert": 512, "topk": 10, "act_type": "ActivationType.Silu",
+            "dtype": "torch.bfloat16", "q_dtype_a": "torch.float8_e4m3fn", "q_dtype_w": "torch.float8_e4m3fn",
+            "q_type": "QuantType.per_1x128", "use_g1u1": 1, "doweight_stage1": 0}
+    shapes = [{"token": t, **base} for t in (1, 64, 1024)]
+    [call] = plan_bench(v("moe_2stages"), shapes)
+    assert call.args == ("-t", "1", "64", "1024", "-dim", "4096,512", "-e", "512", "-k", "10", "-q", "5",
+                         "-a", "silu", "-s", "f", "-p", "f")
+
+
+def test_results_are_matched_back_to_full_shapes():
+    bench = v("a8w8").bench
+    shapes = [{"m": 1, "n": 2, "k": 3, "q_dtype_w": "torch.int8"}]
+    got = match_results(bench, shapes, [{"key": {"m": 1.0, "n": 2, "k": 3, "q_dtype_w": "torch.int8"}, "value": 5.0},
+                                        {"key": {"m": 9, "n": 2, "k": 3}, "value": 1.0}])
+    assert got == [{"key": shapes[0], "value": 5.0}]

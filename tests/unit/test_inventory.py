@@ -1,0 +1,52 @@
+import pytest
+
+from orchestrator.errors import ExitCode, InventoryError
+from orchestrator.inventory import load_inventory
+
+
+def write(tmp_path, text):
+    p = tmp_path / "inventory.yaml"
+    p.write_text(text)
+    return str(p)
+
+
+def test_shipped_example_loads():
+    inv = load_inventory("inventory.yaml")
+    node = inv.node("mi355-07")
+    assert node.host == "10.1.2.7" and node.port == 22 and node.user == "amd"
+    assert node.container("aiter-dev").aiter_path is None
+    assert inv.node("mi300x-lab").container("sglang").env["AITER_CONFIG_FMOE"].endswith("tuned_fmoe.csv")
+
+
+@pytest.mark.parametrize("text,needle,line", [
+    ("nodes:\n  a:\n    host: h\n    prot: 22\n    containers: {c: {}}\n", "unknown key 'prot'", ":4"),
+    ("nodes:\n  a:\n    host: h\n    port: abc\n    containers: {c: {}}\n", "port must be an integer", ":4"),
+    ("nodes:\n  a:\n    host: h\n", "has no 'containers:'", ":2"),
+    ("nodes: [\n", "invalid YAML", ":"),
+    ("hosts: {}\n", "missing 'nodes:'", ""),
+    ("nodes:\n  a:\n    host: h\n    containers:\n      c: {aiter_pth: /x}\n", "unknown option 'aiter_pth'", ":5"),
+])
+def test_bad_inventory_names_key_and_line(tmp_path, text, needle, line):
+    path = write(tmp_path, text)
+    with pytest.raises(InventoryError) as err:
+        load_inventory(path)
+    assert needle in err.value.message
+    assert f"{path}{line}" in err.value.message
+    assert err.value.exit_code == ExitCode.USAGE
+
+
+def test_unknown_node_and_container_hint_at_the_names(tmp_path):
+    inv = load_inventory(write(tmp_path, "nodes:\n  a:\n    containers: {c1: {}}\n"))
+    assert inv.node("a").host == "a"  # no host: the name is an ssh_config alias
+    with pytest.raises(InventoryError) as err:
+        inv.node("b")
+    assert "a" in err.value.hint
+    with pytest.raises(InventoryError) as err:
+        inv.node("a").container("c2")
+    assert "c1" in err.value.hint
+
+
+def test_missing_file(tmp_path):
+    with pytest.raises(InventoryError) as err:
+        load_inventory(str(tmp_path / "nope.yaml"))
+    assert "TUNE_REMOTE_INVENTORY" in err.value.hint

@@ -1,0 +1,57 @@
+"""The one quoting function: nothing a user gives ever reaches a shell unquoted."""
+
+import subprocess
+
+import pytest
+
+from orchestrator.remote.docker import DockerExecTransport
+from orchestrator.remote.local import LocalTransport
+from orchestrator.remote.shell import Cmd, display, render, sh
+
+NASTY = [
+    "/workspace/logs/run 1 $(touch /tmp/pwned);x.log",
+    "a'b\"c`d`$HOME\\n;&&|| >x <y *",
+    "",
+    "-n",
+    "line\nbreak",
+]
+
+
+@pytest.mark.parametrize("value", NASTY)
+def test_render_round_trips_through_a_real_shell(value, tmp_path):
+    cmd = Cmd(("printf", "%s", value), env={"X": value}, cwd=str(tmp_path))
+    out = subprocess.run(["sh", "-c", render(cmd)], capture_output=True, check=True)
+    assert out.stdout.decode() == value
+    assert not (tmp_path / "x").exists()
+
+
+def test_docker_wrapping_quotes_the_inner_command_once(tmp_path):
+    """`docker exec CTR sh -c <line>`: replaced by a fake docker that runs `sh -c <line>` itself."""
+    fake = tmp_path / "docker"
+    fake.write_text('#!/bin/sh\nshift 3\nexec "$@"\n')  # drop "exec -i CTR"
+    fake.chmod(0o755)
+    marker = tmp_path / "pwned"
+    value = f"run 1 $(touch {marker});x.log"
+    outer = DockerExecTransport(LocalTransport(), "ctr", docker=(str(fake),))
+    # the host side runs `sh -c <rendered wrap>` like sshd would
+    host_line = render(outer.wrap(Cmd(("printf", "%s", value))))
+    out = subprocess.run(["sh", "-c", host_line], capture_output=True, check=True)
+    assert out.stdout.decode() == value
+    assert not marker.exists()
+
+
+def test_sh_passes_values_as_positional_args(tmp_path):
+    value = "$(touch pwned) ; echo hi"
+    res = LocalTransport().run(sh('printf "%s" "$1"', value), timeout=10)
+    assert res.stdout.decode() == value
+
+
+def test_display_masks_secrets_and_render_does_not():
+    cmd = Cmd(("tool",), env={"TOKEN": "s3cret", "A": "1"}, secret_env=frozenset({"TOKEN"}))
+    assert "s3cret" not in display(cmd)
+    assert "s3cret" in render(cmd)
+
+
+def test_invalid_env_name_is_refused():
+    with pytest.raises(ValueError):
+        render(Cmd(("true",), env={"A;rm -rf /": "x"}))

@@ -1,0 +1,60 @@
+import json
+
+from orchestrator.state import JobState, Workspace
+from orchestrator.variants import VARIANTS, get_variant, profile_for
+from orchestrator.workflow import STEPS, next_step
+
+
+def job():
+    return JobState(job_id="j1", node="n", container="c", variant="a8w8", created=0.0, request={})
+
+
+def test_next_step_walks_the_steps_in_order():
+    j = job()
+    seen = []
+    while (s := next_step(j)) is not None:
+        seen.append(s)
+        j.step_state(s).status = "done"
+    assert tuple(seen) == STEPS
+
+
+def test_failed_or_cancelled_job_has_no_next_step():
+    j = job()
+    j.step_state("discover").status = "failed"
+    assert next_step(j) is None
+    j = job()
+    j.state = "cancelled"
+    assert next_step(j) is None
+
+
+def test_state_round_trip_is_atomic_json(tmp_path):
+    ws = Workspace(tmp_path)
+    j = job()
+    j.step_state("remote").info["offsets"] = {"/x": 3}
+    ws.save(j)
+    assert not [p for p in (tmp_path / "j1").iterdir() if p.name.startswith(".state")]
+    back = ws.load("j1")
+    assert back.step_state("remote").info["offsets"] == {"/x": 3}
+    assert json.loads((tmp_path / "j1" / "state.json").read_text())["job_id"] == "j1"
+
+
+def test_profiles_follow_the_reference_thresholds():
+    assert profile_for((0, 1, 20)).name == "current" and profile_for((0, 1, 20)).timeout_default == 1800
+    legacy = profile_for((0, 1, 11))
+    assert legacy.name == "legacy" and not legacy.gfx_column and legacy.moe_blockscale_bypass == "small"
+    assert profile_for((0, 1, 10)).moe_blockscale_bypass == "all"
+    assert not profile_for((0, 1, 9)).has_flag("--timeout")
+    assert profile_for((0, 1, 13)).has_flag("--run_config")
+
+
+def test_blockscale_bpreshuffle_script_by_version():
+    v = get_variant("a8w8_blockscale_bpreshuffle")
+    assert v.resolve(profile_for((0, 1, 20))).tune_script.endswith("gemm_a8w8_blockscale_tune.py")
+    assert v.resolve(profile_for((0, 1, 20))).tune_flags == ("--preshuffle",)
+    assert v.resolve(profile_for((0, 1, 11))).tune_script.endswith("gemm_a8w8_blockscale_bpreshuffle_tune.py")
+
+
+def test_every_variant_has_key_columns_and_a_config_env():
+    assert len(VARIANTS) == 8
+    for v in VARIANTS.values():
+        assert v.key_columns and v.config_env.startswith("AITER_CONFIG_")
