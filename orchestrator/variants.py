@@ -169,6 +169,7 @@ _GEMM_BLOCKSCALE_BENCH = BenchSpec(
     higher_is_better=True,
     key_columns={"m": "m", "n": "n", "k": "k"},
     extra_args=("--ck_preshuffle", "False"),
+    row_filter={"ck_preshuffle": "False"},
 )
 
 VARIANTS: dict[str, KernelVariant] = {
@@ -212,7 +213,8 @@ VARIANTS: dict[str, KernelVariant] = {
             tuned_csv="aiter/configs/a8w8_blockscale_bpreshuffle_tuned_gemm.csv",
             config_env="AITER_CONFIG_GEMM_A8W8_BLOCKSCALE_BPRESHUFFLE",
             untuned_columns=("M", "N", "K"),
-            bench=dataclasses.replace(_GEMM_BLOCKSCALE_BENCH, extra_args=("--ck_preshuffle", "True")),
+            bench=dataclasses.replace(_GEMM_BLOCKSCALE_BENCH, extra_args=("--ck_preshuffle", "True"),
+                                      row_filter={"ck_preshuffle": "True"}),
             overrides=(
                 # its own script until it was deleted (35eea80490, 2026-03-29 -> first missing in v0.1.12)
                 ((0, 0, 0), (0, 1, 12), {

@@ -1,0 +1,119 @@
+"""What a step works with: the job, the workspace, the node connection (with reconnect) and the UI."""
+
+from __future__ import annotations
+
+import os
+import random
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from .errors import ConnectionLost, ConnectError, HostKeyError
+from .inventory import ContainerSpec, NodeSpec
+from .remote.detached import NodeHelper
+from .remote.docker import DockerExecTransport
+from .remote.local import LocalTransport
+from .remote.ssh import SshTarget, SshTransport
+from .remote.transport import Transport, TransportError
+from .state import JobState, Workspace
+from .variants import AiterProfile, KernelVariant, get_variant, parse_version, profile_for
+
+
+def _env_float(name: str, default: float) -> float:
+    try:
+        return float(os.environ.get(name, default))
+    except ValueError:
+        return default
+
+
+@dataclass
+class Settings:
+    poll_s: float = field(default_factory=lambda: _env_float("TUNE_REMOTE_POLL_S", 2.0))
+    reconnect_s: float = field(default_factory=lambda: _env_float("TUNE_REMOTE_RECONNECT_S", 60.0))
+    accept_new_host_key: bool = False
+    yes: bool = False
+    interactive: bool = False
+
+
+class Target:
+    """The node (host transport) and the container in it (docker exec over the host transport)."""
+
+    def __init__(self, node: NodeSpec, container: ContainerSpec, *, accept_new_host_key: bool = False,
+                 host: Transport | None = None, in_container: bool = True):
+        self.node = node
+        self.container = container
+        if host is None:
+            if node.local:
+                host = LocalTransport(label=node.name)
+            else:
+                host = SshTransport(SshTarget(node.host, node.port, node.user, node.identity_file,
+                                              node.ssh_config), accept_new_host_key=accept_new_host_key)
+        self.host = host
+        self.ctr: Transport = (DockerExecTransport(host, container.name, node.docker, container.user)
+                               if in_container else host)
+        self.helper = NodeHelper(self.ctr, python=container.python)
+        self._host_helper: NodeHelper | None = None
+
+    @property
+    def host_helper(self) -> NodeHelper:
+        if self._host_helper is None:
+            self._host_helper = NodeHelper(self.host)
+        return self._host_helper
+
+    def connect(self) -> None:
+        connect = getattr(self.host, "connect", None)
+        if connect:
+            connect()
+
+    def round_trips(self) -> int:
+        return getattr(self.host, "round_trips", 0)
+
+    def close(self) -> None:
+        self.host.close()
+
+
+@dataclass
+class Ctx:
+    job: JobState
+    workspace: Workspace
+    target: Target
+    settings: Settings
+    ui: "object"
+    sleep: Callable[[float], None] = time.sleep
+
+    @property
+    def job_dir(self) -> Path:
+        return self.workspace.job_dir(self.job.job_id)
+
+    def save(self) -> None:
+        self.workspace.save(self.job)
+
+    @property
+    def variant(self) -> KernelVariant:
+        return get_variant(self.job.variant).resolve(self.profile)
+
+    @property
+    def profile(self) -> AiterProfile:
+        return profile_for(parse_version(self.job.facts.get("version")))
+
+    def call(self, op: str, request: dict | None = None, *, host: bool = False, timeout: float = 300) -> dict:
+        """One helper round trip, retried with back-off across transport failures (ops are idempotent)."""
+        helper = self.target.host_helper if host else self.target.helper
+        deadline = time.monotonic() + self.settings.reconnect_s
+        delay = 0.5
+        while True:
+            try:
+                return helper.call(op, request, timeout=timeout)
+            except (TransportError, ConnectError) as exc:
+                if isinstance(exc, HostKeyError):
+                    raise
+                if time.monotonic() + delay > deadline:
+                    raise ConnectionLost(
+                        f"connection to {self.job.node} lost and not re-established: {exc.message}",
+                        hint=f"the job goes on on the node; run `tune-remote resume {self.job.job_id}`",
+                    ) from exc
+                self.ui.event(f"connection problem ({exc.message}); retrying in {delay:.1f}s")
+                self.sleep(delay + random.uniform(0, delay / 4))
+                delay = min(delay * 2, 15.0)
+                self.target.close()

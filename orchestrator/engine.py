@@ -1,0 +1,75 @@
+"""Drives a job through the workflow: asks workflow.next_step, runs it, saves state after every step."""
+
+from __future__ import annotations
+
+import time
+
+from .context import Ctx
+from .errors import ConnectionLost, TuneRemoteError
+from .steps import discover, fetch, prepare, remote, results, shapes
+from .workflow import next_step
+
+STEP_FUNCS = {
+    "discover": discover.run,
+    "shapes": shapes.run,
+    "prepare": prepare.run,
+    "remote": remote.run,
+    "compare": results.run_compare,
+    "report": results.run_report,
+    "fetch": fetch.run,
+}
+
+
+def run_job(ctx: Ctx) -> str:
+    """Carry the job as far as it goes. Returns the job state ('running' when detached)."""
+    job = ctx.job
+    ctx.save()
+    try:
+        while (name := next_step(job)) is not None:
+            st = job.step_state(name)
+            job.step = name
+            if st.status != "running":
+                st.status, st.started = "running", time.time()
+            ctx.save()
+            ctx.ui.step(name)
+            try:
+                STEP_FUNCS[name](ctx)
+            except ConnectionLost:
+                ctx.save()   # the node carries on; `resume` picks up from here
+                raise
+            except TuneRemoteError as exc:
+                st.status, st.finished = "failed", time.time()
+                if job.state == "running":
+                    job.state = "failed"
+                job.error = exc.one_line()
+                ctx.save()
+                _best_effort_fetch(ctx, name)
+                raise
+            if job.state != "running":       # cancelled at confirmation / on the node
+                st.status = "failed"
+                ctx.save()
+                break
+            if name == "remote" and job.request.get("detach") and job.step_state("remote").info.get(
+                    "state", "running") == "running":
+                ctx.save()
+                return "running"
+            st.status, st.finished = "done", time.time()
+            ctx.save()
+        if job.state == "running":
+            job.state = "succeeded"
+            job.step = "done"
+        ctx.save()
+        return job.state
+    finally:
+        ctx.ui.stop()
+
+
+def _best_effort_fetch(ctx: Ctx, failed_step: str) -> None:
+    """After a failure, bring home whatever logs exist, so the user can see why. Never raises."""
+    if failed_step in ("discover", "shapes") or not ctx.job.remote.get("logs"):
+        return
+    try:
+        fetch.pull(ctx, fetch.wanted_files(ctx, ctx.job_dir))
+        ctx.save()
+    except Exception:  # the real error is already being reported
+        pass

@@ -1,0 +1,214 @@
+"""Parse AITER op_tests output (aiter-formats.md §4) into rows, then into keyed benchmark results.
+
+Two output styles (``BenchSpec.output``):
+
+``"markdown"`` (v0.1.10+): every ``<name> summary (markdown):`` record starts a pandas/tabulate pipe table
+  on the following lines (header, ``|:---|---:|`` alignment row, one row per test call). All tables in the
+  text are read, in order (test_batched_gemm_bf16 prints one per dtype; logs may hold several runs). The
+  header line may carry any prefix (``[aiter] ``, vLLM ``(Worker_TP0 pid=1) ``, SGLang ``[date TPn] ``,
+  ``AITER_LOG_MORE`` puts it on its own line after the header record); table lines may carry the same
+  prefixes, which are removed, as are ANSI colour codes. Column names are kept exactly as printed
+  (``"ck us"``, ``"ck TFLOPS"``, ``"M"``). Cells that parse as numbers become floats, ``nan``/``NaN``/empty/
+  ``None`` become None, anything else (``torch.bfloat16``, ``True``) stays a string. A row whose cell count
+  differs from the header is skipped.
+
+``"perf_lines"`` (test_batched_gemm_a8w8, test_batched_gemm_bf16 <= v0.1.16): one line per shape,
+  ``[perf] dim: (16, 1, 1280, 8192) dtype: torch.bfloat16, torch avg: 123.45 us, ck avg: 12.34 us,
+  uplift: 900.4%`` -> ``{"b", "m", "n", "k", "dtype", "torch avg", "ck avg", "uplift"}`` (dims int, times
+  and uplift (percent) float, ``nan``/``inf`` -> None).
+
+``bench_results(rows, bench)`` keeps rows matching ``bench.row_filter`` (a filter column absent from a row,
+as in older AITER output, does not drop it), builds the key from
+``bench.key_columns`` (output column -> lower-case key; dims as int, dtype-like keys as ``torch.<name>``
+strings) and takes ``bench.metric`` as the value (None when the column is missing or NaN, e.g. test_gemm_a4w4
+on a non-gfx950 GPU prints only its argument columns). Rows lacking a key column are skipped. When a key
+occurs more than once the last row wins (a re-run later in the same log), in first-seen key order.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any, Iterable
+
+from ..variants import BenchSpec
+
+__all__ = ["parse_bench_log", "parse_markdown_tables", "parse_perf_lines", "bench_results"]
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+_PREFIX = re.compile(
+    r"^(?:\(\w+ pid=\d+\)\s*)?"                                   # vLLM (Worker_TP0 pid=1)
+    r"(?:\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d[^\]]*\]\s*)?"           # SGLang [2026-02-17 23:52:11 TP4]
+    r"(?:\[aiter(?: [A-Z]+)?\]\s?)?"                               # [aiter] / [aiter INFO]
+)
+_SUMMARY = "summary (markdown):"
+_ALIGN_CELL = re.compile(r"^:?-+:?$")
+_PERF = re.compile(
+    r"\[perf\] dim: \(([^)]*)\)\s*dtype: ([^,]+?),\s*torch avg:\s*(\S+)\s*us,\s*ck avg:\s*(\S+)\s*us,"
+    r"\s*uplift:\s*([^%\s\[]+)%?")
+_NONE_CELLS = {"", "nan", "NaN", "None", "none", "<NA>", "NaT", "null", "Null"}
+
+DIM_KEYS = frozenset({"b", "m", "n", "k", "token", "model_dim", "inter_dim", "expert", "topk"})
+DTYPE_KEYS = frozenset({"q_dtype_w", "q_dtype_a", "dtype", "outdtype"})
+_DTYPE_ALIASES = {
+    "i8": "torch.int8", "int8": "torch.int8", "bf16": "torch.bfloat16", "bfloat16": "torch.bfloat16",
+    "fp16": "torch.float16", "float16": "torch.float16", "fp32": "torch.float32", "float32": "torch.float32",
+}
+
+
+def _clean(line: str) -> str:
+    if "\x1b" in line:
+        line = _ANSI.sub("", line)
+    line = line.rstrip("\r\n")
+    return _PREFIX.sub("", line, count=1)
+
+
+def _cell(text: str) -> Any:
+    t = text.strip()
+    if t in _NONE_CELLS:
+        return None
+    try:
+        v = float(t)
+    except ValueError:
+        return t
+    if math.isnan(v):
+        return None
+    return v
+
+
+def _split_row(line: str) -> list[str]:
+    s = line.strip()
+    if s.startswith("|"):
+        s = s[1:]
+    if s.endswith("|"):
+        s = s[:-1]
+    return [c.strip() for c in s.split("|")]
+
+
+def parse_markdown_tables(text: str) -> list[dict]:
+    """Rows of every ``... summary (markdown):`` pipe table in ``text``, in order."""
+    rows: list[dict] = []
+    lines = text.splitlines()
+    i = 0
+    n = len(lines)
+    while i < n:
+        if _SUMMARY not in lines[i]:
+            i += 1
+            continue
+        i += 1
+        # the table starts on the next line (blank lines tolerated)
+        while i < n and not _clean(lines[i]).strip():
+            i += 1
+        header: list[str] | None = None
+        while i < n:
+            line = _clean(lines[i])
+            if not line.lstrip().startswith("|"):
+                break
+            cells = _split_row(line)
+            i += 1
+            if header is None:
+                header = cells
+                continue
+            if all(_ALIGN_CELL.match(c) for c in cells if c) and any(cells):
+                continue
+            if len(cells) != len(header):
+                continue
+            rows.append({h: _cell(c) for h, c in zip(header, cells)})
+    return rows
+
+
+def _num(text: str) -> float | None:
+    try:
+        v = float(text.strip())
+    except ValueError:
+        return None
+    return None if (math.isnan(v) or math.isinf(v)) else v
+
+
+def parse_perf_lines(text: str) -> list[dict]:
+    rows = []
+    for raw in text.splitlines():
+        if "[perf]" not in raw:
+            continue
+        line = _ANSI.sub("", raw) if "\x1b" in raw else raw
+        m = _PERF.search(line)
+        if not m:
+            continue
+        dims = [d.strip() for d in m.group(1).split(",") if d.strip()]
+        if len(dims) != 4:
+            continue
+        try:
+            b, mm, n, k = (int(d) for d in dims)
+        except ValueError:
+            continue
+        rows.append({
+            "b": b, "m": mm, "n": n, "k": k,
+            "dtype": m.group(2).strip(),
+            "torch avg": _num(m.group(3)),
+            "ck avg": _num(m.group(4)),
+            "uplift": _num(m.group(5)),
+        })
+    return rows
+
+
+def parse_bench_log(text: str, bench: BenchSpec) -> list[dict]:
+    """Raw rows of an op_test log, per ``bench.output``."""
+    if bench.output == "markdown":
+        return parse_markdown_tables(text)
+    if bench.output == "perf_lines":
+        return parse_perf_lines(text)
+    raise ValueError(f"unknown bench output style {bench.output!r}")
+
+
+def _norm_key(col: str, value: Any) -> Any:
+    if value is None:
+        return None
+    if col in DIM_KEYS:
+        try:
+            return int(float(value))
+        except (TypeError, ValueError):
+            return value
+    if col in DTYPE_KEYS:
+        s = str(value).strip().strip("'\"")
+        return _DTYPE_ALIASES.get(s, s if s.startswith("torch.") or "." in s else f"torch.{s}")
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+def _matches(row_value: Any, wanted: Any) -> bool:
+    if row_value is None:
+        return False
+    if str(row_value) == str(wanted):
+        return True
+    try:
+        return float(row_value) == float(wanted)
+    except (TypeError, ValueError):
+        return False
+
+
+def bench_results(rows: Iterable[dict], bench: BenchSpec) -> list[dict]:
+    """``[{"key": {...}, "value": float | None}]`` per distinct key (last row wins)."""
+    out: dict[tuple, dict] = {}
+    for row in rows:
+        # a filter column the script does not print at all (older AITER) does not drop the row
+        if any(col in row and not _matches(row[col], val) for col, val in bench.row_filter.items()):
+            continue
+        key = {}
+        for out_col, key_col in bench.key_columns.items():
+            if out_col not in row or row[out_col] is None:
+                key = None
+                break
+            key[key_col] = _norm_key(key_col, row[out_col])
+        if key is None:
+            continue
+        raw = row.get(bench.metric)
+        value: float | None
+        if isinstance(raw, (int, float)) and not isinstance(raw, bool):
+            value = None if (math.isnan(raw) or math.isinf(raw)) else float(raw)
+        elif isinstance(raw, str):
+            value = _num(raw)
+        else:
+            value = None
+        out[tuple(key.items())] = {"key": key, "value": value}
+    return list(out.values())

@@ -1,0 +1,301 @@
+"""Simulated AITER node: a faithful, GPU-less stand-in for an AMD AITER install (docs/internals.md).
+
+``install(host_dir, spec, target_dir=None)`` lays out a complete node under ``host_dir``; every path
+written into a file refers to ``target_dir`` (default ``host_dir``), where the test bed bind-mounts it.
+Everything that runs inside the node is stdlib-only Python 3.8+ started as ``python3``.
+
+Node layout (``<t>`` = target_dir)::
+
+    <t>/bin/rocm-smi, <t>/bin/rocminfo            executables (python3 scripts)
+    <t>/pylib/torch/                              minimal torch stand-in (on PYTHONPATH)
+    <t>/pylib/amd_aiter-<v>.dist-info             develop mode: editable dist-info (+ __editable__ .pth)
+    <t>/aiter/                                    develop mode: the source checkout (AITER_ROOT_DIR)
+        aiter/ (package, install_mode=develop, configs/, jit/), csrc/<variant>/..._tune.py, op_tests/
+    <t>/site-packages/                            install mode: AITER_ROOT_DIR
+        aiter/ (package, install_mode=install, configs/, jit/), aiter_meta/csrc/..., amd_aiter-<v>.dist-info
+    <t>/sim/node.json, control.json, launches.jsonl
+    <t>/logs/*.log                                simulated vLLM / SGLang server logs (see sim.logs)
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import shutil
+import stat
+from dataclasses import dataclass, field
+from pathlib import Path
+
+__all__ = ["SimSpec", "SimInstall", "install", "PROFILES"]
+
+TREE = Path(__file__).resolve().parent / "tree"
+PERF_MODEL = Path(__file__).resolve().parent / "perf_model.py"
+
+PROFILES = {"current": "0.1.20", "legacy": "0.1.11"}
+BASE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+LEGACY_ONLY = ("csrc/ck_gemm_a8w8_blockscale_bpreshuffle",)
+_MARKETING = {"gfx950": "AMD Instinct MI355X", "gfx942": "AMD Instinct MI300X"}
+
+
+@dataclass(frozen=True)
+class SimSpec:
+    profile: str = "current"          # "current" = AITER 0.1.20, "legacy" = AITER 0.1.11
+    install_mode: str = "develop"     # "develop" (editable checkout) | "install" (site-packages)
+    pip_name: str | None = None       # None -> "amd-aiter"; "aiter" = legacy distribution name
+    gfx: str = "gfx950"
+    cu_num: int = 256
+    gpus: int = 8
+    busy_gpus: tuple = (6, 7)
+    seconds_per_shape: float = 0.0
+
+    @property
+    def version(self) -> str:
+        return PROFILES[self.profile]
+
+    @property
+    def dist_name(self) -> str:
+        return self.pip_name or "amd-aiter"
+
+
+@dataclass
+class SimInstall:
+    env: dict
+    aiter_root: str
+    logs_dir: str
+    control_path: str
+    launches_path: str
+    version: str
+    spec: SimSpec = field(default_factory=SimSpec)
+    host_dir: str = ""
+    target_dir: str = ""
+    package_dir: str = ""     # <aiter_root>/aiter
+    meta_root: str = ""       # where csrc/ lives (= aiter_root in develop, <root>/aiter_meta in install)
+    logs: dict = field(default_factory=dict, repr=False)   # log file name -> sim.logs.SimLog
+
+    def host_path(self, target_path: str) -> str:
+        """Map a path inside the node (target side) to the host side."""
+        t = self.target_dir.rstrip("/")
+        if target_path == t or target_path.startswith(t + "/"):
+            return self.host_dir.rstrip("/") + target_path[len(t):]
+        return target_path
+
+    def script(self, rel: str) -> str:
+        """Target path of a script relative to the meta root (csrc/...) or checkout (op_tests/...)."""
+        return f"{self.meta_root}/{rel}" if rel.startswith(("csrc/", "hsa/")) else f"{self.aiter_root}/{rel}"
+
+
+# ------------------------------------------------------------------------------------ preprocessing
+
+def preprocess(text: str, profile: str) -> str:
+    """Keep the `#@ if <profile>` ... `#@ endif` blocks of this profile, drop the others and the markers."""
+    out, keep = [], True
+    for line in text.splitlines(keepends=True):
+        s = line.strip()
+        if s.startswith("#@ if "):
+            keep = s[len("#@ if "):].strip() == profile
+            continue
+        if s == "#@ endif":
+            keep = True
+            continue
+        if keep:
+            out.append(line)
+    return "".join(out)
+
+
+def _copy_tree(src: Path, dst: Path, profile: str, skip=()) -> None:
+    for root, dirs, files in os.walk(src):
+        dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+        rel = Path(root).relative_to(src)
+        if any(str(rel) == s or str(rel).startswith(s + "/") for s in skip):
+            continue
+        (dst / rel).mkdir(parents=True, exist_ok=True)
+        for f in sorted(files):
+            if f.endswith((".pyc", ".pyo")):
+                continue
+            sp, dp = Path(root) / f, dst / rel / f
+            data = sp.read_bytes()
+            if f.endswith(".py") or sp.parent.name == "bin":
+                data = preprocess(data.decode("utf-8"), profile).encode("utf-8")
+            dp.write_bytes(data)
+            mode = 0o755 if (sp.stat().st_mode & stat.S_IXUSR) else 0o644
+            os.chmod(dp, mode)
+
+
+def _legacy_csv(text: str) -> str:
+    """Current-schema tuned CSV -> v0.1.11 schema: drop the leading gfx column and fmoe's _tag."""
+    lines = text.splitlines()
+    if not lines:
+        return text
+    header = lines[0].split(",")
+    drop = [i for i, h in enumerate(header) if h.strip() in ("gfx", "_tag", "xbf16", "flat")]
+    if not drop:
+        return text
+    out = []
+    for ln in lines:
+        cells = ln.split(",")
+        out.append(",".join(c for i, c in enumerate(cells) if i not in drop))
+    return "\n".join(out) + "\n"
+
+
+def _install_configs(cfg_dir: Path, profile: str) -> None:
+    cfg_dir.mkdir(parents=True, exist_ok=True)
+    cur, leg = TREE / "configs" / "current", TREE / "configs" / "legacy"
+    for f in sorted(cur.iterdir()):
+        text = f.read_text()
+        if profile == "legacy":
+            if (leg / f.name).exists():
+                text = (leg / f.name).read_text()
+            elif "untuned" not in f.name:
+                text = _legacy_csv(text)
+        (cfg_dir / f.name).write_text(text)
+        os.chmod(cfg_dir / f.name, 0o644)
+    (cfg_dir / "model_configs").mkdir(exist_ok=True)
+
+
+# ------------------------------------------------------------------------------------ dist-info
+
+def _record_line(base: Path, p: Path) -> str:
+    data = p.read_bytes()
+    digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+    return f"{p.relative_to(base).as_posix()},sha256={digest},{len(data)}"
+
+
+def _write_dist_info(where: Path, spec: SimSpec, editable_target: str | None, record_roots=()) -> Path:
+    norm = spec.dist_name.replace("-", "_")
+    di = where / f"{norm}-{spec.version}.dist-info"
+    di.mkdir(parents=True, exist_ok=True)
+    (di / "METADATA").write_text(
+        "Metadata-Version: 2.1\n"
+        f"Name: {spec.dist_name}\n"
+        f"Version: {spec.version}\n"
+        "Summary: AITER: AI Tensor Engine for ROCm (simulated node)\n"
+        "Home-page: https://github.com/ROCm/aiter\n"
+        "Author: AMD\n"
+        "License: MIT\n"
+        "Requires-Python: >=3.8\n"
+    )
+    (di / "INSTALLER").write_text("pip\n")
+    (di / "top_level.txt").write_text("aiter\n")
+    files = [di / "METADATA", di / "INSTALLER", di / "top_level.txt"]
+    if editable_target is not None:
+        (di / "direct_url.json").write_text(
+            json.dumps({"url": f"file://{editable_target}", "dir_info": {"editable": True}}))
+        pth = where / f"__editable__.{norm}-{spec.version}.pth"
+        pth.write_text(editable_target + "\n")
+        files += [di / "direct_url.json", pth]
+    (di / "WHEEL").write_text("Wheel-Version: 1.0\nGenerator: setuptools (80.9.0)\nRoot-Is-Purelib: false\n"
+                              "Tag: cp312-cp312-linux_x86_64\n")
+    files.append(di / "WHEEL")
+    for root in record_roots:
+        for dirpath, dirs, fnames in os.walk(root):
+            dirs.sort()
+            for fn in sorted(fnames):
+                files.append(Path(dirpath) / fn)
+    lines = [_record_line(where, p) for p in files]
+    lines.append(f"{di.name}/RECORD,,")
+    (di / "RECORD").write_text("\n".join(lines) + "\n")
+    return di
+
+
+# ------------------------------------------------------------------------------------ install
+
+def install(host_dir, spec: SimSpec | None = None, target_dir: str | None = None) -> SimInstall:
+    """Lay out a simulated AITER node under host_dir (idempotent: an existing node is replaced)."""
+    spec = spec or SimSpec()
+    if spec.profile not in PROFILES:
+        raise ValueError(f"unknown profile {spec.profile!r}; choose one of {sorted(PROFILES)}")
+    if spec.install_mode not in ("develop", "install"):
+        raise ValueError(f"unknown install_mode {spec.install_mode!r}")
+    host = Path(host_dir).resolve()
+    target = (target_dir or str(host)).rstrip("/") or "/"
+    host.mkdir(parents=True, exist_ok=True)
+    for sub in ("aiter", "site-packages", "pylib", "bin", "sim", "logs"):
+        if (host / sub).exists():
+            shutil.rmtree(host / sub)
+
+    profile = spec.profile
+    skip = () if profile == "legacy" else LEGACY_ONLY
+    if spec.install_mode == "develop":
+        root_h, root_t = host / "aiter", f"{target}/aiter"
+        meta_h, meta_t = root_h, root_t
+    else:
+        root_h, root_t = host / "site-packages", f"{target}/site-packages"
+        meta_h, meta_t = root_h / "aiter_meta", f"{root_t}/aiter_meta"
+    pkg_h = root_h / "aiter"
+
+    _copy_tree(TREE / "aiter_pkg" / "aiter", pkg_h, profile)
+    shutil.copyfile(PERF_MODEL, pkg_h / "_sim" / "perf_model.py")
+    (pkg_h / "install_mode").write_text(spec.install_mode)
+    _install_configs(pkg_h / "configs", profile)
+    (pkg_h / "jit" / "build").mkdir(parents=True, exist_ok=True)
+    _copy_tree(TREE / "csrc", meta_h / "csrc", profile, skip=tuple(s[len("csrc/"):] for s in skip))
+    (meta_h / "hsa" / spec.gfx).mkdir(parents=True, exist_ok=True)
+    if spec.install_mode == "develop":
+        _copy_tree(TREE / "op_tests", root_h / "op_tests", profile)
+        (root_h / "setup.py").write_text(
+            "# simulated AITER checkout: `python3 setup.py develop` is not needed, the node is pre-installed\n"
+            "import sys\nsys.exit('simulated aiter: nothing to build')\n")
+    _copy_tree(TREE / "pylib", host / "pylib", profile)
+    _copy_tree(TREE / "bin", host / "bin", profile)
+
+    if spec.install_mode == "develop":
+        _write_dist_info(host / "pylib", spec, editable_target=root_t)
+    else:
+        _write_dist_info(root_h, spec, editable_target=None, record_roots=(pkg_h, meta_h))
+
+    sim = host / "sim"
+    sim.mkdir(exist_ok=True)
+    node = {
+        "profile": profile, "version": spec.version, "pip_name": spec.dist_name,
+        "install_mode": spec.install_mode, "gfx": spec.gfx, "cu_num": spec.cu_num, "gpus": spec.gpus,
+        "busy_gpus": list(spec.busy_gpus), "seconds_per_shape": spec.seconds_per_shape,
+        "marketing_name": _MARKETING.get(spec.gfx, "AMD Instinct MI355X"),
+        "target_dir": target, "aiter_root": root_t, "meta_root": meta_t,
+        "control_path": f"{target}/sim/control.json", "launches_path": f"{target}/sim/launches.jsonl",
+        "logs_dir": f"{target}/logs",
+    }
+    (sim / "node.json").write_text(json.dumps(node, indent=1))
+    (sim / "control.json").write_text(json.dumps(
+        {"seconds_per_shape": spec.seconds_per_shape, "crash_after_shapes": None, "hang_after_shapes": None}))
+    (sim / "launches.jsonl").write_text("")
+
+    from . import logs as _logs
+
+    written = _logs.generate_logs(host / "logs")
+    pypath = f"{target}/pylib:{root_t}"
+    env = {
+        "PATH": f"{target}/bin:{BASE_PATH}",
+        "PYTHONPATH": pypath,
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "AITER_SIM_NODE": f"{target}/sim/node.json",
+    }
+    return SimInstall(
+        env=env, aiter_root=root_t, logs_dir=f"{target}/logs", control_path=f"{target}/sim/control.json",
+        launches_path=f"{target}/sim/launches.jsonl", version=spec.version, spec=spec, host_dir=str(host),
+        target_dir=target, package_dir=f"{root_t}/aiter", meta_root=meta_t, logs=written,
+    )
+
+
+def write_control(inst: SimInstall, **values) -> dict:
+    """Update the node's control file (host side): seconds_per_shape, crash_after_shapes,
+    hang_after_shapes, fault_once, build_seconds. Returns the new content."""
+    p = Path(inst.host_path(inst.control_path))
+    try:
+        cur = json.loads(p.read_text())
+    except (OSError, ValueError):
+        cur = {}
+    cur.update(values)
+    tmp = p.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(cur))
+    os.replace(tmp, p)
+    return cur
+
+
+def read_launches(inst: SimInstall) -> list:
+    """The launch counter: one dict per tune-script start."""
+    p = Path(inst.host_path(inst.launches_path))
+    if not p.exists():
+        return []
+    return [json.loads(line) for line in p.read_text().splitlines() if line.strip()]

@@ -1,0 +1,83 @@
+"""Simulation plumbing of the simulated AITER node (not part of real AITER).
+
+Everything is located relative to this file, so the node works wherever it is mounted:
+``<target>/aiter/aiter/_sim`` (develop) or ``<target>/site-packages/aiter/_sim`` (install); the node's
+own files live in ``<target>/sim/`` (node.json, control.json, launches.jsonl).
+"""
+
+import json
+import os
+import time
+
+PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))      # .../aiter (package)
+AITER_ROOT_DIR = os.path.dirname(PKG_DIR)                                   # checkout or site-packages
+TARGET = os.path.dirname(AITER_ROOT_DIR)
+SIM_DIR = os.path.join(TARGET, "sim")
+NODE_JSON = os.path.join(SIM_DIR, "node.json")
+
+_node = None
+
+
+def node():
+    global _node
+    if _node is None:
+        with open(NODE_JSON) as fh:
+            _node = json.load(fh)
+    return _node
+
+
+PROFILE = "current"
+try:
+    PROFILE = node()["profile"]
+except (OSError, ValueError, KeyError):  # pragma: no cover - node.json missing
+    pass
+LEGACY = PROFILE == "legacy"
+
+
+def control_path():
+    return os.path.join(SIM_DIR, "control.json")
+
+
+def launches_path():
+    return os.path.join(SIM_DIR, "launches.jsonl")
+
+
+def read_control():
+    """The fault-injection / pacing control file, re-read on every call."""
+    d = {"seconds_per_shape": float(node().get("seconds_per_shape", 0.0) or 0.0),
+         "crash_after_shapes": None, "hang_after_shapes": None, "fault_once": False,
+         "build_seconds": 0.0}
+    try:
+        with open(control_path()) as fh:
+            user = json.load(fh)
+        if isinstance(user, dict):
+            d.update({k: v for k, v in user.items()})
+    except (OSError, ValueError):
+        pass
+    return d
+
+
+def clear_fault(key):
+    """With fault_once, a fault that fired is removed from the control file (atomically)."""
+    try:
+        with open(control_path()) as fh:
+            cur = json.load(fh)
+    except (OSError, ValueError):
+        return
+    cur[key] = None
+    tmp = control_path() + ".tmp.%d" % os.getpid()
+    with open(tmp, "w") as fh:
+        json.dump(cur, fh)
+    os.replace(tmp, control_path())
+
+
+def record_launch(script, argv):
+    rec = {"script": os.path.abspath(script), "argv": list(argv), "pid": os.getpid(),
+           "time": time.time(), "cwd": os.getcwd(),
+           "hip_visible_devices": os.environ.get("HIP_VISIBLE_DEVICES")}
+    line = json.dumps(rec) + "\n"
+    fd = os.open(launches_path(), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, line.encode("utf-8"))
+    finally:
+        os.close(fd)

@@ -1,0 +1,35 @@
+"""aiter/ops/batched_gemm_op_bf16.py (simulated)."""
+
+import functools
+
+from .. import logger
+from .._sim.perf_model import bench_us
+from ..jit.core import AITER_CONFIGS, AITER_LOG_TUNED_CONFIG, get_module
+from ..jit.utils.chip_info import get_cu_num, get_gfx
+from ._tuned import module_table, python_table
+
+
+@functools.lru_cache(maxsize=1024)
+def get_CKBatchedGEMM_config(B, M, N, K):
+    cu_num = get_cu_num()
+    config = python_table(AITER_CONFIGS.AITER_CONFIG_BF16_BATCHED_GEMM_FILE, ("B", "M", "N", "K")).find(
+        [B, M, N, K])
+    if config is not None:
+        if AITER_LOG_TUNED_CONFIG:
+            logger.info(
+                f"shape is B:{B}, M:{M}, N:{N}, K:{K} dtype is bf16, is tuned on cu_num = {cu_num} in {AITER_CONFIGS.AITER_CONFIG_BF16_BATCHED_GEMM_FILE}, kernel name is {config['kernelName']}, splitK is {config['splitK']}!"
+            )
+    else:
+        logger.info(
+            f"shape is B:{B}, M:{M}, N:{N}, K:{K} dtype is bf16, not found tuned config in CKGEMM, will use default config!"
+        )
+    return config
+
+
+def batched_gemm_bf16_CK(B, M, N, K, dtype=None):
+    f = AITER_CONFIGS.AITER_CONFIG_BF16_BATCHED_GEMM_FILE
+    get_CKBatchedGEMM_config(B, M, N, K)
+    mod = get_module("module_batched_gemm_bf16", f)
+    shape = {"b": B, "m": M, "n": N, "k": K}
+    row = module_table(mod, ("B", "M", "N", "K")).find([B, M, N, K])
+    return bench_us("batched_bf16", shape, get_gfx(), get_cu_num(), shape if row is not None else None)

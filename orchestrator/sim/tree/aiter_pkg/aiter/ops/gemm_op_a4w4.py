@@ -1,0 +1,37 @@
+"""aiter/ops/gemm_op_a4w4.py (simulated)."""
+
+import functools
+
+from .. import logger
+from .._sim.perf_model import bench_us
+from ..jit.core import AITER_CONFIGS, AITER_LOG_TUNED_CONFIG, get_module
+from ..jit.utils.chip_info import get_cu_num, get_gfx
+from ._tuned import module_table, python_table
+
+
+@functools.lru_cache(maxsize=1024)
+def get_GEMM_config(M, N, K, tuned_file=None):
+    if tuned_file is None:
+        tuned_file = AITER_CONFIGS.AITER_CONFIG_GEMM_A4W4_FILE
+    cu_num = get_cu_num()
+    config, padded_M = python_table(tuned_file, ("M", "N", "K")).find_padded(M, N, K)
+    if config is not None:
+        if AITER_LOG_TUNED_CONFIG:
+            logger.info(
+                f"shape is M:{M}, N:{N}, K:{K}, found padded_M: {padded_M}, N:{N}, K:{K} is tuned on cu_num = {cu_num} in {AITER_CONFIGS.AITER_CONFIG_GEMM_A4W4_FILE}, kernel name is {config['kernelName']}, splitK is {config['splitK']}!"
+            )
+    else:
+        logger.info(
+            f"shape is M:{M}, N:{N}, K:{K}, not found tuned config in {tuned_file}, will use default config!"
+        )
+    return config
+
+
+def gemm_a4w4(M, N, K, dtype=None, bpreshuffle=True):
+    f = AITER_CONFIGS.AITER_CONFIG_GEMM_A4W4_FILE
+    get_GEMM_config(M, N, K, f)
+    mod = get_module("module_gemm_a4w4_blockscale", f)
+    row, padded_M = module_table(mod, ("M", "N", "K")).find_padded(M, N, K)
+    shape = {"m": M, "n": N, "k": K}
+    tuned_from = dict(shape, m=padded_M) if row is not None else None
+    return bench_us("a4w4_blockscale", shape, get_gfx(), get_cu_num(), tuned_from)

@@ -1,0 +1,89 @@
+"""aiter/ops/gemm_op_a8w8.py (simulated): CK a8w8 GEMMs; returns the kernel time in us (perf model)."""
+
+import functools
+
+from .. import logger
+from .._sim.perf_model import bench_us
+from ..jit.core import AITER_CONFIGS, AITER_LOG_TUNED_CONFIG, get_module
+from ..jit.utils.chip_info import get_cu_num, get_gfx
+from ._tuned import module_table, python_table
+
+
+@functools.lru_cache(maxsize=1024)
+def get_CKGEMM_config(M, N, K, tuned_file=None):
+    if tuned_file is None:
+        tuned_file = AITER_CONFIGS.AITER_CONFIG_GEMM_A8W8_BLOCKSCALE_FILE
+    table = python_table(tuned_file, ("M", "N", "K"))
+    cu_num = get_cu_num()
+    config, padded_M = table.find_padded(M, N, K)
+    if config is not None:
+        if AITER_LOG_TUNED_CONFIG:
+            logger.info(
+                f"shape is M:{M}, N:{N}, K:{K}, found padded_M: {padded_M}, N:{N}, K:{K} is tuned on cu_num = {cu_num} in {tuned_file} , kernel name is {config['kernelName']}!"
+            )
+    else:
+        logger.info(
+            f"shape is M:{M}, N:{N}, K:{K}, not found tuned config in {tuned_file}, will use default config!"
+        )
+    return config
+
+
+@functools.lru_cache(maxsize=1024)
+def get_GEMM_config_with_quant_type(M, N, K, q_dtype_w, tuned_file=None):
+    if tuned_file is None:
+        tuned_file = AITER_CONFIGS.AITER_CONFIG_GEMM_A8W8_FILE
+    table = python_table(tuned_file, ("M", "N", "K", "q_dtype_w"))
+    config, padded_M = table.find_padded(M, N, K, extra=(str(q_dtype_w),))
+    if config is not None:
+        if AITER_LOG_TUNED_CONFIG:
+            msg = f"shape M:{M}, N:{N}, K:{K} q_dtype_w:{q_dtype_w}, found padded_M: {padded_M}, N:{N}, K:{K} is tuned, in {tuned_file}!"
+            if "libtype" in config:
+                msg += f" libtype is {config['libtype']}!"
+            if "kernelName" in config:
+                msg += f" kernelName is {config['kernelName']} (kernelId {config.get('kernelId')})!"
+            logger.info(msg)
+    else:
+        logger.info(
+            f"shape is M:{M}, N:{N}, K:{K}, q_dtype_w:{q_dtype_w}, not found tuned config in {tuned_file}, will use default config!"
+        )
+    return config
+
+
+def _run(variant, md_name, tuned_file, M, N, K, q_dtype_w=None):
+    mod = get_module(md_name, tuned_file)
+    shape = {"m": M, "n": N, "k": K}
+    extra = ()
+    cols = ("M", "N", "K")
+    if q_dtype_w is not None:
+        shape["q_dtype_w"] = str(q_dtype_w)
+        extra = (str(q_dtype_w),)
+        cols = ("M", "N", "K", "q_dtype_w")
+    row, padded_M = module_table(mod, cols).find_padded(M, N, K, extra=extra)
+    tuned_from = None
+    if row is not None:
+        tuned_from = dict(shape, m=padded_M)
+    return bench_us(variant, shape, get_gfx(), get_cu_num(), tuned_from)
+
+
+def gemm_a8w8_blockscale(M, N, K, dtype=None):
+    f = AITER_CONFIGS.AITER_CONFIG_GEMM_A8W8_BLOCKSCALE_FILE
+    get_CKGEMM_config(M, N, K, f)
+    return _run("a8w8_blockscale", "module_gemm_a8w8_blockscale", f, M, N, K)
+
+
+def gemm_a8w8_blockscale_bpreshuffle(M, N, K, dtype=None):
+    f = AITER_CONFIGS.AITER_CONFIG_GEMM_A8W8_BLOCKSCALE_BPRESHUFFLE_FILE
+    get_CKGEMM_config(M, N, K, f)
+    return _run("a8w8_blockscale_bpreshuffle", "module_gemm_a8w8_blockscale_bpreshuffle", f, M, N, K)
+
+
+def gemm_a8w8_CK(M, N, K, q_dtype_w, dtype=None):
+    f = AITER_CONFIGS.AITER_CONFIG_GEMM_A8W8_FILE
+    get_GEMM_config_with_quant_type(M, N, K, q_dtype_w, f)
+    return _run("a8w8", "module_gemm_a8w8", f, M, N, K, q_dtype_w)
+
+
+def gemm_a8w8_bpreshuffle(M, N, K, q_dtype_w, dtype=None):
+    f = AITER_CONFIGS.AITER_CONFIG_GEMM_A8W8_BPRESHUFFLE_FILE
+    get_GEMM_config_with_quant_type(M, N, K, q_dtype_w, f)
+    return _run("a8w8_bpreshuffle", "module_gemm_a8w8_bpreshuffle", f, M, N, K, q_dtype_w)

@@ -1,0 +1,32 @@
+# SPDX-License-Identifier: MIT
+# Simulated AITER tuner: CK batched a8w8 GEMM.
+from aiter.jit.core import AITER_CONFIG_A8W8_BATCHED_GEMM
+from aiter.utility.base_tuner import GemmCommonTuner
+
+
+class BatchedGemma8W8Tuner(GemmCommonTuner):
+    ARG_DEFAULTS = {
+        **GemmCommonTuner.ARG_DEFAULTS,
+        "tune_file": f"{AITER_CONFIG_A8W8_BATCHED_GEMM}",
+        "untune_file": "aiter/configs/a8w8_untuned_batched_gemm.csv",
+        "config_env_name": "AITER_CONFIG_A8W8_BATCHED_GEMM",
+    }
+    sim_variant = "batched_a8w8"
+    sim_tune_module = "module_batched_gemm_a8w8_tune"
+
+    def _setup_specific_arguments(self):
+        pass
+
+
+if __name__ == "__main__":
+#@ if current
+    key = ["gfx", "cu_num", "B", "M", "N", "K"]
+#@ endif
+#@ if legacy
+    key = ["cu_num", "B", "M", "N", "K"]
+#@ endif
+    resultList = ["kernelId", "splitK", "us", "kernelName", "errRatio", "tflops", "bw"]
+    tuner = BatchedGemma8W8Tuner("BatchGemmA8W8Tuner", key=key, resultList=resultList,
+                 description="gen API for CK batched gemm a8w8 kernel")
+    args = tuner.parse_args()
+    tuner.run(args, False)

@@ -1,0 +1,89 @@
+"""Fetch: pull logs, CSVs and reports home, each verified by sha256 against the node; unchanged files
+are not transferred again."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+from ..context import Ctx
+from ..errors import JobError
+from ..remote.transport import TransportError, get_bytes
+from ..state import atomic_write
+
+
+def _sha(path: Path) -> str | None:
+    if not path.is_file():
+        return None
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def wanted_files(ctx: Ctx, dest: Path) -> dict[str, Path]:
+    """node path -> local path, for everything a job produced that exists so far."""
+    r = ctx.job.remote
+    out: dict[str, Path] = {}
+    for node_path in (r.get("logs") or {}).values():
+        out[node_path] = dest / "logs" / os.path.basename(node_path)
+    if r.get("pipeline_log"):
+        out[r["pipeline_log"]] = dest / "logs" / "pipeline.log"
+    if r.get("tuned_csv"):
+        out[r["tuned_csv"]] = dest / os.path.basename(r["tuned_csv"])
+    if r.get("untuned_csv"):
+        out[r["untuned_csv"]] = dest / "untuned" / os.path.basename(r["untuned_csv"])
+    if r.get("tuned_backup"):
+        out[r["tuned_backup"]] = dest / "backup" / os.path.basename(r["tuned_backup"])
+    if r.get("report_md"):
+        out[r["report_md"]] = dest / "logs" / os.path.basename(r["report_md"])
+    return out
+
+
+def pull(ctx: Ctx, files: dict[str, Path], *, record: bool = True) -> dict[str, str]:
+    """Copy node files to local paths; returns {node path: 'fetched'|'unchanged'|'missing'}."""
+    if not files:
+        return {}
+    manifest = ctx.call("manifest", {"paths": list(files)})["files"]
+    outcome: dict[str, str] = {}
+    for node_path, local in files.items():
+        meta = manifest.get(node_path)
+        if meta is None:
+            outcome[node_path] = "missing"
+            continue
+        if _sha(local) == meta["sha256"]:
+            outcome[node_path] = "unchanged"
+        else:
+            data = _get_verified(ctx, node_path, meta["sha256"])
+            atomic_write(local, data)
+            outcome[node_path] = "fetched"
+        if record:
+            ctx.job.fetched[node_path] = meta["sha256"]
+    return outcome
+
+
+def _get_verified(ctx: Ctx, node_path: str, sha: str) -> bytes:
+    for attempt in range(3):
+        try:
+            data = get_bytes(ctx.target.ctr, node_path)
+        except TransportError:
+            ctx.call("version")  # reconnect with back-off, then try again
+            continue
+        if hashlib.sha256(data).hexdigest() == sha:
+            return data
+        # the file changed between manifest and copy (a live log): take the newer manifest
+        sha = ctx.call("manifest", {"paths": [node_path]})["files"][node_path]["sha256"]
+    raise JobError(f"could not fetch {node_path} intact (sha256 mismatch)",
+                   hint="run `tune-remote fetch` again")
+
+
+def run(ctx: Ctx, dest: Path | None = None) -> dict[str, str]:
+    dest = Path(dest) if dest else ctx.job_dir
+    outcome = pull(ctx, wanted_files(ctx, dest))
+    fetched = sum(1 for v in outcome.values() if v == "fetched")
+    unchanged = sum(1 for v in outcome.values() if v == "unchanged")
+    ctx.job.step_state("fetch").info.update(fetched=fetched, unchanged=unchanged, dest=str(dest))
+    ctx.ui.event(f"fetched {fetched} file(s), {unchanged} unchanged, into {dest}")
+    return outcome

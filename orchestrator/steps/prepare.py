@@ -1,0 +1,116 @@
+"""Prepare: back up the tuned CSV, plan the benchmarks (patched copies where argparse `choices` refuse
+our values), build the tune command. Nothing long-running starts here."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+from ..context import Ctx
+from ..errors import JobError
+from ..remote.shell import Cmd
+from ..variants import KernelVariant
+from ..workflow import LOG_STEP_NAMES
+from .bench import plan_bench
+
+DEFAULT_TIMEOUT_S = 600  # per-task watchdog; older AITER has none by default (aiter-formats.md §1.1)
+
+
+def tuned_csv_path(ctx: Ctx, variant: KernelVariant) -> str:
+    """The file AITER reads at runtime: the container's AITER_CONFIG_* (first path) or the default."""
+    env = {**(ctx.job.facts.get("env") or {}), **ctx.target.container.env}
+    configured = env.get(variant.config_env)
+    if configured:
+        return configured.split(":")[0]
+    return f"{ctx.job.remote['aiter_root']}/{variant.tuned_csv}"
+
+
+def tune_command(ctx: Ctx, variant: KernelVariant, untuned: str, tuned: str) -> Cmd:
+    req, profile = ctx.job.request, ctx.profile
+    gpus = ctx.job.facts["tune_gpus"]
+    mp = len(gpus)
+    script = variant.tune_script.format(gfx=ctx.job.facts.get("gfx") or "gfx942")
+    argv = [ctx.target.container.python, f"{ctx.job.remote['meta_root']}/{script}",
+            "-i", untuned, "-o", tuned, "--mp", str(mp), "--batch", str(req.get("batch") or max(1, mp))]
+    if profile.has_flag("--timeout"):
+        argv += ["--timeout", str(req.get("timeout") or DEFAULT_TIMEOUT_S)]
+    argv += list(variant.tune_flags)
+    argv += list(req.get("tune_args") or [])
+    env = dict(ctx.target.container.env)
+    # confine the tuner to the free GPUs: --mp N alone would use GPUs 0..N-1, busy or not
+    env["HIP_VISIBLE_DEVICES"] = ",".join(map(str, gpus))
+    return Cmd(tuple(argv), env=env, cwd=ctx.job.remote["aiter_root"])
+
+
+def _sequence(cmds: list[Cmd]) -> str:
+    """One shell line running every Cmd in turn (each in a subshell); exit status = last failure."""
+    from ..remote.shell import render
+    parts = [f"( {render(c)} ) || rc=$?" for c in cmds]
+    return "rc=0; " + "; ".join(parts) + "; exit $rc"
+
+
+def run(ctx: Ctx) -> None:
+    variant, job = ctx.variant, ctx.job
+    remote = job.remote
+    root, job_dir = remote["aiter_root"], remote["job_dir"]
+    tuned = tuned_csv_path(ctx, variant)
+    script = variant.tune_script.format(gfx=job.facts.get("gfx") or "gfx942")
+    tune_script = f"{remote['meta_root']}/{script}"
+    calls = plan_bench(variant, job.shapes)
+    bench_scripts = sorted({f"{root}/{c.script}" for c in calls})
+    files = ctx.call("manifest", {"paths": [tune_script, *bench_scripts]})["files"]
+    if files.get(tune_script) is None:
+        raise JobError(f"tune script {script} not found under {remote['meta_root']} "
+                       f"(AITER {job.facts.get('version')})",
+                       hint="this AITER install has no csrc/; use a develop (source) install of aiter")
+    backup = ctx.call("backup", {"paths": [tuned], "backup_dir": f"{job_dir}/backup"})["backups"].get(tuned)
+    remote.update({"tuned_csv": tuned, "tuned_backup": backup})
+    ts = time.strftime("%Y%m%d_%H%M%S", time.localtime(job.created))
+    logs = {step: f"{remote['logs_dir']}/{variant.name}_{LOG_STEP_NAMES[step]}_{ts}.log"
+            for step in LOG_STEP_NAMES}
+    remote["logs"] = logs
+    remote["report_md"] = f"{remote['logs_dir']}/{variant.name}_report_{ts}.md"
+
+    bench_cmds: list[Cmd] = []
+    patched: list[str] = []
+    # The tuned CSV is the file the runtime reads (the container's AITER_CONFIG_* or the default path),
+    # so the benchmarks need no extra config env; inventory env (e.g. AITER_CONFIG_FMOE) is passed on.
+    env = dict(ctx.target.container.env)
+    for call in calls:
+        path = f"{root}/{call.script}"
+        if files.get(path) is None:
+            continue
+        to_run = path
+        if call.checked:
+            prep = ctx.call("bench_prepare", {"script": path, "args": call.checked,
+                                              "patched_dir": f"{job_dir}/patched"})
+            if prep.get("patched"):
+                to_run = prep["script"]
+                patched.append(f"{call.script}: argparse choices of {', '.join(prep['removed_choices'])} "
+                               f"reject values we need; ran a patched copy {to_run} (original untouched)")
+        bench_cmds.append(Cmd((ctx.target.container.python, to_run, *call.args), env=env, cwd=root))
+    for p in patched:
+        job.note(p)
+    steps: list[dict] = []
+    if bench_cmds:
+        steps.append({"name": "baseline", "log": logs["baseline"], "line": _sequence(bench_cmds), "marker": ""})
+    else:
+        missing = variant.bench.script if variant.bench else "none"
+        job.note(f"no benchmark for {variant.name} on this AITER install (test script: {missing}); "
+                 "tuning only, no before/after comparison")
+    tcmd = tune_command(ctx, variant, remote["untuned_csv"], tuned)
+    steps.append({"name": "tune", "log": logs["tune"], "line": _sequence([tcmd]),
+                  "marker": "Tuning not Finished"})
+    if bench_cmds:
+        after = [Cmd(c.argv, env={**c.env, "AITER_REBUILD": "1"}, cwd=c.cwd) for c in bench_cmds]
+        steps.append({"name": "after", "log": logs["after"], "line": _sequence(after), "marker": ""})
+    remote["pipeline"] = steps
+    remote["tune_argv"] = list(tcmd.argv)
+    remote["tune_env"] = {"HIP_VISIBLE_DEVICES": tcmd.env["HIP_VISIBLE_DEVICES"]}
+    remote["bench_argv"] = [list(c.argv[1:]) for c in bench_cmds]
+    ctx.ui.event(f"tuned CSV {tuned}" + (f" (backup {backup})" if backup else " (new file)"))
+
+
+def local_log_path(ctx: Ctx, node_path: str) -> Path:
+    return ctx.job_dir / "logs" / os.path.basename(node_path)

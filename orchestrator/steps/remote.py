@@ -1,0 +1,151 @@
+"""The detached node pipeline: launch once (idempotent per run dir), then poll with one round trip each.
+
+Each poll asks the helper for the pipeline's state and the new bytes of the pipeline log and of the
+current step's log; the bytes are appended to live local copies under <job>/logs/.
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+import time
+
+from ..context import Ctx
+from ..errors import JobError
+from ..state import atomic_write
+from ..workflow import REMOTE_STEPS
+from .prepare import local_log_path
+
+MAX_BYTES_PER_POLL = 256 * 1024
+_MARK = re.compile(r"^== (\S+) (start|rc|partial|already-done|failed|done)\b ?(.*)$")
+
+
+def pipeline_argv(ctx: Ctx, run_dir: str) -> list[str]:
+    argv = ["sh", f"{ctx.target.helper.dir}/pipeline.sh", run_dir]
+    for s in ctx.job.remote["pipeline"]:
+        argv += [s["name"], s["log"], s["line"], s["marker"]]
+    return argv
+
+
+def launch(ctx: Ctx) -> dict:
+    job = ctx.job
+    run_dir = f"{job.remote['job_dir']}/pipeline"
+    job.remote["run_dir"] = run_dir
+    job.remote["pipeline_log"] = f"{job.remote['job_dir']}/pipeline.log"
+    ctx.call("version")  # make sure the helper (and pipeline.sh beside it) is on the node
+    res = ctx.call("launch", {
+        "job_id": job.job_id, "step": "pipeline", "run_dir": run_dir,
+        "argv": pipeline_argv(ctx, run_dir), "cwd": job.remote["aiter_root"], "env": {},
+        "log_path": job.remote["pipeline_log"],
+    })
+    info = ctx.job.step_state("remote").info
+    info["launched"] = info.get("launched", 0) + (1 if res.get("launched") else 0)
+    info["record"] = res.get("record")
+    ctx.save()
+    return res
+
+
+def _apply_markers(info: dict, text: str) -> None:
+    sub = info.setdefault("sub", {})
+    for line in text.splitlines():
+        m = _MARK.match(line.strip())
+        if not m:
+            continue
+        name, what, rest = m.groups()
+        if name == "pipeline":
+            continue
+        s = sub.setdefault(name, {"status": "pending"})
+        if what == "start":
+            s.update(status="running", started=float(rest.split()[0]) if rest else None)
+            info["current"] = name
+        elif what in ("rc", "already-done"):
+            rc = int(rest.split()[-1])
+            s.update(status="done" if rc == 0 else "failed", rc=rc)
+        elif what == "partial":
+            s.update(status="partial")
+
+
+def _append(path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "ab") as fh:
+        fh.write(data)
+
+
+def poll_once(ctx: Ctx) -> dict:
+    """One round trip: pipeline state + new log bytes. Returns the run status dict."""
+    job = ctx.job
+    info = job.step_state("remote").info
+    offsets = info.setdefault("offsets", {})
+    plog = job.remote["pipeline_log"]
+    current = info.get("current")
+    files = []
+    if current:
+        step_log = job.remote["logs"][current]
+        files.append({"path": step_log, "offset": offsets.get(step_log, 0)})
+    res = ctx.call("status", {"runs": [{"run_dir": job.remote["run_dir"], "offset": offsets.get(plog, 0)}],
+                              "files": files, "max_bytes": MAX_BYTES_PER_POLL})
+    run = res["runs"][0]
+    data = base64.b64decode(run.get("data_b64") or "")
+    if data:
+        _append(ctx.job_dir / "pipeline.log", data)
+        offsets[plog] = run["next_offset"]
+        _apply_markers(info, data.decode("utf-8", "replace"))
+    for f in res.get("files") or []:
+        chunk = base64.b64decode(f.get("data_b64") or "")
+        if chunk:
+            _append(local_log_path(ctx, f["path"]), chunk)
+            offsets[f["path"]] = f["next_offset"]
+        info["tail"] = {k: f.get(k) for k in ("progress", "last_line", "age_s", "size")}
+    info["state"] = run["state"]
+    more = bool(data) and run.get("next_offset", 0) < run.get("log_size", 0)
+    run["more"] = more or any((f.get("next_offset", 0) < f.get("size", 0)) for f in res.get("files") or [])
+    return run
+
+
+def wait(ctx: Ctx) -> None:
+    job = ctx.job
+    info = job.step_state("remote").info
+    t0 = time.monotonic()
+    while True:
+        run = poll_once(ctx)
+        ctx.save()
+        ctx.ui.progress(job, info)
+        if run["state"] not in ("running", "starting") and not run["more"]:
+            break
+        if not run["more"]:
+            ctx.sleep(ctx.settings.poll_s)
+    info["poll_seconds"] = round(time.monotonic() - t0, 3)
+    state = run["state"]
+    sub = info.get("sub", {})
+    if state == "succeeded":
+        if sub.get("tune", {}).get("status") == "partial":
+            job.step_state("remote").info["partial"] = True
+            job.note("the tuner exited with [Tuning not Finished]: some shapes found no valid kernel "
+                     "(listed in the report); every other row was written")
+        return
+    if state == "cancelled":
+        job.state = "cancelled"
+        job.error = "cancelled"
+        return
+    if state in ("lost", "unknown"):
+        job.state = "lost"
+        raise JobError("the job's process on the node is gone without an exit status "
+                       "(container restarted or process killed)",
+                       hint=f"inspect the logs with `tune-remote logs {job.job_id}`; start a new run to retry "
+                            "(already tuned shapes are skipped)")
+    failed = next((n for n in REMOTE_STEPS if sub.get(n, {}).get("status") == "failed"), None)
+    rc = sub.get(failed, {}).get("rc", run.get("rc")) if failed else run.get("rc")
+    log = job.remote["logs"].get(failed or "tune")
+    raise JobError(f"step {failed or 'pipeline'} failed on the node (exit {rc})",
+                   hint=f"see {log} (or `tune-remote logs {job.job_id} --step {failed or 'tune'}`)")
+
+
+def run(ctx: Ctx) -> None:
+    launch(ctx)
+    if ctx.job.request.get("detach"):
+        return
+    wait(ctx)
+
+
+def write_local(ctx: Ctx, name: str, data: bytes) -> None:
+    atomic_write(ctx.job_dir / name, data)

@@ -1,0 +1,137 @@
+"""Compare and report: read the pulled bench logs and tuned CSV, compare with pandas, render reports."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from ..context import Ctx
+from ..parsing.bench import bench_results, parse_bench_log
+from ..parsing.csvtools import read_tuned_csv
+from ..report import render_report
+from ..state import atomic_write
+from .bench import match_results
+from .compare import Comparison, compare
+from .fetch import pull, wanted_files
+
+
+def _norm(v) -> str:
+    text = str(v).strip()
+    try:
+        f = float(text)
+        return str(int(f)) if f.is_integer() else text
+    except ValueError:
+        return text
+
+
+def tuned_outcome(ctx: Ctx) -> dict:
+    """Which requested shapes have a row for this GPU in the tuned CSV now (and which found no kernel)."""
+    job, variant = ctx.job, ctx.variant
+    local = ctx.job_dir / Path(job.remote["tuned_csv"]).name
+    if not local.is_file():
+        return {"tuned": [], "no_kernel": list(job.shapes), "rows_before": 0, "rows_after": 0}
+    df = read_tuned_csv(str(local))
+    cols = {c.lower(): c for c in df.columns}
+    if "gfx" in cols and job.facts.get("gfx"):
+        df = df[df[cols["gfx"]].astype(str) == str(job.facts["gfx"])]
+    if "cu_num" in cols and job.facts.get("cu_num"):
+        df = df[df[cols["cu_num"]].astype(str).map(_norm) == _norm(job.facts["cu_num"])]
+    keys = [c for c in variant.key_columns if c in cols]
+    have = {tuple(_norm(r[cols[c]]) for c in keys) for _, r in df.iterrows()}
+    tuned, missing = [], []
+    for s in job.shapes:
+        (tuned if tuple(_norm(s[c]) for c in keys) in have else missing).append(s)
+    before = 0
+    backup = job.remote.get("tuned_backup")
+    if backup:
+        bpath = ctx.job_dir / "backup" / Path(backup).name
+        if bpath.is_file():
+            before = len(read_tuned_csv(str(bpath)))
+    return {"tuned": tuned, "no_kernel": missing, "rows_before": before, "rows_after": len(read_tuned_csv(str(local)))}
+
+
+def run_compare(ctx: Ctx) -> None:
+    job, variant = ctx.job, ctx.variant
+    pull(ctx, wanted_files(ctx, ctx.job_dir))
+    info = job.step_state("compare").info
+    info["tuned"] = tuned_outcome(ctx)
+    logs = job.remote.get("logs") or {}
+    before_log = ctx.job_dir / "logs" / Path(logs.get("baseline", "-")).name
+    after_log = ctx.job_dir / "logs" / Path(logs.get("after", "-")).name
+    if variant.bench is None or not before_log.is_file() or not after_log.is_file():
+        info["skipped"] = "no benchmark logs"
+        return
+    results = {}
+    for side, path in (("before", before_log), ("after", after_log)):
+        rows = parse_bench_log(path.read_text(encoding="utf-8", errors="replace"), variant.bench)
+        results[side] = match_results(variant.bench, job.shapes, bench_results(rows, variant.bench))
+    comp = compare(results["before"], results["after"], key_columns=variant.key_columns,
+                   metric=variant.bench.metric, higher_is_better=variant.bench.higher_is_better)
+    comp.to_csv(ctx.job_dir / "comparison.csv")
+    atomic_write(ctx.job_dir / "comparison.json", json.dumps(comp.to_dict(), default=str).encode())
+    info["summary"] = comp.summary
+    info["measured"] = {k: len(v) for k, v in results.items()}
+    if not results["before"] and not results["after"]:
+        job.note(f"the benchmark printed no {variant.bench.metric!r} values (see the bench logs)")
+
+
+def report_context(ctx: Ctx) -> dict:
+    """The report's context (keys documented in orchestrator/report.py)."""
+    job, remote = ctx.job, ctx.job.remote
+    comp_info = job.step_state("compare").info
+    comparison = None
+    cjson = ctx.job_dir / "comparison.json"
+    if cjson.is_file() and not comp_info.get("skipped"):
+        comparison = Comparison.from_dict(json.loads(cjson.read_text()))
+    sub = job.step_state("remote").info.get("sub", {})
+    tuned = comp_info.get("tuned") or {}
+    logs = remote.get("logs") or {}
+    facts = job.facts
+    return {
+        "job": {"id": job.job_id, "variant": job.variant, "node": job.node, "container": job.container,
+                "started": job.created, "finished": time.time(), "state": job.state},
+        "environment": {"aiter_version": facts.get("version"), "pip_name": facts.get("pip_name"),
+                        "install_mode": facts.get("install_mode"), "aiter_root": facts.get("aiter_root"),
+                        "gfx": facts.get("gfx"), "cu_num": facts.get("cu_num"),
+                        "gpu_count": facts.get("gpu_count"), "free_gpus": facts.get("tune_gpus"),
+                        "profile": facts.get("profile")},
+        "shapes": {"source": "; ".join(job.step_state("shapes").info.get("sources", [])), "list": job.shapes},
+        "bench": {"before_command": " ".join(["python3", *(remote.get("bench_argv") or [[]])[0]]),
+                  "after_command": "AITER_REBUILD=1 " + " ".join(["python3", *(remote.get("bench_argv") or [[]])[0]]),
+                  "env": {"AITER_REBUILD": "1 (after only)"}},
+        "tuning": {
+            "command": remote.get("tune_argv") or [],
+            "env": remote.get("tune_env", {}),
+            "rc": sub.get("tune", {}).get("rc"),
+            "partial": bool(job.step_state("remote").info.get("partial")),
+            "duration_s": _duration(sub),
+            "rows_written": max(0, (tuned.get("rows_after") or 0) - (tuned.get("rows_before") or 0)),
+            "no_kernel": tuned.get("no_kernel", []),
+        },
+        "comparison": comparison,
+        "notes": list(job.notes),
+        "logs": {name: {"node": path, "local": str(ctx.job_dir / "logs" / Path(path).name)}
+                 for name, path in logs.items()},
+        "tuned_csv": {"node_path": remote.get("tuned_csv"), "backup_path": remote.get("tuned_backup"),
+                      "rows_added": max(0, (tuned.get("rows_after") or 0) - (tuned.get("rows_before") or 0)),
+                      "local_path": str(ctx.job_dir / Path(remote.get("tuned_csv") or "-").name)},
+    }
+
+
+def _duration(sub: dict):
+    tune = sub.get("tune", {})
+    after = sub.get("after", {})
+    if tune.get("started") and after.get("started"):
+        return round(after["started"] - tune["started"], 1)
+    return None
+
+
+def run_report(ctx: Ctx) -> None:
+    md, html = render_report(report_context(ctx))
+    atomic_write(ctx.job_dir / "report.md", md.encode())
+    atomic_write(ctx.job_dir / "report.html", html.encode())
+    node_md = ctx.job.remote["report_md"]
+    ctx.call("write_files", {"files": [{"path": node_md, "content": md, "backup_dir": None}]})
+    ctx.ui.event(f"report: {ctx.job_dir / 'report.md'} (and on the node: {node_md})")
+

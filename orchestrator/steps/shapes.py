@@ -1,0 +1,133 @@
+"""Shapes: mine logs on the node (streamed there), add --shapes-csv / --nk, sweep M, confirm, write -i CSV."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..context import Ctx
+from ..errors import JobError, UsageError
+from ..parsing.csvtools import read_shapes_csv, write_untuned_csv
+from ..remote.helpers import shapelog
+
+
+def split_log_sources(logs: list[str]) -> dict[str, list[str]]:
+    """'node:PATH' -> on the node's host, 'local:PATH' -> this machine, anything else -> in the container."""
+    out: dict[str, list[str]] = {"container": [], "node": [], "local": []}
+    for spec in logs:
+        if spec.startswith("node:"):
+            out["node"].append(spec[5:])
+        elif spec.startswith("local:"):
+            out["local"].append(spec[6:])
+        else:
+            out["container"].append(spec)
+    return out
+
+
+def parse_nk(values: list[str]) -> list[tuple[int, int]]:
+    pairs = []
+    for v in values:
+        try:
+            n, k = (int(x) for x in v.split(","))
+            if n <= 0 or k <= 0:
+                raise ValueError
+        except ValueError:
+            raise UsageError(f"--nk {v!r} is not N,K with two positive integers",
+                             hint="e.g. --nk 7168,2048") from None
+        pairs.append((n, k))
+    return pairs
+
+
+def expand(shapes: list[dict], family: str, preset: str) -> list[dict]:
+    """Sweep M (GEMM/batched) or token (MoE) per distinct remaining key, keeping the logged values
+    (AITER looks the exact M up first); 'logged' keeps only what was seen."""
+    if preset == "logged":
+        return _dedupe(shapes)
+    if family == "moe":
+        return shapelog.expand_m(shapes, "pow2", tokens=shapelog.m_sweep(preset))
+    return shapelog.expand_m(shapes, preset)
+
+
+def _dedupe(shapes: list[dict]) -> list[dict]:
+    seen, out = set(), []
+    for s in shapes:
+        key = tuple(sorted((k, str(v)) for k, v in s.items()))
+        if key not in seen:
+            seen.add(key)
+            out.append(s)
+    return out
+
+
+def _order(shape: dict, columns: tuple[str, ...]) -> dict:
+    return {c: shape[c] for c in columns if c in shape}
+
+
+def collect(ctx: Ctx) -> tuple[list[dict], list[str]]:
+    req, variant = ctx.job.request, ctx.variant
+    sources = split_log_sources(req.get("logs") or [])
+    found: list[dict] = []
+    described: list[str] = []
+    for where, paths in sources.items():
+        if not paths:
+            continue
+        if where == "local":
+            res = shapelog.parse_files(paths, variant.name).to_json()
+            res["missing"] = []
+        else:
+            res = ctx.call("shapes", {"logs": paths, "variant": variant.name}, host=(where == "node"),
+                           timeout=3600)
+        if res.get("missing"):
+            raise JobError(f"log file not found on the {where}: {res['missing'][0]}",
+                           hint="paths without a prefix are inside the container; use node:PATH for the "
+                                "node's host and local:PATH for this machine")
+        for w in res.get("warnings") or []:
+            ctx.job.note(w)
+        got = (res.get("shapes") or {}).get(variant.name, [])
+        described.append(f"{len(paths)} {where} log(s): {len(got)} untuned {variant.name} shapes "
+                         f"({res.get('lines', 0)} lines)")
+        found.extend(got)
+    # GEMM: sweep M per (N,K) (powers of two by default); MoE: the (already padded) logged tokens
+    preset = req.get("m_preset") or ("logged" if variant.family == "moe" else "pow2")
+    shapes = expand(found, variant.family, preset) if found else []
+    if req.get("shapes_csv"):
+        rows = read_shapes_csv(req["shapes_csv"], variant.name)
+        described.append(f"--shapes-csv {Path(req['shapes_csv']).name}: {len(rows)} shapes")
+        shapes.extend(rows)
+    if req.get("nk"):
+        if variant.family != "gemm":
+            raise UsageError(f"--nk applies to dense GEMM variants, not {variant.name}",
+                             hint="use --shapes-csv or --log for batched and MoE variants")
+        bases = [{"n": n, "k": k} for n, k in parse_nk(req["nk"])]
+        if "q_dtype_w" in variant.key_columns:
+            for b in bases:
+                b["q_dtype_w"] = req.get("q_dtype_w") or "torch.int8"
+        described.append(f"--nk: {len(bases)} (N,K) pairs")
+        shapes.extend(expand(bases, "gemm", preset if preset != "logged" else "pow2"))
+    shapes = [_order(s, variant.key_columns) for s in _dedupe(shapes)]
+    return shapes, described
+
+
+def run(ctx: Ctx) -> None:
+    variant = ctx.variant
+    shapes, described = collect(ctx)
+    if not shapes:
+        raise JobError(f"no {variant.name} shapes to tune",
+                       hint="the logs had no untuned shapes of this variant; check --variant, or give "
+                            "--nk N,K / --shapes-csv FILE")
+    missing = [c for c in variant.key_columns if any(c not in s for s in shapes)]
+    if missing:
+        raise JobError(f"shapes lack column(s) {', '.join(missing)} that {variant.name} needs on AITER "
+                       f"{ctx.job.facts.get('version')}",
+                       hint="give them in --shapes-csv (AITER untuned CSV format)")
+    ctx.job.shapes = shapes
+    ctx.job.step_state("shapes").info["sources"] = described
+    ctx.ui.show_shapes(variant, shapes, described)
+    if not ctx.settings.yes and ctx.settings.interactive and not ctx.ui.confirm(
+            f"Tune these {len(shapes)} {variant.name} shapes on {ctx.job.node}/{ctx.job.container}?"):
+        ctx.job.state = "cancelled"
+        ctx.job.error = "cancelled at the shape confirmation"
+        return
+    job_dir = ctx.job.remote["job_dir"]
+    untuned = f"{job_dir}/{Path(variant.untuned_csv).name}"
+    ctx.call("write_files", {"files": [{"path": untuned, "content": write_untuned_csv(shapes, variant.name),
+                                        "backup_dir": None}]})
+    ctx.job.remote["untuned_csv"] = untuned

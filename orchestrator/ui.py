@@ -1,0 +1,126 @@
+"""What the user sees: a live rich view on a TTY, plain one-line events otherwise (machine-friendly)."""
+
+from __future__ import annotations
+
+import sys
+import time
+
+from rich.console import Console
+from rich.live import Live
+from rich.table import Table
+
+from .workflow import REMOTE_STEPS
+
+
+def _fmt_age(seconds) -> str:
+    if seconds is None:
+        return "-"
+    seconds = int(seconds)
+    if seconds < 120:
+        return f"{seconds}s"
+    return f"{seconds // 60}m{seconds % 60:02d}s"
+
+
+class Ui:
+    def __init__(self, *, tty: bool | None = None, quiet: bool = False, stream=None):
+        self.stream = stream or sys.stderr
+        self.tty = self.stream.isatty() if tty is None else tty
+        self.quiet = quiet
+        self.console = Console(file=self.stream, force_terminal=self.tty, highlight=False,
+                               soft_wrap=not self.tty)
+        self._live: Live | None = None
+        self._last_line = ""
+        self._eta_base: tuple[float, float] | None = None
+
+    # -- events --------------------------------------------------------------------------------
+    def event(self, text: str) -> None:
+        if self.quiet:
+            return
+        if self.tty:
+            self.console.print(f"[bold cyan]•[/] {text}")
+        else:
+            print(f"tune-remote: {text}", file=self.stream, flush=True)
+
+    def step(self, name: str) -> None:
+        self.event(f"step {name}")
+
+    def show_shapes(self, variant, shapes: list[dict], described: list[str]) -> None:
+        if self.quiet:
+            return
+        for d in described:
+            self.event(d)
+        cols = list(variant.key_columns)
+        if self.tty:
+            table = Table(title=f"{len(shapes)} {variant.name} shapes to tune", show_lines=False)
+            for c in cols:
+                table.add_column(c, justify="right")
+            for s in shapes[:200]:
+                table.add_row(*(str(s.get(c, "")) for c in cols))
+            self.console.print(table)
+            if len(shapes) > 200:
+                self.console.print(f"... and {len(shapes) - 200} more")
+        else:
+            print(f"tune-remote: {len(shapes)} {variant.name} shapes: " + ",".join(cols), file=self.stream)
+            for s in shapes:
+                print("  " + ",".join(str(s.get(c, "")) for c in cols), file=self.stream)
+
+    def confirm(self, question: str) -> bool:
+        self.console.print(f"{question} [y/N] ", end="")
+        try:
+            answer = input()
+        except EOFError:
+            return False
+        return answer.strip().lower() in ("y", "yes")
+
+    # -- live progress -------------------------------------------------------------------------
+    def progress(self, job, info: dict) -> None:
+        if self.quiet:
+            return
+        current = info.get("current") or "starting"
+        tail = info.get("tail") or {}
+        prog = tail.get("progress") or {}
+        done, total, pct = prog.get("done"), prog.get("total"), prog.get("pct")
+        eta = self._eta(pct) if current == "tune" else None
+        line = (f"{job.job_id}: {current}"
+                + (f" batches {done}/{total} ({pct:.1f}%)" if total else "")
+                + (f" ETA {_fmt_age(eta)}" if eta is not None else "")
+                + f" last log line {_fmt_age(tail.get('age_s'))} ago")
+        if not self.tty:
+            if line != self._last_line:
+                print(f"tune-remote: {line}", file=self.stream, flush=True)
+                self._last_line = line
+            return
+        table = Table.grid(padding=(0, 2))
+        table.add_row("[bold]job[/]", job.job_id)
+        sub = info.get("sub", {})
+        for name in REMOTE_STEPS:
+            st = sub.get(name, {}).get("status", "pending")
+            mark = {"done": "[green]done[/]", "partial": "[yellow]partial[/]", "failed": "[red]failed[/]",
+                    "running": "[cyan]running[/]"}.get(st, st)
+            extra = ""
+            if name == current and total:
+                extra = f"batches {done}/{total}  {pct:.1f}%" + (f"  ETA {_fmt_age(eta)}" if eta else "")
+            table.add_row(f"[bold]{name}[/]", f"{mark}  {extra}")
+        table.add_row("[bold]last line[/]", f"{_fmt_age(tail.get('age_s'))} ago: {(tail.get('last_line') or '')[:100]}")
+        if self._live is None:
+            self._live = Live(table, console=self.console, refresh_per_second=4, transient=True)
+            self._live.start()
+        else:
+            self._live.update(table)
+
+    def _eta(self, pct):
+        if pct is None:
+            return None
+        now = time.monotonic()
+        if self._eta_base is None or pct < self._eta_base[1]:
+            self._eta_base = (now, pct)
+            return None
+        t0, p0 = self._eta_base
+        if pct <= p0 or pct >= 100:
+            return 0 if pct >= 100 else None
+        return (now - t0) / (pct - p0) * (100 - pct)
+
+    def stop(self) -> None:
+        if self._live is not None:
+            self._live.stop()
+            self._live = None

@@ -1,0 +1,258 @@
+"""shapelog: every fixture log under tests/fixtures/logs/ must give exactly its .expected.json."""
+
+from __future__ import annotations
+
+import ast
+import gzip
+import io
+import json
+from pathlib import Path
+
+import pytest
+
+from orchestrator.remote.helpers import shapelog
+
+LOGS = Path(__file__).resolve().parents[1] / "fixtures" / "logs"
+FIXTURES = sorted(LOGS.glob("*.log"))
+SHAPELOG_SRC = Path(shapelog.__file__)
+
+
+def _expected(log: Path) -> dict:
+    return json.loads(log.with_suffix(".expected.json").read_text(encoding="utf-8"))
+
+
+def _strip(d: dict) -> dict:
+    d = dict(d)
+    d.pop("files", None)
+    d.pop("missing", None)
+    return d
+
+
+def test_fixture_corpus_is_complete():
+    names = {p.name for p in FIXTURES}
+    for required in ("real_vllm_blockscale.log", "real_v015_container_hit.log", "real_sglang_glm5_moe.log",
+                     "real_moe_wrapped_glm53.log", "moe_forms.log", "gemm_q_dtype_w.log", "batched.log",
+                     "bf16.log", "log_more.log", "ansi_prefixes.log", "sglang_dump_triton.log",
+                     "sglang_moe_echo.log", "tuner_noise.log", "gemm_v015_nofile.log"):
+        assert required in names
+    for p in FIXTURES:
+        assert p.with_suffix(".expected.json").exists(), p
+
+
+@pytest.mark.parametrize("log", FIXTURES, ids=lambda p: p.stem)
+def test_parse_files_exact(log):
+    got = _strip(shapelog.parse_files([log]).to_dict())
+    assert got == _expected(log)
+
+
+@pytest.mark.parametrize("log", FIXTURES, ids=lambda p: p.stem)
+def test_parse_stream_equals_parse_files(log):
+    with open(log, encoding="utf-8", errors="replace", newline="") as f:
+        got = _strip(shapelog.parse_stream(f).to_dict())
+    assert got == _expected(log)
+
+
+@pytest.mark.parametrize("chunk", [1, 7, 64, 200])
+@pytest.mark.parametrize("log", FIXTURES, ids=lambda p: p.stem)
+def test_chunk_boundaries_do_not_matter(log, chunk):
+    got = _strip(shapelog.parse_files([log], chunk_bytes=chunk).to_dict())
+    assert got == _expected(log)
+
+
+def test_bytes_lines_input_and_gzip(tmp_path):
+    log = LOGS / "real_vllm_blockscale.log"
+    raw = log.read_bytes()
+    by_bytes = _strip(shapelog.parse_stream(io.BytesIO(raw)).to_dict())
+    assert by_bytes == _expected(log)
+    gz = tmp_path / "server.log.gz"
+    gz.write_bytes(gzip.compress(raw))
+    r = shapelog.parse_files([gz])
+    assert r.shapes == _expected(log)["shapes"]
+    assert r.lines == raw.count(b"\n")
+
+
+def test_real_vllm_shapes_and_counts():
+    r = shapelog.parse_files([LOGS / "real_vllm_blockscale.log"])
+    assert list(r.shapes) == ["a8w8_blockscale"]
+    assert r.shapes["a8w8_blockscale"][0] == {"m": 8192, "n": 1024, "k": 3072}
+    assert {"m": 72, "n": 2112, "k": 7168} in r.shapes["a8w8_blockscale"]
+    assert r.misses == {"a8w8_blockscale": 11}   # every rank's line is a lookup
+    assert r.hits == {}
+
+
+def test_wrapped_real_moe_tuple():
+    r = shapelog.parse_files([LOGS / "real_moe_wrapped_glm53.log"])
+    assert r.shapes["moe_2stages"] == [{
+        "token": 64, "model_dim": 4096, "inter_dim": 256, "expert": 288, "topk": 8,
+        "act_type": "ActivationType.Silu", "dtype": "torch.bfloat16", "q_dtype_a": "torch.float8_e4m3fn",
+        "q_dtype_w": "torch.float8_e4m3fn", "q_type": "QuantType.per_1x128", "use_g1u1": 1, "doweight_stage1": 0,
+    }]
+    assert r.warnings == []
+
+
+def test_truncated_real_tuple_warns_and_does_not_swallow_next_record():
+    r = shapelog.parse_files([LOGS / "real_sglang_glm5_moe.log"])
+    assert r.shapes == {}
+    assert len(r.warnings) == 1 and "never closes" in r.warnings[0]
+    assert "POST /v1/completions" not in r.warnings[0]
+
+
+def test_sglang_echo_counts_once_but_ranks_count_each():
+    r = shapelog.parse_files([LOGS / "sglang_moe_echo.log"])
+    assert r.misses == {"moe_2stages": 3, "a8w8_blockscale": 1}
+    assert [s["token"] for s in r.shapes["moe_2stages"]] == [16384, 8192]
+
+
+def test_hits_are_not_misses():
+    r = shapelog.parse_files([LOGS / "real_v015_container_hit.log"])
+    assert r.shapes == {} and r.misses == {}
+    assert r.hits == {"a8w8_blockscale": 1}
+    r = shapelog.parse_files([LOGS / "moe_forms.log"])
+    assert r.hits == {"moe_2stages": 2}
+
+
+def test_triton_dispatch_warning():
+    r = shapelog.parse_files([LOGS / "sglang_dump_triton.log"])
+    assert r.dumps == {"a8w8_blockscale": 4}
+    assert any("CK tuning will not help" in w for w in r.warnings)
+    assert r.dispatch[0]["triton"] is True
+    r = shapelog.parse_files([LOGS / "sglang_dump_ck_bpreshuffle.log"])
+    assert r.warnings == []
+
+
+def test_dump_variant_follows_filter():
+    lines = (LOGS / "sglang_dump_triton.log").read_text().splitlines()
+    r = shapelog.parse_stream(lines, variant="a8w8_blockscale_bpreshuffle")
+    assert list(r.shapes) == ["a8w8_blockscale_bpreshuffle"]
+    assert len(r.shapes["a8w8_blockscale_bpreshuffle"]) == 3
+
+
+def test_variant_filter():
+    files = [LOGS / "log_more.log", LOGS / "moe_forms.log"]
+    r = shapelog.parse_files(files, variant="a8w8_bpreshuffle")
+    assert list(r.shapes) == ["a8w8_bpreshuffle"]
+    assert r.misses == {"a8w8_bpreshuffle": 1}
+    r = shapelog.parse_files(files, variant=["moe_2stages", "bf16"])
+    assert set(r.shapes) == {"moe_2stages", "bf16"}
+
+
+def test_dedup_across_files_and_lines_bytes(tmp_path):
+    log = LOGS / "real_vllm_blockscale.log"
+    r = shapelog.parse_files([log, log])
+    assert len(r.shapes["a8w8_blockscale"]) == 8
+    assert r.misses == {"a8w8_blockscale": 22}
+    assert r.bytes == 2 * log.stat().st_size
+    assert r.lines == 30
+
+
+def test_missing_files(tmp_path):
+    with pytest.raises(FileNotFoundError):
+        shapelog.parse_files([tmp_path / "nope.log"])
+    r = shapelog.parse_files([tmp_path / "nope.log"], skip_missing=True)
+    assert r.missing == [str(tmp_path / "nope.log")]
+
+
+def test_keep_meta():
+    r = shapelog.parse_files([LOGS / "moe_forms.log", LOGS / "gemm_files_and_hits.log"], keep_meta=True)
+    moe = r.shapes["moe_2stages"][0]
+    assert moe["_meta"] == {"gfx": "gfx950", "cu_num": 256}
+    legacy = [s for s in r.shapes["moe_2stages"] if s["token"] == 16][0]
+    assert legacy["_meta"] == {"cu_num": 304}
+    hit = r.hit_shapes["a8w8_blockscale_bpreshuffle"][0]
+    assert hit["_meta"]["padded_m"] == 32 and hit["m"] == 20
+
+
+def test_json_roundtrip():
+    r = shapelog.parse_files([LOGS / "moe_forms.log"])
+    assert isinstance(r.to_json(), dict) and r.to_json() == r.to_dict()
+    again = shapelog.ShapeLogResult.from_dict(json.loads(r.to_json_text()))
+    assert again.to_dict() == r.to_dict()
+
+
+@pytest.mark.parametrize("text,variant,note", [
+    ("/tmp/aiter_configs/a8w8_blockscale_bpreshuffle_tuned_gemm.csv", "a8w8_blockscale_bpreshuffle", False),
+    ("/x/model_configs/dsv3_a8w8_blockscale_tuned_gemm.csv", "a8w8_blockscale", False),
+    ("/x/a8w8_blockscale_bpreshuffle_tuned_gemm_mm2.5.csv", "a8w8_blockscale_bpreshuffle", False),
+    ("/x/a8w8_bpreshuffle_tuned_gemm.csv", "a8w8_bpreshuffle", False),
+    ("/x/a8w8_tuned_gemm.csv", "a8w8", False),
+    ("/x/dsv3_a4w4_blockscale_tuned_gemm.csv", "a4w4_blockscale", False),
+    ("/x/bf16_tuned_gemm.csv", "bf16", False),
+    ("CKGEMM", "a8w8_blockscale", False),
+    ("CKGEMM or asmGEMM", "a4w4_blockscale", False),
+    ("ASMGEMM", "a8w8_bpreshuffle", True),
+    ("/x/custom.csv", "a8w8_blockscale", True),
+])
+def test_variant_from_tuned_file(text, variant, note):
+    got, why = shapelog.variant_from_tuned_file(text)
+    assert got == variant
+    assert bool(why) is note
+
+
+def test_moe_tuple_forms():
+    shape, meta = shapelog.parse_moe_tuple(
+        "('gfx950', 256, 64, 4096, 256, 288, 8, <ActivationType.Silu: 0>, 'torch.bfloat16', "
+        "'torch.float8_e4m3fn', 'torch.float8_e4m3fn', <QuantType.per_1x128: 4>, True, False, 287, 0, 0)")
+    assert shape["act_type"] == "ActivationType.Silu" and shape["q_type"] == "QuantType.per_1x128"
+    assert meta == {"gfx": "gfx950", "cu_num": 256}
+    shape, meta = shapelog.parse_moe_tuple(
+        "(16, 7168, 256, 256, 8, 'ActivationType.Silu', 'torch.bfloat16', 'torch.bfloat16', "
+        "'torch.bfloat16', 'QuantType.No', 1, 0)")
+    assert meta == {} and shape["token"] == 16 and shape["use_g1u1"] == 1
+    with pytest.raises(ValueError):
+        shapelog.parse_moe_tuple("(1, 2, 3)")
+
+
+def test_m_presets():
+    assert shapelog.m_sweep() == [2 ** i for i in range(16)]
+    cg = shapelog.m_sweep("cudagraph")
+    assert cg[:5] == [1, 2, 4, 8, 16] and cg[-1] == 512 and len(cg) == 67
+    assert shapelog.m_sweep([4, 2, 2]) == [2, 4]
+    assert shapelog.m_sweep("1, 72,8") == [1, 8, 72]
+    with pytest.raises(ValueError):
+        shapelog.m_sweep("fancy")
+    assert shapelog.moe_token_sweep()[-1] == 32768
+
+
+def test_expand_m():
+    shapes = [{"m": 72, "n": 512, "k": 7168}, {"m": 8, "n": 512, "k": 7168},
+              {"m": 3, "n": 1280, "k": 8192, "q_dtype_w": "torch.int8"}]
+    out = shapelog.expand_m(shapes, [1, 8])
+    assert out == [
+        {"m": 1, "n": 512, "k": 7168}, {"m": 8, "n": 512, "k": 7168}, {"m": 72, "n": 512, "k": 7168},
+        {"m": 1, "n": 1280, "k": 8192, "q_dtype_w": "torch.int8"},
+        {"m": 3, "n": 1280, "k": 8192, "q_dtype_w": "torch.int8"},
+        {"m": 8, "n": 1280, "k": 8192, "q_dtype_w": "torch.int8"},
+    ]
+    assert len(shapelog.expand_m(shapes[:1], "pow2", keep_logged=False)) == 16
+    batched = shapelog.expand_m([{"b": 16, "m": 5, "n": 1280, "k": 8192}], [1], keep_logged=False)
+    assert batched == [{"b": 16, "m": 1, "n": 1280, "k": 8192}]
+    moe = shapelog.parse_files([LOGS / "real_moe_wrapped_glm53.log"]).shapes["moe_2stages"]
+    swept = shapelog.expand_m(moe, "pow2")
+    assert [s["token"] for s in swept] == shapelog.moe_token_sweep()
+    assert list(swept[0]) == list(shapelog.MOE_KEY)
+
+
+def test_stdlib_only_and_py38_syntax():
+    src = SHAPELOG_SRC.read_text()
+    tree = ast.parse(src, feature_version=(3, 8))
+    allowed = {"__future__", "collections", "gzip", "json", "os", "re", "sys", "argparse"}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            assert {a.name.split(".")[0] for a in node.names} <= allowed
+        elif isinstance(node, ast.ImportFrom):
+            assert node.level == 0 and node.module.split(".")[0] in allowed
+
+
+def test_throughput_smoke(tmp_path):
+    """~20 MB of noise with sparse misses parses in well under the test budget."""
+    noise = b"(Worker_TP3 pid=11841) INFO 04-10 06:05:12 [model_runner.py:100] step 123 took 0.01s\n" * 2000
+    miss = (b"(Worker_TP3 pid=11841) [aiter] shape is M:72, N:512, K:7168, not found tuned config in "
+            b"/tmp/aiter_configs/a8w8_blockscale_tuned_gemm.csv, will use default config!\n")
+    big = tmp_path / "big.log"
+    with open(big, "wb") as f:
+        for _ in range(120):
+            f.write(noise)
+            f.write(miss)
+    r = shapelog.parse_files([big])
+    assert r.misses == {"a8w8_blockscale": 120}
+    assert r.lines == 120 * 2001

@@ -1,0 +1,202 @@
+"""The simulated tuners: CLI per version, CSV schema, skip logic, failures, faults, launch counter."""
+
+import json
+import os
+import signal
+import subprocess
+
+import pytest
+
+from orchestrator.sim import SimSpec, install, read_launches, write_control
+from orchestrator.sim import perf_model as pm
+from orchestrator.sim.localnode import popen
+from orchestrator.variants import VARIANTS, profile_for
+
+from .test_sim_common import ANSI, py, read_csv, write_csv
+
+MOE_BASE = {"model_dim": 7168, "inter_dim": 256, "expert": 257, "topk": 8, "act_type": "ActivationType.Silu",
+            "dtype": "torch.bfloat16", "q_dtype_a": "torch.float8_e4m3fn", "q_dtype_w": "torch.float8_e4m3fn",
+            "q_type": "QuantType.per_1x128", "use_g1u1": 1, "doweight_stage1": 0}
+
+RESULT = "kernelId,splitK,us,kernelName,tflops,bw,errRatio"
+HEADERS = {
+    "a8w8": "M,N,K,q_dtype_w," + RESULT,
+    "a8w8_blockscale": "M,N,K,libtype," + RESULT,
+    "a8w8_blockscale_bpreshuffle": "M,N,K,libtype," + RESULT,
+    "a8w8_bpreshuffle": "M,N,K,q_dtype_w,libtype," + RESULT,
+    "a4w4_blockscale": "M,N,K," + RESULT,
+    "batched_a8w8": "B,M,N,K,kernelId,splitK,us,kernelName,errRatio,tflops,bw",
+    "batched_bf16": "B,M,N,K,kernelId,splitK,us,kernelName,errRatio,tflops,bw",
+    "moe_2stages": ",".join(pm.MOE_KEY) + ",block_m,ksplit,us1,kernelName1,err1,us2,kernelName2,err2,us,run_1stage",
+}
+
+
+@pytest.fixture(scope="module")
+def nodes(tmp_path_factory):
+    base = tmp_path_factory.mktemp("tunenodes")
+    return {"current": install(base / "cur", SimSpec()),
+            "legacy": install(base / "leg", SimSpec(profile="legacy"))}
+
+
+def shapes_for(variant, want="improved", count=2):
+    fam = pm.family(variant)
+    if fam == "moe":
+        return pm.shapes_with_outcome(variant, want, MOE_BASE, "token", 1, count)
+    if fam == "batched":
+        return pm.shapes_with_outcome(variant, want, {"b": 16, "n": 1280, "k": 8192}, "m", 1, count)
+    base = {"n": 1536, "k": 7168}
+    if variant in ("a8w8", "a8w8_bpreshuffle"):
+        base["q_dtype_w"] = "torch.int8"
+    return pm.shapes_with_outcome(variant, want, base, "m", 1, count)
+
+
+def untuned_csv(path, variant, shapes):
+    cols = VARIANTS[variant].untuned_columns
+    return write_csv(path, cols, [[s[c.lower()] for c in cols] for s in shapes])
+
+
+def tune_argv(inst, variant, untuned, tuned, *extra):
+    v = VARIANTS[variant].resolve(profile_for(tuple(int(x) for x in inst.version.split("."))))
+    return [v.tune_script, *v.tune_flags, "-i", untuned, "-o", tuned, *extra]
+
+
+@pytest.mark.parametrize("profile", ["current", "legacy"])
+@pytest.mark.parametrize("variant", list(VARIANTS))
+def test_header_and_skip(nodes, tmp_path, profile, variant):
+    inst = nodes[profile]
+    shapes = shapes_for(variant)
+    unt = untuned_csv(tmp_path / "untuned.csv", variant, shapes)
+    out = tmp_path / "tuned.csv"
+    r = py(inst, *tune_argv(inst, variant, unt, out, "--mp", "2"))
+    assert r.returncode == 0, r.stdout + r.stderr
+    header, rows = read_csv(out)
+    want = HEADERS[variant]
+    if variant == "moe_2stages" and profile == "current":
+        want += ",xbf16,flat"
+    want += ",tflops,bw" if variant == "moe_2stages" else ""
+    want = ("gfx,cu_num," if profile == "current" else "cu_num,") + want
+    assert ",".join(header) == want
+    assert len(rows) == 2 and all(r["cu_num"] == "256" for r in rows)
+    assert {float(r["us"]) for r in rows} == {pm.tune_result(variant, s)["us"] for s in shapes}
+    assert "Distributing" in r.stdout and "across 2 GPUs" in r.stdout
+    # rerun: everything already tuned for this (gfx, cu_num) -> nothing to do
+    r2 = py(inst, *tune_argv(inst, variant, unt, out))
+    assert r2.returncode == 0
+    assert "no shapes to be tuned, skip tuning" in r2.stderr
+    assert len(read_csv(out)[1]) == 2
+
+
+def test_progress_result_lines_and_partial_failure(nodes, tmp_path):
+    for profile, inst in nodes.items():
+        ok = shapes_for("a8w8_blockscale", "improved", 2)
+        bad = shapes_for("a8w8_blockscale", "failed", 1)
+        unt = untuned_csv(tmp_path / f"u_{profile}.csv", "a8w8_blockscale", ok + bad)
+        out = tmp_path / f"t_{profile}.csv"
+        r = py(inst, *tune_argv(inst, "a8w8_blockscale", unt, out, "--batch", "1"))
+        err = ANSI.sub("", r.stderr)
+        assert r.returncode == 1
+        assert "[Tuning not Finished] some shapes are not tuned or all failed" in err
+        assert "processed 1 batches of 3, Processing Status ====> 33.0% tuned in GemmA8W8BlockScaleTuner" in err
+        key = ("'gfx950', 256, " if profile == "current" else "256, ") + f"{bad[0]['m']}, 1536, 7168"
+        assert f"No kernel can be used for ({key})" in err
+        assert r.stdout.count("Tuning result for ") == 2
+        assert "Tuning Finished. tune 3 shapes" in err
+        assert len(read_csv(out)[1]) == 2
+        # failed shapes are retried on the next run, the others are skipped
+        r2 = py(inst, *tune_argv(inst, "a8w8_blockscale", unt, out))
+        assert r2.returncode == 1 and "Tuning Finished. tune 1 shapes" in r2.stderr
+
+
+def test_batch_of_many_prints_no_per_shape_lines(nodes, tmp_path):
+    inst = nodes["current"]
+    unt = untuned_csv(tmp_path / "u.csv", "a8w8", shapes_for("a8w8", count=3))
+    r = py(inst, *tune_argv(inst, "a8w8", unt, tmp_path / "t.csv"))
+    assert r.returncode == 0 and "Tuning result for" not in r.stdout
+    assert "processed 1 batches of 1, Processing Status ====> 100.0% tuned in GemmA8W8Tuner" in r.stderr
+
+
+def test_version_flags(nodes, tmp_path):
+    unt = untuned_csv(tmp_path / "u.csv", "a8w8_blockscale", shapes_for("a8w8_blockscale", count=1))
+    cur, leg = nodes["current"], nodes["legacy"]
+    jit = {"AITER_JIT_DIR": str(tmp_path / "jit")}  # fresh JIT dir: the tune module is built here
+    r = py(cur, *tune_argv(cur, "a8w8_blockscale", unt, tmp_path / "c.csv", "--shape_grouped", "-v"), env=jit)
+    assert r.returncode == 0 and "timeout=1800s each" in r.stdout and "[Task Grouping]" in r.stdout
+    assert "[pid=" in r.stderr and "start build [module_gemm_a8w8_blockscale_tune]" in r.stderr
+    r = py(leg, *tune_argv(leg, "a8w8_blockscale", unt, tmp_path / "l.csv", "--shape_grouped"))
+    assert r.returncode == 2 and "unrecognized arguments: --shape_grouped" in r.stderr
+    r = py(leg, *tune_argv(leg, "a8w8_blockscale", unt, tmp_path / "l.csv"), env={"AITER_JIT_DIR": str(tmp_path / "j2")})
+    assert r.returncode == 0 and "no timeout limit" in r.stdout
+    assert "[pid=" not in r.stderr and "finish build [module_gemm_a8w8_blockscale_tune], cost" in r.stderr
+    r = py(leg, "csrc/ck_gemm_a8w8_blockscale/gemm_a8w8_blockscale_tune.py", "--preshuffle")
+    assert r.returncode == 2
+    r = py(cur, *tune_argv(cur, "a8w8_blockscale", unt, tmp_path / "x.csv", "--update_improved"))
+    assert r.returncode == 2 and "--update_improved requires --compare" in r.stderr
+
+
+def test_jit_build_once_with_ninja_log(tmp_path):
+    inst = install(tmp_path / "n", SimSpec())
+    unt = untuned_csv(tmp_path / "u.csv", "a4w4_blockscale", shapes_for("a4w4_blockscale", count=1))
+    r1 = py(inst, *tune_argv(inst, "a4w4_blockscale", unt, tmp_path / "t.csv"))
+    assert "start build [module_gemm_a4w4_blockscale_tune]" in r1.stderr
+    log = tmp_path / "n/aiter/aiter/jit/build/module_gemm_a4w4_blockscale_tune/build/.ninja_log"
+    lines = log.read_text().splitlines()
+    assert lines[0] == "# ninja log v5" and all(len(x.split("\t")) == 5 for x in lines[1:])
+    r2 = py(inst, *tune_argv(inst, "a4w4_blockscale", unt, tmp_path / "t2.csv"))
+    assert "start build" not in r2.stderr and "import [module_gemm_a4w4_blockscale_tune] under" in r2.stderr
+
+
+def test_preshuffle_gotcha_writes_non_preshuffle_table(tmp_path):
+    inst = install(tmp_path / "n", SimSpec())
+    shapes = shapes_for("a8w8_blockscale_bpreshuffle", count=1)
+    unt = untuned_csv(tmp_path / "u.csv", "a8w8_blockscale_bpreshuffle", shapes)
+    r = py(inst, "csrc/ck_gemm_a8w8_blockscale/gemm_a8w8_blockscale_tune.py", "--preshuffle", "-i", unt)
+    assert r.returncode == 0, r.stderr
+    _, rows = read_csv(tmp_path / "n/aiter/aiter/configs/a8w8_blockscale_tuned_gemm.csv")
+    assert any(r["M"] == str(shapes[0]["m"]) and r["N"] == "1536" for r in rows)
+    _, pre = read_csv(tmp_path / "n/aiter/aiter/configs/a8w8_blockscale_bpreshuffle_tuned_gemm.csv")
+    assert not any(r["M"] == str(shapes[0]["m"]) and r["N"] == "1536" for r in pre)
+
+
+def test_crash_resume_launches_and_mp(tmp_path):
+    inst = install(tmp_path / "n", SimSpec())
+    shapes = shapes_for("a8w8_blockscale", count=4)
+    unt = untuned_csv(tmp_path / "u.csv", "a8w8_blockscale", shapes)
+    out = tmp_path / "t.csv"
+    write_control(inst, crash_after_shapes=2, fault_once=True)
+    env = {"HIP_VISIBLE_DEVICES": "0,1,2,3,4,5"}
+    r = py(inst, *tune_argv(inst, "a8w8_blockscale", unt, out, "--batch", "1"), env=env)
+    assert r.returncode == 139 and "Memory access fault" in r.stderr
+    assert "Tuning results Summary" not in r.stderr
+    assert len(read_csv(out)[1]) == 2                      # the two finished batches are on disk
+    assert "across 6 GPUs" in r.stdout                     # --mp defaults to the visible GPUs
+    r = py(inst, *tune_argv(inst, "a8w8_blockscale", unt, out, "--batch", "1", "--mp", "3"), env=env)
+    assert r.returncode == 0 and "across 3 GPUs" in r.stdout
+    assert len(read_csv(out)[1]) == 4 and "tune 2 shapes" in r.stderr
+    launches = read_launches(inst)
+    assert len(launches) == 2
+    assert launches[0]["script"].endswith("csrc/ck_gemm_a8w8_blockscale/gemm_a8w8_blockscale_tune.py")
+    assert launches[1]["argv"][-2:] == ["--mp", "3"] and launches[1]["hip_visible_devices"] == "0,1,2,3,4,5"
+    assert {"script", "argv", "pid", "time"} <= set(launches[0])
+
+
+def test_hang_blocks_until_killed(tmp_path):
+    inst = install(tmp_path / "n", SimSpec())
+    unt = untuned_csv(tmp_path / "u.csv", "batched_a8w8", shapes_for("batched_a8w8", count=3))
+    out = tmp_path / "t.csv"
+    write_control(inst, hang_after_shapes=1)
+    p = popen(inst, ["python3", *tune_argv(inst, "batched_a8w8", unt, out, "--batch", "1")])
+    try:
+        waiting = 0
+        for line in p.stdout:  # synchronise on output, not on time
+            if line.startswith("Waiting for"):
+                waiting += 1
+                if waiting == 2:
+                    break
+        assert waiting == 2
+        with pytest.raises(subprocess.TimeoutExpired):
+            p.wait(timeout=0.5)
+        assert len(read_csv(out)[1]) == 1
+    finally:
+        os.killpg(p.pid, signal.SIGKILL)
+        p.wait()
+    assert json.loads(open(inst.host_path(inst.control_path)).read())["hang_after_shapes"] == 1
