@@ -78,7 +78,7 @@ class Ui:
             return
         current = info.get("current") or "starting"
         tail = info.get("tail") or {}
-        prog = tail.get("progress") or {}
+        prog = (tail.get("progress") or {}) if tail.get("step", current) == current else {}
         done, total, pct = prog.get("done"), prog.get("total"), prog.get("pct")
         eta = self._eta(pct) if current == "tune" else None
         line = (f"{job.job_id}: {current}"

@@ -119,7 +119,8 @@ def _copy_tree(src: Path, dst: Path, profile: str, skip=()) -> None:
             if f.endswith(".py") or sp.parent.name == "bin":
                 data = preprocess(data.decode("utf-8"), profile).encode("utf-8")
             dp.write_bytes(data)
-            mode = 0o755 if (sp.stat().st_mode & stat.S_IXUSR) else 0o644
+            executable = sp.parent.name == "bin" or bool(sp.stat().st_mode & stat.S_IXUSR)
+            mode = 0o755 if executable else 0o644
             os.chmod(dp, mode)
 
 

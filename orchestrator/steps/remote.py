@@ -81,7 +81,7 @@ def poll_once(ctx: Ctx) -> dict:
     files = []
     if current:
         step_log = job.remote["logs"][current]
-        files.append({"path": step_log, "offset": offsets.get(step_log, 0)})
+        files.append({"path": step_log, "offset": offsets.get(step_log, 0), "step": current})
     res = ctx.call("status", {"runs": [{"run_dir": job.remote["run_dir"], "offset": offsets.get(plog, 0)}],
                               "files": files, "max_bytes": MAX_BYTES_PER_POLL})
     run = res["runs"][0]
@@ -96,6 +96,7 @@ def poll_once(ctx: Ctx) -> dict:
             _append(local_log_path(ctx, f["path"]), chunk)
             offsets[f["path"]] = f["next_offset"]
         info["tail"] = {k: f.get(k) for k in ("progress", "last_line", "age_s", "size")}
+        info["tail"]["step"] = current
     info["state"] = run["state"]
     more = bool(data) and run.get("next_offset", 0) < run.get("log_size", 0)
     run["more"] = more or any((f.get("next_offset", 0) < f.get("size", 0)) for f in res.get("files") or [])

@@ -90,7 +90,10 @@ def report_context(ctx: Ctx) -> dict:
     facts = job.facts
     return {
         "job": {"id": job.job_id, "variant": job.variant, "node": job.node, "container": job.container,
-                "started": job.created, "finished": time.time(), "state": job.state},
+                "started": job.created, "finished": time.time(),
+                # rendered before the final fetch: the node's work is over, so say how it ended
+                "state": "succeeded (partial tuning)" if job.step_state("remote").info.get("partial")
+                else ("succeeded" if job.state == "running" else job.state)},
         "environment": {"aiter_version": facts.get("version"), "pip_name": facts.get("pip_name"),
                         "install_mode": facts.get("install_mode"), "aiter_root": facts.get("aiter_root"),
                         "gfx": facts.get("gfx"), "cu_num": facts.get("cu_num"),

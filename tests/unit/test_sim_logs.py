@@ -4,7 +4,7 @@ import ast
 import re
 
 from orchestrator.sim import SimSpec, install
-from orchestrator.sim.logs import expected_misses, log_specs, write_large_log
+from orchestrator.sim.logs import expected_misses, expected_shapes, log_specs, write_large_log
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 GEMM_MISS = re.compile(r"shape is M:(\d+), N:(\d+), K:(\d+),(?: q_dtype_w:(\S+),)? not found tuned config in (\S+), "
@@ -80,6 +80,10 @@ def test_generated_logs_match_expectations(tmp_path):
                             "a4w4_blockscale", "batched_a8w8", "batched_bf16", "moe_2stages"}
     sg = next(log for log in log_specs() if log.name.startswith("sglang"))
     assert sg.shape_dumps and sg.hits["moe_2stages"] == 1
+    # dumps are shapes (not misses): expected_shapes lists them as a8w8_blockscale, in file order
+    assert expected_shapes(sg.name)["a8w8_blockscale"] == [
+        {"m": 72, "n": 1536, "k": 7168}, {"m": 72, "n": 24576, "k": 1536}, {"m": 1, "n": 1536, "k": 7168}]
+    assert expected_misses(sg.name)["a8w8_blockscale"] == [{"m": 72, "n": 1536, "k": 7168}]
     text = open(f"{inst.host_dir}/logs/{sg.name}", encoding="utf-8").read()
     assert "[2026-02-17 23:52:11 TP4] run_1stage" in text and "[aiter] run_1stage" in text
     vl = open(f"{inst.host_dir}/logs/vllm_tp8_dsv3.log", encoding="utf-8").read()

@@ -1,0 +1,51 @@
+"""`tune-remote demo`: the real pipeline against a simulated AITER node on this machine.
+
+No GPU, no SSH, no docker: the "container" is a local directory holding the simulated AITER
+(orchestrator.sim, shipped in the package), and commands run through LocalTransport with the
+node's environment. Everything else (helper, detached pipeline, fetch, report) is the real code.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+from .context import Target
+from .inventory import ContainerSpec, NodeSpec
+from .remote.local import LocalTransport
+from .sim import SimSpec, install
+from .sim.logs import expected_shapes
+
+NODE_FILE = "demo-node.json"
+DEMO_LOG = "vllm_tp8_dsv3.log"
+
+
+def prepare_demo(directory: Path, *, profile: str = "current", variant: str = "a8w8_blockscale") -> tuple[Path, str]:
+    """Install a simulated node under ``directory``; return it and the server log to mine."""
+    directory = Path(directory).resolve()
+    inst = install(directory, SimSpec(profile=profile))
+    env = dict(inst.env)
+    # the node runs the same interpreter as this process (python3 may live elsewhere on a laptop)
+    bin_dir, _, rest = env["PATH"].partition(":")
+    env["PATH"] = f"{bin_dir}:{os.path.dirname(sys.executable)}:{rest}"
+    (directory / NODE_FILE).write_text(json.dumps({"env": env, "aiter_root": inst.aiter_root}, indent=2))
+    log = _log_with(inst, variant)
+    return directory, log
+
+
+def _log_with(inst, variant: str) -> str:
+    names = sorted(inst.logs)
+    for name in ([DEMO_LOG] if DEMO_LOG in names else []) + names:
+        if expected_shapes(name).get(variant):
+            return str(Path(inst.logs_dir) / name)
+    raise ValueError(f"the simulated logs have no untuned {variant} shapes")
+
+
+def demo_target(directory: str) -> Target:
+    node_info = json.loads((Path(directory) / NODE_FILE).read_text())
+    node = NodeSpec(name="demo", host="localhost", local=True,
+                    containers={"simulated": ContainerSpec(name="simulated", python=sys.executable)})
+    host = LocalTransport(base_env=node_info["env"], label="demo")
+    return Target(node, node.containers["simulated"], host=host, in_container=False)
