@@ -1,0 +1,42 @@
+"""`tune-remote demo`: the whole pipeline against the local simulated node, checked against the model."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from orchestrator.cli import main
+from tests.expect import assert_comparison_matches_model
+
+
+@pytest.fixture
+def ws(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("TUNE_REMOTE_POLL_S", "0.05")
+    return tmp_path / "ws"
+
+
+def only_job(ws: Path) -> Path:
+    [job] = [d for d in ws.iterdir() if (d / "state.json").is_file()]
+    return job
+
+
+@pytest.mark.parametrize("profile,version", [("current", "0.1.20"), ("legacy", "0.1.11")])
+def test_demo_runs_to_a_report_that_matches_the_perf_model(ws, capsys, profile, version):
+    assert main(["--workspace", str(ws), "demo", "--profile", profile]) == 0
+    job = only_job(ws)
+    state = json.loads((job / "state.json").read_text())
+    assert state["state"] == "succeeded"
+    got = assert_comparison_matches_model(job, "a8w8_blockscale", version)
+    assert (got["speedup_pct"].astype(float) > 1).any() and (got["speedup_pct"].astype(float) < -1).any()
+    ts = Path(state["remote"]["logs"]["tune"]).name.split("_tuning_")[1]
+    for name in (f"a8w8_blockscale_bench_before_{ts}", f"a8w8_blockscale_tuning_{ts}",
+                 f"a8w8_blockscale_bench_after_{ts}"):
+        assert (job / "logs" / name).is_file()
+    md = (job / "report.md").read_text()
+    assert "ck TFLOPS" in md and "higher is better" in md
+    assert (job / "report.html").read_text().lstrip().lower().startswith("<!doctype html")
+    # the node has its own copy of the report next to the logs
+    assert Path(state["remote"]["report_md"]).read_text() == md
+    # the tuned CSV was backed up before the first write, and the backup was fetched
+    assert state["remote"]["tuned_backup"] and list((job / "backup").iterdir())
