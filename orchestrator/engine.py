@@ -61,7 +61,22 @@ def run_job(ctx: Ctx) -> str:
         ctx.save()
         return job.state
     finally:
+        _record_stats(ctx)
         ctx.ui.stop()
+
+
+def _record_stats(ctx: Ctx) -> None:
+    """Round trips of this process (SSH channels opened) and helper ops, for `benchmarks/`."""
+    t = ctx.target
+    ops = dict(t.helper.ops)
+    if t._host_helper is not None:
+        ops.update({f"host:{k}": v for k, v in t._host_helper.ops.items()})
+    runs = ctx.job.remote.setdefault("stats", [])
+    runs.append({"round_trips": t.round_trips(), "helper_ops": ops})
+    try:
+        ctx.save()
+    except OSError:
+        pass
 
 
 def _best_effort_fetch(ctx: Ctx, failed_step: str) -> None:

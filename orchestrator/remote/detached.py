@@ -7,6 +7,7 @@ idempotent per run directory, ``status`` reads the node's truth, ``cancel`` kill
 from __future__ import annotations
 
 import base64
+import collections
 import hashlib
 import io
 import json
@@ -57,6 +58,7 @@ class NodeHelper:
         self.dir = f"{base_dir}/helper-{self.version}"
         self.path = f"{self.dir}/node_helper.py"
         self.calls = 0
+        self.ops: collections.Counter = collections.Counter()  # op -> calls, for round-trip figures
 
     def push(self) -> None:
         self.transport.run(Cmd((self.python, "-c", _EXTRACT, self.dir)), stdin=self._tarball, timeout=120)
@@ -69,6 +71,7 @@ class NodeHelper:
             self.push()
             result = self.transport.run(cmd, stdin=payload, timeout=timeout, check=False)
         self.calls += 1
+        self.ops[op] += 1
         if result.exit_code == 127 and not result.stdout:
             raise JobError(
                 f"{self.python} is not available in {self.transport.label}",
