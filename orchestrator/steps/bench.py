@@ -97,3 +97,27 @@ def match_results(bench: BenchSpec, shapes: list[dict], results: list[dict]) -> 
                 out.append({"key": dict(s), "value": r["value"]})
                 break
     return out
+
+
+# Output columns that tell apart rows measuring the same dims under another quant config (test_moe_2stage
+# prints AQDType/WQDType, aiter-formats.md §4.6). They are not comparison keys, but one bench log holds
+# the tables of every call of a job, so e.g. QuantType.No (bf16) and per_1x128 (fp8) rows at the same
+# token/dims must not collapse into one key.
+_ROW_DTYPE_COLUMNS = {"AQDType": "q_dtype_a", "WQDType": "q_dtype_w"}
+
+
+def measured(bench: BenchSpec, shapes: list[dict], rows: list[dict]) -> list[dict]:
+    """``bench_results`` + ``match_results`` over parsed output rows, per quant-dtype partition."""
+    from ..parsing.bench import bench_results
+
+    parts: dict[tuple, list[dict]] = {}
+    for row in rows:
+        tag = tuple(dtype_family(str(row[c])) if row.get(c) is not None else None for c in _ROW_DTYPE_COLUMNS)
+        parts.setdefault(tag, []).append(row)
+    out = []
+    for tag, part in parts.items():
+        wanted = [s for s in shapes
+                  if all(t is None or col not in s or dtype_family(str(s[col])) == t
+                         for t, col in zip(tag, _ROW_DTYPE_COLUMNS.values()))]
+        out.extend(match_results(bench, wanted, bench_results(part, bench)))
+    return out

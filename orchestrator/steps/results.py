@@ -7,11 +7,11 @@ import time
 from pathlib import Path
 
 from ..context import Ctx
-from ..parsing.bench import bench_results, parse_bench_log
+from ..parsing.bench import parse_bench_log
 from ..parsing.csvtools import read_tuned_csv
 from ..report import render_report
 from ..state import atomic_write
-from .bench import match_results
+from .bench import measured
 from .compare import Comparison, compare
 from .fetch import pull, wanted_files
 
@@ -65,7 +65,7 @@ def run_compare(ctx: Ctx) -> None:
     results = {}
     for side, path in (("before", before_log), ("after", after_log)):
         rows = parse_bench_log(path.read_text(encoding="utf-8", errors="replace"), variant.bench)
-        results[side] = match_results(variant.bench, job.shapes, bench_results(rows, variant.bench))
+        results[side] = measured(variant.bench, job.shapes, rows)
     comp = compare(results["before"], results["after"], key_columns=variant.key_columns,
                    metric=variant.bench.metric, higher_is_better=variant.bench.higher_is_better)
     comp.to_csv(ctx.job_dir / "comparison.csv")

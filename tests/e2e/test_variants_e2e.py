@@ -1,0 +1,308 @@
+"""Every kernel variant, end to end through real sshd + docker exec on the test bed, on both AITER
+profiles (current = 0.1.20 develop, legacy = 0.1.11 install), checked against the sim's perf model.
+
+One module-scoped node with a current and a legacy container carries the 8 x 2 matrix (each run uses
+its own workspace; a run backs the tuned CSV up first, so the "before" side of a later run on the same
+container is whatever an earlier run left: the model check reads the job's own backup, so it holds).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+import yaml
+
+from orchestrator.cli import main
+from orchestrator.sim import logs as simlogs
+from orchestrator.variants import VARIANTS, get_variant, parse_version, profile_for
+from orchestrator.sim import perf_model
+from tests.expect import _n, assert_comparison_matches_model, tuned_keys
+from tests.fake_remote import ContainerSpec
+
+pytestmark = pytest.mark.e2e
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+VERSIONS = {"current": "0.1.20", "legacy": "0.1.11"}
+
+VLLM = "vllm_tp8_dsv3.log"
+SGLANG = "sglang_tp8_glm5.log"
+LOG_MORE = "aiter_log_more.log"
+METACHAR = "run 1 $(touch pwned);x.log"
+
+# Shape source per variant: the simulated server logs where they carry the variant (few (N,K) groups),
+# --nk where a log would give many groups. M / token preset: 2 values (+ the logged ones).
+SOURCES = {
+    "a8w8": ["--log", VLLM],                               # (1280, 8192, torch.int8), M 64,128 logged
+    "a8w8_blockscale": ["--nk", "7168,2048"],
+    "a8w8_blockscale_bpreshuffle": ["--log", VLLM],         # (1536, 7168), M 16,48 logged
+    "a8w8_bpreshuffle": ["--log", VLLM],                    # (6144, 1536, fp8), M 32 logged
+    "a4w4_blockscale": ["--nk", "7168,2048"],
+    "batched_a8w8": ["--log", METACHAR],                    # B16 (1280, 8192), M 1,32,64 logged
+    "batched_bf16": ["--log", METACHAR],                    # B8 and B4 (1024, 4096)
+    "moe_2stages": ["--log", SGLANG],                       # 2 MoE configs, tokens logged
+}
+M_PRESET = "1,64"
+
+
+# ------------------------------------------------------------------------------------------------
+# fixtures
+# ------------------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def vnode(testbed):
+    """One node for the module: <node>-aiter-dev (current, develop) and <node>-aiter-legacy (legacy,
+    develop: op_tests present) carry the variant matrix; <node>-aiter-moe (legacy, develop) is the
+    untouched container of the MoE bypass test; <node>-aiter-inst (legacy, install: no op_tests)."""
+    node = testbed.create_node(
+        ("current",
+         ContainerSpec(sim={"profile": "legacy"}, suffix="aiter-legacy"),
+         ContainerSpec(sim={"profile": "legacy"}, suffix="aiter-moe"),
+         ContainerSpec(sim={"profile": "legacy", "install_mode": "install"}, suffix="aiter-inst")),
+        proxy=False)
+    yield node
+    testbed.destroy_node(node)
+
+
+def _container(node, profile: str):
+    return node.container("aiter-dev" if profile == "current" else "aiter-legacy")
+
+
+def expected_no_kernel(job: Path, st: dict, variant) -> list[dict]:
+    """Shapes the sim's tuner finds no kernel for (perf model outcome 'failed') and that had no row before."""
+    backups = sorted((job / "backup").glob("*")) if (job / "backup").is_dir() else []
+    gfx, cu = st["facts"]["gfx"], int(st["facts"]["cu_num"])
+    before = tuned_keys(backups[0] if backups else None, variant, gfx, cu)
+    return [s for s in st["shapes"]
+            if perf_model.outcome(variant.name, s, gfx, cu) == "failed"
+            and tuple(_n(s[c]) for c in variant.key_columns) not in before]
+
+
+def write_inventory(path: Path, node) -> Path:
+    inv = {"nodes": {node.alias: {"ssh_config": str(node.ssh_config_file),
+                                   "containers": {name: {} for name in node.containers}}}}
+    path.write_text(yaml.safe_dump(inv))
+    return path
+
+
+@pytest.fixture
+def env(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("TUNE_REMOTE_POLL_S", "0.2")
+    return tmp_path
+
+
+def run_cli(tmp: Path, node, ctr, variant: str, *source: str, m_preset: str | None = M_PRESET,
+            extra=()) -> tuple[int, Path | None]:
+    inv = write_inventory(tmp / "inventory.yaml", node)
+    ws = tmp / "ws"
+    argv = ["--inventory", str(inv), "--workspace", str(ws), "run", "--node", node.alias,
+            "--container", ctr.name, "--variant", variant, *source, "--yes", *extra]
+    if m_preset:
+        argv += ["--m-preset", m_preset]
+    rc = main(argv)
+    jobs = [d for d in ws.iterdir() if (d / "state.json").is_file()] if ws.is_dir() else []
+    assert len(jobs) <= 1
+    return rc, (jobs[0] if jobs else None)
+
+
+def log_args(ctr, source: list[str]) -> list[str]:
+    out = []
+    for flag, value in zip(source[::2], source[1::2]):
+        if flag == "--log" and not value.startswith(("/", "local:", "node:")):
+            value = f"{ctr.inst.logs_dir}/{value}"
+        out += [flag, value]
+    return out
+
+
+def state_of(job: Path) -> dict:
+    return json.loads((job / "state.json").read_text())
+
+
+def header_of(path: Path) -> list[str]:
+    return path.read_text().splitlines()[0].split(",")
+
+
+# ------------------------------------------------------------------------------------------------
+# 1. every variant x both profiles
+# ------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("profile", ["current", "legacy"])
+@pytest.mark.parametrize("variant", list(VARIANTS))
+def test_variant_end_to_end_matches_model(vnode, env, profile, variant):
+    ctr = _container(vnode, profile)
+    version = VERSIONS[profile]
+    prof = profile_for(parse_version(version))
+    v = get_variant(variant).resolve(prof)
+    launches0 = len(ctr.launches())
+
+    rc, job = run_cli(env, vnode, ctr, variant, *log_args(ctr, SOURCES[variant]))
+    assert job is not None
+    st = state_of(job)
+    assert rc == 0, (st.get("error"), st.get("notes"))
+    assert st["state"] == "succeeded"
+    assert st["facts"]["version"] == version and st["facts"]["profile"] == profile
+    assert st["shapes"], "no shapes were tuned"
+
+    # comparison.csv: header, rows and values exactly as the perf model says
+    got = assert_comparison_matches_model(job, variant, version)
+    assert list(got.columns) == [*v.key_columns, "metric", "before", "after", "speedup_pct"]
+    assert all(c == c.lower() for c in v.key_columns)
+    assert len(got) == len(st["shapes"])
+
+    # the report names the metric and its direction
+    md = (job / "report.md").read_text()
+    assert v.bench.metric in md
+    assert ("higher is better" if v.bench.higher_is_better else "lower is better") in md
+
+    # the tuned CSV fetched home has this AITER version's header
+    tuned = job / Path(v.tuned_csv).name
+    assert tuned.is_file()
+    head = header_of(tuned)
+    if prof.gfx_column:
+        assert head[:2] == ["gfx", "cu_num"], head
+    else:
+        assert head[0] == "cu_num" and "gfx" not in head, head
+    # every requested shape has a row for this GPU now, except those the tuner finds no kernel for
+    outcome = st["steps"]["compare"]["info"]["tuned"]
+    no_kernel = expected_no_kernel(job, st, v)
+    assert outcome["no_kernel"] == no_kernel
+    assert len(outcome["tuned"]) == len(st["shapes"]) - len(no_kernel)
+    assert bool(st["steps"]["remote"]["info"].get("partial")) == bool(no_kernel)
+
+    # the tuner started exactly once, with the script this version has
+    launches = ctr.launches()[launches0:]
+    assert len(launches) == 1, launches
+    argv = st["remote"]["tune_argv"]
+    assert argv[1] == f"{st['remote']['meta_root']}/{v.tune_script}"
+    if variant == "a8w8_blockscale_bpreshuffle":
+        if profile == "legacy":
+            assert argv[1].endswith("csrc/ck_gemm_a8w8_blockscale_bpreshuffle/"
+                                    "gemm_a8w8_blockscale_bpreshuffle_tune.py")
+            assert "--preshuffle" not in argv
+        else:
+            assert argv[1].endswith("csrc/ck_gemm_a8w8_blockscale/gemm_a8w8_blockscale_tune.py")
+            assert "--preshuffle" in argv
+    else:
+        assert "--preshuffle" not in argv
+    assert argv[argv.index("-i") + 1] == st["remote"]["untuned_csv"]
+    assert argv[argv.index("-o") + 1] == st["remote"]["tuned_csv"]
+    assert ("--timeout" in argv) == prof.has_flag("--timeout")
+
+
+# ------------------------------------------------------------------------------------------------
+# 2. MoE on legacy: the fp8 block-scale bypass
+# ------------------------------------------------------------------------------------------------
+
+def test_moe_legacy_bypass_is_noted_and_shows_no_gain(vnode, env):
+    from orchestrator.variants import moe_bypassed
+    ctr = vnode.container("aiter-moe")
+    rc, job = run_cli(env, vnode, ctr, "moe_2stages", *log_args(ctr, ["--log", SGLANG]), m_preset="1,4")
+    st = state_of(job)
+    assert rc == 0, st.get("error")
+    notes = st["notes"]
+    bypass = [n for n in notes if "token*topk <= 128" in n]
+    assert len(bypass) == 1, notes
+    assert "0.1.11" in bypass[0]
+    md = (job / "report.md").read_text()
+    assert "token*topk <= 128" in md
+    got = assert_comparison_matches_model(job, "moe_2stages", "0.1.11")
+    prof = profile_for((0, 1, 11))
+    bypassed = [s for s in st["shapes"] if moe_bypassed(s, prof)]
+    assert bypassed, "the log should give block-scale shapes with token*topk <= 128"
+    for s in bypassed:
+        row = got[(got["token"] == str(s["token"])) & (got["q_type"] == s["q_type"])]
+        assert len(row) == 1
+        assert float(row["speedup_pct"].iloc[0]) == 0.0
+        assert row["before"].iloc[0] == row["after"].iloc[0]
+    # ... while a tuned, non-bypassed shape does gain
+    others = got[~got.index.isin([i for i, r in got.iterrows() if any(
+        str(s["token"]) == r["token"] and s["q_type"] == r["q_type"] for s in bypassed)])]
+    assert (others["speedup_pct"].astype(float) > 0).any()
+
+
+# ------------------------------------------------------------------------------------------------
+# 3. a4w4 on gfx942 refuses before anything runs
+# ------------------------------------------------------------------------------------------------
+
+def test_a4w4_on_gfx942_refuses_clearly(make_node, env, capsys):
+    node = make_node({"gfx": "gfx942", "cu_num": 304}, proxy=False)
+    [ctr] = node.containers.values()
+    capsys.readouterr()
+    rc, job = run_cli(env, node, ctr, "a4w4_blockscale", "--nk", "7168,2048")
+    assert rc == 1
+    err = capsys.readouterr().err
+    lines = [ln for ln in err.splitlines() if ln.startswith("tune-remote: error:")]
+    assert len(lines) == 1, err
+    assert "gfx950" in lines[0] and "gfx942" in lines[0]
+    assert ctr.launches() == []
+    st = state_of(job)
+    assert st["state"] == "failed" and st["steps"]["discover"]["status"] == "failed"
+    assert not st["remote"].get("run_dir")
+
+
+# ------------------------------------------------------------------------------------------------
+# 4. install mode (no op_tests): tune only
+# ------------------------------------------------------------------------------------------------
+
+def test_install_mode_tunes_without_benchmark(vnode, env):
+    ctr = vnode.container("aiter-inst")         # install mode: no op_tests/ in site-packages
+    assert ctr.install_mode == "install"
+    assert not ctr.host_path(f"{ctr.aiter_root}/op_tests").exists()
+    rc, job = run_cli(env, vnode, ctr, "a8w8_blockscale", "--nk", "4096,1024", m_preset="1,64,1024")
+    st = state_of(job)
+    assert rc == 0, st.get("error")
+    assert st["state"] == "succeeded"
+    assert len(ctr.launches()) == 1
+    assert any("no benchmark" in n for n in st["notes"]), st["notes"]
+    assert [s["name"] for s in st["remote"]["pipeline"]] == ["tune"]
+    v = get_variant("a8w8_blockscale")
+    tuned = job / "a8w8_blockscale_tuned_gemm.csv"
+    keys = tuned_keys(tuned, v, st["facts"]["gfx"], int(st["facts"]["cu_num"]))
+    no_kernel = expected_no_kernel(job, st, v)
+    assert len(no_kernel) < len(st["shapes"])
+    for s in st["shapes"]:
+        assert ((_n(s["m"]), _n(s["n"]), _n(s["k"])) in keys) == (s not in no_kernel), s
+    md = (job / "report.md").read_text()
+    assert not (job / "comparison.csv").exists() or "no comparison" in md.lower()
+    assert "no benchmark" in md
+
+
+# ------------------------------------------------------------------------------------------------
+# 5. shapes from every log form, locally and on the node
+# ------------------------------------------------------------------------------------------------
+
+LOG_NAMES = [log.name for log in simlogs.log_specs()]
+
+
+@pytest.mark.parametrize("name", LOG_NAMES)
+def test_shapes_from_every_log_form(vnode, name, capsys):
+    from orchestrator.context import Target
+    from orchestrator.inventory import load_inventory
+    ctr = _container(vnode, "current")
+    host_copy = Path(ctr.inst.host_path(f"{ctr.inst.logs_dir}/{name}"))
+    assert host_copy.is_file()
+    capsys.readouterr()
+    assert main(["shapes", str(host_copy), "--json"]) == 0
+    out = capsys.readouterr().out
+    local = json.loads(out)
+    expected = simlogs.expected_shapes(name)
+    assert local == expected
+    for shapes in local.values():
+        for s in shapes:
+            assert all(k == k.lower() for k in s)
+
+    # the same parse, done on the node by the helper (streamed inside the container)
+    inv_path = write_inventory(Path(vnode.dir) / f"inv-{os.getpid()}.yaml", vnode)
+    inv = load_inventory(str(inv_path))
+    spec = inv.node(vnode.alias)
+    target = Target(spec, spec.container(ctr.name))
+    try:
+        target.connect()
+        res = target.helper.call("shapes", {"logs": [f"{ctr.inst.logs_dir}/{name}"], "variant": None})
+    finally:
+        target.close()
+    assert res["ok"] and res["missing"] == []
+    assert res["shapes"] == local
