@@ -74,9 +74,12 @@ def run(ctx: Ctx) -> None:
 
     bench_cmds: list[Cmd] = []
     patched: list[str] = []
-    # The tuned CSV is the file the runtime reads (the container's AITER_CONFIG_* or the default path),
-    # so the benchmarks need no extra config env; inventory env (e.g. AITER_CONFIG_FMOE) is passed on.
+    # The benchmarks read exactly the CSV we tune (AITER_CONFIG_<X>=<tuned CSV>; as the seeds do for
+    # AITER_CONFIG_FMOE): after tuning always, before tuning when the file already exists, so both runs
+    # see the same table but for the new rows. Inventory env is passed on.
     env = dict(ctx.target.container.env)
+    if backup:
+        env[variant.config_env] = tuned
     for call in calls:
         path = f"{root}/{call.script}"
         if files.get(path) is None:
@@ -103,7 +106,8 @@ def run(ctx: Ctx) -> None:
     steps.append({"name": "tune", "log": logs["tune"], "line": _sequence([tcmd]),
                   "marker": "Tuning not Finished"})
     if bench_cmds:
-        after = [Cmd(c.argv, env={**c.env, "AITER_REBUILD": "1"}, cwd=c.cwd) for c in bench_cmds]
+        after = [Cmd(c.argv, env={**c.env, variant.config_env: tuned, "AITER_REBUILD": "1"}, cwd=c.cwd)
+                 for c in bench_cmds]
         steps.append({"name": "after", "log": logs["after"], "line": _sequence(after), "marker": ""})
     remote["pipeline"] = steps
     remote["tune_argv"] = list(tcmd.argv)

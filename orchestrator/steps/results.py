@@ -26,17 +26,30 @@ def _norm(v) -> str:
 
 
 def tuned_outcome(ctx: Ctx) -> dict:
-    """Which requested shapes have a row for this GPU in the tuned CSV now (and which found no kernel)."""
+    """Which requested shapes have a row for this GPU in the tuned CSV now (and which found no kernel).
+
+    Also notes rows tuned for another GPU (gfx/cu_num): AITER never matches them here (e.g. rows tuned
+    on an MI308X, cu_num 80, are ignored on an MI300X, cu_num 304; aiter-formats.md §7).
+    """
     job, variant = ctx.job, ctx.variant
     local = ctx.job_dir / Path(job.remote["tuned_csv"]).name
     if not local.is_file():
         return {"tuned": [], "no_kernel": list(job.shapes), "rows_before": 0, "rows_after": 0}
-    df = read_tuned_csv(str(local))
-    cols = {c.lower(): c for c in df.columns}
+    full = read_tuned_csv(str(local))
+    cols = {c.lower(): c for c in full.columns}
+    mine = full.index == full.index
     if "gfx" in cols and job.facts.get("gfx"):
-        df = df[df[cols["gfx"]].astype(str) == str(job.facts["gfx"])]
+        mine &= full[cols["gfx"]].astype(str) == str(job.facts["gfx"])
     if "cu_num" in cols and job.facts.get("cu_num"):
-        df = df[df[cols["cu_num"]].astype(str).map(_norm) == _norm(job.facts["cu_num"])]
+        mine &= full[cols["cu_num"]].astype(str).map(_norm) == _norm(job.facts["cu_num"])
+    foreign = full[~mine]
+    if len(foreign):
+        others = sorted({f"{r.get(cols.get('gfx', ''), '') or '?'}/cu_num={_norm(r[cols['cu_num']])}"
+                         for _, r in foreign.iterrows()} if "cu_num" in cols else {"?"})
+        job.note(f"{len(foreign)} row(s) of {Path(job.remote['tuned_csv']).name} were tuned for another GPU "
+                 f"({', '.join(others[:5])}); AITER never uses them on this {job.facts.get('gfx')} with "
+                 f"cu_num={job.facts.get('cu_num')}")
+    df = full[mine]
     keys = [c for c in variant.key_columns if c in cols]
     have = {tuple(_norm(r[cols[c]]) for c in keys) for _, r in df.iterrows()}
     tuned, missing = [], []
@@ -48,7 +61,7 @@ def tuned_outcome(ctx: Ctx) -> dict:
         bpath = ctx.job_dir / "backup" / Path(backup).name
         if bpath.is_file():
             before = len(read_tuned_csv(str(bpath)))
-    return {"tuned": tuned, "no_kernel": missing, "rows_before": before, "rows_after": len(read_tuned_csv(str(local)))}
+    return {"tuned": tuned, "no_kernel": missing, "rows_before": before, "rows_after": len(full)}
 
 
 def run_compare(ctx: Ctx) -> None:
