@@ -260,6 +260,8 @@ def logs(env: Env, job_id, step, follow):
     local = env.workspace.job_dir(job.job_id) / "logs" / Path(node_path).name
     if step == "pipeline":
         local = env.workspace.job_dir(job.job_id) / "pipeline.log"
+    if job.state not in TERMINAL and job.remote.get("run_dir"):
+        _refresh_log(env, job, step, node_path, local)
     printed = 0
     if local.is_file():
         data = local.read_bytes()
@@ -287,6 +289,31 @@ def logs(env: Env, job_id, step, follow):
                 break
             if not run["more"]:
                 time.sleep(settings.poll_s)
+    finally:
+        target.close()
+
+
+def _refresh_log(env: Env, job: JobState, step: str, node_path: str, local: Path) -> None:
+    """Bring the local copy of a running (or detached) job's log up to date from the node; on a
+    connection problem say so and show the local copy. state.json is not saved here (a `run` or
+    `resume` may own the job right now); the polls' write-at-offset keeps the copies consistent."""
+    from .steps import fetch as fetch_step
+    from .steps import remote as remote_step
+    try:
+        target = _target_for(env, job, False)
+    except TuneRemoteError:
+        return
+    ctx = Ctx(job=job, workspace=env.workspace, target=target, settings=Settings(reconnect_s=0),
+              ui=Ui(quiet=True))
+    try:
+        if step == "pipeline":   # through the poll, which also records the sub-step markers
+            while remote_step.poll_once(ctx)["more"]:
+                pass
+        else:
+            fetch_step.pull(ctx, {node_path: local}, record=False)
+    except TuneRemoteError as exc:
+        click.echo(f"tune-remote: warning: showing the local copy, the node did not answer: {exc.one_line()}",
+                   err=True)
     finally:
         target.close()
 

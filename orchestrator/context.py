@@ -108,12 +108,14 @@ class Ctx:
             except (TransportError, ConnectError) as exc:
                 if isinstance(exc, HostKeyError):
                     raise
-                if time.monotonic() + delay > deadline:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
                     raise ConnectionLost(
                         f"connection to {self.job.node} lost and not re-established: {exc.message}",
                         hint=f"the job goes on on the node; run `tune-remote resume {self.job.job_id}`",
                     ) from exc
-                self.ui.event(f"connection problem ({exc.message}); retrying in {delay:.1f}s")
-                self.sleep(delay + random.uniform(0, delay / 4))
+                wait = min(delay + random.uniform(0, delay / 4), remaining)  # use the whole window
+                self.ui.event(f"connection problem ({exc.message}); retrying in {wait:.1f}s")
+                self.sleep(wait)
                 delay = min(delay * 2, 15.0)
                 self.target.close()

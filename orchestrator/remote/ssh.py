@@ -9,6 +9,7 @@ stdin/stdout are bytes and every wait has a deadline.
 
 from __future__ import annotations
 
+import logging
 import os
 import select
 import socket
@@ -25,6 +26,10 @@ from .transport import CommandResult, TransportError, check_result
 
 KEEPALIVE_S = 5
 DEFAULT_CONNECT_TIMEOUT = 15
+
+# paramiko logs every dropped connection (with a traceback) from its transport thread; without a
+# handler Python prints that on stderr. The error that matters is reported once, as one line.
+logging.getLogger("paramiko").addHandler(logging.NullHandler())
 
 
 @dataclass(frozen=True)
@@ -156,6 +161,15 @@ class SshTransport:
         self.conn = None
 
     # -- commands ---------------------------------------------------------------------------
+    def _connection_died(self, chan: paramiko.Channel) -> bool:
+        """No exit status: the connection dropped, unless the command was killed by a signal (sshd sends
+        exit-signal, which paramiko does not record, after EOF on a live connection)."""
+        transport = self.conn.transport if self.conn is not None else None
+        if transport is None or not chan.eof_received:
+            return True
+        transport.join(0.5)  # a dying transport closes its channels before it marks itself inactive
+        return not transport.is_active()
+
     def run(self, cmd: Cmd, *, stdin: bytes | None = None, timeout: float | None = None,
             check: bool = True) -> CommandResult:
         self.connect()
@@ -184,6 +198,9 @@ class SshTransport:
                     raise TransportError(f"command on {self.label} timed out after {timeout}s")
                 select.select([chan], [], [], 1.0)
             code = chan.recv_exit_status()
+            if code == -1 and self._connection_died(chan):
+                raise TransportError(f"connection to {self.label} lost (the command's channel closed "
+                                     "without an exit status)")
             chan.close()
         except TransportError:
             self.close()

@@ -65,10 +65,21 @@ def _apply_markers(info: dict, text: str) -> None:
             s.update(status="partial")
 
 
-def _append(path, data: bytes) -> None:
+def _local_size(path) -> int:
+    try:
+        return path.stat().st_size
+    except FileNotFoundError:
+        return 0
+
+
+def _write_at(path, offset: int, data: bytes) -> None:
+    """Write a chunk at its node offset and cut what follows: re-reading a chunk (a laptop killed
+    between this write and saving the offsets, a re-sent poll) never duplicates bytes."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "ab") as fh:
+    with open(path, "r+b" if path.exists() else "wb") as fh:
+        fh.seek(offset)
         fh.write(data)
+        fh.truncate()
 
 
 def poll_once(ctx: Ctx) -> dict:
@@ -78,22 +89,29 @@ def poll_once(ctx: Ctx) -> dict:
     offsets = info.setdefault("offsets", {})
     plog = job.remote["pipeline_log"]
     current = info.get("current")
+    local_plog = ctx.job_dir / "pipeline.log"
     files = []
     if current:
         step_log = job.remote["logs"][current]
-        files.append({"path": step_log, "offset": offsets.get(step_log, 0), "step": current})
-    res = ctx.call("status", {"runs": [{"run_dir": job.remote["run_dir"], "offset": offsets.get(plog, 0)}],
+        # never ask past what the local copy holds (it may be shorter than the saved offset if lost)
+        off = min(offsets.get(step_log, 0), _local_size(local_log_path(ctx, step_log)))
+        files.append({"path": step_log, "offset": off, "step": current})
+    plog_off = min(offsets.get(plog, 0), _local_size(local_plog))
+    res = ctx.call("status", {"runs": [{"run_dir": job.remote["run_dir"], "offset": plog_off}],
                               "files": files, "max_bytes": MAX_BYTES_PER_POLL})
     run = res["runs"][0]
     data = base64.b64decode(run.get("data_b64") or "")
     if data:
-        _append(ctx.job_dir / "pipeline.log", data)
+        at = run.get("offset")
+        _write_at(local_plog, plog_off if at is None else at, data)
         offsets[plog] = run["next_offset"]
+        # markers re-read after a lost save are applied again: _apply_markers is idempotent
         _apply_markers(info, data.decode("utf-8", "replace"))
-    for f in res.get("files") or []:
+    for f, asked in zip(res.get("files") or [], files):
         chunk = base64.b64decode(f.get("data_b64") or "")
         if chunk:
-            _append(local_log_path(ctx, f["path"]), chunk)
+            at = f.get("offset")
+            _write_at(local_log_path(ctx, f["path"]), asked["offset"] if at is None else at, chunk)
             offsets[f["path"]] = f["next_offset"]
         info["tail"] = {k: f.get(k) for k in ("progress", "last_line", "age_s", "size")}
         info["tail"]["step"] = current
