@@ -157,11 +157,11 @@ def _parse_gpus(gpus: str | None):
 def _drive(env: Env, job: JobState, target: Target, settings: Settings) -> None:
     ui = env.ui()
     ctx = Ctx(job=job, workspace=env.workspace, target=target, settings=settings, ui=ui)
+    target.connect()  # before the job is saved: a refused connection leaves no half-made job behind
     env.workspace.save(job)
     ui.event(f"job {job.job_id} ({job.variant} on {job.node}/{job.container}); "
              f"state in {env.workspace.job_dir(job.job_id)}")
     try:
-        target.connect()
         run_job(ctx)
     finally:
         target.close()

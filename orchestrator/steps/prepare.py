@@ -37,7 +37,7 @@ def tune_command(ctx: Ctx, variant: KernelVariant, untuned: str, tuned: str) -> 
         argv += ["--timeout", str(req.get("timeout") or DEFAULT_TIMEOUT_S)]
     argv += list(variant.tune_flags)
     argv += list(req.get("tune_args") or [])
-    env = dict(ctx.target.container.env)
+    env: dict[str, str] = {}  # inventory env comes from the pipeline launch, not from this line
     # confine the tuner to the free GPUs: --mp N alone would use GPUs 0..N-1, busy or not
     env["HIP_VISIBLE_DEVICES"] = ",".join(map(str, gpus))
     return Cmd(tuple(argv), env=env, cwd=ctx.job.remote["aiter_root"])
@@ -76,8 +76,8 @@ def run(ctx: Ctx) -> None:
     patched: list[str] = []
     # The benchmarks read exactly the CSV we tune (AITER_CONFIG_<X>=<tuned CSV>; as the seeds do for
     # AITER_CONFIG_FMOE): after tuning always, before tuning when the file already exists, so both runs
-    # see the same table but for the new rows. Inventory env is passed on.
-    env = dict(ctx.target.container.env)
+    # see the same table but for the new rows. Inventory env reaches them through the pipeline launch.
+    env: dict[str, str] = {}
     if backup:
         env[variant.config_env] = tuned
     for call in calls:

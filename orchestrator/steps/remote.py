@@ -17,6 +17,9 @@ from ..workflow import REMOTE_STEPS
 from .prepare import local_log_path
 
 MAX_BYTES_PER_POLL = 256 * 1024
+# a poll answers in well under a second; a silent path (no RST, keepalives unanswered) must not stall
+# the laptop for the 5-minute default: give up on the channel and reconnect with back-off instead
+POLL_TIMEOUT_S = 30
 _MARK = re.compile(r"^== (\S+) (start|rc|partial|already-done|failed|done)\b ?(.*)$")
 
 
@@ -35,7 +38,9 @@ def launch(ctx: Ctx) -> dict:
     ctx.call("version")  # make sure the helper (and pipeline.sh beside it) is on the node
     res = ctx.call("launch", {
         "job_id": job.job_id, "step": "pipeline", "run_dir": run_dir,
-        "argv": pipeline_argv(ctx, run_dir), "cwd": job.remote["aiter_root"], "env": {},
+        # inventory env travels in the launch request only: the node keeps its names, never its values
+        "argv": pipeline_argv(ctx, run_dir), "cwd": job.remote["aiter_root"],
+        "env": dict(ctx.target.container.env),
         "log_path": job.remote["pipeline_log"],
     })
     info = ctx.job.step_state("remote").info
@@ -98,7 +103,7 @@ def poll_once(ctx: Ctx) -> dict:
         files.append({"path": step_log, "offset": off, "step": current})
     plog_off = min(offsets.get(plog, 0), _local_size(local_plog))
     res = ctx.call("status", {"runs": [{"run_dir": job.remote["run_dir"], "offset": plog_off}],
-                              "files": files, "max_bytes": MAX_BYTES_PER_POLL})
+                              "files": files, "max_bytes": MAX_BYTES_PER_POLL}, timeout=POLL_TIMEOUT_S)
     run = res["runs"][0]
     data = base64.b64decode(run.get("data_b64") or "")
     if data:

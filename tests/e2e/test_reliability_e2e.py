@@ -390,6 +390,7 @@ def test_unknown_host_key_is_refused_before_any_remote_command(node, tmp_path):
     assert f"[{node.host}]:{node.port}" in errors[0]
     _nothing_ran(bed)
     assert kh.read_text() == ""                                       # never written without consent
+    assert not list(bed.ws.glob("*/state.json"))                     # no half-made job left behind
 
 
 def test_changed_host_key_is_refused_even_with_accept_new(node, tmp_path):
@@ -583,3 +584,26 @@ def test_tuner_crash_mid_run_fails_cleanly_and_keeps_completed_batches(node, tmp
     # the failure's evidence came home anyway
     assert (bed.job_dir / "logs" / os.path.basename(r["logs"]["tune"])).read_bytes() == \
         bed.node_bytes(r["logs"]["tune"])
+
+
+def test_inventory_env_reaches_the_node_but_its_values_never_land_in_state_or_node_records(node, tmp_path):
+    """Container env from the inventory is applied to benchmarks/tuner, and a secret in it is never written
+    into state.json, the pipeline's command record, or any pulled file."""
+    bed = Bed(node, tmp_path)
+    secret = "s3cr3t-token-value-%d" % os.getpid()
+    bed.inv.write_text(yaml.safe_dump({"nodes": {node.alias: {
+        "ssh_config": str(node.ssh_config_file),
+        "containers": {bed.c.name: {"env": {"HF_TOKEN": secret, "AITER_LOG_TUNED_CONFIG": "1"}}}}}}))
+    cp = bed.cli(*bed.run_args())
+    assert cp.returncode == 0, desc(cp)
+    # applied: AITER_LOG_TUNED_CONFIG=1 makes the after bench print the "found ... is tuned" lines
+    after_log = (bed.job_dir / "logs").glob("*_bench_after_*.log")
+    assert any("is tuned" in p.read_text() for p in after_log)
+    # never written: laptop state and every local artifact, and the node's run records
+    for path in bed.job_dir.rglob("*"):
+        if path.is_file():
+            assert secret.encode() not in path.read_bytes(), path
+    run_dir = bed.state()["remote"]["run_dir"]
+    for name in ("command.json", "record.json"):
+        assert secret.encode() not in bed.node_bytes(f"{run_dir}/{name}"), name
+    assert secret not in cp.stdout.decode() + cp.stderr.decode()
