@@ -1,6 +1,7 @@
 """`pip install .` then `tune-remote demo` anywhere: everything the demo needs must ship in the wheel."""
 
 import os
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -9,17 +10,26 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 
 
+def _clean_source(dest: Path) -> list[str]:
+    """The tracked files only, as a fresh clone has them (no egg-info or build/ to hide a gap)."""
+    files = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True,
+                           ).stdout.decode().split("\0")
+    for f in filter(None, files):
+        (dest / f).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(ROOT / f, dest / f)
+    return [f for f in files if f.startswith("orchestrator/")]
+
+
 def test_wheel_ships_every_package_file_and_the_demo_runs_from_it(tmp_path):
+    src = tmp_path / "src"
+    tracked = _clean_source(src)
     wheels = tmp_path / "wheels"
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(wheels), str(ROOT)],
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(wheels), str(src)],
                    check=True, capture_output=True, timeout=600)
     [wheel] = wheels.glob("tune_remote-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
-    tracked = subprocess.run(["git", "ls-files", "orchestrator"], cwd=ROOT, capture_output=True, text=True,
-                             check=True).stdout.split()
-    if tracked:  # in a git checkout: every tracked file under orchestrator/ is in the wheel
-        missing = [f for f in tracked if f not in names]
-        assert not missing, missing
+    missing = [f for f in tracked if f not in names]
+    assert not missing, missing
     assert "orchestrator/remote/helpers/pipeline.sh" in names
     assert any(n.startswith("orchestrator/sim/tree/op_tests/") for n in names)
     assert "orchestrator/templates/report.html.j2" in names
