@@ -138,6 +138,7 @@ def wait(ctx: Ctx) -> None:
             break
         if not run["more"]:
             ctx.sleep(ctx.settings.poll_s)
+    ctx.ui.stop()
     info["poll_seconds"] = round(time.monotonic() - t0, 3)
     state = run["state"]
     sub = info.get("sub", {})
