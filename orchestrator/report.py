@@ -50,7 +50,7 @@ from typing import Any
 import jinja2
 from markupsafe import Markup
 
-from .steps.compare import Comparison, _norm_key_value
+from .steps.compare import Comparison, norm_key_value
 
 __all__ = ["render_report", "write_report", "build_view"]
 
@@ -309,7 +309,7 @@ def _shape_table(shapes: Sequence[Mapping[str, Any]]) -> Table:
         for k in s:
             if not str(k).startswith("_") and k not in cols:
                 cols.append(k)
-    numeric = [all(_isnum(_norm_key_value(s.get(c))) for s in shapes if s.get(c) is not None) for c in cols]
+    numeric = [all(_isnum(norm_key_value(s.get(c))) for s in shapes if s.get(c) is not None) for c in cols]
     t = Table(["#", *cols], [True, *numeric])
     for i, s in enumerate(shapes, 1):
         t.add([str(i), *(fmt_key(s.get(c)) for c in cols)])
@@ -339,7 +339,7 @@ def _matches(key: Mapping[str, Any], row: Mapping[str, Any]) -> bool:
     shared = [c for c in k if c in row]
     if not shared:
         return False
-    return all(_norm_key_value(k[c]) == _norm_key_value(row[c]) for c in shared)
+    return all(norm_key_value(k[c]) == norm_key_value(row[c]) for c in shared)
 
 
 # --------------------------------------------------------------------------------------------
@@ -693,7 +693,7 @@ def _common_columns(cmp: Comparison) -> dict[str, Any]:
     for c in cmp.key_columns:
         if c == cmp.size_column:
             continue
-        vals = {_norm_key_value(x) for x in rows[c]}
+        vals = {norm_key_value(x) for x in rows[c]}
         if len(vals) == 1 and None not in vals:
             out[c] = vals.pop()
     return out
@@ -711,7 +711,7 @@ def _group_table(cmp: Comparison, common: Mapping[str, Any]) -> Table:
     by_group = cmp.by_group
 
     def gkey(r) -> tuple:
-        return tuple(_norm_key_value(r[c]) for c in gcols)
+        return tuple(norm_key_value(r[c]) for c in gcols)
 
     totals = {gkey(r): r for _, r in per_group.iterrows()} if len(per_group) else {}
     emitted: set[tuple] = set()
@@ -738,7 +738,7 @@ def _rows_table(cmp: Comparison, no_kernel: list[dict], shape_notes: list[dict],
                 common: Mapping[str, Any]) -> Table:
     rows = cmp.rows
     kcols = [c for c in cmp.key_columns if c not in common]
-    key_numeric = [all(_isnum(_norm_key_value(x)) for x in rows[c] if not _missing(x)) for c in kcols]
+    key_numeric = [all(_isnum(norm_key_value(x)) for x in rows[c] if not _missing(x)) for c in kcols]
     repeated = bool(len(rows)) and bool(((rows["before_n"] > 1) | (rows["after_n"] > 1)).any())
     headers = [*kcols, f"before ({cmp.metric})", f"after ({cmp.metric})", "speedup %", "status"]
     numeric = [*key_numeric, True, True, True, False]

@@ -14,16 +14,8 @@ import pandas as pd
 
 from orchestrator.parsing.csvtools import read_tuned_csv
 from orchestrator.sim import perf_model
+from orchestrator.steps.compare import norm_key_value
 from orchestrator.variants import get_variant, moe_bypassed, parse_version, profile_for
-
-
-def _n(v) -> str:
-    text = str(v).strip()
-    try:
-        f = float(text)
-        return str(int(f)) if f.is_integer() else text
-    except ValueError:
-        return text
 
 
 def tuned_keys(path: Path | None, variant, gfx: str, cu_num: int) -> set[tuple]:
@@ -33,9 +25,9 @@ def tuned_keys(path: Path | None, variant, gfx: str, cu_num: int) -> set[tuple]:
     cols = {c.lower(): c for c in df.columns}
     if "gfx" in cols:
         df = df[df[cols["gfx"]].astype(str) == gfx]
-    df = df[df[cols["cu_num"]].astype(str).map(_n) == str(cu_num)]
+    df = df[df[cols["cu_num"]].astype(str).map(norm_key_value) == int(cu_num)]
     keys = [c for c in variant.key_columns if c in cols]
-    return {tuple(_n(r[cols[c]]) for c in keys) for _, r in df.iterrows()}
+    return {tuple(norm_key_value(r[cols[c]]) for c in keys) for _, r in df.iterrows()}
 
 
 def served_by(variant, shape: dict, keys: set[tuple], profile) -> dict | None:
@@ -44,12 +36,12 @@ def served_by(variant, shape: dict, keys: set[tuple], profile) -> dict | None:
     if variant.family == "moe":
         if moe_bypassed(shape, profile):
             return None
-        return shape if tuple(_n(shape[c]) for c in cols) in keys else None
+        return shape if tuple(norm_key_value(shape[c]) for c in cols) in keys else None
     if variant.family == "batched":
-        return shape if tuple(_n(shape[c]) for c in cols) in keys else None
+        return shape if tuple(norm_key_value(shape[c]) for c in cols) in keys else None
     for pm in perf_model.padded_m_candidates(int(shape["m"]), int(shape["n"]), int(shape["k"])):
         cand = {**shape, "m": pm}
-        if tuple(_n(cand[c]) for c in cols) in keys:
+        if tuple(norm_key_value(cand[c]) for c in cols) in keys:
             return cand
     return None
 
@@ -89,9 +81,9 @@ def assert_comparison_matches_model(job_dir: Path, variant_name: str, version: s
     want = expected_rows(job_dir, variant_name, version, **kw)
     assert len(got) == len(want), (len(got), len(want))
     key_cols = list(got.columns[:-4])
-    by_key = {tuple(_n(r[c]) for c in key_cols): r for r in want}
+    by_key = {tuple(norm_key_value(r[c]) for c in key_cols): r for r in want}
     for _, row in got.iterrows():
-        exp = by_key[tuple(_n(row[c]) for c in key_cols)]
+        exp = by_key[tuple(norm_key_value(row[c]) for c in key_cols)]
         assert row["metric"] == exp["metric"]
         assert math.isclose(float(row["before"]), exp["before"], rel_tol=1e-9), (dict(row), exp)
         assert math.isclose(float(row["after"]), exp["after"], rel_tol=1e-9), (dict(row), exp)

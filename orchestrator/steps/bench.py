@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .compare import norm_key_value
 from ..variants import BenchSpec, KernelVariant, dtype_family, moe_quant_index
 
 MOE_GROUP = ("model_dim", "inter_dim", "expert", "topk", "act_type", "dtype", "q_dtype_a", "q_dtype_w",
@@ -71,15 +72,6 @@ def plan_bench(variant: KernelVariant, shapes: list[dict]) -> list[BenchCall]:
     return calls
 
 
-def _norm(value) -> str:
-    text = str(value).strip()
-    try:
-        f = float(text)
-        return str(int(f)) if f.is_integer() else text
-    except ValueError:
-        return text
-
-
 def match_results(bench: BenchSpec, shapes: list[dict], results: list[dict]) -> list[dict]:
     """Attach each parsed result to the requested shape it measures.
 
@@ -88,9 +80,9 @@ def match_results(bench: BenchSpec, shapes: list[dict], results: list[dict]) -> 
     """
     out = []
     for r in results:
-        rkey = {k: _norm(v) for k, v in r["key"].items()}
+        rkey = {k: norm_key_value(v) for k, v in r["key"].items()}
         for s in shapes:
-            if all(k not in s or _norm(s[k]) == v for k, v in rkey.items() if k != "q_dtype_w") and (
+            if all(k not in s or norm_key_value(s[k]) == v for k, v in rkey.items() if k != "q_dtype_w") and (
                 "q_dtype_w" not in rkey or "q_dtype_w" not in s
                 or dtype_family(str(s["q_dtype_w"])) == dtype_family(rkey["q_dtype_w"])
             ):

@@ -78,7 +78,7 @@ def comparison_csv_columns(key_columns: Sequence[str]) -> list[str]:
 
 def size_class(value: Any) -> str:
     """'small' (1-63), 'medium' (64-512), 'large' (>512); 'n/a' when not a positive integer."""
-    v = _norm_key_value(value)
+    v = norm_key_value(value)
     if not isinstance(v, int) or isinstance(v, bool) or v < 1:
         return SIZE_CLASS_NA
     for name, low, high in SIZE_CLASSES:
@@ -111,7 +111,7 @@ def _positive(x: float | None) -> bool:
     return x is not None and math.isfinite(x) and x > 0
 
 
-def _norm_key_value(v: Any) -> Any:
+def norm_key_value(v: Any) -> Any:
     """Make '16', 16, 16.0 and numpy ints one key value; None/NaN -> None; other text stripped."""
     if v is None or v is pd.NA or v is pd.NaT:
         return None
@@ -125,12 +125,18 @@ def _norm_key_value(v: Any) -> Any:
         return int(v) if v.is_integer() else v
     if hasattr(v, "item") and not isinstance(v, str):  # numpy scalars
         try:
-            return _norm_key_value(v.item())
+            return norm_key_value(v.item())
         except (TypeError, ValueError):
             pass
     s = str(v).strip()
     if _INT_RE.fullmatch(s):
         return int(s)
+    try:  # "16.0" as read back from a float CSV column
+        f = float(s)
+        if f.is_integer() and not s.lower().startswith(("inf", "nan", "-inf")):
+            return int(f)
+    except ValueError:
+        pass
     return s
 
 
@@ -489,7 +495,7 @@ def _aggregate(results: Iterable[Mapping[str, Any]], key_columns: tuple[str, ...
     for r in results or ():
         key = r.get("key") or {}
         lk = {str(c).lower(): v for c, v in key.items()}
-        k = tuple(_norm_key_value(lk.get(c)) for c in key_columns)
+        k = tuple(norm_key_value(lk.get(c)) for c in key_columns)
         side = out.setdefault(k, _Side([], 0))
         side.seen += 1
         v = _norm_value(r.get("value"))

@@ -12,17 +12,8 @@ from ..parsing.csvtools import read_tuned_csv
 from ..report import render_report
 from ..state import atomic_write
 from .bench import measured
-from .compare import Comparison, compare
+from .compare import Comparison, compare, norm_key_value
 from .fetch import pull, wanted_files
-
-
-def _norm(v) -> str:
-    text = str(v).strip()
-    try:
-        f = float(text)
-        return str(int(f)) if f.is_integer() else text
-    except ValueError:
-        return text
 
 
 def tuned_outcome(ctx: Ctx) -> dict:
@@ -41,20 +32,20 @@ def tuned_outcome(ctx: Ctx) -> dict:
     if "gfx" in cols and job.facts.get("gfx"):
         mine &= full[cols["gfx"]].astype(str) == str(job.facts["gfx"])
     if "cu_num" in cols and job.facts.get("cu_num"):
-        mine &= full[cols["cu_num"]].astype(str).map(_norm) == _norm(job.facts["cu_num"])
+        mine &= full[cols["cu_num"]].astype(str).map(norm_key_value) == norm_key_value(job.facts["cu_num"])
     foreign = full[~mine]
     if len(foreign):
-        others = sorted({f"{r.get(cols.get('gfx', ''), '') or '?'}/cu_num={_norm(r[cols['cu_num']])}"
+        others = sorted({f"{r.get(cols.get('gfx', ''), '') or '?'}/cu_num={norm_key_value(r[cols['cu_num']])}"
                          for _, r in foreign.iterrows()} if "cu_num" in cols else {"?"})
         job.note(f"{len(foreign)} row(s) of {Path(job.remote['tuned_csv']).name} were tuned for another GPU "
                  f"({', '.join(others[:5])}); AITER never uses them on this {job.facts.get('gfx')} with "
                  f"cu_num={job.facts.get('cu_num')}")
     df = full[mine]
     keys = [c for c in variant.key_columns if c in cols]
-    have = {tuple(_norm(r[cols[c]]) for c in keys) for _, r in df.iterrows()}
+    have = {tuple(norm_key_value(r[cols[c]]) for c in keys) for _, r in df.iterrows()}
     tuned, missing = [], []
     for s in job.shapes:
-        (tuned if tuple(_norm(s[c]) for c in keys) in have else missing).append(s)
+        (tuned if tuple(norm_key_value(s[c]) for c in keys) in have else missing).append(s)
     before = 0
     backup = job.remote.get("tuned_backup")
     if backup:
