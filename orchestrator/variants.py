@@ -53,6 +53,7 @@ class AiterProfile:
     timeout_default: int | None    # --timeout default (1800 in v0.1.20+, None before)
     partial_exit_code: int         # exit code of a tuner that left shapes untuned (1 in v0.1.11+)
     bench_markdown: bool           # op_tests print `... summary (markdown):` tables (v0.1.10+)
+    merge_rejects_duplicates: bool  # config merge raises on duplicate keys across files (v0.1.12+, §5.1)
 
     def has_flag(self, flag: str) -> bool:
         return flag in self.tuner_flags
@@ -93,6 +94,7 @@ def profile_for(version: Version | None) -> AiterProfile:
         timeout_default=1800 if v >= (0, 1, 20) else None,
         partial_exit_code=1 if v >= (0, 1, 11) else 0,
         bench_markdown=v >= (0, 1, 10),
+        merge_rejects_duplicates=v >= (0, 1, 12),
     )
 
 

@@ -8,6 +8,7 @@ from ..context import Ctx
 from ..errors import JobError, UsageError
 from ..parsing.csvtools import read_shapes_csv, write_untuned_csv
 from ..remote.helpers import shapelog
+from .compare import norm_key_value
 
 
 def split_log_sources(logs: list[str]) -> dict[str, list[str]]:
@@ -106,9 +107,50 @@ def collect(ctx: Ctx) -> tuple[list[dict], list[str]]:
     return shapes, described
 
 
+def drop_tuned_in_model_configs(ctx: Ctx, shapes: list[dict]) -> list[dict]:
+    """Shapes that already have a row (for this GPU) in aiter/configs/model_configs/*<tuned name>*.csv.
+
+    With the AITER_CONFIG_* variable unset, AITER merges those files with the default tuned CSV, and
+    from v0.1.12 on a key present in two of them makes the merge raise (and rewrite the files), so
+    such shapes are not tuned into the default CSV again (aiter-formats.md §5.1). One round trip.
+    """
+    job, variant = ctx.job, ctx.variant
+    env = {**(job.facts.get("env") or {}), **ctx.target.container.env}
+    if env.get(variant.config_env):
+        return shapes  # an explicit table: AITER does not merge model_configs
+    stem = Path(variant.tuned_csv).stem
+    res = ctx.call("tuned_keys", {
+        "patterns": [f"{job.remote['aiter_root']}/aiter/configs/model_configs/*{stem}*.csv"],
+        "key_columns": list(variant.key_columns), "cu_num": job.facts.get("cu_num"), "gfx": job.facts.get("gfx")})
+    where: dict[tuple, str] = {}
+    for path, keys in (res.get("files") or {}).items():
+        for key in keys:
+            where.setdefault(tuple(str(norm_key_value(v)) for v in key), Path(path).name)
+    if not where:
+        return shapes
+    keep, clash = [], {}
+    for s in shapes:
+        name = where.get(tuple(str(norm_key_value(s.get(c))) for c in variant.key_columns))
+        if name is None:
+            keep.append(s)
+        else:
+            clash[name] = clash.get(name, 0) + 1
+    if clash:
+        files = ", ".join(f"{n} ({c})" for n, c in sorted(clash.items()))
+        if ctx.profile.merge_rejects_duplicates:
+            job.note(f"{sum(clash.values())} shape(s) already have rows in aiter/configs/model_configs/ "
+                     f"({files}); not tuned again: AITER {job.facts.get('version')} raises on duplicate keys "
+                     "across the tables it merges")
+            return keep
+        job.note(f"{sum(clash.values())} shape(s) also have rows in aiter/configs/model_configs/ ({files}); "
+                 "AITER keeps the lowest-us row when it merges them")
+    return shapes
+
+
 def run(ctx: Ctx) -> None:
     variant = ctx.variant
     shapes, described = collect(ctx)
+    shapes = drop_tuned_in_model_configs(ctx, shapes)
     if not shapes:
         raise JobError(f"no {variant.name} shapes to tune",
                        hint="the logs had no untuned shapes of this variant; check --variant, or give "

@@ -21,7 +21,9 @@ from __future__ import annotations
 
 import ast
 import base64
+import csv
 import errno
+import glob
 import hashlib
 import io
 import json
@@ -725,6 +727,53 @@ def op_backup(req):
         else:
             result[path] = None
     return {"backups": result}
+
+
+def _key_value(v):
+    v = (v or "").strip()
+    try:
+        f = float(v)
+        if f.is_integer():
+            return str(int(f))
+    except ValueError:
+        pass
+    return v
+
+
+def op_tuned_keys(req):
+    """Key tuples of tuned CSVs (by header name, any case) for one GPU: which shapes already have rows.
+
+    request: {"patterns": [glob], "exclude": [path], "key_columns": [lower-case], "cu_num": int|null,
+              "gfx": str|null}; files whose name contains "untuned" are skipped.
+    """
+    cols = [c.lower() for c in req.get("key_columns") or []]
+    cu_num = None if req.get("cu_num") is None else str(req["cu_num"])
+    gfx = req.get("gfx")
+    exclude = {os.path.realpath(p) for p in req.get("exclude") or []}
+    files = {}
+    for pattern in req.get("patterns") or []:
+        for path in sorted(glob.glob(pattern)):
+            if "untuned" in os.path.basename(path) or os.path.realpath(path) in exclude:
+                continue
+            keys = []
+            with open(path, newline="", encoding="utf-8", errors="replace") as fh:
+                reader = csv.reader(fh)
+                header = [h.strip().lower() for h in next(reader, [])]
+                if not all(c in header for c in cols):
+                    continue
+                idx = [header.index(c) for c in cols]
+                cu_i = header.index("cu_num") if "cu_num" in header else None
+                gfx_i = header.index("gfx") if "gfx" in header else None
+                for row in reader:
+                    if len(row) < len(header):
+                        continue
+                    if cu_num is not None and cu_i is not None and _key_value(row[cu_i]) != cu_num:
+                        continue
+                    if gfx and gfx_i is not None and row[gfx_i].strip() != gfx:
+                        continue
+                    keys.append([_key_value(row[i]) for i in idx])
+            files[path] = keys
+    return {"files": files}
 
 
 def op_manifest(req):
@@ -1557,6 +1606,7 @@ OPS = {
     "bench_prepare": op_bench_prepare,
     "launch": op_launch,
     "status": op_status,
+    "tuned_keys": op_tuned_keys,
     "cancel": op_cancel,
     "manifest": op_manifest,
     INTERNAL_SUPERVISE: op_supervise,
