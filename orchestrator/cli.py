@@ -399,8 +399,8 @@ def shapes(logs, variant, csv_out, as_json, model, tp, m_preset):
     """Offline: untuned shapes from server logs (or from a model config), as JSON or AITER CSV."""
     from .parsing.csvtools import write_untuned_csv
     from .remote.helpers import shapelog
-    if variant:
-        get_variant(variant) if variant != "bf16" else None
+    if variant and variant != "bf16":  # bf16 (a16w16) shapes are mined, not tuned, by tune-remote
+        get_variant(variant)
     if not logs and not model:
         raise UsageError("give log files or --model config.json", hint="tune-remote shapes server.log --json")
     found: dict[str, list[dict]] = {}
@@ -459,12 +459,13 @@ def csv_diff(a, b, csv_out):
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="merged CSV to write")
 def csv_merge(inputs, output):
     """Merge tuned CSVs keeping the best valid row per key (never us=-1; never duplicate keys)."""
-    from .parsing.csvtools import merge_tuned, read_tuned_csv
+    from .parsing.csvtools import merge_tuned_report, read_tuned_csv
     from .state import atomic_write
-    merged = merge_tuned([read_tuned_csv(p) for p in inputs])
-    df = merged[0] if isinstance(merged, tuple) else merged
+    df, report = merge_tuned_report([read_tuned_csv(p) for p in inputs])
     atomic_write(Path(output), df.to_csv(index=False).encode())
-    click.echo(f"wrote {len(df)} rows to {output}")
+    click.echo(f"wrote {len(df)} rows to {output} (from {report['input_rows']}: {report['duplicates']} "
+               f"duplicate(s) resolved, {report['invalid_us']} with invalid us and {report['err_too_high']} "
+               "with errRatio over the bound dropped)")
 
 
 def main(argv: list[str] | None = None) -> int:

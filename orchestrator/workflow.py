@@ -27,7 +27,3 @@ def next_step(job: JobState) -> str | None:
             return name
     return None
 
-
-def progress_of(job: JobState) -> tuple[int, int]:
-    done = sum(1 for s in STEPS if job.step_state(s).status in DONE)
-    return done, len(STEPS)

@@ -6,7 +6,6 @@ idempotent per run directory, ``status`` reads the node's truth, ``cancel`` kill
 
 from __future__ import annotations
 
-import base64
 import collections
 import hashlib
 import io
@@ -103,7 +102,3 @@ def _last_json(stdout: bytes) -> dict | None:
                 return None
     return None
 
-
-def decode_chunk(run_status: dict) -> bytes:
-    data = run_status.get("data_b64") or ""
-    return base64.b64decode(data) if data else b""

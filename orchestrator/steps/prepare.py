@@ -9,7 +9,7 @@ from pathlib import Path
 
 from ..context import Ctx
 from ..errors import JobError
-from ..remote.shell import Cmd
+from ..remote.shell import Cmd, render
 from ..variants import KernelVariant
 from ..workflow import LOG_STEP_NAMES
 from .bench import plan_bench
@@ -45,7 +45,6 @@ def tune_command(ctx: Ctx, variant: KernelVariant, untuned: str, tuned: str) -> 
 
 def _sequence(cmds: list[Cmd]) -> str:
     """One shell line running every Cmd in turn (each in a subshell); exit status = last failure."""
-    from ..remote.shell import render
     parts = [f"( {render(c)} ) || rc=$?" for c in cmds]
     return "rc=0; " + "; ".join(parts) + "; exit $rc"
 

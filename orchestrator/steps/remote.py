@@ -12,7 +12,6 @@ import time
 
 from ..context import Ctx
 from ..errors import JobError
-from ..state import atomic_write
 from ..workflow import REMOTE_STEPS
 from .prepare import local_log_path
 
@@ -171,6 +170,3 @@ def run(ctx: Ctx) -> None:
         return
     wait(ctx)
 
-
-def write_local(ctx: Ctx, name: str, data: bytes) -> None:
-    atomic_write(ctx.job_dir / name, data)
