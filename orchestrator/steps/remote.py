@@ -34,7 +34,8 @@ def launch(ctx: Ctx) -> dict:
     run_dir = f"{job.remote['job_dir']}/pipeline"
     job.remote["run_dir"] = run_dir
     job.remote["pipeline_log"] = f"{job.remote['job_dir']}/pipeline.log"
-    ctx.call("version")  # make sure the helper (and pipeline.sh beside it) is on the node
+    if not ctx.target.helper.calls:  # a resumed process: make sure pipeline.sh (beside the helper) is there
+        ctx.call("version")
     res = ctx.call("launch", {
         "job_id": job.job_id, "step": "pipeline", "run_dir": run_dir,
         # inventory env travels in the launch request only: the node keeps its names, never its values
