@@ -19,7 +19,8 @@ from orchestrator.cli import main
 from orchestrator.sim import logs as simlogs
 from orchestrator.variants import VARIANTS, get_variant, parse_version, profile_for
 from orchestrator.sim import perf_model
-from tests.expect import _n, assert_comparison_matches_model, tuned_keys
+from orchestrator.steps.compare import norm_key_value as _n
+from tests.expect import assert_comparison_matches_model, tuned_keys
 from tests.fake_remote import ContainerSpec
 
 pytestmark = pytest.mark.e2e
