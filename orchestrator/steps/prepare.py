@@ -26,11 +26,16 @@ def tuned_csv_path(ctx: Ctx, variant: KernelVariant) -> str:
     return f"{ctx.job.remote['aiter_root']}/{variant.tuned_csv}"
 
 
+def tune_script(ctx: Ctx, variant: KernelVariant) -> str:
+    """The tune script relative to the meta root (MoE's pre-0.1.10 path names the gfx)."""
+    return variant.tune_script.format(gfx=ctx.job.facts.get("gfx") or "gfx942")
+
+
 def tune_command(ctx: Ctx, variant: KernelVariant, untuned: str, tuned: str) -> Cmd:
     req, profile = ctx.job.request, ctx.profile
     gpus = ctx.job.facts["tune_gpus"]
     mp = len(gpus)
-    script = variant.tune_script.format(gfx=ctx.job.facts.get("gfx") or "gfx942")
+    script = tune_script(ctx, variant)
     argv = [ctx.target.container.python, f"{ctx.job.remote['meta_root']}/{script}",
             "-i", untuned, "-o", tuned, "--mp", str(mp), "--batch", str(req.get("batch") or max(1, mp))]
     if profile.has_flag("--timeout"):
@@ -54,12 +59,12 @@ def run(ctx: Ctx) -> None:
     remote = job.remote
     root, job_dir = remote["aiter_root"], remote["job_dir"]
     tuned = tuned_csv_path(ctx, variant)
-    script = variant.tune_script.format(gfx=job.facts.get("gfx") or "gfx942")
-    tune_script = f"{remote['meta_root']}/{script}"
+    script = tune_script(ctx, variant)
+    script_path = f"{remote['meta_root']}/{script}"
     calls = plan_bench(variant, job.shapes)
     bench_scripts = sorted({f"{root}/{c.script}" for c in calls})
-    files = ctx.call("manifest", {"paths": [tune_script, *bench_scripts]})["files"]
-    if files.get(tune_script) is None:
+    files = ctx.call("manifest", {"paths": [script_path, *bench_scripts]})["files"]
+    if files.get(script_path) is None:
         raise JobError(f"tune script {script} not found under {remote['meta_root']} "
                        f"(AITER {job.facts.get('version')})",
                        hint="this AITER install has no csrc/; use a develop (source) install of aiter")

@@ -114,8 +114,8 @@ def _default_mode():
     return 0o666 & ~mask
 
 
-def atomic_write(path, data, mode=None):
-    """Write bytes to path via a temp file in the same directory + fsync + os.replace."""
+def _write_temp(path, data, mode=None):
+    """Complete, fsynced content in a temp file beside path; returns the temp file's name."""
     directory = os.path.dirname(os.path.abspath(path))
     os.makedirs(directory, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp", dir=directory)
@@ -125,6 +125,19 @@ def atomic_write(path, data, mode=None):
             f.flush()
             os.fsync(f.fileno())
         os.chmod(tmp, _default_mode() if mode is None else mode)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    return tmp
+
+
+def atomic_write(path, data, mode=None):
+    """Write bytes to path via a temp file in the same directory + fsync + os.replace."""
+    tmp = _write_temp(path, data, mode)
+    try:
         os.replace(tmp, path)
     except BaseException:
         try:
@@ -136,15 +149,8 @@ def atomic_write(path, data, mode=None):
 
 def exclusive_write(path, data):
     """Create path with complete content, or return False if it already exists (tmp + link)."""
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp", dir=directory)
+    tmp = _write_temp(path, data)
     try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, _default_mode())
         try:
             os.link(tmp, path)
             return True
