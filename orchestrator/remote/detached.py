@@ -17,7 +17,9 @@ from ..errors import JobError, RemoteCommandError
 from .shell import Cmd
 from .transport import Transport
 
-HELPER_FILES = ("node_helper.py", "shapelog.py", "pipeline.sh")
+# the helper package, pushed as one tarball: node_helper.py is the entry point, the rest are its modules
+HELPER_FILES = ("node_helper.py", "common.py", "text.py", "files.py", "discovery.py", "argpatch.py",
+                "procs.py", "shapelog.py", "pipeline.sh")
 _EXTRACT = (
     "import io,os,sys,tarfile\n"
     "d=sys.argv[1]; t=d+'.tmp'+str(os.getpid())\n"

@@ -22,6 +22,8 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator.remote.detached import HELPER_FILES
+
 ROOT = Path(__file__).resolve().parents[2]
 HELPER = ROOT / "orchestrator" / "remote" / "helpers" / "node_helper.py"
 FIXTURES = ROOT / "tests" / "fixtures" / "node_helper"
@@ -726,7 +728,9 @@ def parse_files(paths, variant=None):
 def test_shapes_with_stub_shapelog(tmp_path):
     hdir = tmp_path / "helper dir"
     hdir.mkdir()
-    shutil.copy(HELPER, hdir / "node_helper.py")
+    for name in HELPER_FILES:  # the whole helper package except shapelog.py
+        if name != "shapelog.py":
+            shutil.copy(HELPER.parent / name, hdir / name)
     logs = tmp_path / "logs $(x); `y`"
     logs.mkdir()
     log = logs / "server 1.log"

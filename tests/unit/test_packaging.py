@@ -48,3 +48,23 @@ def test_wheel_ships_every_package_file_and_the_demo_runs_from_it(tmp_path):
     assert cp.returncode == 0, cp.stderr
     [job] = [d for d in (work / "tune-workspace").iterdir() if (d / "state.json").is_file()]
     assert (job / "report.md").is_file() and (job / "comparison.csv").is_file()
+
+
+def test_every_helper_module_is_pushed_and_the_bundle_runs_alone(tmp_path):
+    """A module added to the helper package but not to HELPER_FILES would be missing on the node."""
+    import io
+    import json
+    import tarfile
+
+    from orchestrator.remote.detached import HELPER_FILES, _bundle
+
+    helpers = ROOT / "orchestrator" / "remote" / "helpers"
+    on_disk = {p.name for p in helpers.iterdir() if p.is_file() and p.name != "__init__.py"
+               and not p.name.endswith(".pyc")}
+    assert on_disk == set(HELPER_FILES)
+    _, tarball = _bundle()
+    tarfile.open(fileobj=io.BytesIO(tarball)).extractall(tmp_path)
+    out = subprocess.run([sys.executable, "-I", str(tmp_path / "node_helper.py"), "version"], input=b"{}",
+                         capture_output=True, timeout=60, cwd=tmp_path)
+    answer = json.loads(out.stdout)
+    assert answer["ok"] and "launch" in answer["ops"] and "discover" in answer["ops"], out.stderr

@@ -1,0 +1,312 @@
+"""op discover: read-only facts about AITER and the GPUs (nothing imports aiter)."""
+
+import json
+import os
+import re
+import shutil
+import socket
+import sys
+import platform
+
+from common import HelperError, _read_text, _run_tool, _which, boot_id
+
+SMI_USE_RE = re.compile(r"GPU\[(\d+)\]\s*:\s*GPU use \(%\):\s*(\d+)")
+GFX_RE = re.compile(r"\b(gfx\w+)\b")
+
+
+def _norm_name(name):
+    return re.sub(r"[-_.]+", "-", (name or "")).lower()
+
+
+def _is_amd_aiter_pkg(package_dir):
+    return bool(package_dir) and (os.path.isdir(os.path.join(package_dir, "configs"))
+                                  or os.path.isdir(os.path.join(package_dir, "jit")))
+
+
+def _realpath(p):
+    return os.path.realpath(p) if p else None
+
+
+def _dist_candidates():
+    """Installed distributions named amd-aiter or aiter (importlib.metadata, nothing imported)."""
+    try:
+        from importlib import metadata as md
+    except ImportError:  # pragma: no cover - Python < 3.8
+        return [], ["importlib.metadata unavailable (Python < 3.8)"]
+    found = []
+    seen = set()
+    try:
+        dists = list(md.distributions())
+    except Exception as exc:  # noqa: BLE001 - a broken site-packages must not crash discover
+        return [], ["cannot list installed distributions: %s" % exc]
+    for dist in dists:
+        try:
+            name = dist.metadata["Name"]
+        except Exception:  # noqa: BLE001
+            continue
+        norm = _norm_name(name)
+        if norm not in ("amd-aiter", "aiter"):
+            continue
+        key = (norm, str(getattr(dist, "_path", id(dist))))
+        if key in seen:
+            continue
+        seen.add(key)
+        found.append((norm, dist))
+    # amd-aiter first, then aiter; keep sys.path order within a name
+    found.sort(key=lambda item: 0 if item[0] == "amd-aiter" else 1)
+    return found, []
+
+
+def _dist_info(norm, dist):
+    """What a distribution says about its aiter package: dir, editable, direct_url."""
+    info = {"pip_name": norm, "version": None, "package_dir": None, "editable": False,
+            "project_dir": None, "location": None}
+    try:
+        info["version"] = dist.version
+    except Exception:  # noqa: BLE001
+        pass
+    try:
+        base = dist.locate_file("")
+        info["location"] = str(base)
+    except Exception:  # noqa: BLE001
+        base = None
+    direct = None
+    try:
+        text = dist.read_text("direct_url.json")
+        direct = json.loads(text) if text else None
+    except Exception:  # noqa: BLE001
+        direct = None
+    if isinstance(direct, dict) and (direct.get("dir_info") or {}).get("editable"):
+        url = direct.get("url") or ""
+        if url.startswith("file://"):
+            from urllib.parse import unquote, urlparse
+            project = unquote(urlparse(url).path)
+            info["editable"] = True
+            info["project_dir"] = project
+            cand = os.path.join(project, "aiter")
+            if os.path.isdir(cand):
+                info["package_dir"] = cand
+    if info["package_dir"] is None:
+        files = None
+        try:
+            files = dist.files
+        except Exception:  # noqa: BLE001
+            files = None
+        owns = False
+        for f in files or ():
+            parts = getattr(f, "parts", ())
+            if parts and parts[0] == "aiter":
+                owns = True
+                break
+        if owns and base is not None:
+            info["package_dir"] = os.path.join(str(base), "aiter")
+        elif base is not None and os.path.isdir(os.path.join(str(base), "aiter")):
+            # `setup.py develop` egg-info in the checkout (files unknown): the package beside it
+            info["package_dir"] = os.path.join(str(base), "aiter")
+            if str(getattr(dist, "_path", "")).endswith(".egg-info"):
+                info["editable"] = True
+                info["project_dir"] = str(base)
+    return info
+
+
+def _find_spec_dir():
+    """Directory of the `aiter` package that `import aiter` would load, without executing it."""
+    import importlib.util
+    try:
+        spec = importlib.util.find_spec("aiter")
+    except (ImportError, ValueError) as exc:
+        return None, "importlib.util.find_spec('aiter') failed: %s" % exc
+    if spec is None:
+        return None, None
+    locations = list(spec.submodule_search_locations or [])
+    if spec.origin and spec.origin not in ("namespace", "built-in", "frozen") and os.path.isfile(spec.origin):
+        return os.path.dirname(spec.origin), None
+    for loc in locations:
+        if _is_amd_aiter_pkg(loc):
+            return loc, None
+    return (locations[0] if locations else None), None
+
+
+def _package_from_path(path):
+    """Validate a user-given aiter_path: a checkout/site dir holding aiter/, or the package dir."""
+    path = os.path.abspath(os.path.expanduser(path))
+    if not os.path.isdir(path):
+        raise HelperError("aiter_path %s does not exist or is not a directory" % path,
+                          hint="fix aiter_path for this container in inventory.yaml")
+    inner = os.path.join(path, "aiter")
+    if os.path.isfile(os.path.join(inner, "__init__.py")) and _is_amd_aiter_pkg(inner):
+        return inner
+    if os.path.basename(path) == "aiter" and os.path.isfile(os.path.join(path, "__init__.py")) \
+            and _is_amd_aiter_pkg(path):
+        return path
+    raise HelperError(
+        "aiter_path %s is not an AITER checkout or site-packages dir (no aiter/__init__.py with "
+        "configs/ or jit/)" % path,
+        hint="point aiter_path at the aiter repo root (develop mode) or the site-packages dir")
+
+
+def _gpu_facts(problems, busy_threshold):
+    facts = {"gfx": None, "cu_num": None, "gpu_count": None, "gpu_name": None,
+             "gpu_use": {}, "free_gpus": None}
+    tool = _which("rocminfo")
+    if tool is None:
+        problems.append("rocminfo not found on PATH or in /opt/rocm/bin: gfx, cu_num, gpu_count unknown")
+    else:
+        out, problem = _run_tool([tool])
+        if problem:
+            problems.append(problem)
+        if out:
+            cus, gfxs, names = [], [], []
+            for block in re.split(r"Agent\s*\d+", out):
+                dev = re.search(r"Device Type:\s*(\w+)", block)
+                if not dev or "GPU" not in dev.group(1):
+                    continue
+                cu = re.search(r"Compute Unit\s*:\s*(\d+)", block)
+                if cu:
+                    cus.append(int(cu.group(1)))
+                g = GFX_RE.search(block)
+                if g:
+                    gfxs.append(g.group(1))
+                name = re.search(r"Marketing Name:\s*(.+)", block)
+                if name:
+                    names.append(name.group(1).strip())
+            facts["gpu_count"] = len([b for b in re.split(r"Agent\s*\d+", out)
+                                      if re.search(r"Device Type:\s*GPU", b)])
+            if gfxs:
+                facts["gfx"] = gfxs[0]
+            else:
+                g = GFX_RE.search(out)  # aiter's get_gfx_runtime: first gfx name anywhere
+                facts["gfx"] = g.group(1) if g else None
+            if cus:
+                facts["cu_num"] = cus[0]
+                if len(set(cus)) > 1:
+                    facts["cu_nums"] = cus
+                    problems.append("GPUs report different Compute Unit counts %s (partition mode?); "
+                                    "aiter asserts they are equal" % sorted(set(cus)))
+            if names:
+                facts["gpu_name"] = names[0]
+            if not facts["gpu_count"]:
+                problems.append("rocminfo lists no GPU agent")
+    smi = _which("rocm-smi")
+    if smi is None:
+        problems.append("rocm-smi not found: GPU use unknown, free_gpus not computed")
+    else:
+        out, problem = _run_tool([smi, "--showuse"])
+        if problem:
+            problems.append(problem)
+        use = {}
+        for m in SMI_USE_RE.finditer(out or ""):
+            use[m.group(1)] = int(m.group(2))
+        facts["gpu_use"] = use
+        if use:
+            facts["free_gpus"] = sorted(int(k) for k, v in use.items() if v < busy_threshold)
+        elif out is not None:
+            problems.append("rocm-smi --showuse printed no 'GPU[i] : GPU use (%)' line")
+    return facts
+
+
+def op_discover(req):
+    problems = []
+    threshold = req.get("busy_threshold", req.get("free_below_pct", 10))
+    try:
+        threshold = float(threshold)
+    except (TypeError, ValueError):
+        raise HelperError("busy_threshold must be a number (percent), got %r" % (threshold,))
+    res = {"pip_name": None, "version": None, "install_mode": None, "editable": None,
+           "aiter_root": None, "package_dir": None, "meta_root": None, "has_csrc": False,
+           "has_configs": False, "git_describe": None}
+
+    cands, probs = _dist_candidates()
+    problems.extend(probs)
+    infos = []
+    for norm, dist in cands:
+        info = _dist_info(norm, dist)
+        if not _is_amd_aiter_pkg(info["package_dir"]):
+            problems.append(
+                "ignored distribution %s %s at %s: it has no aiter/configs or aiter/jit (not AMD AITER; "
+                "PyPI's 'aiter' is an unrelated async library)" % (norm, info["version"], info["location"]))
+            continue
+        infos.append(info)
+
+    if req.get("aiter_path"):
+        package_dir = _package_from_path(req["aiter_path"])
+        res["source"] = "aiter_path"
+    else:
+        package_dir, problem = _find_spec_dir()
+        if problem:
+            problems.append(problem)
+        res["source"] = "import"
+        if package_dir and not _is_amd_aiter_pkg(package_dir):
+            problems.append("`import aiter` resolves to %s, which is not AMD AITER (no configs/ or jit/)"
+                            % package_dir)
+            package_dir = None
+        if package_dir is None and infos:
+            package_dir = infos[0]["package_dir"]
+            problems.append("`import aiter` does not resolve for %s; using the installed distribution "
+                            "%s at %s" % (sys.executable, infos[0]["pip_name"], package_dir))
+
+    if package_dir is None:
+        problems.append("AMD AITER not found for %s (no amd-aiter/aiter distribution, `import aiter` "
+                        "does not resolve); pass aiter_path" % sys.executable)
+    else:
+        chosen = None
+        for info in infos:
+            if _realpath(info["package_dir"]) == _realpath(package_dir):
+                chosen = info
+                break
+        if chosen is None and infos and not req.get("aiter_path"):
+            problems.append("`import aiter` loads %s but pip's %s lives at %s"
+                            % (package_dir, infos[0]["pip_name"], infos[0]["package_dir"]))
+        if chosen is not None:
+            res["pip_name"] = chosen["pip_name"]
+            res["version"] = chosen["version"]
+            res["editable"] = chosen["editable"]
+        mode_text = _read_text(os.path.join(package_dir, "install_mode"))
+        if mode_text is None:
+            mode = "develop"  # aiter/jit/core.py: missing file => develop ("pip install -e")
+        else:
+            mode = mode_text.strip() or "develop"
+            if mode not in ("develop", "install"):
+                problems.append("unrecognised aiter/install_mode content %r; treating as develop" % mode)
+                mode = "develop"
+        root = os.path.dirname(os.path.abspath(package_dir))
+        meta = root if mode == "develop" else os.path.join(root, "aiter_meta")
+        if os.environ.get("AITER_META_DIR"):
+            meta = os.path.abspath(os.environ["AITER_META_DIR"])
+        res.update({
+            "install_mode": mode, "package_dir": os.path.abspath(package_dir), "aiter_root": root,
+            "meta_root": meta, "has_csrc": os.path.isdir(os.path.join(meta, "csrc")),
+            "has_configs": os.path.isdir(os.path.join(package_dir, "configs")),
+        })
+        if mode == "develop":
+            git = shutil.which("git")
+            if git is None:
+                problems.append("git not found: no git describe for the develop checkout")
+            elif os.path.exists(os.path.join(root, ".git")):
+                out, problem = _run_tool([git, "-c", "safe.directory=*", "-C", root, "describe",
+                                          "--tags", "--always"], timeout=15.0)
+                if problem:
+                    problems.append(problem)
+                elif out and out.strip():
+                    res["git_describe"] = out.strip()
+        if res["version"] is None and res["git_describe"]:
+            res["version"] = res["git_describe"]
+        if not res["has_csrc"]:
+            problems.append("no csrc/ under meta_root %s: tune scripts are not available" % meta)
+
+    res.update(_gpu_facts(problems, threshold))
+    env = {}
+    for key, value in os.environ.items():
+        if key.startswith("AITER_") or key in ("CU_NUM", "GPU_ARCHS"):
+            env[key] = value
+    res["env"] = env
+    res["visible_devices"] = {k: os.environ[k] for k in
+                              ("HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES")
+                              if k in os.environ}
+    res["hostname"] = socket.gethostname()
+    res["boot_id"] = boot_id()
+    res["python"] = sys.executable
+    res["python_version"] = platform.python_version()
+    res["busy_threshold"] = threshold
+    res["problems"] = problems
+    return res

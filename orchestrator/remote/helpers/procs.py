@@ -1,0 +1,598 @@
+"""Detached jobs: launch (+ the supervising wrapper), status, cancel; liveness from /proc.
+
+Detached jobs keep their truth in a run directory:
+``command.json`` (exclusive, written before anything starts), ``record.json`` (written by the
+supervising wrapper once the job runs), ``rc`` (exit status, written by the wrapper when the job
+ends: the code, or 128+N for signal N) and ``cancelled`` (written by ``cancel``). Every file is
+written tmp + rename. The wrapper is ``node_helper.py`` in the internal op ``_supervise``: it is the
+session and process-group leader (setsid after a double fork), it runs the job as its child in the
+same group with stdin /dev/null and stdout+stderr appended to the log, and it writes ``rc``.
+"""
+
+import base64
+import json
+import os
+import re
+import select
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+from common import HELPER_VERSION, HelperError, _now, _read_bytes, _read_json, _read_text, boot_id
+from files import _json_bytes, atomic_write, exclusive_write
+from text import strip_ansi
+
+MARKER_VAR = "TUNE_REMOTE_JOB"
+RUN_DIR_VAR = "TUNE_REMOTE_RUN_DIR"
+INTERNAL_SUPERVISE = "_supervise"
+ENTRY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "node_helper.py")
+
+DEFAULT_MAX_BYTES = 64 * 1024
+MAX_MAX_BYTES = 16 * 1024 * 1024
+PROGRESS_CHUNK = 256 * 1024
+PROGRESS_SCAN_LIMIT = 4 * 1024 * 1024
+LAST_LINE_WINDOW = 64 * 1024
+LAST_LINE_MAX = 300
+LAUNCH_TIMEOUT_S = 60.0
+
+PROGRESS_RE = re.compile(
+    r"processed (\d+) batches of (\d+)(?:, Processing Status ====> ([0-9.]+)% tuned in (\S+))?"
+)
+
+
+def proc_stat(pid):
+    """(state, ppid, pgrp, session, starttime) from /proc/<pid>/stat, or None if gone."""
+    data = _read_bytes("/proc/%d/stat" % int(pid))
+    if not data:
+        return None
+    try:
+        rest = data[data.rindex(b")") + 2:].split()
+        return (rest[0].decode("ascii", "replace"), int(rest[1]), int(rest[2]), int(rest[3]),
+                int(rest[19]))
+    except (ValueError, IndexError):
+        return None
+
+
+def proc_starttime(pid):
+    st = proc_stat(pid)
+    return None if st is None else st[4]
+
+
+def environ_has_marker(pid, marker):
+    """True / False, or None when /proc/<pid>/environ cannot be read (other user, gone)."""
+    data = _read_bytes("/proc/%d/environ" % int(pid))
+    if data is None:
+        return None
+    if not data:  # zombies and kernel threads have an empty environ
+        return False
+    want = ("%s=%s" % (MARKER_VAR, marker)).encode("utf-8", "surrogateescape")
+    return want in data.split(b"\0")
+
+
+def _environ_run_dir(pid):
+    data = _read_bytes("/proc/%d/environ" % int(pid)) or b""
+    prefix = (RUN_DIR_VAR + "=").encode()
+    for item in data.split(b"\0"):
+        if item.startswith(prefix):
+            return item[len(prefix):].decode("utf-8", "surrogateescape")
+    return None
+
+
+def pid_alive(pid, starttime=None, marker=None, recorded_boot_id=None):
+    """Alive = exists, not a zombie, same starttime, carries the marker (if readable), same boot."""
+    if not pid:
+        return False
+    if recorded_boot_id and boot_id() and recorded_boot_id != boot_id():
+        return False
+    st = proc_stat(pid)
+    if st is None or st[0] in ("Z", "X", "x"):
+        return False
+    if starttime is not None and st[4] != int(starttime):
+        return False
+    if marker:
+        has = environ_has_marker(pid, marker)
+        if has is False:
+            return False
+    return True
+
+
+def list_pids():
+    out = []
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return out
+    for name in names:
+        if name.isdigit():
+            out.append(int(name))
+    return out
+
+
+def _run_paths(run_dir):
+    return {
+        "command": os.path.join(run_dir, "command.json"),
+        "record": os.path.join(run_dir, "record.json"),
+        "rc": os.path.join(run_dir, "rc"),
+        "cancelled": os.path.join(run_dir, "cancelled"),
+    }
+
+
+def _open_fds():
+    try:
+        return [int(n) for n in os.listdir("/proc/self/fd")]
+    except OSError:
+        return list(range(3, 1024))
+
+
+def op_launch(req):
+    for key in ("job_id", "step", "run_dir", "argv"):
+        if not req.get(key):
+            raise HelperError("launch: %s is required" % key)
+    argv = req["argv"]
+    if not isinstance(argv, list) or not all(isinstance(a, str) for a in argv):
+        raise HelperError("launch: argv must be a list of strings")
+    run_dir = os.path.abspath(req["run_dir"])
+    paths = _run_paths(run_dir)
+    marker = "%s:%s" % (req["job_id"], req["step"])
+    cwd = os.path.abspath(req.get("cwd") or run_dir)
+    log_path = os.path.abspath(req.get("log_path") or os.path.join(run_dir, "job.log"))
+    env = req.get("env") or {}
+    if not isinstance(env, dict):
+        raise HelperError("launch: env must be an object")
+
+    existing = _existing_launch(paths)
+    if existing is not None:
+        return existing
+    if not os.path.isdir(cwd):
+        raise HelperError("launch: cwd %s does not exist" % cwd, hint="discover the aiter root first")
+    os.makedirs(run_dir, exist_ok=True)
+    os.makedirs(os.path.dirname(log_path), exist_ok=True)
+    os.close(os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644))  # fail before command.json
+    command = {
+        "argv": argv, "cwd": cwd, "env_names": sorted(env), "log_path": log_path,
+        "job_id": req["job_id"], "step": req["step"], "created": _now(), "marker": marker,
+        "run_dir": run_dir, "helper_version": HELPER_VERSION,
+    }
+    if not exclusive_write(paths["command"], _json_bytes(command)):
+        existing = _existing_launch(paths)
+        if existing is not None:
+            return existing
+    spec = {"argv": argv, "cwd": cwd, "env": env, "log_path": log_path, "marker": marker,
+            "run_dir": run_dir, "job_id": req["job_id"], "step": req["step"]}
+    record = _spawn_supervisor(spec)
+    return {"launched": True, "record": record}
+
+
+def _existing_launch(paths):
+    if os.path.exists(paths["record"]):
+        return {"launched": False, "record": _read_json(paths["record"])}
+    if os.path.exists(paths["command"]):
+        return {"launched": False, "record": None, "command": _read_json(paths["command"])}
+    return None
+
+
+def _spawn_supervisor(spec):
+    """Double fork + setsid; the session leader execs this script as `_supervise`.
+
+    The launcher gets the record back through a pipe (the wrapper writes it after record.json
+    exists), so no sleeping and no polling. Every fd the launcher holds (notably docker exec's
+    stdout) is closed in the daemon, so `docker exec` returns as soon as this process exits."""
+    helper = ENTRY
+    wrapper_env = dict(os.environ)
+    wrapper_env[MARKER_VAR] = spec["marker"]
+    wrapper_env[RUN_DIR_VAR] = spec["run_dir"]
+    argv = [sys.executable, "-I", "-S", helper, INTERNAL_SUPERVISE]
+    r_spec, w_spec = os.pipe()
+    r_res, w_res = os.pipe()
+    log_fd = os.open(spec["log_path"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:  # first child
+        res_fd = w_res
+        try:
+            os.close(w_spec)
+            os.close(r_res)
+            if os.fork() != 0:
+                os._exit(0)
+            # grandchild: new session, becomes the job's process-group leader
+            os.setsid()
+            os.dup2(r_spec, 0)
+            os.dup2(w_res, 1)
+            res_fd = 1
+            os.dup2(log_fd, 2)
+            for fd in _open_fds():
+                if fd > 2:
+                    try:
+                        os.close(fd)
+                    except OSError:
+                        pass
+            os.chdir("/")
+            os.execve(argv[0], argv, wrapper_env)
+        except BaseException as exc:  # noqa: BLE001
+            try:
+                msg = json.dumps({"error": "cannot start the supervising wrapper: %r" % (exc,)})
+                os.write(res_fd, msg.encode())
+            except BaseException:  # noqa: BLE001
+                pass
+            os._exit(127)
+    os.close(r_spec)
+    os.close(w_res)
+    os.close(log_fd)
+    try:
+        try:
+            os.write(w_spec, json.dumps(spec).encode("utf-8"))
+        except OSError:
+            pass
+        os.close(w_spec)
+        os.waitpid(pid, 0)
+        data = b""
+        deadline = _now() + LAUNCH_TIMEOUT_S
+        while True:
+            left = deadline - _now()
+            if left <= 0:
+                raise HelperError("launch: the supervising wrapper did not report within %ds"
+                                  % LAUNCH_TIMEOUT_S,
+                                  hint="check %s and the run dir %s" % (spec["log_path"], spec["run_dir"]))
+            ready, _, _ = select.select([r_res], [], [], left)
+            if not ready:
+                continue
+            chunk = os.read(r_res, 65536)
+            if not chunk:
+                break
+            data += chunk
+    finally:
+        os.close(r_res)
+    try:
+        answer = json.loads(data.decode("utf-8", "replace")) if data else None
+    except ValueError:
+        answer = None
+    if not isinstance(answer, dict):
+        record = _read_json(os.path.join(spec["run_dir"], "record.json"))
+        if record:
+            return record
+        raise HelperError("launch: the supervising wrapper exited without a record",
+                          hint="see %s" % spec["log_path"])
+    if "error" in answer and "pid" not in answer:
+        raise HelperError("launch: %s" % answer["error"], hint="see %s" % spec["log_path"])
+    return answer
+
+
+def op_supervise(_req_unused):
+    """Internal: session leader of a job. stdin = spec pipe, stdout = result pipe, stderr = log."""
+    spec = json.loads(sys.stdin.buffer.read().decode("utf-8"))
+    devnull = os.open(os.devnull, os.O_RDWR)
+    os.dup2(devnull, 0)
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)  # nohup; inherited by the job on purpose
+    term = {"signal": None}
+
+    def on_term(signum, _frame):
+        term["signal"] = signum  # keep waiting: the group got the same signal; we still write rc
+
+    for s in (signal.SIGTERM, signal.SIGINT, signal.SIGQUIT):
+        signal.signal(s, on_term)
+    run_dir = spec["run_dir"]
+    paths = _run_paths(run_dir)
+    log_fd = os.open(spec["log_path"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    env = dict(os.environ)
+    for k, v in (spec.get("env") or {}).items():
+        if v is None:
+            env.pop(k, None)
+        else:
+            env[k] = str(v)
+    env["PYTHONUNBUFFERED"] = "1"
+    env[MARKER_VAR] = spec["marker"]
+    env[RUN_DIR_VAR] = run_dir
+    me = os.getpid()
+    record = {
+        "pid": me, "pgid": os.getpgid(0), "sid": os.getsid(0), "starttime": proc_starttime(me),
+        "boot_id": boot_id(), "marker": spec["marker"], "started_at": _now(), "job_id": spec["job_id"],
+        "step": spec["step"], "log_path": spec["log_path"], "argv": spec["argv"], "cwd": spec["cwd"],
+        "run_dir": run_dir, "hostname": socket.gethostname(), "helper_version": HELPER_VERSION,
+        "child_pid": None, "child_starttime": None,
+    }
+    proc = None
+    try:
+        proc = subprocess.Popen(spec["argv"], stdin=subprocess.DEVNULL, stdout=log_fd, stderr=log_fd,
+                                cwd=spec["cwd"], env=env, close_fds=True)
+    except OSError as exc:
+        rc = 126 if isinstance(exc, PermissionError) else 127
+        os.write(log_fd, ("[tune-remote] cannot start %r: %s\n" % (spec["argv"], exc)).encode())
+        record["error"] = str(exc)
+    if proc is not None:
+        record["child_pid"] = proc.pid
+        record["child_starttime"] = proc_starttime(proc.pid)
+    atomic_write(paths["record"], _json_bytes(record))
+    try:
+        os.write(1, json.dumps(record).encode("utf-8"))
+    except OSError:
+        pass
+    os.dup2(devnull, 1)  # release the launcher: it returns when this pipe closes
+    if proc is not None:
+        rc = proc.wait()
+        if rc < 0:
+            rc = 128 - rc
+    atomic_write(paths["rc"], ("%d\n" % rc).encode())
+    return None
+
+
+def _read_rc(path):
+    text = _read_text(path)
+    if text is None:
+        return None, False
+    try:
+        return int(text.strip().split()[0]), True
+    except (ValueError, IndexError):
+        return None, True
+
+
+def run_state(run_dir):
+    """The node's truth about one run: state, rc, liveness. Never signals anything."""
+    paths = _run_paths(run_dir)
+    record = _read_json(paths["record"])
+    command = _read_json(paths["command"])
+    rc, has_rc = _read_rc(paths["rc"])
+    cancelled = os.path.exists(paths["cancelled"])
+    out = {"record": record, "command": command, "rc": rc, "cancel_requested": cancelled,
+           "pid": None, "child_pid": None, "alive": False, "wrapper_alive": False, "child_alive": False,
+           "reason": None}
+    if record is None and command is None:
+        out["state"] = "unknown"
+        out["reason"] = "no command.json or record.json in %s" % run_dir
+        return out
+    rec = record or {}
+    marker = rec.get("marker") or (command or {}).get("marker")
+    if record is not None and not record.get("_unreadable"):
+        out["pid"] = rec.get("pid")
+        out["child_pid"] = rec.get("child_pid")
+        rb = rec.get("boot_id")
+        out["wrapper_alive"] = pid_alive(rec.get("pid"), rec.get("starttime"), marker, rb)
+        out["child_alive"] = pid_alive(rec.get("child_pid"), rec.get("child_starttime"), marker, rb)
+        if rb and boot_id() and rb != boot_id():
+            out["reason"] = "the node rebooted since launch (boot_id changed)"
+    out["alive"] = bool(out["wrapper_alive"] or out["child_alive"])
+    if has_rc and not out["alive"]:
+        out["state"] = "cancelled" if cancelled else ("succeeded" if rc == 0 else "failed")
+    elif out["alive"]:
+        out["state"] = "running"
+    elif record is None:
+        age = _now() - float((command or {}).get("created") or 0)
+        if age < LAUNCH_TIMEOUT_S and not cancelled:
+            out["state"] = "starting"
+        else:
+            out["state"] = "cancelled" if cancelled else "lost"
+            out["reason"] = out["reason"] or "command.json exists but the job never recorded a start"
+    else:
+        out["state"] = "cancelled" if cancelled else "lost"
+        if not cancelled and not out["reason"]:
+            out["reason"] = ("no rc file and the process is gone (killed by SIGKILL/OOM, or the "
+                             "container restarted)")
+    return out
+
+
+def _tail_bytes(f, size, window):
+    start = max(0, size - window)
+    f.seek(start)
+    return start, f.read(size - start)
+
+
+def _last_line(f, size):
+    if size <= 0:
+        return None
+    _, data = _tail_bytes(f, size, LAST_LINE_WINDOW)
+    text = data.decode("utf-8", "replace")
+    for line in reversed(text.split("\n")):
+        for seg in reversed(line.split("\r")):
+            seg = strip_ansi(seg).strip()
+            if seg:
+                return seg[:LAST_LINE_MAX]
+    return None
+
+
+def _progress(f, size):
+    """Last `processed X batches of Y` line, scanning backwards from the end in 256 KiB chunks."""
+    end = size
+    scanned = 0
+    carry = b""
+    while end > 0 and scanned < PROGRESS_SCAN_LIMIT:
+        start = max(0, end - PROGRESS_CHUNK)
+        f.seek(start)
+        chunk = f.read(end - start) + carry
+        scanned += end - start
+        text = strip_ansi(chunk.decode("utf-8", "replace"))
+        last = None
+        for m in PROGRESS_RE.finditer(text):
+            last = m
+        if last is not None:
+            done, total = int(last.group(1)), int(last.group(2))
+            pct = round(done * 100.0 / total, 1) if total else None
+            return {"done": done, "total": total, "pct": pct, "tuner": last.group(4)}
+        # keep the partial first line so a match split across chunks is seen next round
+        nl = chunk.find(b"\n")
+        carry = chunk[:nl] if nl >= 0 else chunk
+        if len(carry) > PROGRESS_CHUNK:
+            carry = carry[:PROGRESS_CHUNK]
+        end = start
+    return None
+
+
+def op_status(req):
+    max_bytes = req.get("max_bytes")
+    max_bytes = DEFAULT_MAX_BYTES if max_bytes is None else int(max_bytes)
+    max_bytes = max(0, min(max_bytes, MAX_MAX_BYTES))
+    runs = []
+    for item in req.get("runs") or []:
+        if isinstance(item, str):
+            item = {"run_dir": item}
+        run_dir = os.path.abspath(item.get("run_dir") or "")
+        st = run_state(run_dir)
+        rec = st["record"] or {}
+        cmd = st["command"] or {}
+        log_path = rec.get("log_path") or cmd.get("log_path")
+        entry = {"run_dir": run_dir, "state": st["state"], "rc": st["rc"], "pid": st["pid"],
+                 "child_pid": st["child_pid"], "alive": st["alive"], "wrapper_alive": st["wrapper_alive"],
+                 "child_alive": st["child_alive"], "cancel_requested": st["cancel_requested"],
+                 "reason": st["reason"], "log_path": log_path, "log_size": None, "log_age_s": None,
+                 "data_b64": "", "offset": None, "next_offset": None, "eof": True, "reset": False,
+                 "progress": None, "last_line": None, "started_at": rec.get("started_at")}
+        offset = item.get("offset")
+        offset = 0 if offset is None else int(offset)
+        per_run_max = item.get("max_bytes")
+        limit = max_bytes if per_run_max is None else max(0, min(int(per_run_max), MAX_MAX_BYTES))
+        entry["offset"] = offset
+        entry["next_offset"] = offset
+        if log_path:
+            entry.update(_read_log(log_path, offset, limit))
+        runs.append(entry)
+    files = []
+    for item in req.get("files") or []:
+        path = item.get("path") or ""
+        entry = {"path": path, "size": None, "age_s": None, "data_b64": "", "offset": 0,
+                 "next_offset": int(item.get("offset") or 0), "eof": True, "reset": False,
+                 "progress": None, "last_line": None}
+        entry.update(_read_log(path, int(item.get("offset") or 0), max_bytes))
+        if "log_size" in entry:
+            entry["size"] = entry.pop("log_size")
+            entry["age_s"] = entry.pop("log_age_s")
+        files.append(entry)
+    return {"runs": runs, "files": files, "boot_id": boot_id(), "now": _now()}
+
+
+def _read_log(log_path, offset, limit):
+    """Size, age, bytes from offset (base64), last line and tuner progress of one log file."""
+    out = {}
+    try:
+        with open(log_path, "rb") as f:
+            fst = os.fstat(f.fileno())
+            size = fst.st_size
+            out["log_size"] = size
+            out["log_age_s"] = round(max(0.0, _now() - fst.st_mtime), 3)
+            if offset > size:  # truncated or replaced: start over, and say so
+                out["reset"] = True
+                offset = 0
+            out["offset"] = offset
+            f.seek(offset)
+            data = f.read(min(limit, size - offset)) if limit else b""
+            out["data_b64"] = base64.b64encode(data).decode("ascii")
+            out["next_offset"] = offset + len(data)
+            out["eof"] = out["next_offset"] >= size
+            out["last_line"] = _last_line(f, size)
+            out["progress"] = _progress(f, size)
+    except FileNotFoundError:
+        pass
+    except OSError as exc:
+        out["log_error"] = str(exc)
+    return out
+
+
+def _job_processes(pgid, marker, run_dir, leader_ok):
+    """Live (non-zombie) processes of the job: group members and marker carriers.
+
+    Returns (group_members, marker_only): group members are ours when the leader is verified
+    (group membership is inherited, and the pgid cannot be reused while the group exists);
+    otherwise only processes that carry the marker are taken."""
+    me = os.getpid()
+    group, swept = [], []
+    for pid in list_pids():
+        if pid == me:
+            continue
+        st = proc_stat(pid)
+        if st is None or st[0] in ("Z", "X", "x"):
+            continue
+        has = environ_has_marker(pid, marker) if marker else None
+        if has:
+            other_dir = _environ_run_dir(pid)
+            if other_dir and other_dir != run_dir:
+                has = False
+        in_group = bool(pgid) and st[2] == int(pgid)
+        if in_group and (leader_ok or has):
+            group.append(pid)
+        elif has:
+            swept.append(pid)
+    return group, swept
+
+
+def _signal(pid, sig):
+    try:
+        os.kill(pid, sig)
+        return True
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return False
+
+
+def op_cancel(req):
+    run_dir = os.path.abspath(req.get("run_dir") or "")
+    grace = float(req.get("grace_s", 10) if req.get("grace_s") is not None else 10)
+    paths = _run_paths(run_dir)
+    st = run_state(run_dir)
+    if st["state"] == "unknown":
+        raise HelperError("cancel: %s is not a run directory (no command.json/record.json)" % run_dir,
+                          hint="check the job id; `tune-remote list` shows known jobs")
+    rec = st["record"] or {}
+    marker = rec.get("marker") or (st["command"] or {}).get("marker")
+    finished = st["state"] in ("succeeded", "failed", "cancelled") and not st["alive"]
+    if finished:
+        _, strays = _job_processes(None, marker, run_dir, False)
+        if not strays:
+            return {"state": st["state"], "signalled": [], "killed": [], "remaining": [],
+                    "already_finished": True, "rc": st["rc"]}
+    elif not os.path.exists(paths["cancelled"]):
+        atomic_write(paths["cancelled"], _json_bytes({"at": _now(), "grace_s": grace}))
+    pgid = rec.get("pgid") or rec.get("pid")
+    leader_ok = pid_alive(rec.get("pid"), rec.get("starttime"), marker, rec.get("boot_id"))
+    signalled, killed = [], []
+
+    def term_round():
+        group, swept = _job_processes(pgid, marker, run_dir, leader_ok)
+        if group and leader_ok:
+            try:
+                os.killpg(int(pgid), signal.SIGTERM)
+            except (ProcessLookupError, PermissionError):
+                pass
+            for p in group:
+                if p not in signalled:
+                    signalled.append(p)
+        else:
+            swept = group + swept
+        for p in swept:
+            if p not in signalled and _signal(p, signal.SIGTERM):
+                signalled.append(p)
+        return group + swept
+
+    live = term_round()
+    deadline = _now() + max(0.0, grace)
+    while live and _now() < deadline:
+        time.sleep(0.05)
+        live = term_round()  # also catches processes forked after the first signal
+    if live:
+        group, swept = _job_processes(pgid, marker, run_dir, leader_ok)
+        if group and leader_ok:
+            try:
+                os.killpg(int(pgid), signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+            killed.extend(group)
+        else:
+            swept = group + swept
+        for p in swept:
+            if _signal(p, signal.SIGKILL):
+                killed.append(p)
+        end = _now() + 5.0
+        while _now() < end:
+            group, swept = _job_processes(pgid, marker, run_dir, leader_ok)
+            live = group + swept
+            if not live:
+                break
+            for p in live:
+                _signal(p, signal.SIGKILL)
+                if p not in killed:
+                    killed.append(p)
+            time.sleep(0.05)
+    group, swept = _job_processes(pgid, marker, run_dir, leader_ok)
+    final = run_state(run_dir)
+    return {"state": final["state"], "signalled": sorted(signalled), "killed": sorted(set(killed)),
+            "remaining": sorted(group + swept), "rc": final["rc"], "already_finished": finished}
