@@ -13,7 +13,6 @@ import click
 
 from . import __version__
 from .context import Ctx, Settings, Target
-from .engine import run_job
 from .errors import ExitCode, JobError, TuneRemoteError, UsageError
 from .inventory import load_inventory, resolve_inventory_path
 from .state import TERMINAL, JobState, Workspace, check_job_id, new_job_id, resolve_workspace
@@ -155,6 +154,7 @@ def _parse_gpus(gpus: str | None):
 
 
 def _drive(env: Env, job: JobState, target: Target, settings: Settings) -> None:
+    from .engine import run_job  # the steps import pandas and jinja2: only commands that run a job pay
     ui = env.ui()
     ctx = Ctx(job=job, workspace=env.workspace, target=target, settings=settings, ui=ui)
     target.connect()  # before the job is saved: a refused connection leaves no half-made job behind

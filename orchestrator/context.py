@@ -14,7 +14,6 @@ from .inventory import ContainerSpec, NodeSpec
 from .remote.detached import NodeHelper
 from .remote.docker import DockerExecTransport
 from .remote.local import LocalTransport
-from .remote.ssh import SshTarget, SshTransport
 from .remote.transport import Transport, TransportError
 from .state import JobState, Workspace
 from .variants import AiterProfile, KernelVariant, get_variant, parse_version, profile_for
@@ -47,6 +46,7 @@ class Target:
             if node.local:
                 host = LocalTransport(label=node.name)
             else:
+                from .remote.ssh import SshTarget, SshTransport  # fabric + paramiko: only for SSH nodes
                 host = SshTransport(SshTarget(node.host, node.port, node.user, node.identity_file,
                                               node.ssh_config), accept_new_host_key=accept_new_host_key)
         self.host = host
