@@ -43,3 +43,40 @@ def test_proxyjump_through_a_bastion(make_node, tmp_path, monkeypatch, capsys):
     bastion.stop_sshd()
     assert main([*base, "--job-id", "pj3"]) == 3
     assert len(ctr.launches()) == 1
+
+
+def test_every_ssh_socket_has_tcp_nodelay_gateways_included(make_node, tmp_path):
+    """Without TCP_NODELAY each new channel waits ~40 ms for a delayed ACK: check the real sockets."""
+    import socket
+
+    from orchestrator.remote.shell import Cmd
+    from orchestrator.remote.ssh import SshTarget, SshTransport
+
+    bastion = make_node("current", proxy=False)
+    target = make_node("current", proxy=False)
+    known = tmp_path / "known_hosts"
+    known.write_text(bastion.known_hosts_line + "\n" + target.known_hosts_line + "\n")
+    cfg = tmp_path / "ssh_config"
+    common = f"    UserKnownHostsFile {known}\n    StrictHostKeyChecking yes\n"
+    cfg.write_text(
+        f"Host jumpbox\n    HostName {bastion.host}\n    Port {bastion.port}\n    User {bastion.user}\n"
+        f"    IdentityFile {bastion.identity_file}\n{common}\n"
+        f"Host direct\n    HostName {target.host}\n    Port {target.port}\n    User {target.user}\n"
+        f"    IdentityFile {target.identity_file}\n{common}\n"
+        f"Host behind\n    HostName {target.host}\n    Port {target.port}\n    User {target.user}\n"
+        f"    IdentityFile {target.identity_file}\n{common}    ProxyJump jumpbox\n")
+
+    def nodelay(sock):
+        return sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)
+
+    direct = SshTransport(SshTarget("direct", ssh_config_path=str(cfg)))
+    behind = SshTransport(SshTarget("behind", ssh_config_path=str(cfg)))
+    try:
+        assert direct.run(Cmd(("true",))).ok
+        assert nodelay(direct.conn.transport.sock) == 1
+        assert behind.run(Cmd(("true",))).ok
+        assert not isinstance(behind.conn.transport.sock, socket.socket)  # a channel of the gateway
+        assert nodelay(behind.conn.gateway.transport.sock) == 1
+    finally:
+        direct.close()
+        behind.close()
