@@ -256,3 +256,88 @@ def test_throughput_smoke(tmp_path):
     r = shapelog.parse_files([big])
     assert r.misses == {"a8w8_blockscale": 120}
     assert r.lines == 120 * 2001
+
+
+# ------------------------------------------------------------------------------------------------
+# scanning: the dense path (identical lines counted) and the line-length cap must not change results
+# ------------------------------------------------------------------------------------------------
+
+
+def _mixed_log(tmp_path, repeats=4):
+    """Dense generated vLLM stretches between copies of every fixture log (SGLang echoes, wrapped
+    tuples, warnings): blocks of both kinds, and blocks that mix them."""
+    from orchestrator.sim.logs import write_large_log
+
+    write_large_log(tmp_path / "vllm.log", 2 << 20)
+    dense = (tmp_path / "vllm.log").read_bytes()
+    corpus = b"".join(p.read_bytes().rstrip(b"\n") + b"\n" for p in FIXTURES)
+    path = tmp_path / "mixed.log"
+    path.write_bytes((dense + corpus) * repeats)
+    return path
+
+
+def _reference(path):
+    """parse_stream feeds every line in order: the plain reading of the rules."""
+    with open(path, "rb") as f:
+        return _strip(shapelog.parse_stream(f).to_dict())
+
+
+@pytest.mark.parametrize("chunk", [4096, 65536, 1 << 20, shapelog.CHUNK_BYTES])
+def test_dense_blocks_give_the_line_by_line_answer(tmp_path, chunk, monkeypatch):
+    path = _mixed_log(tmp_path)
+    counted = []
+    real = shapelog._Scanner.count_lines
+    monkeypatch.setattr(shapelog._Scanner, "count_lines",
+                        lambda self, lines: counted.append(real(self, lines)) or counted[-1])
+    assert _strip(shapelog.parse_files([path], chunk_bytes=chunk).to_dict()) == _reference(path)
+    if 65536 <= chunk <= 1 << 20:
+        assert True in counted  # the dense path really ran (and gave the same answer)
+
+
+def test_dense_path_on_a_generated_vllm_log(tmp_path):
+    from orchestrator.sim.logs import write_large_log
+
+    path = tmp_path / "vllm.log"
+    log = write_large_log(path, 3 << 20)
+    got = shapelog.parse_files([path], chunk_bytes=256 << 10)
+    assert _strip(got.to_dict()) == _reference(path)
+    assert got.lines == log.lines and got.bytes == log.bytes
+
+
+@pytest.mark.parametrize("chunk", [65536, 1 << 20, shapelog.CHUNK_BYTES])
+def test_over_long_lines_are_skipped_with_one_warning_whatever_the_chunk(tmp_path, chunk):
+    miss = (b"(Worker_TP3 pid=11841) [aiter] shape is M:72, N:512, K:7168, not found tuned config in "
+            b"/tmp/aiter_configs/a8w8_blockscale_tuned_gemm.csv, will use default config!\n")
+    long_candidate = b"\r progress " + b"x" * (3 << 20) + b" tuned " + b"y" * 100 + b"\n"
+    long_noise = b"z" * (2 << 20) + b"\n"
+    wrapped = (b"[aiter] [fused_moe] using 2stage default for (256, 1, 7168, 256, 257, 9,\n")
+    path = tmp_path / "long.log"
+    path.write_bytes(miss + long_candidate + miss.replace(b"M:72", b"M:8") + long_noise + wrapped
+                     + long_noise + miss.replace(b"M:72", b"M:16"))
+    r = shapelog.parse_files([path], chunk_bytes=chunk)
+    assert r.shapes == {"a8w8_blockscale": [{"m": 72, "n": 512, "k": 7168}, {"m": 8, "n": 512, "k": 7168},
+                                            {"m": 16, "n": 512, "k": 7168}]}
+    assert r.lines == 7 and r.bytes == path.stat().st_size
+    assert sum("longer than" in w for w in r.warnings) == 1 and "1 candidate line(s)" in " ".join(r.warnings)
+    assert any("never closes" in w for w in r.warnings)  # the long line ended the wrapped tuple
+    assert _strip(r.to_dict()) == _reference(path)
+
+
+def test_memory_stays_bounded_by_the_block_on_a_huge_line(tmp_path):
+    import tracemalloc
+
+    path = tmp_path / "huge.log"
+    with open(path, "wb") as f:
+        f.write(b"[aiter] shape is M:1, N:2, K:3, not found tuned config in a8w8_tuned_gemm.csv, will use "
+                b"default config!\n")
+        for _ in range(40):
+            f.write(b"\x1b[2K tuned " * 100000)  # 40 x 1.1 MB, no newline
+        f.write(b"\n")
+    tracemalloc.start()
+    try:
+        r = shapelog.parse_files([path], chunk_bytes=1 << 20)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert r.lines == 2 and r.misses == {"a8w8": 1}
+    assert peak < 8 << 20, peak

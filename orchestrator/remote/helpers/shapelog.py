@@ -68,10 +68,12 @@ expert, topk, act_type, dtype, q_dtype_a, q_dtype_w, q_type, use_g1u1, doweight_
 deduplicated per variant in first-seen order. With ``keep_meta=True`` the first sighting's extra info
 (``gfx``, ``cu_num``, ``file``, ``padded_m``, weight ``dtype`` ...) is attached under ``"_meta"``.
 
-Speed: ``parse_files`` reads binary chunks and finds candidate lines with ``bytes.find`` on a few
-needles (``tuned``, ``fused_moe``, ``GEMM_shape_dump``, ``Fp8LinearMethod``); only those lines are decoded
-(utf-8, errors="replace") and given to the regexes. ``parse_stream`` applies the same substring prefilter
-per line.
+Speed and memory: ``parse_files`` reads binary blocks and finds candidate lines with ``bytes.find`` on a
+few needles (``tuned``, ``fused_moe``, ``GEMM_shape_dump``, ``Fp8LinearMethod``); only those lines are
+decoded and given to the regexes. Blocks dense in candidates are split and their identical lines
+counted at C speed instead (see ``_Scanner``). A physical line longer than ``MAX_LINE_BYTES`` (1 MiB) is
+skipped unparsed, with one counted warning, so memory stays bounded by the block size whatever the
+log. ``parse_stream`` applies the same rules per line.
 
 M presets: ``m_sweep("pow2")`` (1..32768, default), ``m_sweep("cudagraph")`` (vLLM default capture sizes
 1, 2, 4, 8..512 step 8, as in seed 003), or an explicit list; ``expand_m(shapes, preset)`` crosses them
@@ -531,6 +533,44 @@ class _Parser(object):
             return
         self._record(line)
 
+    def skip_long_line(self, example, candidate):
+        """A physical line over MAX_LINE_BYTES is not parsed: it ends a wrapped tuple, and is counted."""
+        if self._pending is not None:
+            self.finish_pending_as_open()
+        if candidate:
+            self._warn_count("long_line", "%d candidate line(s) longer than " + str(MAX_LINE_BYTES)
+                             + " bytes were skipped unparsed", example)
+
+    def effect_of(self, line):
+        """What feeding ``line`` does when the answer does not depend on the lines around it.
+
+        Returns ``(is_record, counts, adds)`` (``is_record``: it enters the SGLang echo window), or
+        None when the line starts a wrapped tuple, warns, is an SGLang-prefixed record (an echo
+        candidate) or records a dispatch: such lines must go through ``feed`` in order."""
+        s = _Parser(self.want, self.keep_meta)
+        s._once = set(self._once)
+        s.feed(line)
+        r = s.r
+        if s._pending is not None or r.warnings or s._warn_counts or r.dispatch or len(s._recent) > 1:
+            return None
+        if s._recent and s._recent[0][1]:
+            return None
+        counts = tuple((name, v, n) for name in ("misses", "hits", "dumps", "notes")
+                       for v, n in getattr(r, name).items())
+        adds = tuple((table, v, shape) for table in ("shapes", "hit_shapes")
+                     for v, shapes in getattr(r, table).items() for shape in shapes)
+        return (len(s._recent), counts, adds)
+
+    def apply_effect(self, effect, times):
+        """``times`` occurrences of a line whose ``effect_of`` is ``effect`` (the echo window aside)."""
+        _is_record, counts, adds = effect
+        r = self.r
+        for name, v, n in counts:
+            counter = getattr(r, name)
+            counter[v] = counter.get(v, 0) + n * times
+        for table, v, shape in adds:
+            r._add(table, v, dict(shape))
+
     @property
     def pending(self):
         return self._pending is not None
@@ -823,7 +863,10 @@ def parse_stream(lines, variant=None, keep_meta=False):
             nbytes += len(line) if line.isascii() else len(line.encode("utf-8", "replace"))
         nlines += 1
         if p._pending is not None or _is_candidate(line):
-            p.feed(line)
+            if len(line) > MAX_LINE_BYTES:
+                p.skip_long_line(line[:300], _is_candidate(line))
+            else:
+                p.feed(line)
     r.lines += nlines
     r.bytes += nbytes
     return p.finish()
@@ -835,45 +878,185 @@ def _open_binary(path):
     return open(path, "rb")
 
 
-def _scan_chunk(p, data, n=None):
-    """Feed the candidate lines of ``data[:n]`` (whole lines only) to the parser."""
-    if n is None:
-        n = len(data)
-    cursor = 0
-    # a wrapped MoE tuple from the previous chunk continues here
-    while p._pending is not None and cursor < n:
-        e = data.find(b"\n", cursor, n)
-        if e < 0:
-            e = n
-        p.feed(data[cursor:e].decode("utf-8", "replace"))
-        cursor = e + 1
-    starts = set()
-    for needle in _NEEDLES_B:
-        pos = data.find(needle, cursor, n)
-        while pos >= 0:
-            starts.add(data.rfind(b"\n", 0, pos) + 1)
-            e = data.find(b"\n", pos, n)
-            if e < 0:
-                break
-            pos = data.find(needle, e + 1, n)
-    for s in sorted(starts):
-        if s < cursor:
-            continue
-        e = data.find(b"\n", s, n)
-        if e < 0:
-            e = n
-        p.feed(data[s:e].decode("utf-8", "replace"))
-        cursor = e + 1
+# --------------------------------------------------------------------------------------------
+# scanning: bytes -> the candidate lines the rules above see (what grep does, then parse those)
+# --------------------------------------------------------------------------------------------
+
+MAX_LINE_BYTES = 1 << 20   # a longer physical line is skipped unparsed (one warning): memory stays O(1)
+DENSE_PROBE_BYTES = 256 << 10
+DENSE_MIN_CANDIDATES = 16  # "tuned" this often in a block's first 256 KiB: count identical lines instead
+_EFFECTS_MAX = 65536
+
+
+def _is_candidate_b(line):
+    return (b"tuned" in line or b"fused_moe" in line or b"GEMM_shape_dump" in line
+            or b"Fp8LinearMethod" in line)
+
+
+class _Scanner(object):
+    """Feeds a parser from binary blocks and counts the lines; memory is bounded by the block size.
+
+    Sparse blocks: ``bytes.find`` of the needles; only those lines are decoded and fed (the cost
+    grows with the number of candidates, not with the size). Dense blocks (a serving log repeats the
+    same few miss lines millions of times): ``bytes.split`` + ``collections.Counter`` (C speed), then
+    each distinct candidate line is applied once with its count, in first-seen order. That is exact
+    because only order-free lines go that way (``_Parser.effect_of``; anything else sends the block to
+    the sparse path), and the last ``ECHO_WINDOW`` records are fed one by one so that the SGLang echo
+    window ends as ``feed`` would leave it.
+    """
+
+    def __init__(self, parser):
+        self.p = parser
+        self.effects = {}   # line bytes -> effect (only order-free lines are remembered)
+
+    def dense(self, block):
+        """Worth counting identical lines: many candidates, and no record or echo spans into the block."""
+        p = self.p
+        return (p._pending is None and block.count(b"tuned", 0, DENSE_PROBE_BYTES) >= DENSE_MIN_CANDIDATES
+                and not any(sg for _msg, sg in p._recent))
+
+    def _effect(self, line):
+        eff = self.effects.get(line)
+        if eff is None and len(line) <= MAX_LINE_BYTES:
+            eff = self.p.effect_of(line.decode("utf-8", "replace"))
+            if eff is not None:
+                if len(self.effects) >= _EFFECTS_MAX:
+                    self.effects.clear()
+                self.effects[line] = eff
+        return eff
+
+    def count_lines(self, lines):
+        """Apply whole lines by their counts; False (nothing applied) when some line needs its neighbours."""
+        p = self.p
+        i = len(lines)
+        records = 0
+        while i > 0 and records < ECHO_WINDOW:
+            i -= 1
+            if _is_candidate_b(lines[i]):
+                eff = self._effect(lines[i])
+                if eff is None:
+                    return False
+                records += eff[0]
+        if records < ECHO_WINDOW:
+            return False
+        counted = []
+        effects = self.effects
+        for line, count in collections.Counter(lines[:i]).items():
+            eff = effects.get(line)
+            if eff is None:
+                if not _is_candidate_b(line):
+                    continue
+                eff = self._effect(line)
+                if eff is None:
+                    return False
+            counted.append((line, eff, count))
+        for line, eff, count in counted:
+            p.apply_effect(eff, count)
+            if eff[2]:
+                effects[line] = (eff[0], eff[1], ())   # its shapes are in the result now: count only
+        # no record here is SGLang's, so none was an echo: only the window's final content matters
+        p._recent.clear()
+        p._recent_counts.clear()
+        for line in lines[i:]:
+            if _is_candidate_b(line):
+                p.feed(line.decode("utf-8", "replace"))
+        return True
+
+    def feed_range(self, data, s, e):
+        p = self.p
+        if e - s > MAX_LINE_BYTES:
+            p.skip_long_line(data[s:s + 300].decode("utf-8", "replace"), _is_candidate_b(data[s:e]))
+        else:
+            p.feed(data[s:e].decode("utf-8", "replace"))
+
+    def sparse(self, data, n):
+        """Feed the candidate lines of ``data[:n]`` (whole lines only) to the parser."""
+        p = self.p
+        cursor = 0
+        # a wrapped MoE tuple from the previous chunk continues here
         while p._pending is not None and cursor < n:
             e = data.find(b"\n", cursor, n)
             if e < 0:
                 e = n
-            p.feed(data[cursor:e].decode("utf-8", "replace"))
+            self.feed_range(data, cursor, e)
             cursor = e + 1
+        starts = set()
+        for needle in _NEEDLES_B:
+            pos = data.find(needle, cursor, n)
+            while pos >= 0:
+                starts.add(data.rfind(b"\n", 0, pos) + 1)
+                e = data.find(b"\n", pos, n)
+                if e < 0:
+                    break
+                pos = data.find(needle, e + 1, n)
+        for s in sorted(starts):
+            if s < cursor:
+                continue
+            e = data.find(b"\n", s, n)
+            if e < 0:
+                e = n
+            self.feed_range(data, s, e)
+            cursor = e + 1
+            while p._pending is not None and cursor < n:
+                e = data.find(b"\n", cursor, n)
+                if e < 0:
+                    e = n
+                self.feed_range(data, cursor, e)
+                cursor = e + 1
+
+    def file(self, f, chunk_bytes):
+        """A whole file in ``chunk_bytes`` reads. A line that outgrows MAX_LINE_BYTES before its newline
+        is dropped (not kept in memory) up to that newline, as a complete over-long line would be."""
+        p, r = self.p, self.p.r
+        tail = b""
+        long_line = None    # while dropping an over-long line: [example, is a candidate, last bytes]
+        while True:
+            block = f.read(chunk_bytes)
+            if not block:
+                break
+            r.bytes += len(block)
+            if long_line is not None:
+                nl = block.find(b"\n")
+                part = block if nl < 0 else block[:nl]
+                long_line[1] = long_line[1] or _is_candidate_b(long_line[2] + part)
+                long_line[2] = part[-16:]
+                if nl < 0:
+                    continue
+                r.lines += 1
+                p.skip_long_line(long_line[0], long_line[1])
+                long_line = None
+                block = block[nl + 1:]
+            if self.dense(block):
+                lines = block.split(b"\n")
+                if tail:
+                    lines[0] = tail + lines[0]
+                rest = lines.pop()
+                if lines and self.count_lines(lines):
+                    r.lines += len(lines)
+                    block = b""
+                    tail = rest
+            if block:
+                data = tail + block if tail else block
+                cut = data.rfind(b"\n")
+                if cut < 0:
+                    tail = data
+                else:
+                    tail = data[cut + 1:]
+                    self.sparse(data, cut)
+                    r.lines += data.count(b"\n", 0, cut + 1)
+            if len(tail) > MAX_LINE_BYTES:
+                long_line = [tail[:300].decode("utf-8", "replace"), _is_candidate_b(tail), tail[-16:]]
+                tail = b""
+        if long_line is not None:
+            r.lines += 1
+            p.skip_long_line(long_line[0], long_line[1])
+        elif tail:
+            r.lines += 1
+            self.sparse(tail + b"\n", len(tail))
 
 
 def parse_files(paths, variant=None, keep_meta=False, skip_missing=False, chunk_bytes=CHUNK_BYTES):
-    """Parse log files (plain or .gz) in binary chunks; never holds a whole file in memory.
+    """Parse log files (plain or .gz) in binary chunks; memory stays bounded (lines over 1 MiB skipped).
 
     Missing files raise FileNotFoundError unless ``skip_missing`` (then listed in ``.missing``).
     """
@@ -881,6 +1064,7 @@ def parse_files(paths, variant=None, keep_meta=False, skip_missing=False, chunk_
         paths = [paths]
     p = _Parser(variant, keep_meta)
     r = p.r
+    scanner = _Scanner(p)
     for path in paths:
         path = os.fspath(path)
         if isinstance(path, bytes):
@@ -894,23 +1078,7 @@ def parse_files(paths, variant=None, keep_meta=False, skip_missing=False, chunk_
             continue
         r.files.append(path)
         with f:
-            tail = b""
-            while True:
-                block = f.read(chunk_bytes)
-                if not block:
-                    break
-                r.bytes += len(block)
-                r.lines += block.count(b"\n")
-                data = tail + block if tail else block
-                cut = data.rfind(b"\n")
-                if cut < 0:
-                    tail = data
-                    continue
-                tail = data[cut + 1:]
-                _scan_chunk(p, data, cut)
-            if tail:
-                r.lines += 1
-                _scan_chunk(p, tail)
+            scanner.file(f, chunk_bytes)
         p.reset_file()
     return p.finish()
 
