@@ -1,0 +1,138 @@
+"""Commands that run a job: run, resume, demo."""
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import click
+
+from ..context import Ctx, Settings, Target
+from ..errors import UsageError
+from ..inventory import load_inventory
+from ..state import TERMINAL, JobState, check_job_id, new_job_id
+from ..variants import VARIANTS, get_variant
+from .base import Env, _finish, _settings, _target_for, cli
+
+
+def _validate_local_inputs(variant_name: str, logs, shapes_csv, nk) -> None:
+    from ..steps.shapes import parse_nk, split_log_sources
+    variant = get_variant(variant_name)
+    for path in split_log_sources(list(logs))["local"]:
+        if not Path(path).is_file():
+            raise UsageError(f"log file {path} not found on this machine",
+                             hint="local:PATH reads this machine; PATH alone is read inside the container")
+    if shapes_csv:
+        if not Path(shapes_csv).is_file():
+            raise UsageError(f"--shapes-csv {shapes_csv} not found")
+        from ..parsing.csvtools import read_shapes_csv
+        try:
+            read_shapes_csv(shapes_csv, variant.name)
+        except ValueError as exc:
+            raise UsageError(f"--shapes-csv {shapes_csv}: {exc}",
+                             hint=f"columns for {variant.name}: {','.join(variant.untuned_columns)}") from None
+    parse_nk(list(nk))
+    if not (logs or shapes_csv or nk):
+        raise UsageError("no shape source given",
+                         hint="pass --log PATH (server log), --shapes-csv FILE or --nk N,K")
+
+
+@cli.command()
+@click.option("--node", required=True, help="node name from the inventory")
+@click.option("--container", required=True, help="container name on that node (from the inventory)")
+@click.option("--variant", required=True, metavar="VARIANT", help="one of: " + ", ".join(VARIANTS))
+@click.option("--log", "logs", multiple=True, metavar="PATH",
+              help="server log inside the container; node:PATH on the node's host; local:PATH here (repeatable)")
+@click.option("--shapes-csv", type=click.Path(dir_okay=False), help="shapes in AITER's untuned CSV format")
+@click.option("--nk", multiple=True, metavar="N,K", help="an (N,K) pair to sweep M over (repeatable)")
+@click.option("--m-preset", default=None, metavar="PRESET",
+              help="M (token) values: pow2 (default for GEMM), cudagraph, logged, or a list like 1,8,64")
+@click.option("--gpus", default=None, metavar="LIST", help="GPUs to tune on (default: the free ones)")
+@click.option("--batch", type=click.IntRange(1), default=None, help="tuner --batch (default: one shape per GPU)")
+@click.option("--timeout", type=click.IntRange(1), default=None, help="tuner --timeout per task, seconds (default 600)")
+@click.option("--job-id", default=None, help="choose the job id (default: <time>-<node>-<variant>)")
+@click.option("--yes", "-y", is_flag=True, help="never prompt")
+@click.option("--detach", is_flag=True, help="return once the remote work is running; `resume` finishes it")
+@click.option("--accept-new-host-key", is_flag=True, help="trust an unknown host key and add it to known_hosts")
+@click.pass_obj
+def run(env: Env, node, container, variant, logs, shapes_csv, nk, m_preset, gpus, batch, timeout, job_id,
+        yes, detach, accept_new_host_key):
+    """Discover, mine shapes, benchmark, tune (detached on the node), re-benchmark, compare, report, fetch."""
+    get_variant(variant)
+    inv = load_inventory(env.inventory_path)
+    node_spec = inv.node(node)
+    ctr = node_spec.container(container)
+    _validate_local_inputs(variant, logs, shapes_csv, nk)
+    gpu_list = _parse_gpus(gpus)
+    job_id = check_job_id(job_id) if job_id else new_job_id(variant, node)
+    if env.workspace.exists(job_id):
+        raise UsageError(f"job {job_id} already exists in {env.workspace.root}",
+                         hint=f"use `tune-remote resume {job_id}` or choose another --job-id")
+    request = {"logs": list(logs), "shapes_csv": os.path.abspath(shapes_csv) if shapes_csv else None,
+               "nk": list(nk), "m_preset": m_preset, "gpus": gpu_list, "batch": batch, "timeout": timeout,
+               "detach": detach}
+    job = JobState(job_id=job_id, node=node, container=container, variant=variant, created=time.time(),
+                   request=request)
+    target = Target(node_spec, ctr, accept_new_host_key=accept_new_host_key)
+    _drive(env, job, target, _settings(yes, accept_new_host_key))
+
+
+def _parse_gpus(gpus: str | None):
+    if not gpus:
+        return None
+    try:
+        out = [int(g) for g in gpus.split(",") if g.strip()]
+    except ValueError:
+        raise UsageError(f"--gpus {gpus!r} is not a list of GPU indices", hint="e.g. --gpus 0,1,2,3") from None
+    if not out or any(g < 0 for g in out):
+        raise UsageError(f"--gpus {gpus!r} is not a list of GPU indices", hint="e.g. --gpus 0,1,2,3")
+    return out
+
+
+def _drive(env: Env, job: JobState, target: Target, settings: Settings) -> None:
+    from ..engine import run_job  # the steps import pandas and jinja2: only commands that run a job pay
+    ui = env.ui()
+    ctx = Ctx(job=job, workspace=env.workspace, target=target, settings=settings, ui=ui)
+    target.connect()  # before the job is saved: a refused connection leaves no half-made job behind
+    env.workspace.save(job)
+    ui.event(f"job {job.job_id} ({job.variant} on {job.node}/{job.container}); "
+             f"state in {env.workspace.job_dir(job.job_id)}")
+    try:
+        run_job(ctx)
+    finally:
+        target.close()
+    _finish(job, env)
+
+
+@cli.command()
+@click.argument("job_id")
+@click.option("--yes", "-y", is_flag=True, help="never prompt")
+@click.option("--accept-new-host-key", is_flag=True)
+@click.pass_obj
+def resume(env: Env, job_id, yes, accept_new_host_key):
+    """Re-attach to a job after a disconnect or a killed laptop process and carry it to the end."""
+    job = env.workspace.load(check_job_id(job_id))
+    if job.state in TERMINAL:
+        _finish(job, env)
+        return
+    job.request["detach"] = False
+    _drive(env, job, _target_for(env, job, accept_new_host_key), _settings(yes, accept_new_host_key))
+
+@cli.command()
+@click.option("--variant", default="a8w8_blockscale", show_default=True, help="variant to demo")
+@click.option("--profile", type=click.Choice(["current", "legacy"]), default="current", show_default=True)
+@click.pass_obj
+def demo(env: Env, variant, profile):
+    """The whole pipeline against a local simulated node: no GPU, no SSH, no docker."""
+    from ..demo import demo_target, prepare_demo
+    get_variant(variant)
+    job_id = new_job_id(variant, "demo")
+    demo_dir, log_path = prepare_demo(env.workspace.root / ".demo-nodes" / job_id, profile=profile, variant=variant)
+    job = JobState(job_id=job_id, node="demo", container="simulated", variant=variant, created=time.time(),
+                   request={"logs": [log_path], "demo_dir": str(demo_dir), "detach": False,
+                            "m_preset": None, "nk": [], "shapes_csv": None, "gpus": None,
+                            "batch": None, "timeout": None})
+    _drive(env, job, demo_target(str(demo_dir)), Settings(yes=True, poll_s=0.2))
+    jd = env.workspace.job_dir(job_id)
+    if not env.quiet:
+        click.echo(f"report: {jd / 'report.md'}\n        {jd / 'report.html'}\ncomparison: {jd / 'comparison.csv'}")

@@ -1,0 +1,92 @@
+"""Offline commands (no node): shapes, csv diff/merge."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from ..errors import UsageError
+from ..variants import get_variant
+from .base import cli
+
+
+@cli.command()
+@click.argument("logs", nargs=-1)
+@click.option("--variant", default=None, help="only this variant")
+@click.option("--csv", "csv_out", type=click.Path(dir_okay=False), help="write one variant's untuned CSV")
+@click.option("--json", "as_json", is_flag=True, help="print {variant: [shape, ...]}")
+@click.option("--model", type=click.Path(dir_okay=False, exists=True), help="a model's config.json")
+@click.option("--tp", type=click.IntRange(1), default=1, show_default=True, help="tensor-parallel size")
+@click.option("--m-preset", default=None, help="with --csv: sweep M (pow2, cudagraph, logged, list)")
+def shapes(logs, variant, csv_out, as_json, model, tp, m_preset):
+    """Offline: untuned shapes from server logs (or from a model config), as JSON or AITER CSV."""
+    from ..parsing.csvtools import write_untuned_csv
+    from ..remote.helpers import shapelog
+    if variant and variant != "bf16":  # bf16 (a16w16) shapes are mined, not tuned, by tune-remote
+        get_variant(variant)
+    if not logs and not model:
+        raise UsageError("give log files or --model config.json", hint="tune-remote shapes server.log --json")
+    found: dict[str, list[dict]] = {}
+    warnings: list[str] = []
+    if logs:
+        for path in logs:
+            if not Path(path).is_file():
+                raise UsageError(f"log file {path} not found")
+        res = shapelog.parse_files(list(logs), variant)
+        found = {k: v for k, v in res.shapes.items()}
+        warnings = list(res.warnings)
+    if model:
+        from ..parsing.modelshapes import shapes_from_model
+        try:
+            cfg = json.loads(Path(model).read_text())
+        except ValueError as exc:
+            raise UsageError(f"{model} is not valid JSON: {exc}") from None
+        for v, rows in shapes_from_model(cfg, tp).items():
+            if variant is None or v == variant:
+                found.setdefault(v, []).extend(rows)
+    for w in warnings:
+        click.echo(f"warning: {w}", err=True)
+    if csv_out:
+        chosen = variant or (next(iter(found)) if len(found) == 1 else None)
+        if chosen is None:
+            raise UsageError("--csv writes one variant's CSV", hint="add --variant V")
+        rows = found.get(chosen, [])
+        if m_preset:
+            from ..steps.shapes import expand
+            rows = expand(rows, get_variant(chosen).family, m_preset)
+        Path(csv_out).write_text(write_untuned_csv(rows, chosen))
+    if as_json or not csv_out:
+        click.echo(json.dumps(found, indent=None if as_json else 2))
+
+
+@cli.group()
+def csv():
+    """Tuned-CSV tools: diff and merge (best valid row per key)."""
+
+
+@csv.command("diff")
+@click.argument("a", type=click.Path(dir_okay=False, exists=True))
+@click.argument("b", type=click.Path(dir_okay=False, exists=True))
+@click.option("--csv", "csv_out", type=click.Path(dir_okay=False), help="write the diff as CSV")
+def csv_diff(a, b, csv_out):
+    """Per key: kernel, us and speedup of B against A (positive = B faster)."""
+    from ..parsing.csvtools import diff_tuned, read_tuned_csv
+    df = diff_tuned(read_tuned_csv(a), read_tuned_csv(b))
+    if csv_out:
+        df.to_csv(csv_out, index=False)
+    click.echo(df.to_string(index=False))
+
+
+@csv.command("merge")
+@click.argument("inputs", nargs=-1, required=True, type=click.Path(dir_okay=False, exists=True))
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="merged CSV to write")
+def csv_merge(inputs, output):
+    """Merge tuned CSVs keeping the best valid row per key (never us=-1; never duplicate keys)."""
+    from ..parsing.csvtools import merge_tuned_report, read_tuned_csv
+    from ..state import atomic_write
+    df, report = merge_tuned_report([read_tuned_csv(p) for p in inputs])
+    atomic_write(Path(output), df.to_csv(index=False).encode())
+    click.echo(f"wrote {len(df)} rows to {output} (from {report['input_rows']}: {report['duplicates']} "
+               f"duplicate(s) resolved, {report['invalid_us']} with invalid us and {report['err_too_high']} "
+               "with errRatio over the bound dropped)")

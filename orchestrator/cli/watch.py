@@ -1,0 +1,200 @@
+"""Commands that watch a job: status, logs, cancel, fetch."""
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import click
+
+from ..context import Ctx, Settings
+from ..errors import JobError, TuneRemoteError, UsageError
+from ..state import TERMINAL, JobState, check_job_id
+from ..ui import Ui
+from ..workflow import LOG_STEP_NAMES, REMOTE_STEPS
+from .base import Env, _target_for, cli
+
+
+def _status_row(job: JobState) -> dict:
+    row = {"job_id": job.job_id, "state": job.state, "step": job.step, "node": job.node,
+           "container": job.container, "variant": job.variant,
+           "created": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(job.created))}
+    tail = job.step_state("remote").info.get("tail") or {}
+    if tail.get("progress"):
+        row["progress"] = tail["progress"]
+    if job.error:
+        row["error"] = job.error
+    return row
+
+
+@cli.command()
+@click.argument("job_id", required=False)
+@click.option("--json", "as_json", is_flag=True, help="print a JSON list of jobs")
+@click.pass_obj
+def status(env: Env, job_id, as_json):
+    """Show jobs (from the workspace; a running job is checked against its node)."""
+    jobs = [env.workspace.load(check_job_id(job_id))] if job_id else env.workspace.jobs()
+    if job_id and jobs[0].state == "running" and jobs[0].remote.get("run_dir"):
+        _refresh(env, jobs[0])
+    rows = [_status_row(j) for j in jobs]
+    if as_json:
+        click.echo(json.dumps(rows, indent=2))
+        return
+    if not rows:
+        click.echo(f"no jobs in {env.workspace.root}")
+        return
+    for r in rows:
+        prog = r.get("progress") or {}
+        extra = f" {prog.get('done')}/{prog.get('total')} batches" if prog.get("total") else ""
+        click.echo(f"{r['job_id']}  {r['state']:<9} {r['step']:<8}{extra}  {r['node']}/{r['container']}  "
+                   f"{r['variant']}" + (f"  ({r['error']})" if r.get("error") else ""))
+
+
+def _refresh(env: Env, job: JobState) -> None:
+    """One poll of the node: turns a vanished process into 'lost'. Connection problems leave the cache."""
+    from ..steps import remote as remote_step
+    settings = Settings(reconnect_s=0)
+    try:
+        target = _target_for(env, job, False)
+    except TuneRemoteError:
+        return
+    ctx = Ctx(job=job, workspace=env.workspace, target=target, settings=settings, ui=Ui(quiet=True))
+    try:
+        run = remote_step.poll_once(ctx)
+        if run["state"] == "lost":
+            job.state = "lost"
+            job.error = "the job's process on the node is gone without an exit status"
+        elif run["state"] == "cancelled":
+            job.state = "cancelled"
+        env.workspace.save(job)
+    except TuneRemoteError:
+        pass
+    finally:
+        target.close()
+
+
+@cli.command()
+@click.argument("job_id")
+@click.option("--step", "step", default="tune", metavar="STEP",
+              help="baseline|tune|after (also bench_before|tuning|bench_after) or pipeline")
+@click.option("--follow", "-f", is_flag=True, help="keep printing new lines until the job ends")
+@click.pass_obj
+def logs(env: Env, job_id, step, follow):
+    """Print a step's log (the local copy; --follow polls the node)."""
+    job = env.workspace.load(check_job_id(job_id))
+    names = {v: k for k, v in LOG_STEP_NAMES.items()}
+    step = names.get(step, step)
+    if step not in (*REMOTE_STEPS, "pipeline"):
+        raise UsageError(f"unknown step {step!r}", hint="choose baseline, tune, after or pipeline")
+    node_path = job.remote.get("pipeline_log") if step == "pipeline" else (job.remote.get("logs") or {}).get(step)
+    if not node_path:
+        raise UsageError(f"job {job_id} has no {step} log yet", hint=f"tune-remote status {job_id}")
+    local = env.workspace.job_dir(job.job_id) / "logs" / Path(node_path).name
+    if step == "pipeline":
+        local = env.workspace.job_dir(job.job_id) / "pipeline.log"
+    if job.state not in TERMINAL and job.remote.get("run_dir"):
+        _refresh_log(env, job, step, node_path, local)
+    printed = 0
+    if local.is_file():
+        data = local.read_bytes()
+        sys.stdout.buffer.write(data)
+        printed = len(data)
+    if not follow or job.state in TERMINAL:
+        sys.stdout.flush()
+        return
+    target = _target_for(env, job, False)
+    settings = Settings()
+    ctx = Ctx(job=job, workspace=env.workspace, target=target, settings=settings, ui=Ui(quiet=True))
+    from ..steps import remote as remote_step
+    try:
+        while True:
+            run = remote_step.poll_once(ctx)
+            env.workspace.save(job)
+            if local.is_file() and local.stat().st_size > printed:
+                with open(local, "rb") as fh:
+                    fh.seek(printed)
+                    data = fh.read()
+                sys.stdout.buffer.write(data)
+                sys.stdout.flush()
+                printed += len(data)
+            if run["state"] not in ("running", "starting") and not run["more"]:
+                break
+            if not run["more"]:
+                time.sleep(settings.poll_s)
+    finally:
+        target.close()
+
+
+def _refresh_log(env: Env, job: JobState, step: str, node_path: str, local: Path) -> None:
+    """Bring the local copy of a running (or detached) job's log up to date from the node; on a
+    connection problem say so and show the local copy. state.json is not saved here (a `run` or
+    `resume` may own the job right now); the polls' write-at-offset keeps the copies consistent."""
+    from ..steps import fetch as fetch_step
+    from ..steps import remote as remote_step
+    try:
+        target = _target_for(env, job, False)
+    except TuneRemoteError:
+        return
+    ctx = Ctx(job=job, workspace=env.workspace, target=target, settings=Settings(reconnect_s=0),
+              ui=Ui(quiet=True))
+    try:
+        if step == "pipeline":   # through the poll, which also records the sub-step markers
+            while remote_step.poll_once(ctx)["more"]:
+                pass
+        else:
+            fetch_step.pull(ctx, {node_path: local}, record=False)
+    except TuneRemoteError as exc:
+        click.echo(f"tune-remote: warning: showing the local copy, the node did not answer: {exc.one_line()}",
+                   err=True)
+    finally:
+        target.close()
+
+
+@cli.command()
+@click.argument("job_id")
+@click.option("--grace", type=click.FloatRange(0), default=10.0, show_default=True,
+              help="seconds between SIGTERM and SIGKILL")
+@click.pass_obj
+def cancel(env: Env, job_id, grace):
+    """Stop a job's whole process tree in the container (TERM, grace, KILL)."""
+    job = env.workspace.load(check_job_id(job_id))
+    if job.state in TERMINAL:
+        click.echo(f"job {job_id} is already {job.state}")
+        return
+    if not job.remote.get("run_dir"):
+        job.state, job.error = "cancelled", "cancelled before anything ran on the node"
+        env.workspace.save(job)
+        click.echo(f"job {job_id} cancelled")
+        return
+    target = _target_for(env, job, False)
+    ctx = Ctx(job=job, workspace=env.workspace, target=target, settings=Settings(), ui=env.ui())
+    try:
+        res = ctx.call("cancel", {"run_dir": job.remote["run_dir"], "grace_s": grace})
+    finally:
+        target.close()
+    job.state, job.error = "cancelled", "cancelled by the user"
+    env.workspace.save(job)
+    click.echo(f"job {job_id} cancelled ({len(res.get('signalled') or [])} process(es) signalled, "
+               f"{len(res.get('killed') or [])} killed)")
+
+
+@cli.command()
+@click.argument("job_id")
+@click.option("--dest", type=click.Path(file_okay=False), default=None, help="default: the job's directory")
+@click.option("--accept-new-host-key", is_flag=True)
+@click.pass_obj
+def fetch(env: Env, job_id, dest, accept_new_host_key):
+    """Bring logs, CSVs and reports home (sha256-verified; unchanged files are skipped)."""
+    from ..steps import fetch as fetch_step
+    job = env.workspace.load(check_job_id(job_id))
+    if not job.remote.get("job_dir"):
+        raise JobError(f"job {job_id} produced nothing on the node yet", hint=f"tune-remote status {job_id}")
+    target = _target_for(env, job, accept_new_host_key)
+    ctx = Ctx(job=job, workspace=env.workspace, target=target, settings=Settings(), ui=env.ui())
+    try:
+        outcome = fetch_step.run(ctx, Path(dest) if dest else None)
+    finally:
+        target.close()
+    env.workspace.save(job)
+    click.echo(json.dumps({"job_id": job_id, "files": outcome}, indent=2))
