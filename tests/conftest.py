@@ -22,7 +22,7 @@ from tests.fake_remote import (  # noqa: E402
     ContainerSpec, Node, TestBed, TestbedUnavailable, is_ci, sim_available, sweep_stale,
 )
 
-E2E_FIXTURES = {"testbed", "make_node", "node", "shared_node"}
+E2E_FIXTURES = {"testbed", "make_node", "node", "shared_node", "slurm_cluster"}
 _BED_TIMINGS: dict = {}
 
 
@@ -64,6 +64,26 @@ def testbed():
         t1 = time.monotonic()
         notes = bed.close()
         _BED_TIMINGS.update(teardown_s=time.monotonic() - t1, teardown_notes=notes)
+
+
+@pytest.fixture(scope="module")
+def slurm_cluster(testbed):
+    """A real Slurm cluster (munge, slurmctld, two slurmd: ``a`` and ``b``, 8 GRES GPUs each) whose login
+    node is a test-bed node; see ``tests/fake_remote/slurm.py``. One per test module."""
+    from tests.fake_remote.slurm import SlurmCluster, slurm_available, sweep_stale_clusters
+    why = slurm_available()
+    if why:
+        testbed_unavailable(why)
+    sweep_stale_clusters()
+    cluster = SlurmCluster(testbed, computes=("a", "b"))
+    try:
+        cluster.start()
+    except TestbedUnavailable as e:
+        testbed_unavailable(str(e))
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
 
 
 @pytest.fixture

@@ -300,6 +300,7 @@ class Node:
         self.sshd_config_file = directory / "sshd_config"
         self.sshd_log = directory / "sshd.log"
         self.host_public_key = ""
+        self.extra_env: dict[str, str] = {}   # more SetEnv for every session (e.g. SLURM_CONF on a login node)
 
     # ---------------------------------------------------------------- set-up
     def setup_ssh(self) -> None:
@@ -340,7 +341,7 @@ LoginGraceTime 30
 LogLevel VERBOSE
 Subsystem sftp internal-sftp
 # marks every session process, so that teardown finds commands that outlived their connection
-SetEnv {SESSION_MARKER}={self.name}
+SetEnv {SESSION_MARKER}={self.name}{"".join(f" {k}={v}" for k, v in sorted(self.extra_env.items()))}
 """
 
     def start_sshd(self, deadline_s: float = 15.0) -> None:
