@@ -26,7 +26,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import time
 from pathlib import Path
 
 from .node import ContainerSpec, Node
