@@ -51,6 +51,26 @@ class NodeSpec:
 class Inventory:
     path: str
     nodes: dict[str, NodeSpec]
+    groups: dict[str, tuple[str, ...]] = field(default_factory=dict)
+
+    def select(self, names) -> list[NodeSpec]:
+        """Nodes named by ``--node`` values: a node, a group of ``groups:``, or ``all``; in order, once each."""
+        out: dict[str, NodeSpec] = {}
+        for name in names:
+            if name == "all":
+                members = tuple(self.nodes)
+            elif name in self.groups:
+                members = self.groups[name]
+            elif name in self.nodes:
+                members = (name,)
+            else:
+                raise InventoryError(
+                    f"unknown node or group {name!r} in {self.path}",
+                    hint="nodes: " + (", ".join(self.nodes) or "none") + "; groups: "
+                         + (", ".join(self.groups) or "none") + "; or all")
+            for m in members:
+                out.setdefault(m, self.nodes[m])
+        return list(out.values())
 
     def node(self, name: str) -> NodeSpec:
         try:
@@ -96,11 +116,11 @@ def load_inventory(path: str) -> Inventory:
     top = _mapping_items(root)
     if "nodes" not in top:
         raise InventoryError(f"{path}: missing 'nodes:'", hint="see the commented example inventory.yaml")
-    unknown = set(top) - {"nodes"}
+    unknown = set(top) - {"nodes", "groups"}
     if unknown:
         key = sorted(unknown)[0]
         raise InventoryError(f"{path}{_line(top[key][0])}: unknown top-level key {key!r}",
-                             hint="the top level holds only 'nodes:'")
+                             hint="the top level holds 'nodes:' and 'groups:'")
     nodes_node = top["nodes"][1]
     if not isinstance(nodes_node, yaml.MappingNode) or not nodes_node.value:
         raise InventoryError(f"{path}{_line(nodes_node)}: 'nodes' must map node names to settings",
@@ -108,7 +128,33 @@ def load_inventory(path: str) -> Inventory:
     nodes: dict[str, NodeSpec] = {}
     for name, (knode, vnode) in _mapping_items(nodes_node).items():
         nodes[name] = _node(path, name, knode, vnode)
-    return Inventory(path=str(p), nodes=nodes)
+    groups = _groups(path, top["groups"], nodes) if "groups" in top else {}
+    return Inventory(path=str(p), nodes=nodes, groups=groups)
+
+
+def _groups(path: str, item, nodes: dict[str, NodeSpec]) -> dict[str, tuple[str, ...]]:
+    knode, vnode = item
+    if not isinstance(vnode, yaml.MappingNode):
+        raise InventoryError(f"{path}{_line(knode)}: 'groups' must map group names to lists of nodes",
+                             hint="e.g. groups: {mi355: [mi355-07, mi355-08]}")
+    out: dict[str, tuple[str, ...]] = {}
+    for name, (gk, gv) in _mapping_items(vnode).items():
+        if not _NAME.match(name) or name == "all" or name in nodes:
+            raise InventoryError(f"{path}{_line(gk)}: invalid group name {name!r}",
+                                 hint="a group name is not 'all' and not the name of a node")
+        if not isinstance(gv, yaml.SequenceNode) or not gv.value:
+            raise InventoryError(f"{path}{_line(gk)}: group {name!r} must be a non-empty list of nodes",
+                                 hint=f"e.g. {name}: [node-a, node-b]")
+        members = []
+        for m in gv.value:
+            if not isinstance(m, yaml.ScalarNode) or m.value not in nodes:
+                raise InventoryError(f"{path}{_line(m)}: group {name!r} names unknown node "
+                                     f"{getattr(m, 'value', m)!r}",
+                                     hint="nodes in this inventory: " + ", ".join(nodes))
+            if m.value not in members:
+                members.append(m.value)
+        out[name] = tuple(members)
+    return out
 
 
 def _scalar(path: str, key: str, knode, vnode, kind):

@@ -38,9 +38,13 @@ def _validate_local_inputs(variant_name: str, logs, shapes_csv, nk) -> None:
 
 
 @cli.command()
-@click.option("--node", required=True, help="node name from the inventory")
-@click.option("--container", required=True, help="container name on that node (from the inventory)")
-@click.option("--variant", required=True, metavar="VARIANT", help="one of: " + ", ".join(VARIANTS))
+@click.option("--node", "node", required=True, multiple=True,
+              help="node name, a group of the inventory's groups:, or all (repeatable: a campaign)")
+@click.option("--container", default=None,
+              help="container name on the node(s) (may be left out when each node has one container)")
+@click.option("--variant", required=True, metavar="VARIANT",
+              help="one of: " + ", ".join(VARIANTS) + "; or a comma-separated list, or auto (a campaign)")
+@click.option("--dry-run", is_flag=True, help="campaigns: print the plan (targets, shards) and exit")
 @click.option("--log", "logs", multiple=True, metavar="PATH",
               help="server log inside the container; node:PATH on the node's host; local:PATH here (repeatable)")
 @click.option("--shapes-csv", type=click.Path(dir_okay=False), help="shapes in AITER's untuned CSV format")
@@ -55,22 +59,45 @@ def _validate_local_inputs(variant_name: str, logs, shapes_csv, nk) -> None:
 @click.option("--detach", is_flag=True, help="return once the remote work is running; `resume` finishes it")
 @click.option("--accept-new-host-key", is_flag=True, help="trust an unknown host key and add it to known_hosts")
 @click.pass_obj
-def run(env: Env, node, container, variant, logs, shapes_csv, nk, m_preset, gpus, batch, timeout, job_id,
-        yes, detach, accept_new_host_key):
-    """Discover, mine shapes, benchmark, tune (detached on the node), re-benchmark, compare, report, fetch."""
-    get_variant(variant)
+def run(env: Env, node, container, variant, dry_run, logs, shapes_csv, nk, m_preset, gpus, batch, timeout,
+        job_id, yes, detach, accept_new_host_key):
+    """Discover, mine shapes, benchmark, tune (detached on the node), re-benchmark, compare, report, fetch.
+
+    Several nodes (or a group, or all) and/or several variants (or auto) make one campaign job."""
+    from .campaign import is_campaign_request, validate_campaign_inputs
+    nodes, variants = list(node), [v.strip() for v in variant.split(",") if v.strip()]
     inv = load_inventory(env.inventory_path)
-    node_spec = inv.node(node)
-    ctr = node_spec.container(container)
-    _validate_local_inputs(variant, logs, shapes_csv, nk)
+    campaign = is_campaign_request(inv, nodes, variants)
+    if campaign:
+        validate_campaign_inputs(inv, nodes, container, variants, logs, shapes_csv, nk, detach)
+        for v in variants:
+            if v != "auto":
+                _validate_local_inputs(v, logs, shapes_csv, nk)
+    else:
+        node, variant = nodes[0], variants[0]
+        get_variant(variant)
+        node_spec = inv.node(node)
+        if container is None and len(node_spec.containers) == 1:
+            container = next(iter(node_spec.containers))
+        if container is None:
+            raise UsageError(f"node {node!r} has {len(node_spec.containers)} containers; say which",
+                             hint="add --container NAME (one of: " + ", ".join(node_spec.containers) + ")")
+        ctr = node_spec.container(container)
+        _validate_local_inputs(variant, logs, shapes_csv, nk)
     gpu_list = _parse_gpus(gpus)
-    job_id = check_job_id(job_id) if job_id else new_job_id(variant, node)
+    job_id = check_job_id(job_id) if job_id else new_job_id(
+        "-".join(variants) if campaign else variant, "-".join(nodes) if campaign else node)
     if env.workspace.exists(job_id):
         raise UsageError(f"job {job_id} already exists in {env.workspace.root}",
                          hint=f"use `tune-remote resume {job_id}` or choose another --job-id")
     request = {"logs": list(logs), "shapes_csv": os.path.abspath(shapes_csv) if shapes_csv else None,
                "nk": list(nk), "m_preset": m_preset, "gpus": gpu_list, "batch": batch, "timeout": timeout,
                "detach": detach}
+    if campaign:
+        from .campaign import run_campaign
+        run_campaign(env, inv, nodes, container, variants, request, job_id, _settings(yes, accept_new_host_key),
+                     dry_run)
+        return
     job = JobState(job_id=job_id, node=node, container=container, variant=variant, created=time.time(),
                    request=request)
     target = Target(node_spec, ctr, accept_new_host_key=accept_new_host_key)
@@ -114,6 +141,10 @@ def resume(env: Env, job_id, yes, accept_new_host_key):
     job = env.workspace.load(check_job_id(job_id))
     if job.state in TERMINAL:
         _finish(job, env)
+        return
+    if job.request.get("campaign"):
+        from .campaign import resume_campaign
+        resume_campaign(env, job, _settings(yes, accept_new_host_key))
         return
     job.request["detach"] = False
     _drive(env, job, _target_for(env, job, accept_new_host_key), _settings(yes, accept_new_host_key))

@@ -16,7 +16,7 @@ from ..workflow import LOG_STEP_NAMES, REMOTE_STEPS
 from .base import Env, _target_for, cli
 
 
-def _status_row(job: JobState) -> dict:
+def _status_row(job: JobState, env: Env | None = None) -> dict:
     row = {"job_id": job.job_id, "state": job.state, "step": job.step, "node": job.node,
            "container": job.container, "variant": job.variant,
            "created": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(job.created))}
@@ -25,6 +25,9 @@ def _status_row(job: JobState) -> dict:
         row["progress"] = tail["progress"]
     if job.error:
         row["error"] = job.error
+    if job.request.get("campaign") and env is not None:   # its targets live in the job's directory
+        from .campaign import status_targets
+        row["targets"] = status_targets(env, job)
     return row
 
 
@@ -37,7 +40,7 @@ def status(env: Env, job_id, as_json):
     jobs = [env.workspace.load(check_job_id(job_id))] if job_id else env.workspace.jobs()
     if job_id and jobs[0].state == "running" and jobs[0].remote.get("run_dir"):
         _refresh(env, jobs[0])
-    rows = [_status_row(j) for j in jobs]
+    rows = [_status_row(j, env) for j in jobs]
     if as_json:
         click.echo(json.dumps(rows, indent=2))
         return
@@ -161,6 +164,10 @@ def cancel(env: Env, job_id, grace):
     job = env.workspace.load(check_job_id(job_id))
     if job.state in TERMINAL:
         click.echo(f"job {job_id} is already {job.state}")
+        return
+    if job.request.get("campaign"):
+        from .campaign import cancel_campaign
+        cancel_campaign(env, job, grace)
         return
     if not job.remote.get("run_dir"):
         job.state, job.error = "cancelled", "cancelled before anything ran on the node"

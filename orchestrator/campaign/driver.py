@@ -1,0 +1,193 @@
+"""A campaign: one job id over many targets and variants.
+
+The campaign job (``<ws>/<job>/state.json``, a ``JobState`` whose node/container/variant are comma-joined)
+owns sub-jobs, one per (target, variant), kept as ordinary single-target jobs in ``<ws>/<job>/targets/``.
+Each target runs its sub-jobs one after another in its own thread (its variants share the node's GPUs);
+targets run in parallel. A target that fails does not stop the others; the job fails naming it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+from ..context import Settings
+from ..errors import JobError, TuneRemoteError, UsageError
+from ..parsing.csvtools import write_untuned_csv
+from ..state import TERMINAL, JobState, Workspace, atomic_write
+from . import plan as planning
+from .targets import Runner, TargetRef
+
+
+def is_campaign(job: JobState) -> bool:
+    return bool(job.request.get("campaign"))
+
+
+def sub_workspace(workspace: Workspace, job: JobState) -> Workspace:
+    return Workspace(workspace.job_dir(job.job_id) / "targets")
+
+
+def sub_job_id(job_id: str, ref: TargetRef, variant: str) -> str:
+    sid = f"{job_id}.{ref.node}.{ref.container}.{variant}"
+    if len(sid) <= 81:
+        return sid
+    return f"{job_id[:48]}.{hashlib.sha1(sid.encode()).hexdigest()[:10]}.{variant}"[:81]
+
+
+def make_plan(job: JobState, runner: Runner, refs: list[TargetRef], variants: list[str], settings: Settings,
+              ui) -> dict:
+    probes = planning.probe(runner, refs, settings, job.request.get("gpus"))
+    reachable = [p for p in probes if not p.error]
+    unreachable = [f"{p.ref.label}: {p.error}" for p in probes if p.error]
+    if not reachable:
+        raise JobError("no target could be used: " + "; ".join(unreachable),
+                       hint="check the nodes with `ssh NODE docker ps`, or choose others with --node")
+    for p in reachable:
+        ui.event(f"{p.ref.label}: aiter {p.facts.get('version')} ({p.facts.get('profile')}), "
+                 f"{p.facts.get('gfx')} cu_num={p.facts.get('cu_num')}, GPUs free: "
+                 f"{','.join(map(str, p.gpus))}")
+    found = planning.mine(runner, reachable[0], job.request, variants, settings)
+    out = {"variants": {}, "excluded": [], "unreachable": unreachable,
+           "facts": {p.ref.label: p.facts for p in reachable}}
+    for variant, shapes in found.items():
+        if not shapes:
+            out["excluded"].append(f"{variant}: no untuned shapes found")
+            continue
+        groups, excluded = planning.group(reachable, variant)
+        out["excluded"].extend(excluded)
+        if not groups:
+            raise UsageError(f"no target can tune {variant}: " + "; ".join(excluded or unreachable),
+                             hint="choose nodes whose GPUs run it (a4w4 needs gfx950)")
+        out["variants"][variant] = {}
+        for kind, members in groups.items():
+            shards = planning.shard(shapes, {p.ref: max(1, len(p.gpus)) for p in members})
+            out["variants"][variant]["/".join(map(str, kind))] = {
+                ref.label: rows for ref, rows in shards.items()}
+    if not out["variants"]:
+        raise UsageError("no shapes to tune for " + ", ".join(found), hint="check --variant and the logs")
+    return out
+
+
+def create_sub_jobs(job: JobState, workspace: Workspace, plan: dict) -> list[JobState]:
+    """One ordinary job per (target, variant) with a non-empty shard; its shapes come as --shapes-csv."""
+    subs = []
+    shards_dir = workspace.job_dir(job.job_id) / "shards"
+    for variant, groups in plan["variants"].items():
+        for shards in groups.values():
+            for label, rows in shards.items():
+                if not rows:
+                    continue
+                node, container = label.split("/", 1)
+                ref = TargetRef(node, container)
+                sid = sub_job_id(job.job_id, ref, variant)
+                csv_path = shards_dir / f"{sid}.csv"
+                atomic_write(csv_path, write_untuned_csv(rows, variant).encode())
+                request = dict(job.request, logs=[], nk=[], shapes_csv=str(csv_path), m_preset="logged",
+                               detach=False, campaign=None, parent=job.job_id)
+                request["gpus"] = plan["facts"][label].get("free_gpus")
+                subs.append(JobState(job_id=sid, node=node, container=container, variant=variant,
+                                     created=time.time(), request=request))
+    return subs
+
+
+def drive(job: JobState, workspace: Workspace, runner: Runner, settings: Settings, ui) -> str:
+    """Run (or resume) every unfinished sub-job: targets in parallel, a target's variants in order."""
+    subws = sub_workspace(workspace, job)
+    ids = job.request["campaign"]["sub_jobs"]
+    by_target: dict[str, list[str]] = {}
+    for sid in ids:
+        sub = subws.load(sid)
+        by_target.setdefault(f"{sub.node}/{sub.container}", []).append(sid)
+    lock = threading.Lock()
+    sub_settings = Settings(poll_s=settings.poll_s, reconnect_s=settings.reconnect_s,
+                            accept_new_host_key=settings.accept_new_host_key, yes=True, interactive=False)
+
+    def one_target(label: str) -> None:
+        for sid in by_target[label]:
+            sub = subws.load(sid)
+            if sub.state in TERMINAL:
+                continue
+            with lock:
+                ui.event(f"{label}: {sub.variant} ({len(_shard_rows(sub))} shapes) started")
+            try:
+                runner.run(sub, subws, sub_settings)
+            except TuneRemoteError as exc:
+                sub = subws.load(sid)
+                if sub.state == "running" and exc.exit_code != 75:
+                    sub.state, sub.error = "failed", exc.one_line()
+                    subws.save(sub)
+            except Exception as exc:  # noqa: BLE001 - one target's bug must not stop the others
+                sub = subws.load(sid)
+                sub.state, sub.error = "failed", f"{type(exc).__name__}: {exc}"
+                subws.save(sub)
+            sub = subws.load(sid)
+            with lock:
+                ui.event(f"{label}: {sub.variant} {sub.state}" + (f" ({sub.error})" if sub.error else ""))
+
+    with ThreadPoolExecutor(max_workers=max(1, len(by_target))) as pool:
+        list(pool.map(one_target, list(by_target)))
+    return finish(job, workspace)
+
+
+def _shard_rows(sub: JobState) -> list[str]:
+    try:
+        with open(sub.request["shapes_csv"]) as fh:
+            return fh.read().splitlines()[1:]
+    except OSError:
+        return []
+
+
+def sub_jobs(job: JobState, workspace: Workspace) -> list[JobState]:
+    subws = sub_workspace(workspace, job)
+    out = []
+    for sid in job.request["campaign"].get("sub_jobs", []):
+        try:
+            out.append(subws.load(sid))
+        except TuneRemoteError:
+            continue
+    return out
+
+
+def finish(job: JobState, workspace: Workspace) -> str:
+    """Aggregate the sub-jobs into the campaign's state, comparison CSV(s) and report."""
+    from .merge import write_outputs
+    subs = sub_jobs(job, workspace)
+    states = {s.state for s in subs}
+    if "running" in states:
+        job.state, job.step = "running", "remote"
+    elif subs and states == {"succeeded"}:
+        job.state, job.step, job.error = "succeeded", "done", None
+    else:
+        bad = [f"{s.node}/{s.container} {s.variant}: {s.state}" + (f" ({s.error})" if s.error else "")
+               for s in subs if s.state != "succeeded"]
+        job.state = "cancelled" if states <= {"cancelled", "succeeded"} and "cancelled" in states else "failed"
+        job.step = "done"
+        job.error = f"{len(bad)} of {len(subs)} target job(s) did not succeed: " + "; ".join(bad)
+    if job.state != "running":
+        write_outputs(job, workspace, subs)
+    workspace.save(job)
+    return job.state
+
+
+def targets_rows(job: JobState, workspace: Workspace) -> list[dict]:
+    return [{"node": s.node, "container": s.container, "variant": s.variant, "state": s.state, "step": s.step}
+            for s in sub_jobs(job, workspace)]
+
+
+def cancel(job: JobState, workspace: Workspace, runner: Runner, grace_s: float) -> tuple[int, int]:
+    signalled = killed = 0
+    subws = sub_workspace(workspace, job)
+    for sub in sub_jobs(job, workspace):
+        if sub.state in TERMINAL:
+            continue
+        if sub.remote.get("run_dir"):
+            res = runner.cancel(sub, subws, grace_s)
+            signalled += len(res.get("signalled") or [])
+            killed += len(res.get("killed") or [])
+        sub.state, sub.error = "cancelled", "cancelled by the user"
+        subws.save(sub)
+    job.state, job.error, job.step = "cancelled", "cancelled by the user", "done"
+    workspace.save(job)
+    return signalled, killed

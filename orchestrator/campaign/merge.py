@@ -1,0 +1,88 @@
+"""A campaign's outputs: comparison CSV(s) with a ``node`` column, one report.md / report.html.
+
+One variant: ``<ws>/<job>/comparison.csv``; several: ``<ws>/<job>/<variant>/comparison.csv`` each.
+Every target's own report, logs and tables stay in ``<ws>/<job>/targets/<sub job>/``.
+"""
+
+from __future__ import annotations
+
+import html
+import time
+from pathlib import Path
+
+from ..state import JobState, Workspace, atomic_write
+
+
+def merged_comparisons(job: JobState, workspace: Workspace, subs: list[JobState]) -> dict[str, Path]:
+    import pandas as pd
+    from .driver import sub_workspace
+    subws = sub_workspace(workspace, job)
+    root = workspace.job_dir(job.job_id)
+    variants = sorted({s.variant for s in subs})
+    written: dict[str, Path] = {}
+    for variant in variants:
+        frames = []
+        for s in subs:
+            path = subws.job_dir(s.job_id) / "comparison.csv"
+            if s.variant != variant or not path.is_file():
+                continue
+            df = pd.read_csv(path, dtype=str, keep_default_na=False)
+            df["node"] = s.node
+            frames.append(df)
+        if not frames:
+            continue
+        out = root / "comparison.csv" if len(variants) == 1 else root / variant / "comparison.csv"
+        atomic_write(out, pd.concat(frames, ignore_index=True).to_csv(index=False).encode())
+        written[variant] = out
+    return written
+
+
+def _summary(path: Path) -> dict:
+    import pandas as pd
+    df = pd.read_csv(path, dtype=str, keep_default_na=False)
+    out = {"shapes": len(df)}
+    if "speedup_pct" in df:
+        sp = pd.to_numeric(df["speedup_pct"], errors="coerce")
+        out.update(faster=int((sp > 1).sum()), slower=int((sp < -1).sum()),
+                   median=None if sp.dropna().empty else round(float(sp.median()), 2))
+    if "verdict" in df:
+        out["verdicts"] = df["verdict"].value_counts().to_dict()
+    return out
+
+
+def write_outputs(job: JobState, workspace: Workspace, subs: list[JobState]) -> None:
+    from .driver import sub_workspace
+    root = workspace.job_dir(job.job_id)
+    comps = merged_comparisons(job, workspace, subs)
+    subws = sub_workspace(workspace, job)
+    lines = [f"# Campaign {job.job_id}", "",
+             f"Generated {time.strftime('%Y-%m-%d %H:%M:%S')}. **State:** {job.state}"
+             + (f" ({job.error})" if job.error else ""), "",
+             f"Variants: {job.variant}. Targets: {len({(s.node, s.container) for s in subs})}.", ""]
+    kinds = (job.request.get("campaign") or {}).get("kinds") or {}
+    lines += ["## Targets", "", "| node | container | variant | GPU kind | shapes | state | report |",
+              "|---|---|---|---|---|---|---|"]
+    for s in subs:
+        rep = subws.job_dir(s.job_id) / "report.md"
+        rel = rep.relative_to(root) if rep.is_file() else "-"
+        lines.append(f"| {s.node} | {s.container} | {s.variant} | {kinds.get(f'{s.node}/{s.container}', '-')} "
+                     f"| {len(s.shapes)} | {s.state}{' (' + s.error + ')' if s.error else ''} | {rel} |")
+    lines += ["", "## Results per variant", ""]
+    for variant, path in comps.items():
+        summ = _summary(path)
+        lines.append(f"- **{variant}**: {summ['shapes']} shapes compared "
+                     f"({path.relative_to(root)}); faster > 1 %: {summ.get('faster', '-')}, "
+                     f"slower < -1 %: {summ.get('slower', '-')}, median speedup {summ.get('median', '-')} %"
+                     + (f"; verdicts {summ['verdicts']}" if summ.get("verdicts") else ""))
+    if not comps:
+        lines.append("- no comparison (no target finished its benchmarks)")
+    plan = (job.request.get("campaign") or {}).get("plan_lines") or []
+    if plan:
+        lines += ["", "## Plan", "", "```", *plan, "```"]
+    md = "\n".join(lines) + "\n"
+    atomic_write(root / "report.md", md.encode())
+    body = html.escape(md)
+    atomic_write(root / "report.html", (
+        "<!doctype html><html><head><meta charset='utf-8'><title>Campaign "
+        f"{html.escape(job.job_id)}</title></head><body><pre style='font-family:ui-monospace,monospace'>"
+        f"{body}</pre></body></html>\n").encode())

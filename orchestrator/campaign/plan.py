@@ -1,0 +1,171 @@
+"""Campaign planning: probe every target, find the shapes once, group targets by GPU kind, shard by cost.
+
+Pure where it can be (``group``, ``shard``, ``shape_cost``, ``plan_lines``); ``probe`` and ``mine`` ask
+the nodes (one helper round trip per target, one mining pass).
+"""
+
+from __future__ import annotations
+
+import heapq
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+from ..context import Ctx, Settings
+from ..errors import TuneRemoteError, UsageError
+from ..state import JobState
+from ..ui import Ui
+from ..variants import VARIANTS, format_version, get_variant, parse_version, profile_for
+from .targets import Runner, TargetRef
+
+FREE_GPU_BUSY_PCT = 10
+
+
+@dataclass
+class Probe:
+    ref: TargetRef
+    facts: dict = field(default_factory=dict)
+    error: str | None = None
+
+    @property
+    def kind(self) -> tuple:
+        """Targets of one kind give the same kernel timings: same gfx, same CU count, same AITER profile."""
+        return (self.facts.get("gfx"), self.facts.get("cu_num"), self.facts.get("profile"))
+
+    @property
+    def gpus(self) -> list[int]:
+        return [int(g) for g in self.facts.get("free_gpus") or []]
+
+
+def _probe_one(runner: Runner, ref: TargetRef, settings: Settings, gpus) -> Probe:
+    target = None
+    try:
+        target = runner.open(ref)
+        job = JobState(job_id="probe", node=ref.node, container=ref.container, variant="a8w8", created=0,
+                       request={})
+        ctx = Ctx(job=job, workspace=None, target=target, settings=settings, ui=Ui(quiet=True))
+        facts = ctx.call("discover", {"aiter_path": target.container.aiter_path,
+                                      "busy_threshold": FREE_GPU_BUSY_PCT})
+        if not facts.get("aiter_root"):
+            return Probe(ref, error=f"no aiter installation found in container {ref.container}")
+        version = parse_version(facts.get("version")) or parse_version(facts.get("git_describe"))
+        profile = profile_for(version)
+        facts["version"] = format_version(version) if version else facts.get("version")
+        facts["profile"] = profile.name
+        if gpus:
+            facts["free_gpus"] = list(gpus)
+        if not facts.get("free_gpus"):
+            return Probe(ref, facts, error=f"no free GPU on {ref.node}")
+        return Probe(ref, facts)
+    except TuneRemoteError as exc:
+        return Probe(ref, error=exc.one_line())
+    finally:
+        if target is not None:
+            target.close()
+
+
+def probe(runner: Runner, refs: list[TargetRef], settings: Settings, gpus=None) -> list[Probe]:
+    """Discover every target at once (one thread, one connection and one round trip each)."""
+    with ThreadPoolExecutor(max_workers=min(16, max(1, len(refs)))) as pool:
+        return list(pool.map(lambda r: _probe_one(runner, r, settings, gpus), refs))
+
+
+def mine(runner: Runner, probe_: Probe, request: dict, variants: list[str], settings: Settings) -> dict[str, list]:
+    """Shapes per variant, found once (logs in a container/node are read on the first reachable target;
+    ``local:PATH`` on this machine). ``variants == ["auto"]``: every variant the logs show."""
+    from ..steps import shapes as shapes_step
+    target = runner.open(probe_.ref)
+    job = JobState(job_id="probe", node=probe_.ref.node, container=probe_.ref.container, variant="a8w8",
+                   created=0, request=dict(request), facts=dict(probe_.facts))
+    ctx = Ctx(job=job, workspace=None, target=target, settings=settings, ui=Ui(quiet=True))
+    try:
+        if variants == ["auto"]:
+            variants = _variants_in_logs(ctx, request.get("logs") or [])
+            if not variants:
+                raise UsageError("--variant auto: the logs show no untuned shapes of any variant",
+                                 hint="check the --log paths, or name the variants: --variant a8w8_blockscale,moe")
+        out = {}
+        for v in variants:
+            job.variant = v
+            found, _described = shapes_step.collect(ctx)
+            out[v] = found
+        return out
+    finally:
+        target.close()
+
+
+def _variants_in_logs(ctx: Ctx, logs: list[str]) -> list[str]:
+    from ..remote.helpers import shapelog
+    from ..steps.shapes import split_log_sources
+    seen: set[str] = set()
+    for where, paths in split_log_sources(logs).items():
+        if not paths:
+            continue
+        if where == "local":
+            shapes = shapelog.parse_files(paths, None).shapes
+        else:
+            shapes = ctx.call("shapes", {"logs": paths, "variant": None}, host=(where == "node"),
+                              timeout=3600).get("shapes") or {}
+        seen.update(v for v, rows in shapes.items() if rows and v in VARIANTS)
+    return [v for v in VARIANTS if v in seen]
+
+
+def shape_cost(shape: dict) -> float:
+    """Relative tuning time of one shape: a fixed part (candidates compiled and launched) plus a part
+    growing with the work per launch. Only the ratios matter."""
+    def num(key, default=1):
+        try:
+            return max(1, int(shape.get(key, default)))
+        except (TypeError, ValueError):
+            return default
+    if "token" in shape:
+        work = num("token") * num("model_dim") * num("inter_dim") * num("topk")
+    else:
+        work = num("b") * num("m") * num("n") * num("k")
+    return 1.0 + work / float(2 ** 34)
+
+
+def shard(shapes: list[dict], weights: dict[TargetRef, int]) -> dict[TargetRef, list[dict]]:
+    """Longest-processing-time-first: each shape (costliest first) goes to the target that would finish
+    it first, a target's speed being its number of GPUs. Deterministic for equal inputs."""
+    out: dict[TargetRef, list[dict]] = {ref: [] for ref in weights}
+    if not weights:
+        return out
+    heap = [(0.0, i, ref) for i, ref in enumerate(weights)]
+    heapq.heapify(heap)
+    for s in sorted(shapes, key=shape_cost, reverse=True):
+        load, i, ref = heapq.heappop(heap)
+        out[ref].append(s)
+        heapq.heappush(heap, (load + shape_cost(s) / max(1, weights[ref]), i, ref))
+    return out
+
+
+def group(probes: list[Probe], variant: str) -> tuple[dict[tuple, list[Probe]], list[str]]:
+    """Targets able to tune ``variant`` by kind; and why the others cannot."""
+    v = get_variant(variant)
+    groups: dict[tuple, list[Probe]] = {}
+    excluded = []
+    for p in probes:
+        if p.error:
+            continue
+        if v.requires_gfx and p.facts.get("gfx") not in v.requires_gfx:
+            excluded.append(f"{p.ref.label}: {variant} needs {'/'.join(sorted(v.requires_gfx))}, "
+                            f"this GPU is {p.facts.get('gfx')}")
+            continue
+        groups.setdefault(p.kind, []).append(p)
+    return groups, excluded
+
+
+def plan_lines(plan: dict) -> list[str]:
+    lines = []
+    for variant, groups in plan["variants"].items():
+        for kind, shards in groups.items():
+            total = sum(len(s) for s in shards.values())
+            lines.append(f"{variant} on {kind} ({len(shards)} target(s), {total} shapes):")
+            for label, rows in shards.items():
+                cost = sum(shape_cost(r) for r in rows)
+                lines.append(f"  {label}: {len(rows)} shapes (est. cost {cost:.1f})")
+    for why in plan.get("excluded", []):
+        lines.append(f"excluded: {why}")
+    for p in plan.get("unreachable", []):
+        lines.append(f"unreachable: {p}")
+    return lines

@@ -1,0 +1,97 @@
+"""The campaign seam: where targets come from (a *target source*) and how one target's work runs (a *runner*).
+
+A target is one container on one node. ``InventorySource`` yields them from inventory.yaml (nodes, groups,
+``all``); a Slurm allocation is the next source. A runner carries one sub-job (one variant's shard on one
+target) through the single-target workflow and can cancel it; ``InventoryRunner`` does it over SSH +
+``docker exec`` with the engine every single-target job uses, so a campaign adds no second code path
+for the work itself.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from ..context import Ctx, Settings, Target
+from ..errors import UsageError
+from ..inventory import Inventory
+from ..state import JobState, Workspace
+from ..ui import Ui
+
+
+@dataclass(frozen=True)
+class TargetRef:
+    node: str
+    container: str
+
+    @property
+    def label(self) -> str:
+        return f"{self.node}/{self.container}"
+
+
+class Runner(Protocol):
+    def open(self, ref: TargetRef) -> Target: ...
+
+    def run(self, sub: JobState, workspace: Workspace, settings: Settings) -> str: ...
+
+    def cancel(self, sub: JobState, workspace: Workspace, grace_s: float) -> dict: ...
+
+
+class TargetSource(Protocol):
+    def targets(self) -> list[TargetRef]: ...
+
+    def runner(self, accept_new_host_key: bool = False) -> Runner: ...
+
+
+class InventorySource:
+    """``--node`` values (node, group or ``all``, repeatable) x ``--container`` (optional when each node
+    has exactly one container)."""
+
+    def __init__(self, inventory: Inventory, node_args, container: str | None):
+        self.inventory = inventory
+        self.nodes = inventory.select(node_args)
+        self.container = container
+
+    def targets(self) -> list[TargetRef]:
+        refs = []
+        for node in self.nodes:
+            if self.container:
+                node.container(self.container)          # a clear error when a node lacks it
+                refs.append(TargetRef(node.name, self.container))
+            elif len(node.containers) == 1:
+                refs.append(TargetRef(node.name, next(iter(node.containers))))
+            else:
+                raise UsageError(f"node {node.name!r} has {len(node.containers)} containers; say which",
+                                 hint="add --container NAME (one of: " + ", ".join(node.containers) + ")")
+        return refs
+
+    def runner(self, accept_new_host_key: bool = False) -> "InventoryRunner":
+        return InventoryRunner(self.inventory, accept_new_host_key)
+
+
+class InventoryRunner:
+    def __init__(self, inventory: Inventory, accept_new_host_key: bool = False):
+        self.inventory = inventory
+        self.accept_new = accept_new_host_key
+
+    def open(self, ref: TargetRef) -> Target:
+        node = self.inventory.node(ref.node)
+        return Target(node, node.container(ref.container), accept_new_host_key=self.accept_new)
+
+    def run(self, sub: JobState, workspace: Workspace, settings: Settings) -> str:
+        from ..engine import run_job
+        target = self.open(TargetRef(sub.node, sub.container))
+        ctx = Ctx(job=sub, workspace=workspace, target=target, settings=settings, ui=Ui(quiet=True))
+        try:
+            target.connect()
+            return run_job(ctx)
+        finally:
+            target.close()
+
+    def cancel(self, sub: JobState, workspace: Workspace, grace_s: float) -> dict:
+        target = self.open(TargetRef(sub.node, sub.container))
+        ctx = Ctx(job=sub, workspace=workspace, target=target, settings=Settings(), ui=Ui(quiet=True))
+        try:
+            return ctx.call("cancel", {"run_dir": sub.remote["run_dir"], "grace_s": grace_s})
+        finally:
+            target.close()

@@ -1,0 +1,117 @@
+"""Campaigns end to end on the test bed: several nodes (a group, all) and several variants in one job.
+
+Fleet: n1 and n2 alike (cu_num 256), n3 partitioned (cu_num 64: its own GPU kind). Every node has one
+container, so --container may be left out.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from contextlib import redirect_stdout
+from pathlib import Path
+
+import pytest
+import yaml
+
+from orchestrator.cli import main
+from tests.fake_remote import ContainerSpec
+
+pytestmark = pytest.mark.e2e
+
+NK = ["--nk", "7168,2048", "--nk", "2048,7168", "--m-preset", "1,16,64,256"]   # 8 shapes per variant
+
+
+@pytest.fixture(scope="module")
+def fleet(testbed):
+    nodes = [testbed.create_node(("current",), proxy=False),
+             testbed.create_node(("current",), proxy=False),
+             testbed.create_node((ContainerSpec(sim={"profile": "current", "cu_num": 64}),), proxy=False)]
+    yield nodes
+    for n in nodes:
+        testbed.destroy_node(n)
+
+
+@pytest.fixture
+def inv(tmp_path, fleet, monkeypatch):
+    monkeypatch.setenv("TUNE_REMOTE_POLL_S", "0.2")
+    data = {"nodes": {n.alias: {"ssh_config": str(n.ssh_config_file),
+                                "containers": {c: {} for c in n.containers}} for n in fleet},
+            "groups": {"pair": [fleet[0].alias, fleet[1].alias]}}
+    path = tmp_path / "inventory.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def cli(inv: Path, *argv: str) -> tuple[int, str]:
+    out = io.StringIO()
+    with redirect_stdout(out):
+        rc = main(["--inventory", str(inv), "--workspace", str(inv.parent / "ws"), *argv])
+    return rc, out.getvalue()
+
+
+def rows(path: Path) -> list[dict]:
+    return list(csv.DictReader(path.open()))
+
+
+def key(r: dict) -> tuple:
+    return (int(r["m"]), int(r["n"]), int(r["k"]))
+
+
+def test_two_variants_over_a_group_shard_disjointly_and_merge(inv, fleet):
+    rc, out = cli(inv, "run", "--node", "pair", "--variant", "a8w8_blockscale,a8w8_blockscale_bpreshuffle",
+                  *NK, "--yes", "--job-id", "camp1")
+    assert rc == 0, out
+    job = inv.parent / "ws" / "camp1"
+    status = json.loads(cli(inv, "status", "--json")[1])
+    (row,) = [r for r in status if r["job_id"] == "camp1"]
+    assert row["state"] == "succeeded"
+    assert row["node"] == f"{fleet[0].alias},{fleet[1].alias}" and isinstance(row["container"], str)
+    assert row["variant"] == "a8w8_blockscale,a8w8_blockscale_bpreshuffle"
+    assert sorted((t["node"], t["variant"]) for t in row["targets"]) == sorted(
+        (n.alias, v) for n in fleet[:2] for v in ("a8w8_blockscale", "a8w8_blockscale_bpreshuffle"))
+    assert all(t["state"] == "succeeded" for t in row["targets"])
+    for variant in ("a8w8_blockscale", "a8w8_blockscale_bpreshuffle"):
+        comp = rows(job / variant / "comparison.csv")
+        keys = [key(r) for r in comp]
+        assert len(keys) == len(set(keys)) == 8                     # each shape tuned exactly once
+        assert {r["node"] for r in comp} == {fleet[0].alias, fleet[1].alias}   # both targets did work
+    assert not (job / "comparison.csv").exists()
+    assert (job / "report.md").is_file() and (job / "report.html").is_file()
+    report = (job / "report.md").read_text()
+    assert fleet[0].alias in report and fleet[1].alias in report
+
+
+def test_all_nodes_make_two_gpu_kinds_each_tuning_every_shape_once(inv, fleet):
+    rc, out = cli(inv, "run", "--node", "all", "--variant", "a8w8_blockscale", *NK, "--yes", "--job-id", "camp2")
+    assert rc == 0, out
+    comp = rows(inv.parent / "ws" / "camp2" / "comparison.csv")
+    alike = [key(r) for r in comp if r["node"] in (fleet[0].alias, fleet[1].alias)]
+    parted = [key(r) for r in comp if r["node"] == fleet[2].alias]
+    assert len(alike) == len(set(alike)) == 8        # the cu_num-256 group: every shape once
+    assert len(parted) == len(set(parted)) == 8      # the cu_num-64 group: every shape once, on n3 alone
+
+
+def test_dry_run_prints_the_plan_and_launches_nothing(inv, fleet, capsys):
+    before = [len(n.containers[next(iter(n.containers))].launches()) for n in fleet]
+    rc, _ = cli(inv, "run", "--node", "all", "--variant", "a8w8_blockscale", *NK, "--dry-run", "--job-id", "dry")
+    assert rc == 0
+    err = capsys.readouterr().err
+    assert "plan:" in err and "8 shapes" in err and fleet[2].alias in err
+    assert not (inv.parent / "ws" / "dry").exists()
+    assert [len(n.containers[next(iter(n.containers))].launches()) for n in fleet] == before
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["--node", "nosuch", "--variant", "a8w8_blockscale"], "unknown node or group 'nosuch'"),
+    (["--node", "pair", "--variant", "auto"], "--variant auto finds the variants in server logs"),
+    (["--node", "pair", "--variant", "a8w8_blockscale,nope"], "nope"),
+    (["--node", "pair", "--variant", "a8w8_blockscale", "--detach"], "--detach"),
+])
+def test_bad_campaign_input_is_one_line_exit_2_and_nothing_runs(inv, fleet, capsys, argv, needle):
+    rc, _ = cli(inv, "run", *argv, *NK, "--yes")
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2
+    assert len(err) == 1 and needle in err[0]
+    assert not (inv.parent / "ws").exists() or not any((inv.parent / "ws").iterdir())

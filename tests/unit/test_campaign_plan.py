@@ -1,0 +1,83 @@
+"""Campaign planning without nodes: inventory groups, cost-balanced shards, GPU-kind groups."""
+
+from __future__ import annotations
+
+import pytest
+
+from orchestrator.campaign.plan import Probe, group, shape_cost, shard
+from orchestrator.campaign.targets import InventorySource, TargetRef
+from orchestrator.errors import InventoryError, UsageError
+from orchestrator.inventory import load_inventory
+
+INV = """
+nodes:
+  a: {host: 10.0.0.1, containers: {dev: {}}}
+  b: {host: 10.0.0.2, containers: {dev: {}}}
+  c: {host: 10.0.0.3, containers: {dev: {}, other: {}}}
+groups:
+  ab: [a, b]
+  bc: [b, c]
+"""
+
+
+def _inv(tmp_path, text=INV):
+    p = tmp_path / "inventory.yaml"
+    p.write_text(text)
+    return load_inventory(str(p))
+
+
+def test_groups_all_and_nodes_select_each_node_once_in_order(tmp_path):
+    inv = _inv(tmp_path)
+    assert [n.name for n in inv.select(["ab", "bc"])] == ["a", "b", "c"]
+    assert [n.name for n in inv.select(["all"])] == ["a", "b", "c"]
+    assert [n.name for n in inv.select(["c", "a"])] == ["c", "a"]
+    with pytest.raises(InventoryError, match="unknown node or group 'x'"):
+        inv.select(["x"])
+
+
+@pytest.mark.parametrize("groups, needle", [
+    ("groups:\n  g: [a, zz]\n", "names unknown node 'zz'"),
+    ("groups:\n  g: []\n", "non-empty list"),
+    ("groups:\n  all: [a]\n", "invalid group name 'all'"),
+    ("groups:\n  a: [b]\n", "invalid group name 'a'"),
+    ("groups: [a]\n", "'groups' must map"),
+])
+def test_bad_groups_are_one_line_inventory_errors(tmp_path, groups, needle):
+    text = "nodes:\n  a: {host: h, containers: {dev: {}}}\n  b: {host: h, containers: {dev: {}}}\n" + groups
+    with pytest.raises(InventoryError, match=needle):
+        _inv(tmp_path, text)
+
+
+def test_container_may_be_left_out_only_where_a_node_has_one(tmp_path):
+    inv = _inv(tmp_path)
+    assert InventorySource(inv, ["ab"], None).targets() == [TargetRef("a", "dev"), TargetRef("b", "dev")]
+    with pytest.raises(UsageError, match="node 'c' has 2 containers"):
+        InventorySource(inv, ["all"], None).targets()
+    with pytest.raises(InventoryError, match="no container 'other'"):
+        InventorySource(inv, ["all"], "other").targets()
+
+
+def test_shards_are_disjoint_complete_and_balanced_by_cost_and_gpus():
+    shapes = [{"m": m, "n": 7168, "k": 2048} for m in (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 8192)]
+    refs = {TargetRef("a", "d"): 8, TargetRef("b", "d"): 8, TargetRef("c", "d"): 4}
+    out = shard(shapes, refs)
+    flat = [tuple(s.values()) for rows in out.values() for s in rows]
+    assert sorted(flat) == sorted(tuple(s.values()) for s in shapes) and len(flat) == len(set(flat))
+    load = {r: sum(shape_cost(s) for s in rows) / refs[r] for r, rows in out.items()}
+    assert max(load.values()) <= 1.5 * min(load.values())
+    # the costliest shape is never stacked on top of another big one
+    big = {"m": 8192, "n": 7168, "k": 2048}
+    (holder,) = [r for r, rows in out.items() if big in rows]
+    assert all(shape_cost(s) < shape_cost(big) / 2 for s in out[holder] if s != big)
+
+
+def test_groups_split_by_gpu_kind_and_exclude_gpus_that_cannot_run_the_variant():
+    p = [Probe(TargetRef("a", "d"), {"gfx": "gfx950", "cu_num": 256, "profile": "current", "free_gpus": [0]}),
+         Probe(TargetRef("b", "d"), {"gfx": "gfx950", "cu_num": 64, "profile": "current", "free_gpus": [0]}),
+         Probe(TargetRef("c", "d"), {"gfx": "gfx942", "cu_num": 304, "profile": "current", "free_gpus": [0]}),
+         Probe(TargetRef("d", "d"), error="unreachable")]
+    groups, excluded = group(p, "a8w8_blockscale")
+    assert sorted(len(v) for v in groups.values()) == [1, 1, 1]
+    groups, excluded = group(p, "a4w4_blockscale")
+    assert [m.ref.node for ms in groups.values() for m in ms] == ["a", "b"]
+    assert len(excluded) == 1 and "c/d" in excluded[0] and "gfx942" in excluded[0]
