@@ -48,10 +48,41 @@ class NodeSpec:
 
 
 @dataclass(frozen=True)
+class SlurmSpec:
+    """A Slurm cluster reached through its login node (inventory top level ``slurm: {NAME: {...}}``)."""
+    name: str
+    login: str
+    container: str                      # "{node}" expands to the compute node's name
+    port: int | None = None
+    user: str | None = None
+    identity_file: str | None = None
+    ssh_config: str | None = None
+    partition: str | None = None
+    account: str | None = None
+    gpus_per_node: int | None = None
+    time: str | None = None
+    docker: tuple[str, ...] = ("docker",)
+
+    def container_on(self, node: str) -> str:
+        return self.container.replace("{node}", node)
+
+
+SLURM_KEYS = {"login": str, "container": str, "port": int, "user": str, "identity_file": str,
+              "ssh_config": str, "partition": str, "account": str, "gpus_per_node": int, "time": str}
+
+
+@dataclass(frozen=True)
 class Inventory:
     path: str
     nodes: dict[str, NodeSpec]
     groups: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    slurm: dict[str, SlurmSpec] = field(default_factory=dict)
+
+    def cluster(self, name: str) -> SlurmSpec:
+        if name not in self.slurm:
+            raise InventoryError(f"unknown Slurm cluster {name!r} in {self.path}",
+                                 hint="clusters in this inventory's slurm: " + (", ".join(self.slurm) or "none"))
+        return self.slurm[name]
 
     def select(self, names) -> list[NodeSpec]:
         """Nodes named by ``--node`` values: a node, a group of ``groups:``, or ``all``; in order, once each."""
@@ -65,7 +96,7 @@ class Inventory:
                 members = (name,)
             else:
                 raise InventoryError(
-                    f"unknown node or group {name!r} in {self.path}",
+                    f"unknown node {name!r} in {self.path}",
                     hint="nodes: " + (", ".join(self.nodes) or "none") + "; groups: "
                          + (", ".join(self.groups) or "none") + "; or all")
             for m in members:
@@ -114,13 +145,15 @@ def load_inventory(path: str) -> Inventory:
         raise InventoryError(f"{path}: top level must be a mapping with a 'nodes:' key",
                              hint="see the commented example inventory.yaml")
     top = _mapping_items(root)
+    if "nodes" not in top and "slurm" in top:
+        return Inventory(path=str(p), nodes={}, slurm=_slurm(path, top["slurm"]))
     if "nodes" not in top:
         raise InventoryError(f"{path}: missing 'nodes:'", hint="see the commented example inventory.yaml")
-    unknown = set(top) - {"nodes", "groups"}
+    unknown = set(top) - {"nodes", "groups", "slurm"}
     if unknown:
         key = sorted(unknown)[0]
         raise InventoryError(f"{path}{_line(top[key][0])}: unknown top-level key {key!r}",
-                             hint="the top level holds 'nodes:' and 'groups:'")
+                             hint="the top level holds 'nodes:', 'groups:' and 'slurm:'")
     nodes_node = top["nodes"][1]
     if not isinstance(nodes_node, yaml.MappingNode) or not nodes_node.value:
         raise InventoryError(f"{path}{_line(nodes_node)}: 'nodes' must map node names to settings",
@@ -129,7 +162,45 @@ def load_inventory(path: str) -> Inventory:
     for name, (knode, vnode) in _mapping_items(nodes_node).items():
         nodes[name] = _node(path, name, knode, vnode)
     groups = _groups(path, top["groups"], nodes) if "groups" in top else {}
-    return Inventory(path=str(p), nodes=nodes, groups=groups)
+    slurm = _slurm(path, top["slurm"]) if "slurm" in top else {}
+    return Inventory(path=str(p), nodes=nodes, groups=groups, slurm=slurm)
+
+
+def _slurm(path: str, item) -> dict[str, SlurmSpec]:
+    knode, vnode = item
+    if not isinstance(vnode, yaml.MappingNode) or not vnode.value:
+        raise InventoryError(f"{path}{_line(knode)}: 'slurm' must map cluster names to settings",
+                             hint="e.g. slurm: {mi355: {login: login01, container: aiter-dev}}")
+    out = {}
+    for name, (ck, cv) in _mapping_items(vnode).items():
+        if not _NAME.match(name) or not isinstance(cv, yaml.MappingNode):
+            raise InventoryError(f"{path}{_line(ck)}: slurm cluster {name!r} must be a mapping with login: "
+                                 "and container:")
+        items = _mapping_items(cv)
+        unknown = set(items) - set(SLURM_KEYS) - {"docker"}
+        if unknown:
+            key = sorted(unknown)[0]
+            raise InventoryError(f"{path}{_line(items[key][0])}: unknown key {key!r} in slurm cluster {name!r}",
+                                 hint="allowed: " + ", ".join(sorted([*SLURM_KEYS, "docker"])))
+        for need in ("login", "container"):
+            if need not in items:
+                raise InventoryError(f"{path}{_line(ck)}: slurm cluster {name!r} has no {need}:",
+                                     hint="login: the login node (host or ssh alias); container: the container "
+                                          "on each compute node ('{node}' expands to its name)")
+        kw = {k: _scalar(path, f"slurm.{name}.{k}", *items[k], kind) for k, kind in SLURM_KEYS.items() if k in items}
+        if "docker" in items:
+            kw["docker"] = _docker(path, items["docker"])
+        out[name] = SlurmSpec(name=name, **kw)
+    return out
+
+
+def _docker(path: str, item) -> tuple[str, ...]:
+    value = yaml.safe_load(yaml.serialize(item[1]))
+    if isinstance(value, str):
+        value = value.split()
+    if not (isinstance(value, list) and value and all(isinstance(v, str) for v in value)):
+        raise InventoryError(f"{path}{_line(item[0])}: docker must be a command, e.g. 'docker' or 'sudo -n docker'")
+    return tuple(value)
 
 
 def _groups(path: str, item, nodes: dict[str, NodeSpec]) -> dict[str, tuple[str, ...]]:
@@ -192,12 +263,7 @@ def _node(path: str, name: str, knode, vnode) -> NodeSpec:
     if "port" in kw and not 0 < kw["port"] < 65536:
         raise InventoryError(f"{path}{_line(items['port'][0])}: port {kw['port']} out of range")
     if "docker" in items:
-        value = yaml.safe_load(yaml.serialize(items["docker"][1]))
-        if isinstance(value, str):
-            value = value.split()
-        if not (isinstance(value, list) and value and all(isinstance(v, str) for v in value)):
-            raise InventoryError(f"{path}{_line(items['docker'][0])}: docker must be a command, "
-                                 "e.g. 'docker' or 'sudo -n docker'")
+        value = list(_docker(path, items["docker"]))
         kw["docker"] = tuple(value)
     if "containers" not in items:
         raise InventoryError(f"{path}{_line(knode)}: node {name!r} has no 'containers:'",

@@ -51,7 +51,10 @@ def _probe_one(runner: Runner, ref: TargetRef, settings: Settings, gpus) -> Prob
         profile = profile_for(version)
         facts["version"] = format_version(version) if version else facts.get("version")
         facts["profile"] = profile.name
-        if gpus:
+        granted = getattr(runner, "granted_gpus", None)
+        if granted and granted(ref):          # what the scheduler granted is what is used
+            facts["free_gpus"] = list(granted(ref))
+        elif gpus:
             facts["free_gpus"] = list(gpus)
         if not facts.get("free_gpus"):
             return Probe(ref, facts, error=f"no free GPU on {ref.node}")

@@ -1,25 +1,31 @@
-"""CLI glue for campaigns (several targets and/or variants in one job): run, resume, cancel, status rows."""
+"""CLI glue for campaigns (several targets and/or variants in one job, or targets from Slurm)."""
 from __future__ import annotations
 
 import time
 
 import click
 
-from ..errors import UsageError
+from ..errors import ConnectionLost, UsageError
 from ..inventory import Inventory
-from ..state import JobState
+from ..state import TERMINAL, JobState
 from ..variants import get_variant
 from .base import Env, _finish
 
 
 def is_campaign_request(inv: Inventory, nodes: list[str], variants: list[str]) -> bool:
     """A single node named as a node, and a single named variant: the single-target job of old."""
-    return len(nodes) > 1 or nodes[0] not in inv.nodes or len(variants) != 1 or variants == ["auto"]
+    return len(nodes) != 1 or nodes[0] not in inv.nodes or len(variants) != 1 or variants == ["auto"]
 
 
-def validate_campaign_inputs(inv: Inventory, nodes, container, variants, logs, shapes_csv, nk, detach) -> None:
+def validate_campaign_inputs(inv: Inventory, nodes, container, variants, logs, shapes_csv, nk, detach,
+                             slurm=None) -> None:
     from ..campaign import InventorySource
-    InventorySource(inv, nodes, container).targets()     # unknown node/group, missing --container: exit 2
+    if slurm:
+        inv.cluster(slurm)
+        if nodes:
+            raise UsageError("--slurm takes its nodes from Slurm", hint="leave out --node (use --slurm-nodes N)")
+    else:
+        InventorySource(inv, nodes, container).targets()     # unknown node/group, missing --container: exit 2
     if "auto" in variants and len(variants) > 1:
         raise UsageError("--variant auto cannot be combined with named variants",
                          hint="use --variant auto, or list the variants: --variant a8w8_blockscale,moe")
@@ -35,67 +41,122 @@ def validate_campaign_inputs(inv: Inventory, nodes, container, variants, logs, s
                          hint="run it in the foreground (tmux/nohup); `resume JOB` re-attaches after a disconnect")
 
 
-def run_campaign(env: Env, inv: Inventory, nodes, container, variants, request, job_id, settings, dry_run) -> None:
-    from ..campaign import InventorySource, driver
-    from ..campaign.plan import plan_lines
-    source = InventorySource(inv, nodes, container)
-    refs = source.targets()
+def _source(env: Env, job: JobState, inv: Inventory, settings, nodes=None, container=None):
+    from ..campaign import InventorySource
+    slurm = job.request["campaign"].get("slurm")
+    if slurm:
+        from ..campaign.slurm import SlurmSource
+        return SlurmSource(inv.cluster(slurm["cluster"]), slurm, lambda: env.workspace.save(job), env.ui(),
+                           settings.accept_new_host_key)
+    return InventorySource(inv, nodes or job.request["campaign"]["nodes"],
+                           container if container is not None else job.request["campaign"].get("container"))
+
+
+def run_campaign(env: Env, inv: Inventory, nodes, container, variants, request, job_id, settings, dry_run,
+                 slurm: str | None = None, slurm_nodes: int = 1) -> None:
     if env.workspace.exists(job_id):
         raise UsageError(f"job {job_id} already exists in {env.workspace.root}",
                          hint=f"use `tune-remote resume {job_id}` or choose another --job-id")
+    job = JobState(job_id=job_id, node=",".join(nodes), container=container or "", variant=",".join(variants),
+                   created=time.time(), request=dict(request, variants=list(variants)))
+    job.request["campaign"] = {"nodes": list(nodes), "container": container, "sub_jobs": []}
+    if slurm:
+        from ..campaign.slurm import new_state
+        spec = inv.cluster(slurm)
+        if dry_run:
+            click.echo(f"plan:\n  submit {slurm_nodes} Slurm job(s) to {slurm} through {spec.login}, then shard "
+                       "over the nodes Slurm grants", err=True)
+            return
+        job.node, job.container = f"slurm:{slurm}", spec.container
+        job.request["campaign"]["slurm"] = new_state(job_id, spec, slurm_nodes)
+        job.step = "submit"
+        env.workspace.save(job)           # before sbatch: a resume after a lost answer submits nothing twice
+    _carry(env, job, inv, settings, dry_run)
+
+
+def _carry(env: Env, job: JobState, inv: Inventory, settings, dry_run: bool = False) -> None:
+    """Targets, plan, sub-jobs, drive: whatever of it is not done yet (run, and resume after a crash)."""
+    from ..campaign import driver
+    from ..campaign.plan import plan_lines
+    source = _source(env, job, inv, settings)
+    slurm = bool(job.request["campaign"].get("slurm"))
     ui = env.ui()
-    job = JobState(job_id=job_id, node=",".join(r.node for r in refs),
-                   container=",".join(dict.fromkeys(r.container for r in refs)),
-                   variant=",".join(variants), created=time.time(), request=dict(request))
-    runner = source.runner(settings.accept_new_host_key)
-    plan = driver.make_plan(job, runner, refs, variants, settings, ui)
-    lines = plan_lines(plan)
-    click.echo("plan:\n  " + "\n  ".join(lines), err=True)
-    if dry_run:
-        return
-    if not settings.yes and settings.interactive and not ui.confirm(f"Run this campaign ({len(refs)} targets)?"):
-        raise SystemExit(1)
-    job.variant = ",".join(plan["variants"])
-    subs = driver.create_sub_jobs(job, env.workspace, plan)
-    kinds = {label: kind for groups in plan["variants"].values() for kind, shards in groups.items()
-             for label in shards}
-    job.request["campaign"] = {"sub_jobs": [s.job_id for s in subs], "plan_lines": lines, "kinds": kinds,
-                               "unreachable": plan["unreachable"]}
-    job.step = "remote"
-    subws = driver.sub_workspace(env.workspace, job)
-    for s in subs:
-        subws.save(s)
-    env.workspace.save(job)
-    ui.event(f"job {job.job_id}: {len(subs)} target job(s) on {len(refs)} target(s); "
-             f"state in {env.workspace.job_dir(job.job_id)}")
-    driver.drive(job, env.workspace, runner, settings, ui)
-    if plan["unreachable"] and job.state == "succeeded":
-        job.state, job.error = "failed", "unreachable: " + "; ".join(plan["unreachable"])
-        env.workspace.save(job)
-    _finish(job, env)
+    try:
+        refs = source.targets()
+        runner = source.runner(settings.accept_new_host_key)
+        if not job.request["campaign"]["sub_jobs"]:
+            if slurm:
+                job.node = ",".join(r.node for r in refs)
+                job.container = ",".join(dict.fromkeys(r.container for r in refs))
+            else:
+                job.container = ",".join(dict.fromkeys(r.container for r in refs))
+            plan = driver.make_plan(job, runner, refs, job.request["variants"], settings, ui)
+            lines = plan_lines(plan)
+            click.echo("plan:\n  " + "\n  ".join(lines), err=True)
+            if dry_run:
+                return
+            if not settings.yes and settings.interactive and not ui.confirm(
+                    f"Run this campaign ({len(refs)} targets)?"):
+                job.state, job.error = "cancelled", "cancelled at the plan confirmation"
+                raise SystemExit(1)
+            job.variant = ",".join(plan["variants"])
+            subs = driver.create_sub_jobs(job, env.workspace, plan)
+            subws = driver.sub_workspace(env.workspace, job)
+            for s in subs:
+                subws.save(s)
+            job.request["campaign"].update(
+                sub_jobs=[s.job_id for s in subs], plan_lines=lines, unreachable=plan["unreachable"],
+                kinds={label: kind for groups in plan["variants"].values() for kind, shards in groups.items()
+                       for label in shards})
+            job.step = "remote"
+            env.workspace.save(job)
+            ui.event(f"job {job.job_id}: {len(subs)} target job(s) on {len(refs)} target(s); "
+                     f"state in {env.workspace.job_dir(job.job_id)}")
+        driver.drive(job, env.workspace, runner, settings, ui)
+        unreachable = job.request["campaign"].get("unreachable")
+        if unreachable and job.state == "succeeded":
+            job.state, job.error = "failed", "unreachable: " + "; ".join(unreachable)
+            env.workspace.save(job)
+    except ConnectionLost:
+        raise                                   # the nodes go on; resume re-attaches
+    except BaseException as exc:
+        if job.state == "running" and not isinstance(exc, (KeyboardInterrupt, SystemExit)):
+            job.state, job.error = "failed", exc.one_line() if hasattr(exc, "one_line") else str(exc)
+        if job.state in TERMINAL and env.workspace.exists(job.job_id):
+            env.workspace.save(job)
+        raise
+    finally:
+        if slurm and (job.state in TERMINAL or dry_run):
+            source.release()                    # the holders end: Slurm gets its nodes back
+        if hasattr(source, "close"):
+            source.close()
+    if not dry_run:
+        _finish(job, env)
 
 
 def resume_campaign(env: Env, job: JobState, settings) -> None:
-    from ..campaign import driver
     from ..inventory import load_inventory
-    from ..campaign.targets import InventoryRunner
-    runner = InventoryRunner(load_inventory(env.inventory_path), settings.accept_new_host_key)
-    driver.drive(job, env.workspace, runner, settings, env.ui())
-    _finish(job, env)
+    _carry(env, job, load_inventory(env.inventory_path), settings)
 
 
 def cancel_campaign(env: Env, job: JobState, grace: float) -> None:
     from ..campaign import driver
     from ..campaign.targets import InventoryRunner
+    from ..context import Settings
     from ..inventory import load_inventory
-    sig, killed = driver.cancel(job, env.workspace, InventoryRunner(load_inventory(env.inventory_path)), grace)
+    inv = load_inventory(env.inventory_path)
+    source = _source(env, job, inv, Settings()) if job.request["campaign"].get("slurm") else None
+    runner = source.runner() if source else InventoryRunner(inv)
+    try:
+        sig, killed = driver.cancel(job, env.workspace, runner, grace)
+        if source:
+            source.scancel()
+    finally:
+        if source:
+            source.close()
     click.echo(f"job {job.job_id} cancelled ({sig} process(es) signalled, {killed} killed)")
 
 
 def status_targets(env: Env, job: JobState) -> list[dict]:
     from ..campaign import driver
     return driver.targets_rows(job, env.workspace)
-
-
-__all__ = ["cancel_campaign", "is_campaign_request", "resume_campaign", "run_campaign", "status_targets",
-           "validate_campaign_inputs"]

@@ -38,13 +38,16 @@ def _validate_local_inputs(variant_name: str, logs, shapes_csv, nk) -> None:
 
 
 @cli.command()
-@click.option("--node", "node", required=True, multiple=True,
+@click.option("--node", "node", multiple=True,
               help="node name, a group of the inventory's groups:, or all (repeatable: a campaign)")
 @click.option("--container", default=None,
               help="container name on the node(s) (may be left out when each node has one container)")
 @click.option("--variant", required=True, metavar="VARIANT",
               help="one of: " + ", ".join(VARIANTS) + "; or a comma-separated list, or auto (a campaign)")
 @click.option("--dry-run", is_flag=True, help="campaigns: print the plan (targets, shards) and exit")
+@click.option("--slurm", default=None, metavar="CLUSTER", help="take the nodes from this Slurm cluster (inventory slurm:)")
+@click.option("--slurm-nodes", type=click.IntRange(1), default=1, show_default=True,
+              help="with --slurm: how many nodes (one batch job each)")
 @click.option("--log", "logs", multiple=True, metavar="PATH",
               help="server log inside the container; node:PATH on the node's host; local:PATH here (repeatable)")
 @click.option("--shapes-csv", type=click.Path(dir_okay=False), help="shapes in AITER's untuned CSV format")
@@ -59,7 +62,7 @@ def _validate_local_inputs(variant_name: str, logs, shapes_csv, nk) -> None:
 @click.option("--detach", is_flag=True, help="return once the remote work is running; `resume` finishes it")
 @click.option("--accept-new-host-key", is_flag=True, help="trust an unknown host key and add it to known_hosts")
 @click.pass_obj
-def run(env: Env, node, container, variant, dry_run, logs, shapes_csv, nk, m_preset, gpus, batch, timeout,
+def run(env: Env, node, container, variant, dry_run, slurm, slurm_nodes, logs, shapes_csv, nk, m_preset, gpus, batch, timeout,
         job_id, yes, detach, accept_new_host_key):
     """Discover, mine shapes, benchmark, tune (detached on the node), re-benchmark, compare, report, fetch.
 
@@ -67,9 +70,11 @@ def run(env: Env, node, container, variant, dry_run, logs, shapes_csv, nk, m_pre
     from .campaign import is_campaign_request, validate_campaign_inputs
     nodes, variants = list(node), [v.strip() for v in variant.split(",") if v.strip()]
     inv = load_inventory(env.inventory_path)
-    campaign = is_campaign_request(inv, nodes, variants)
+    if not nodes and not slurm:
+        raise UsageError("say where to tune", hint="--node NODE (or a group, or all), or --slurm CLUSTER")
+    campaign = bool(slurm) or is_campaign_request(inv, nodes, variants)
     if campaign:
-        validate_campaign_inputs(inv, nodes, container, variants, logs, shapes_csv, nk, detach)
+        validate_campaign_inputs(inv, nodes, container, variants, logs, shapes_csv, nk, detach, slurm)
         for v in variants:
             if v != "auto":
                 _validate_local_inputs(v, logs, shapes_csv, nk)
@@ -86,7 +91,7 @@ def run(env: Env, node, container, variant, dry_run, logs, shapes_csv, nk, m_pre
         _validate_local_inputs(variant, logs, shapes_csv, nk)
     gpu_list = _parse_gpus(gpus)
     job_id = check_job_id(job_id) if job_id else new_job_id(
-        "-".join(variants) if campaign else variant, "-".join(nodes) if campaign else node)
+        "-".join(variants) if campaign else variant, (slurm or "-".join(nodes)) if campaign else node)
     if env.workspace.exists(job_id):
         raise UsageError(f"job {job_id} already exists in {env.workspace.root}",
                          hint=f"use `tune-remote resume {job_id}` or choose another --job-id")
@@ -96,7 +101,7 @@ def run(env: Env, node, container, variant, dry_run, logs, shapes_csv, nk, m_pre
     if campaign:
         from .campaign import run_campaign
         run_campaign(env, inv, nodes, container, variants, request, job_id, _settings(yes, accept_new_host_key),
-                     dry_run)
+                     dry_run, slurm, slurm_nodes)
         return
     job = JobState(job_id=job_id, node=node, container=container, variant=variant, created=time.time(),
                    request=request)

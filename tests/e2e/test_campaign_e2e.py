@@ -104,7 +104,7 @@ def test_dry_run_prints_the_plan_and_launches_nothing(inv, fleet, capsys):
 
 
 @pytest.mark.parametrize("argv, needle", [
-    (["--node", "nosuch", "--variant", "a8w8_blockscale"], "unknown node or group 'nosuch'"),
+    (["--node", "nosuch", "--variant", "a8w8_blockscale"], "unknown node 'nosuch'"),
     (["--node", "pair", "--variant", "auto"], "--variant auto finds the variants in server logs"),
     (["--node", "pair", "--variant", "a8w8_blockscale,nope"], "nope"),
     (["--node", "pair", "--variant", "a8w8_blockscale", "--detach"], "--detach"),

@@ -262,20 +262,23 @@ class SlurmCluster:
 
 
 def sweep_stale_clusters(root: Path = STATE_ROOT) -> list[str]:
-    """Stop the daemons of clusters whose pytest session died (their nodes are swept by ``sweep_stale``)."""
+    """Stop the Slurm daemons of clusters whose pytest session died. Found by their command line
+    (``-f <root>/pytest-<pid>/.../slurm.conf``): their directory may already be swept with their nodes."""
     stopped = []
-    for rec in root.glob("*/*/slurm/cluster.json"):
-        try:
-            data = json.loads(rec.read_text())
-        except (OSError, ValueError):
+    prefix = f"{root}/pytest-"
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
             continue
-        owner = data.get("owner", "")
-        if owner.startswith("pytest-") and _pid_alive(int(owner.split("-", 1)[1] or 0)):
+        argv = _cmdline(int(proc.name))
+        if not argv or Path(argv[0]).name not in ("slurmctld", "slurmd") or "-f" not in argv:
             continue
-        for name, pid in (data.get("pids") or {}).items():
-            if _pid_alive(pid) and str(rec.parent) in " ".join(_cmdline(pid)):
-                os.kill(pid, signal.SIGTERM)
-                stopped.append(f"{name}[{pid}]")
+        conf = argv[argv.index("-f") + 1] if argv.index("-f") + 1 < len(argv) else ""
+        if not conf.startswith(prefix):
+            continue
+        owner_pid = conf[len(prefix):].split("/", 1)[0]
+        if owner_pid.isdigit() and not _pid_alive(int(owner_pid)):
+            os.kill(int(proc.name), signal.SIGTERM)
+            stopped.append(f"{Path(argv[0]).name}[{proc.name}]")
     return stopped
 
 

@@ -31,7 +31,7 @@ def test_groups_all_and_nodes_select_each_node_once_in_order(tmp_path):
     assert [n.name for n in inv.select(["ab", "bc"])] == ["a", "b", "c"]
     assert [n.name for n in inv.select(["all"])] == ["a", "b", "c"]
     assert [n.name for n in inv.select(["c", "a"])] == ["c", "a"]
-    with pytest.raises(InventoryError, match="unknown node or group 'x'"):
+    with pytest.raises(InventoryError, match="unknown node 'x'"):
         inv.select(["x"])
 
 

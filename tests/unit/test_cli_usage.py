@@ -12,6 +12,12 @@ INV = """nodes:
     port: 1
     containers:
       c1: {}
+  n2:
+    host: 127.0.0.1
+    port: 1
+    containers:
+      c1: {}
+      c2: {}
 """
 
 
@@ -40,7 +46,9 @@ def run(argv, capsys):
     (["run", "--node", "n1", "--container", "c1", "--variant", "a8w8"], "no shape source"),
     (["run", "--node", "n1", "--container", "c1", "--variant", "a8w8", "--nk", "1,2", "--job-id", "../x"],
      "invalid job id"),
-    (["run", "--node", "n1", "--variant", "a8w8"], "Missing option '--container'"),
+    # --container may be left out only where the node has exactly one container (issue 10)
+    (["run", "--node", "n2", "--variant", "a8w8", "--nk", "1,2"], "node 'n2' has 2 containers; say which"),
+    (["run", "--container", "c1", "--variant", "a8w8", "--nk", "1,2"], "say where to tune"),
     (["resume", "nope"], "no job 'nope'"),
     (["logs", "nope"], "no job 'nope'"),
 ])

@@ -1,0 +1,44 @@
+"""SrunTransport: wraps the login node's transport and runs each Cmd as a step of a running Slurm job on
+one of its nodes: ``srun --overlap --jobid J -N1 -n1 -w NODE sh -c '<inner line>'`` (quoted once, here).
+
+The step shares the job's allocation (``--overlap``), so the container work tune-remote does on a compute
+node always runs inside the allocation Slurm granted, on the node Slurm chose.
+"""
+
+from __future__ import annotations
+
+from .shell import Cmd, render
+from .transport import CommandResult, Transport, check_result
+
+SRUN_PREFIX = ("env", "-u", "SLURM_JOB_ID", "-u", "SLURM_JOBID", "-u", "SLURM_STEP_ID", "srun")
+
+
+class SrunTransport:
+    def __init__(self, inner: Transport, job_id: str, node: str):
+        self.inner = inner
+        self.job_id = str(job_id)
+        self.node = node
+        self.label = f"{node}(slurm job {job_id})"
+
+    def wrap(self, cmd: Cmd) -> Cmd:
+        argv = [*SRUN_PREFIX, "--overlap", "--quiet", "--jobid", self.job_id, "-N1", "-n1", "-w", self.node,
+                "--cpu-bind=none", "sh", "-c", render(cmd)]
+        return Cmd(tuple(argv), secret_env=cmd.secret_env)
+
+    def run(self, cmd: Cmd, *, stdin: bytes | None = None, timeout: float | None = None,
+            check: bool = True) -> CommandResult:
+        result = self.inner.run(self.wrap(cmd), stdin=stdin, timeout=timeout, check=False)
+        result = CommandResult(cmd, result.exit_code, result.stdout, result.stderr)
+        return check_result(result) if check else result
+
+    def connect(self) -> None:
+        connect = getattr(self.inner, "connect", None)
+        if connect:
+            connect()
+
+    @property
+    def round_trips(self) -> int:
+        return getattr(self.inner, "round_trips", 0)
+
+    def close(self) -> None:
+        self.inner.close()

@@ -1,0 +1,101 @@
+"""Tuning on nodes from a Slurm allocation (issue 11's contract) on a real Slurm cluster: Debian's
+slurmctld/slurmd/munge started by the test bed, the login node reached over SSH, each compute node's
+container reached with ``srun --overlap --jobid J -w NODE docker exec``."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from contextlib import redirect_stdout
+from pathlib import Path
+
+import pytest
+import yaml
+
+from orchestrator.cli import main
+
+pytestmark = pytest.mark.e2e
+
+NK = ["--nk", "7168,2048", "--m-preset", "1,16,64,256"]      # 4 shapes
+
+
+@pytest.fixture
+def inv(tmp_path, slurm_cluster, monkeypatch):
+    monkeypatch.setenv("TUNE_REMOTE_POLL_S", "0.2")
+    path = tmp_path / "inventory.yaml"
+    path.write_text(yaml.safe_dump(slurm_cluster.inventory("testslurm", gpus_per_node=2)))
+    return path
+
+
+def cli(inv: Path, *argv: str) -> tuple[int, str]:
+    out = io.StringIO()
+    with redirect_stdout(out):
+        rc = main(["--inventory", str(inv), "--workspace", str(inv.parent / "ws"), *argv])
+    return rc, out.getvalue()
+
+
+def test_run_on_two_slurm_nodes_uses_the_granted_gpus_and_gives_the_nodes_back(inv, slurm_cluster):
+    c = slurm_cluster
+    launches = {n: len(c.container(n).launches()) for n in c.computes}
+    rc, out = cli(inv, "run", "--slurm", "testslurm", "--slurm-nodes", "2", "--variant", "a8w8_blockscale",
+                  *NK, "--yes", "--job-id", "sl1")
+    assert rc == 0, out
+    (row,) = json.loads(cli(inv, "status", "--json")[1])
+    assert row["state"] == "succeeded"
+    assert sorted(t["node"] for t in row["targets"]) == ["a", "b"]
+    comp = list(csv.DictReader((inv.parent / "ws" / "sl1" / "comparison.csv").open()))
+    assert len(comp) == 4 and {r["node"] for r in comp} == {"a", "b"}
+    # each compute node's own container ran its shard's tuner, once
+    assert all(len(c.container(n).launches()) == launches[n] + 1 for n in c.computes)
+    # the GPUs the tuner got are the ones Slurm granted to the exclusive job (ROCR_VISIBLE_DEVICES: all 8),
+    # not the node's own idea of free GPUs (the sim's rocm-smi shows 6 and 7 busy)
+    state = json.loads((inv.parent / "ws" / "sl1" / "state.json").read_text())["request"]["campaign"]["slurm"]
+    granted = {s["node"]: s["gpus"] for s in state["jobs"].values()}
+    assert granted == {"a": list(range(8)), "b": list(range(8))}
+    for sub in (inv.parent / "ws" / "sl1" / "targets").iterdir():
+        st = json.loads((sub / "state.json").read_text())
+        assert st["facts"]["tune_gpus"] == granted[st["node"]]
+    # the holders were released: no job of ours is left, and each wrote its exit-code file
+    names = {s["name"] for s in state["jobs"].values()}
+    assert names == {"tr-sl1-0", "tr-sl1-1"}
+    from tests.fake_remote.provision import poll
+    poll(lambda: not c.jobs(), timeout=30, what="holder jobs ended")
+    for i in state["jobs"]:
+        assert Path(state["dir"], i, "rc").read_text().strip() == "0"
+
+
+def test_resume_after_a_lost_sbatch_answer_submits_nothing_twice(inv, slurm_cluster):
+    """The first attempt submitted (id saved) and died; resume finds the job instead of submitting again."""
+    c = slurm_cluster
+    rc, out = cli(inv, "run", "--slurm", "testslurm", "--variant", "a8w8_blockscale", *NK, "--yes",
+                  "--job-id", "sl2", "--dry-run")
+    assert rc == 0 and not (inv.parent / "ws" / "sl2").exists()     # dry run: nothing submitted
+    assert not [j for j in c.jobs() if j["name"].startswith("tr-sl2")]
+    # a submission whose answer was lost: the job exists in Slurm, the laptop has no id for it
+    from orchestrator.campaign.slurm import HOLDER
+    ws = inv.parent / "ws" / "sl3"
+    ws.mkdir(parents=True)
+    home = c.jobs_dir
+    (home / "holder.sh").write_text(HOLDER)
+    (home / "sl3" / "0").mkdir(parents=True)
+    import shutil
+    shutil.chown(home / "sl3", c.bed.user.name)
+    shutil.chown(home / "sl3" / "0", c.bed.user.name)
+    sub = c.cmd("su", "-s", "/bin/sh", c.bed.user.name, "-c",
+                f"cd /tmp && sbatch --parsable -J tr-sl3-0 -N1 -o /dev/null {home}/holder.sh {home}/sl3/0")
+    first = sub.stdout.strip()
+    from orchestrator.state import JobState, Workspace
+    job = JobState(job_id="sl3", node="slurm:testslurm", container="", variant="a8w8_blockscale", created=0,
+                   request={"logs": [], "nk": ["7168,2048"], "m_preset": "1,16", "shapes_csv": None, "gpus": None,
+                            "batch": None, "timeout": None, "detach": False, "variants": ["a8w8_blockscale"],
+                            "campaign": {"nodes": [], "container": None, "sub_jobs": [],
+                                         "slurm": {"cluster": "testslurm", "job_id": "sl3", "nodes": 1,
+                                                   "jobs": {}, "dir": str(home / "sl3")}}})
+    job.step = "submit"
+    Workspace(inv.parent / "ws").save(job)
+    rc, out = cli(inv, "resume", "sl3", "--yes")
+    assert rc == 0, out
+    st = json.loads((ws / "state.json").read_text())
+    assert st["request"]["campaign"]["slurm"]["jobs"]["0"]["id"] == first     # found by name, not resubmitted
+    assert st["state"] == "succeeded"
