@@ -85,11 +85,8 @@ def _carry(env: Env, job: JobState, inv: Inventory, settings, dry_run: bool = Fa
         refs = source.targets()
         runner = source.runner(settings.accept_new_host_key)
         if not job.request["campaign"]["sub_jobs"]:
-            if slurm:
-                job.node = ",".join(r.node for r in refs)
-                job.container = ",".join(dict.fromkeys(r.container for r in refs))
-            else:
-                job.container = ",".join(dict.fromkeys(r.container for r in refs))
+            job.node = ",".join(dict.fromkeys(r.node for r in refs))
+            job.container = ",".join(dict.fromkeys(r.container for r in refs))
             plan = driver.make_plan(job, runner, refs, job.request["variants"], settings, ui)
             lines = plan_lines(plan)
             click.echo("plan:\n  " + "\n  ".join(lines), err=True)
