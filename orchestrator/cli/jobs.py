@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from ..context import Ctx, Settings, Target
-from ..errors import UsageError
+from ..errors import JobError, UsageError
 from ..inventory import load_inventory
 from ..state import TERMINAL, JobState, check_job_id, new_job_id
 from ..variants import VARIANTS, get_variant
@@ -140,10 +140,27 @@ def _drive(env: Env, job: JobState, target: Target, settings: Settings) -> None:
 @click.argument("job_id")
 @click.option("--yes", "-y", is_flag=True, help="never prompt")
 @click.option("--accept-new-host-key", is_flag=True)
+@click.option("--relaunch", is_flag=True,
+              help="a lost job (container restarted, process killed): launch it again; only the shapes not "
+                   "tuned yet are tuned, the first baseline is kept")
 @click.pass_obj
-def resume(env: Env, job_id, yes, accept_new_host_key):
+def resume(env: Env, job_id, yes, accept_new_host_key, relaunch):
     """Re-attach to a job after a disconnect or a killed laptop process and carry it to the end."""
     job = env.workspace.load(check_job_id(job_id))
+    if job.state == "lost" and not job.request.get("campaign"):
+        if not relaunch:
+            raise JobError(f"job {job_id} was lost: {job.error or 'its process on the node is gone'}",
+                           hint=f"`tune-remote resume {job_id} --relaunch` launches it again (rows already "
+                                "tuned are kept, only the other shapes are tuned)")
+        from ..steps.remote import prepare_relaunch
+        from ..workflow import STEPS
+        job.state, job.error = "running", None
+        for name in STEPS[STEPS.index("remote"):]:
+            job.step_state(name).status = "pending"
+        prepare_relaunch(job)
+    elif relaunch:
+        raise UsageError(f"job {job_id} is {job.state}, not lost: nothing to relaunch",
+                         hint=f"`tune-remote resume {job_id}` re-attaches to a running job")
     if job.state in TERMINAL:
         _finish(job, env)
         return

@@ -15,11 +15,11 @@ from importlib import resources
 
 from ..errors import JobError, RemoteCommandError
 from .shell import Cmd
-from .transport import Transport
+from .transport import TransportError, Transport
 
 # the helper package, pushed as one tarball: node_helper.py is the entry point, the rest are its modules
 HELPER_FILES = ("node_helper.py", "common.py", "text.py", "files.py", "discovery.py", "argpatch.py",
-                "procs.py", "shapelog.py", "pipeline.sh")
+                "procs.py", "locks.py", "shapelog.py", "pipeline.sh")
 _EXTRACT = (
     "import io,os,sys,tarfile\n"
     "d=sys.argv[1]; t=d+'.tmp'+str(os.getpid())\n"
@@ -47,6 +47,14 @@ def _bundle() -> tuple[str, bytes]:
 
 class HelperCallError(RemoteCommandError):
     """The helper answered ok=false: a handled problem on the node, with the node's hint."""
+
+
+class ContainerUnavailable(TransportError):
+    """``docker exec`` was refused by the daemon (container restarting, paused, stopped): like a dropped
+    connection, the caller retries within its reconnect window; the job in the container is not judged."""
+
+
+_DAEMON_REFUSALS = (b"Error response from daemon", b"is restarting", b"is paused", b"is not running")
 
 
 class NodeHelper:
@@ -79,6 +87,10 @@ class NodeHelper:
                 hint="tune-remote needs python3 inside the container (AITER needs it too)",
             )
         answer = _last_json(result.stdout)
+        if answer is None and result.exit_code != 0 and any(m in result.stderr for m in _DAEMON_REFUSALS):
+            line = result.err_text.strip().splitlines()[-1][:200] if result.err_text.strip() else ""
+            raise ContainerUnavailable(f"{self.transport.label}: docker exec refused: {line}",
+                                       hint="the container is restarting, paused or stopped; retrying")
         if answer is None:
             tail = result.err_text.strip().splitlines()[-3:]
             raise RemoteCommandError(

@@ -12,7 +12,8 @@ FREE_GPU_BUSY_PCT = 10
 def run(ctx: Ctx) -> None:
     req = ctx.job.request
     facts = ctx.call("discover", {"aiter_path": ctx.target.container.aiter_path,
-                                  "busy_threshold": FREE_GPU_BUSY_PCT})
+                                  "busy_threshold": FREE_GPU_BUSY_PCT,
+                                  "lock": {"variant": ctx.job.variant, "job_id": ctx.job.job_id}})
     facts.pop("ok", None)
     if not facts.get("aiter_root"):
         raise JobError(f"no aiter installation found in container {ctx.job.container}",

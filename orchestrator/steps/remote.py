@@ -22,6 +22,18 @@ POLL_TIMEOUT_S = 30
 _MARK = re.compile(r"^== (\S+) (start|rc|partial|already-done|failed|done)\b ?(.*)$")
 
 
+def owner() -> dict:
+    """Who launches, for the node-side lock's refusal message (no secrets: user@host and pid)."""
+    import getpass
+    import os
+    import socket
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):
+        user = str(os.getuid())
+    return {"who": f"{user}@{socket.gethostname()}", "pid": os.getpid()}
+
+
 def pipeline_argv(ctx: Ctx, run_dir: str) -> list[str]:
     argv = ["sh", f"{ctx.target.helper.dir}/pipeline.sh", run_dir]
     for s in ctx.job.remote["pipeline"]:
@@ -31,17 +43,23 @@ def pipeline_argv(ctx: Ctx, run_dir: str) -> list[str]:
 
 def launch(ctx: Ctx) -> dict:
     job = ctx.job
-    run_dir = f"{job.remote['job_dir']}/pipeline"
+    # a relaunch (resume --relaunch) has its own run dir; the steps it carries over are marked done there
+    run_dir = job.remote.get("run_dir") or f"{job.remote['job_dir']}/pipeline"
     job.remote["run_dir"] = run_dir
     job.remote["pipeline_log"] = f"{job.remote['job_dir']}/pipeline.log"
     if not ctx.target.helper.calls:  # a resumed process: make sure pipeline.sh (beside the helper) is there
         ctx.call("version")
+    carried = job.remote.pop("carry_rc", None)
+    if carried:
+        ctx.call("write_files", {"files": [{"path": f"{run_dir}/{name}.rc", "content": "0\n", "backup_dir": None}
+                                           for name in carried]})
     res = ctx.call("launch", {
         "job_id": job.job_id, "step": "pipeline", "run_dir": run_dir,
         # inventory env travels in the launch request only: the node keeps its names, never its values
         "argv": pipeline_argv(ctx, run_dir), "cwd": job.remote["aiter_root"],
         "env": dict(ctx.target.container.env),
         "log_path": job.remote["pipeline_log"],
+        "lock": {"aiter_root": job.remote["aiter_root"], "variant": job.variant, "owner": owner()},
     })
     info = ctx.job.step_state("remote").info
     info["launched"] = info.get("launched", 0) + (1 if res.get("launched") else 0)
@@ -154,15 +172,29 @@ def wait(ctx: Ctx) -> None:
         return
     if state in ("lost", "unknown"):
         job.state = "lost"
-        raise JobError("the job's process on the node is gone without an exit status "
-                       "(container restarted or process killed)",
-                       hint=f"inspect the logs with `tune-remote logs {job.job_id}`; start a new run to retry "
-                            "(already tuned shapes are skipped)")
+        why = run.get("reason") or "container restarted or process killed"
+        raise JobError(f"the job's process on the node is gone without an exit status ({why})",
+                       hint=f"`tune-remote resume {job.job_id} --relaunch` tunes the shapes not tuned yet "
+                            "(rows already written are kept)")
     failed = next((n for n in REMOTE_STEPS if sub.get(n, {}).get("status") == "failed"), None)
     rc = sub.get(failed, {}).get("rc", run.get("rc")) if failed else run.get("rc")
     log = job.remote["logs"].get(failed or "tune")
     raise JobError(f"step {failed or 'pipeline'} failed on the node (exit {rc})",
                    hint=f"see {log} (or `tune-remote logs {job.job_id} --step {failed or 'tune'}`)")
+
+
+def prepare_relaunch(job) -> None:
+    """A lost job goes on in a new run dir: the steps that finished (the first baseline) are carried over,
+    the tuner skips the rows it already wrote, and every later step runs again."""
+    info = job.step_state("remote").info
+    n = int(job.remote.get("relaunches", 0)) + 1
+    done = [name for name, sub in (info.get("sub") or {}).items() if sub.get("status") == "done"
+            and name == "baseline"]
+    job.remote.update(relaunches=n, run_dir=f"{job.remote['job_dir']}/pipeline-r{n}", carry_rc=done)
+    info["sub"] = {k: v for k, v in (info.get("sub") or {}).items() if k in done}
+    info.pop("current", None)
+    info.pop("state", None)
+    job.note(f"relaunched after the job was lost ({n}x); the first baseline is kept")
 
 
 def run(ctx: Ctx) -> None:

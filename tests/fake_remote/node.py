@@ -203,6 +203,13 @@ class Container:
              timeout=timeout, what=f"{self.name} to run again")
         return self.state()
 
+    def pause(self) -> None:
+        """``docker pause``: every process in the container is frozen; ``docker exec`` is refused."""
+        docker("pause", self.id)
+
+    def unpause(self) -> None:
+        docker("unpause", self.id)
+
     def read_control(self) -> dict:
         try:
             return json.loads(self.control_host_path.read_text())

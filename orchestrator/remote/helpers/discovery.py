@@ -309,4 +309,8 @@ def op_discover(req):
     res["python_version"] = platform.python_version()
     res["busy_threshold"] = threshold
     res["problems"] = problems
+    lock = req.get("lock")
+    if lock and res.get("aiter_root"):      # a running job of this variant here: fail before anything is written
+        import locks  # noqa: PLC0415
+        locks.check(locks.lock_path(res["aiter_root"], lock["variant"]), lock["variant"], lock.get("job_id"))
     return res

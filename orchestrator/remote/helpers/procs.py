@@ -145,6 +145,11 @@ def op_launch(req):
     existing = _existing_launch(paths)
     if existing is not None:
         return existing
+    lock = req.get("lock")
+    if lock:   # one running job per (container, variant), whichever laptop launched it
+        import locks  # noqa: PLC0415
+        locks.acquire(locks.lock_path(lock["aiter_root"], lock["variant"]), lock["variant"], req["job_id"],
+                      run_dir, lock.get("owner"))
     if not os.path.isdir(cwd):
         raise HelperError("launch: cwd %s does not exist" % cwd, hint="discover the aiter root first")
     os.makedirs(run_dir, exist_ok=True)
@@ -292,6 +297,7 @@ def op_supervise(_req_unused):
         "step": spec["step"], "log_path": spec["log_path"], "argv": spec["argv"], "cwd": spec["cwd"],
         "run_dir": run_dir, "hostname": socket.gethostname(), "helper_version": HELPER_VERSION,
         "child_pid": None, "child_starttime": None,
+        "init_starttime": proc_starttime(1),   # PID 1 of the container: a restart changes it
     }
     proc = None
     try:
@@ -352,6 +358,9 @@ def run_state(run_dir):
         out["child_alive"] = pid_alive(rec.get("child_pid"), rec.get("child_starttime"), marker, rb)
         if rb and boot_id() and rb != boot_id():
             out["reason"] = "the node rebooted since launch (boot_id changed)"
+        elif rec.get("init_starttime") and proc_starttime(1) not in (None, rec.get("init_starttime")):
+            out["reason"] = "the container restarted since launch (its PID 1 is newer than the job)"
+            out["container_restarted"] = True
     out["alive"] = bool(out["wrapper_alive"] or out["child_alive"])
     if has_rc and not out["alive"]:
         out["state"] = "cancelled" if cancelled else ("succeeded" if rc == 0 else "failed")

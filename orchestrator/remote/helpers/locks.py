@@ -1,0 +1,79 @@
+"""Node-side ownership: one running job per (container, variant), across laptops.
+
+The lock is a file ``<aiter root>/tune_logs/.tune-remote/locks/<variant>.lock`` holding the owning job's
+id, run dir and owner (laptop user@host, pid). It is *held* while that job's pipeline is starting or
+running (``procs.run_state``); a lock whose run has ended is stale and taken over. Creation is
+O_EXCL; a takeover writes a temp file and renames it, then reads it back to see who won.
+"""
+
+import json
+import os
+
+from common import HelperError, _now, _read_json
+from files import atomic_write, exclusive_write
+
+LIVE = ("starting", "running")
+
+
+def lock_path(aiter_root, variant):
+    return os.path.join(aiter_root, "tune_logs", ".tune-remote", "locks", "%s.lock" % variant)
+
+
+def holder(path):
+    """The live holder of a lock (its record), or None when free or stale."""
+    import procs  # noqa: PLC0415 - procs imports much; only callers that lock need it
+    rec = _read_json(path)
+    if not isinstance(rec, dict) or not rec.get("run_dir"):
+        return None
+    state = procs.run_state(rec["run_dir"])["state"]
+    if state in LIVE:
+        rec["state"] = state
+        return rec
+    if state == "unknown" and _now() - float(rec.get("created") or 0) < 600:
+        rec["state"] = "preparing"          # locked before launch: the run dir is not written yet
+        return rec
+    return None
+
+
+def refuse(rec, variant):
+    who = rec.get("owner") or {}
+    since = rec.get("created")
+    raise HelperError(
+        "job %s is already %s for %s in this container (started by %s%s)" % (
+            rec.get("job_id"), rec.get("state", "running"), variant, who.get("who", "?"),
+            "" if since is None else ", %.0f s ago" % (_now() - float(since))),
+        hint="wait for it, follow it with `tune-remote logs %s -f`, or cancel it with "
+             "`tune-remote cancel %s`" % (rec.get("job_id"), rec.get("job_id")),
+        holder=rec)
+
+
+def acquire(path, variant, job_id, run_dir, owner):
+    """Take the lock for job_id (idempotent for the same job) or raise naming the live holder."""
+    rec = {"job_id": job_id, "run_dir": run_dir, "owner": owner or {}, "created": _now(), "variant": variant}
+    data = json.dumps(rec, sort_keys=True).encode()
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    if exclusive_write(path, data):
+        return rec
+    cur = _read_json(path) or {}
+    if cur.get("job_id") == job_id:
+        if cur.get("run_dir") != run_dir:
+            atomic_write(path, data)
+        return cur if cur.get("run_dir") == run_dir else rec
+    live = holder(path)
+    if live is not None:
+        refuse(live, variant)
+    atomic_write(path, data)            # stale: take it over, then see who won a simultaneous takeover
+    won = _read_json(path) or {}
+    if won.get("job_id") != job_id:
+        live = holder(path)
+        if live is not None:
+            refuse(live, variant)
+    return rec
+
+
+def check(path, variant, job_id):
+    """Early check (no side effect): raise if another job holds the lock."""
+    live = holder(path)
+    if live is not None and live.get("job_id") != job_id:
+        refuse(live, variant)
+    return live

@@ -1,0 +1,125 @@
+"""The fault matrix (issue 8), end to end on the test bed: node-side ownership of a (container, variant),
+work on a running job from a second process, and faults of the container itself."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from tests.e2e.test_reliability_e2e import Bed, _start_hung_detached, desc, err_lines
+from tests.fake_remote.provision import poll
+
+pytestmark = pytest.mark.e2e
+
+
+def laptop(node, path, job_id):
+    """Another laptop: its own directory, inventory and workspace."""
+    path.mkdir(parents=True, exist_ok=True)
+    return Bed(node, path, job_id=job_id)
+
+
+def test_second_run_for_a_running_variant_exits_1_naming_it_and_launches_nothing(node, tmp_path):
+    first = laptop(node, tmp_path / "laptop1", "job1")
+    _start_hung_detached(first)
+    assert len(first.c.launches()) == 1
+    # another laptop (its own workspace), same container and variant: the lock lives on the node
+    second = laptop(node, tmp_path / "laptop2", "job2")
+    cp = second.cli(*second.run_args())
+    assert cp.returncode == 1, desc(cp)
+    (line,) = err_lines(cp)
+    assert "job job1 is already running for a8w8_blockscale" in line and "cancel job1" in line
+    assert len(first.c.launches()) == 1 and not second.c.host_path(
+        f"{first.c.aiter_root}/tune_logs/.tune-remote/job2").exists()
+    # once the first job is over, the variant is free again (a stale lock is taken over)
+    assert first.cli("cancel", "job1", "--grace", "2").returncode == 0
+    first.c.reset_control()
+    third = laptop(node, tmp_path / "laptop2b", "job3")
+    cp = third.cli(*third.run_args())
+    assert cp.returncode == 0, desc(cp)
+    assert len(first.c.launches()) == 2
+    lock = json.loads(first.c.host_path(
+        f"{first.c.aiter_root}/tune_logs/.tune-remote/locks/a8w8_blockscale.lock").read_text())
+    assert lock["job_id"] == "job3" and "@" in lock["owner"]["who"]
+
+
+def test_fetch_and_logs_work_while_the_job_runs(node, tmp_path):
+    bed = Bed(node, tmp_path)
+    _start_hung_detached(bed)
+    cp = bed.cli("fetch", bed.job_id)
+    assert cp.returncode == 0, desc(cp)
+    files = json.loads(cp.stdout)["files"]
+    assert any(p.endswith(".log") for p in files), files
+    tune_local = bed.job_dir / "logs" / bed.state()["remote"]["logs"]["tune"].rsplit("/", 1)[-1]
+    assert tune_local.is_file() and tune_local.read_bytes() == bed.node_bytes(bed.state()["remote"]["logs"]["tune"])
+    cp = bed.cli("logs", bed.job_id)
+    assert cp.returncode == 0, desc(cp)
+    assert b"Distributing" in cp.stdout              # what the tuner wrote so far
+    assert bed.state()["state"] == "running"
+    assert bed.cli("cancel", bed.job_id, "--grace", "2").returncode == 0
+    poll(lambda: not bed.tuner_pids(), timeout=30, what="tuner gone")
+
+
+def _tuned_keys(bed: Bed) -> list[tuple]:
+    import csv
+    path = bed.c.host_path(bed.state()["remote"]["tuned_csv"])
+    rows = list(csv.DictReader(path.open())) if path.exists() else []
+    return [(r["M"], r["N"], r["K"]) for r in rows]
+
+
+def test_container_restart_is_lost_then_relaunch_tunes_only_the_rest(node, tmp_path):
+    bed = Bed(node, tmp_path)
+    bed.c.slow(0.3)                                   # ~10 s of tuning
+    proc = bed.popen(*bed.run_args())
+    bed.wait_tuning()
+    tune_log = bed.state()["remote"]["logs"]["tune"]
+    poll(lambda: len(_tuned_keys(bed)) >= 2, timeout=60, what="a first batch of rows written")
+    bed.c.restart()
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 1, err.decode()[-2000:]
+    st = bed.state()
+    assert st["state"] == "lost" and "container restarted" in st["error"], st["error"]
+    kept = _tuned_keys(bed)
+    assert kept, "rows tuned before the restart must stay in the table"
+    # resume alone does not relaunch: exit 1, one line, a hint
+    launches = len(bed.c.launches())
+    cp = bed.cli("resume", bed.job_id)
+    assert cp.returncode == 1 and "--relaunch" in err_lines(cp)[0] and len(bed.c.launches()) == launches
+    assert "container restarted" in err.decode()
+    # resume --relaunch: tunes the shapes not tuned yet, keeps the first baseline, completes
+    bed.c.slow(0.0)
+    baseline_log = st["remote"]["logs"]["baseline"]
+    baseline_before = bed.node_bytes(baseline_log)
+    cp = bed.cli("resume", bed.job_id, "--relaunch")
+    assert cp.returncode == 0, desc(cp)
+    assert len(bed.c.launches()) == launches + 1
+    final = _tuned_keys(bed)
+    assert len(final) == len(set(final)) and set(kept) <= set(final)
+    shapes = {(str(s["m"]), str(s["n"]), str(s["k"])) for s in bed.state()["shapes"]}
+    # the relaunched tuner's own summary: it tuned only the shapes without a row yet
+    import re
+    tuned_now = re.findall(rb"Tuning \w+\. tune (\d+) shapes", bed.node_bytes(tune_log))
+    assert [int(x) for x in tuned_now] == [len(shapes - set(kept))]
+    assert bed.node_bytes(baseline_log) == baseline_before    # the first baseline, not a second one
+    assert bed.state()["state"] == "succeeded"
+
+
+def test_container_paused_20s_during_tuning_completes_with_one_launch(node, tmp_path):
+    bed = Bed(node, tmp_path)
+    bed.c.slow(0.2)
+    proc = bed.popen(*bed.run_args())
+    bed.wait_tuning()
+    bed.c.pause()
+    try:
+        # the laptop keeps polling into a paused container for 20 s: refused execs, never a verdict
+        deadline = time.monotonic() + 20
+        poll(lambda: time.monotonic() >= deadline or proc.poll() is not None, timeout=30,
+             interval=0.5, what="20 s of pause")
+        assert proc.poll() is None, "the run ended while the container was paused"
+    finally:
+        bed.c.unpause()
+    out, err = proc.communicate(timeout=180)
+    assert proc.returncode == 0, err.decode()[-2000:]
+    assert len(bed.c.launches()) == 1
+    assert bed.state()["state"] == "succeeded"
