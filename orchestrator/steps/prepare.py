@@ -48,6 +48,18 @@ def tune_command(ctx: Ctx, variant: KernelVariant, untuned: str, tuned: str) -> 
     return Cmd(tuple(argv), env=env, cwd=ctx.job.remote["aiter_root"])
 
 
+STALL_RELAUNCHES = 2
+
+
+def stall_timeout_s(ctx: Ctx) -> float:
+    """--stall-timeout S (0 = off); default twice the tuner's per-task --timeout (1200 s with ours): a
+    task that runs that long has been killed by the tuner itself, so a silent log means a livelock."""
+    req = ctx.job.request
+    if req.get("stall_timeout") is not None:
+        return float(req["stall_timeout"])
+    return 2.0 * float(req.get("timeout") or DEFAULT_TIMEOUT_S)
+
+
 def _sequence(cmds: list[Cmd]) -> str:
     """One shell line running every Cmd in turn (each in a subshell); exit status = last failure."""
     parts = [f"( {render(c)} ) || rc=$?" for c in cmds]
@@ -107,8 +119,12 @@ def run(ctx: Ctx) -> None:
         job.note(f"no benchmark for {variant.name} on this AITER install (test script: {missing}); "
                  "tuning only, no before/after comparison")
     tcmd = tune_command(ctx, variant, remote["untuned_csv"], tuned)
-    steps.append({"name": "tune", "log": logs["tune"], "line": _sequence([tcmd]),
+    stall = stall_timeout_s(ctx)
+    watched = tcmd if not stall else Cmd((ctx.target.container.python, f"{ctx.target.helper.dir}/node_helper.py",
+                                          "_watch", f"{stall:g}", str(STALL_RELAUNCHES), tuned, "--", render(tcmd)))
+    steps.append({"name": "tune", "log": logs["tune"], "line": _sequence([watched]),
                   "marker": "Tuning not Finished"})
+    remote["stall_timeout_s"] = stall
     if bench_cmds:
         after = [Cmd(c.argv, env={**c.env, variant.config_env: tuned, "AITER_REBUILD": "1"}, cwd=c.cwd)
                  for c in bench_cmds]

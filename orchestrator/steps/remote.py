@@ -158,6 +158,7 @@ def wait(ctx: Ctx) -> None:
             ctx.sleep(ctx.settings.poll_s)
     ctx.ui.stop()
     info["poll_seconds"] = round(time.monotonic() - t0, 3)
+    _note_stalls(ctx)
     state = run["state"]
     sub = info.get("sub", {})
     if state == "succeeded":
@@ -181,6 +182,26 @@ def wait(ctx: Ctx) -> None:
     log = job.remote["logs"].get(failed or "tune")
     raise JobError(f"step {failed or 'pipeline'} failed on the node (exit {rc})",
                    hint=f"see {log} (or `tune-remote logs {job.job_id} --step {failed or 'tune'}`)")
+
+
+STALL_TAG = b"[tune-remote] stall:"
+
+
+def _note_stalls(ctx: Ctx) -> None:
+    """The watchdog's own lines in the tune log (remote/helpers/watch.py): said in the report."""
+    log = (ctx.job.remote.get("logs") or {}).get("tune")
+    path = local_log_path(ctx, log) if log else None
+    if not path or not path.is_file():
+        return
+    lines = [ln for ln in path.read_bytes().splitlines() if ln.startswith(STALL_TAG)]
+    kills = sum(1 for ln in lines if b"killed its process group" in ln)
+    if kills:
+        gave_up = any(b"giving up" in ln for ln in lines)
+        ctx.job.step_state("remote").info["stalls"] = kills
+        ctx.job.note(f"the tuner stalled {kills} time(s) (no log output and no new row for "
+                     f"{ctx.job.remote.get('stall_timeout_s', 0):g} s): its process group was killed and "
+                     + ("it was not relaunched again (limit reached)" if gave_up else
+                        "it was relaunched, skipping the shapes already tuned"))
 
 
 def prepare_relaunch(job) -> None:

@@ -123,3 +123,26 @@ def test_container_paused_20s_during_tuning_completes_with_one_launch(node, tmp_
     assert proc.returncode == 0, err.decode()[-2000:]
     assert len(bed.c.launches()) == 1
     assert bed.state()["state"] == "succeeded"
+
+
+def test_stalled_tuner_is_killed_and_relaunched_and_the_job_completes(node, tmp_path):
+    bed = Bed(node, tmp_path)
+    bed.c.hang_after(2, once=True)              # silent livelock after 2 shapes, the first time only
+    cp = bed.cli(*bed.run_args("--stall-timeout", "3"), timeout=240)
+    assert cp.returncode == 0, desc(cp)
+    assert len(bed.c.launches()) == 2            # the first (stalled) tuner and one relaunch
+    assert bed.tuner_pids() == []                # the stalled tuner's group is gone, not orphaned
+    st = bed.state()
+    assert st["steps"]["remote"]["info"]["stalls"] == 1
+    report = (bed.job_dir / "report.md").read_text()
+    assert "stalled 1 time(s)" in report and "relaunched" in report
+
+
+def test_a_tuner_that_keeps_stalling_is_given_up_after_two_relaunches(node, tmp_path):
+    bed = Bed(node, tmp_path)
+    bed.c.hang_after(1)                          # stalls every time
+    cp = bed.cli(*bed.run_args("--stall-timeout", "2"), timeout=240)
+    assert cp.returncode == 1, desc(cp)
+    assert len(bed.c.launches()) == 3            # first launch + at most two relaunches
+    assert bed.tuner_pids() == []
+    assert "step tune failed on the node (exit 124)" in err_lines(cp)[0]

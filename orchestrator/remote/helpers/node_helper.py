@@ -96,14 +96,20 @@ def _emit(obj):
     sys.stdout.flush()
 
 
+INTERNAL_WATCH = "_watch"
+
+
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
-    if not argv or argv[0] not in OPS:
+    if not argv or (argv[0] not in OPS and argv[0] != INTERNAL_WATCH):
         _emit({"ok": False, "error": "unknown op %r" % (argv[0] if argv else None,),
                "hint": "ops: %s" % ", ".join(sorted(k for k in OPS if not k.startswith("_"))),
                "version": HELPER_VERSION})
         return 0
     op = argv[0]
+    if op == INTERNAL_WATCH:
+        import watch  # noqa: PLC0415 - the stalled-tuner watchdog wraps the tune step (argv, not JSON)
+        return watch.main(argv[1:])
     if op == INTERNAL_SUPERVISE:
         procs.op_supervise(None)
         return 0
