@@ -194,12 +194,12 @@ def _note_stalls(ctx: Ctx) -> None:
     if not path or not path.is_file():
         return
     lines = [ln for ln in path.read_bytes().splitlines() if ln.startswith(STALL_TAG)]
-    kills = sum(1 for ln in lines if b"killed its process group" in ln)
+    kills = sum(1 for ln in lines if b"killed it and its workers" in ln)
     if kills:
         gave_up = any(b"giving up" in ln for ln in lines)
         ctx.job.step_state("remote").info["stalls"] = kills
         ctx.job.note(f"the tuner stalled {kills} time(s) (no log output and no new row for "
-                     f"{ctx.job.remote.get('stall_timeout_s', 0):g} s): its process group was killed and "
+                     f"{ctx.job.remote.get('stall_timeout_s', 0):g} s): it and its workers were killed and "
                      + ("it was not relaunched again (limit reached)" if gave_up else
                         "it was relaunched, skipping the shapes already tuned"))
 
