@@ -30,6 +30,9 @@ def _env_float(name: str, default: float) -> float:
 class Settings:
     poll_s: float = field(default_factory=lambda: _env_float("TUNE_REMOTE_POLL_S", 2.0))
     reconnect_s: float = field(default_factory=lambda: _env_float("TUNE_REMOTE_RECONNECT_S", 60.0))
+    # how long errors while *watching* a running job (a crashed helper, garbage, a slow answer) are retried
+    # before the watcher gives up; never a verdict on the job (errors.ObserverError)
+    observe_s: float = field(default_factory=lambda: _env_float("TUNE_REMOTE_OBSERVE_S", 300.0))
     accept_new_host_key: bool = False
     yes: bool = False
     interactive: bool = False

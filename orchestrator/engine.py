@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 
 from .context import Ctx
-from .errors import ConnectionLost, TuneRemoteError
+from .errors import ConnectionLost, ObserverError, TuneRemoteError
 from .steps import discover, fetch, prepare, remote, results, shapes
 from .workflow import next_step
 
@@ -34,8 +34,8 @@ def run_job(ctx: Ctx) -> str:
             ctx.ui.step(name)
             try:
                 STEP_FUNCS[name](ctx)
-            except ConnectionLost:
-                ctx.save()   # the node carries on; `resume` picks up from here
+            except (ConnectionLost, ObserverError):
+                ctx.save()   # the node carries on; `resume` picks up from here (never a verdict on the job)
                 raise
             except TuneRemoteError as exc:
                 st.status, st.finished = "failed", time.time()

@@ -62,6 +62,15 @@ class ConnectionLost(TuneRemoteError):
     exit_code = ExitCode.CONNECTION_LOST
 
 
+class ObserverError(TuneRemoteError):
+    """Watching a job failed (the helper crashed, the node answered garbage or too slowly) for longer than the
+    retry window. It says nothing about the job itself: the job stays `running` and `resume` re-attaches."""
+
+
+class CommandTimeout(TuneRemoteError):
+    """A remote command did not finish in time while the connection itself worked (not exit 75)."""
+
+
 class RemoteCommandError(TuneRemoteError):
     """A short remote command exited non-zero (the transport itself worked)."""
 

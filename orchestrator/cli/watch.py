@@ -180,9 +180,26 @@ def cancel(env: Env, job_id, grace):
         res = ctx.call("cancel", {"run_dir": job.remote["run_dir"], "grace_s": grace})
     finally:
         target.close()
+    _cancel_outcome(env, job, res)
+
+
+def _cancel_outcome(env: Env, job: JobState, res: dict) -> None:
+    """Say what the node answered: a job that had already ended keeps its own state (its results are still
+    worth a `resume`); processes that survived SIGKILL are named and the command exits 1."""
+    node_state = res.get("state")
+    remaining = res.get("remaining") or []
+    if res.get("already_finished") and node_state in ("succeeded", "failed"):
+        click.echo(f"job {job.job_id} had already {node_state} on the node (rc {res.get('rc')}); nothing to cancel; "
+                   f"`tune-remote resume {job.job_id}` collects its results")
+        return
     job.state, job.error = "cancelled", "cancelled by the user"
     env.workspace.save(job)
-    click.echo(f"job {job_id} cancelled ({len(res.get('signalled') or [])} process(es) signalled, "
+    if remaining:
+        raise JobError(f"job {job.job_id}: {len(remaining)} process(es) survived SIGKILL on the node "
+                       f"(pids {', '.join(map(str, remaining))}; stuck in the kernel, e.g. a hung GPU)",
+                       hint="check them with `ps -o pid,stat,wchan -p PID` in the container; they end with the "
+                            "GPU reset or a container restart")
+    click.echo(f"job {job.job_id} cancelled ({len(res.get('signalled') or [])} process(es) signalled, "
                f"{len(res.get('killed') or [])} killed)")
 
 

@@ -113,7 +113,7 @@ def run(ctx: Ctx) -> None:
         job.note(p)
     steps: list[dict] = []
     if bench_cmds:
-        steps.append({"name": "baseline", "log": logs["baseline"], "line": _sequence(bench_cmds), "marker": ""})
+        steps.append({"name": "baseline", "log": logs["baseline"], "line": _sequence(bench_cmds), "marker": "*"})
     else:
         missing = variant.bench.script if variant.bench else "none"
         job.note(f"no benchmark for {variant.name} on this AITER install (test script: {missing}); "
@@ -128,7 +128,7 @@ def run(ctx: Ctx) -> None:
     if bench_cmds:
         after = [Cmd(c.argv, env={**c.env, variant.config_env: tuned, "AITER_REBUILD": "1"}, cwd=c.cwd)
                  for c in bench_cmds]
-        steps.append({"name": "after", "log": logs["after"], "line": _sequence(after), "marker": ""})
+        steps.append({"name": "after", "log": logs["after"], "line": _sequence(after), "marker": "*"})
     remote["pipeline"] = steps
     remote["tune_argv"] = list(tcmd.argv)
     remote["tune_env"] = {"HIP_VISIBLE_DEVICES": tcmd.env["HIP_VISIBLE_DEVICES"]}

@@ -11,7 +11,7 @@ import re
 import time
 
 from ..context import Ctx
-from ..errors import JobError
+from ..errors import ConnectionLost, JobError, ObserverError, TuneRemoteError
 from ..workflow import REMOTE_STEPS
 from .prepare import local_log_path
 
@@ -69,23 +69,34 @@ def launch(ctx: Ctx) -> dict:
 
 
 def _apply_markers(info: dict, text: str) -> None:
+    """Marker lines of pipeline.sh -> sub-step states. Node output is not trusted: a garbled marker or an
+    unknown step name is ignored (it must never crash this or any later `resume`)."""
     sub = info.setdefault("sub", {})
     for line in text.splitlines():
         m = _MARK.match(line.strip())
         if not m:
             continue
         name, what, rest = m.groups()
-        if name == "pipeline":
+        if name not in REMOTE_STEPS:
             continue
+        words = rest.split()
         s = sub.setdefault(name, {"status": "pending"})
         if what == "start":
-            s.update(status="running", started=float(rest.split()[0]) if rest else None)
+            s.update(status="running", started=_number(words[0]) if words else None)
             info["current"] = name
         elif what in ("rc", "already-done"):
-            rc = int(rest.split()[-1])
+            rc = _number(words[-1]) if words else None
+            rc = int(rc) if rc is not None and float(rc).is_integer() else 1   # garbage rc = failure
             s.update(status="done" if rc == 0 else "failed", rc=rc)
         elif what == "partial":
             s.update(status="partial")
+
+
+def _number(word: str) -> float | None:
+    try:
+        return float(word)
+    except ValueError:
+        return None
 
 
 def _local_size(path) -> int:
@@ -144,12 +155,38 @@ def poll_once(ctx: Ctx) -> dict:
     return run
 
 
+def _poll_watching(ctx: Ctx, since: list) -> dict | None:
+    """One poll; an error of the *observer* (helper crash, ok:false, garbage, a slow answer) is retried
+    within settings.observe_s and never judged as the job's failure. Returns None to poll again."""
+    try:
+        run = poll_once(ctx)
+    except ConnectionLost:
+        raise                       # Ctx.call already used the whole reconnect window
+    except TuneRemoteError as exc:
+        now = time.monotonic()
+        if since[0] is None:
+            since[0] = now
+        if now - since[0] >= ctx.settings.observe_s:
+            raise ObserverError(f"could not watch job {ctx.job.job_id} for {ctx.settings.observe_s:g} s: "
+                                f"{exc.one_line()}",
+                                hint=f"the job goes on on the node; `tune-remote resume {ctx.job.job_id}` "
+                                     "re-attaches") from exc
+        ctx.ui.event(f"could not read the job's state ({exc.message}); retrying")
+        ctx.sleep(max(ctx.settings.poll_s, 1.0))
+        return None
+    since[0] = None
+    return run
+
+
 def wait(ctx: Ctx) -> None:
     job = ctx.job
     info = job.step_state("remote").info
     t0 = time.monotonic()
+    failing_since: list = [None]
     while True:
-        run = poll_once(ctx)
+        run = _poll_watching(ctx, failing_since)
+        if run is None:
+            continue
         ctx.save()
         ctx.ui.progress(job, info)
         if run["state"] not in ("running", "starting") and not run["more"]:
@@ -162,6 +199,11 @@ def wait(ctx: Ctx) -> None:
     state = run["state"]
     sub = info.get("sub", {})
     if state == "succeeded":
+        for name in ("baseline", "after"):     # non-fatal bench steps (marker "*"): tuning went on
+            if sub.get(name, {}).get("status") == "partial":
+                job.note(f"the {name} benchmark exited with {sub[name].get('rc')}: shapes it did not measure "
+                         f"have no {'before' if name == 'baseline' else 'after'} value in the comparison "
+                         f"(see `tune-remote logs {job.job_id} --step {name}`)")
         if sub.get("tune", {}).get("status") == "partial":
             job.step_state("remote").info["partial"] = True
             job.note("the tuner exited with [Tuning not Finished]: some shapes found no valid kernel "

@@ -146,3 +146,52 @@ def test_a_tuner_that_keeps_stalling_is_given_up_after_two_relaunches(node, tmp_
     assert len(bed.c.launches()) == 3            # first launch + at most two relaunches
     assert bed.tuner_pids() == []
     assert "step tune failed on the node (exit 124)" in err_lines(cp)[0]
+
+
+def _stderr_lines(proc) -> list[str]:
+    """Collect a running process's stderr lines in a thread (readable while it runs)."""
+    import threading
+    lines: list[str] = []
+
+    def read():
+        for raw in proc.stderr:
+            lines.append(raw.decode("utf-8", "replace"))
+
+    threading.Thread(target=read, daemon=True).start()
+    return lines
+
+
+def test_a_crashing_helper_while_watching_is_retried_never_a_verdict_on_the_job(node, tmp_path):
+    bed = Bed(node, tmp_path)
+    bed.c.slow(0.3)
+    proc = bed.popen(*bed.run_args())
+    err = _stderr_lines(proc)
+    bed.wait_tuning()
+    procs_py = bed.c.sh("ls -d /tmp/tune-remote/helper-*/procs.py").stdout.split()[0]
+    bed.c.sh(f"cp {procs_py} {procs_py}.good && echo 'raise SystemExit(\"boom\")' > {procs_py}")
+    try:   # every status poll now crashes in the container (exit 1, no JSON answer)
+        poll(lambda: sum("retrying" in line for line in err) >= 3 or proc.poll() is not None, timeout=60,
+             what="the laptop to retry three crashed polls")
+        assert proc.poll() is None, "".join(err)[-2000:]
+        assert bed.state()["state"] == "running"
+    finally:
+        bed.c.sh(f"mv -f {procs_py}.good {procs_py}")
+    proc.wait(timeout=180)
+    assert proc.returncode == 0, "".join(err)[-3000:]
+    assert any("could not read the job's state" in line and "crashed" in line for line in err)
+    assert len(bed.c.launches()) == 1 and bed.state()["state"] == "succeeded"
+
+
+def test_cancel_of_a_job_that_already_succeeded_keeps_its_state_and_resume_collects_it(node, tmp_path):
+    bed = Bed(node, tmp_path)
+    cp = bed.cli(*bed.run_args("--detach"))
+    assert cp.returncode == 0, desc(cp)
+    rc_file = bed.c.host_path(f"{bed.state()['remote']['run_dir']}/rc")
+    poll(rc_file.exists, timeout=120, what="the node pipeline to finish")
+    cp = bed.cli("cancel", bed.job_id, "--grace", "1")
+    assert cp.returncode == 0, desc(cp)
+    assert b"had already succeeded" in cp.stdout and b"resume" in cp.stdout
+    assert bed.state()["state"] == "running"          # not "cancelled": its results are still to collect
+    cp = bed.cli("resume", bed.job_id)
+    assert cp.returncode == 0, desc(cp)
+    assert bed.state()["state"] == "succeeded" and (bed.job_dir / "report.md").is_file()

@@ -540,7 +540,7 @@ def op_cancel(req):
     st = run_state(run_dir)
     if st["state"] == "unknown":
         raise HelperError("cancel: %s is not a run directory (no command.json/record.json)" % run_dir,
-                          hint="check the job id; `tune-remote list` shows known jobs")
+                          hint="check the job id; `tune-remote status` lists known jobs")
     rec = st["record"] or {}
     marker = rec.get("marker") or (st["command"] or {}).get("marker")
     finished = st["state"] in ("succeeded", "failed", "cancelled") and not st["alive"]
