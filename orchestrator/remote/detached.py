@@ -19,7 +19,8 @@ from .transport import TransportError, Transport
 
 # the helper package, pushed as one tarball: node_helper.py is the entry point, the rest are its modules
 HELPER_FILES = ("node_helper.py", "common.py", "text.py", "files.py", "discovery.py", "argpatch.py",
-                "procs.py", "locks.py", "watch.py", "shapelog.py", "pipeline.sh")
+                "procs.py", "runlog.py", "killing.py", "tables.py", "locks.py", "watch.py", "shapelog.py",
+                "pipeline.sh")
 _EXTRACT = (
     "import io,os,sys,tarfile\n"
     "d=sys.argv[1]; t=d+'.tmp'+str(os.getpid())\n"

@@ -120,8 +120,12 @@ def run(ctx: Ctx) -> None:
                  "tuning only, no before/after comparison")
     tcmd = tune_command(ctx, variant, remote["untuned_csv"], tuned)
     stall = stall_timeout_s(ctx)
-    watched = tcmd if not stall else Cmd((ctx.target.container.python, f"{ctx.target.helper.dir}/node_helper.py",
-                                          "_watch", f"{stall:g}", str(STALL_RELAUNCHES), tuned, "--", render(tcmd)))
+    # the watchdog also checks the table after every exit of the tuner and repairs it from the backup
+    table_opts = ["--keys", ",".join(("gfx", "cu_num", *variant.untuned_columns)), "--keep", f"{job_dir}/damaged"]
+    if backup:
+        table_opts = ["--backup", backup, *table_opts]
+    watched = Cmd((ctx.target.container.python, f"{ctx.target.helper.dir}/node_helper.py", "_watch",
+                   f"{stall:g}", str(STALL_RELAUNCHES), tuned, *table_opts, "--", render(tcmd)))
     steps.append({"name": "tune", "log": logs["tune"], "line": _sequence([watched]),
                   "marker": "Tuning not Finished"})
     remote["stall_timeout_s"] = stall

@@ -227,6 +227,7 @@ def wait(ctx: Ctx) -> None:
 
 
 STALL_TAG = b"[tune-remote] stall:"
+TABLE_TAG = b"[tune-remote] table:"
 
 
 def _note_stalls(ctx: Ctx) -> None:
@@ -235,7 +236,11 @@ def _note_stalls(ctx: Ctx) -> None:
     path = local_log_path(ctx, log) if log else None
     if not path or not path.is_file():
         return
-    lines = [ln for ln in path.read_bytes().splitlines() if ln.startswith(STALL_TAG)]
+    data = path.read_bytes()
+    for ln in data.splitlines():
+        if ln.startswith(TABLE_TAG):      # the watchdog found the table torn and repaired it (tables.py)
+            ctx.job.note("the tuned table " + ln[len(TABLE_TAG):].decode("utf-8", "replace").strip()[:400])
+    lines = [ln for ln in data.splitlines() if ln.startswith(STALL_TAG)]
     kills = sum(1 for ln in lines if b"killed it and its workers" in ln)
     if kills:
         gave_up = any(b"giving up" in ln for ln in lines)

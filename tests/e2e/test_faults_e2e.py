@@ -195,3 +195,58 @@ def test_cancel_of_a_job_that_already_succeeded_keeps_its_state_and_resume_colle
     cp = bed.cli("resume", bed.job_id)
     assert cp.returncode == 0, desc(cp)
     assert bed.state()["state"] == "succeeded" and (bed.job_dir / "report.md").is_file()
+
+
+def _table(bed: Bed, path: str) -> tuple[list[str], list[dict]]:
+    """Header and rows of a node CSV, asserting it is sound: a complete last line, every row full width."""
+    import csv
+    import io
+    data = bed.node_bytes(path).decode()
+    assert data.endswith("\n"), f"{path} ends with a torn line: {data[-80:]!r}"
+    recs = list(csv.reader(io.StringIO(data)))
+    assert all(len(r) == len(recs[0]) for r in recs), f"{path} has rows of the wrong width"
+    return recs[0], [dict(zip(recs[0], r)) for r in recs[1:]]
+
+
+def _mnk_keys(rows: list[dict]) -> set:
+    return {(r["gfx"], r["cu_num"], r["M"], r["N"], r["K"]) for r in rows}
+
+
+def test_a_kill_in_the_middle_of_the_tables_rewrite_is_repaired_before_the_relaunch(node, tmp_path):
+    bed = Bed(node, tmp_path)
+    bed.c.torn_write_after(2, once=True)    # the rewrite after 2 shapes stops half way; the tuner hangs there
+    cp = bed.cli(*bed.run_args("--stall-timeout", "3"), timeout=240)
+    assert cp.returncode == 0, desc(cp)
+    st = bed.state()
+    backup_rows = _table(bed, st["remote"]["tuned_backup"])[1]
+    _, final = _table(bed, st["remote"]["tuned_csv"])
+    assert backup_rows and _mnk_keys(backup_rows) <= _mnk_keys(final)      # no row of before lost
+    assert len(final) == len(_mnk_keys(final))                             # no duplicated key
+    tuned = {(str(s["m"]), str(s["n"]), str(s["k"])) for s in st["shapes"]}
+    assert len(tuned & {(r["M"], r["N"], r["K"]) for r in final}) > 2     # the relaunch tuned the rest
+    assert len(bed.c.launches()) == 2
+    notes = " ".join(st["notes"])
+    assert "was damaged" in notes and "repaired from the backup" in notes, notes
+    assert "repaired from the backup" in (bed.job_dir / "report.md").read_text()
+    damaged = bed.c.sh(f"ls {st['remote']['job_dir']}/damaged").stdout.split()
+    assert len(damaged) == 1, damaged                                      # the torn bytes are kept
+
+
+def test_a_cancel_in_the_middle_of_the_tables_rewrite_leaves_a_sound_table(node, tmp_path):
+    bed = Bed(node, tmp_path)
+    bed.c.torn_write_after(2)
+    cp = bed.cli(*bed.run_args("--detach"))
+    assert cp.returncode == 0, desc(cp)
+    st = bed.state()
+    table = st["remote"]["tuned_csv"]
+    poll(lambda: bed.tuner_pids() and not bed.node_bytes(table).endswith(b"\n"), timeout=60,
+         what="the tuner to stop half way through its table rewrite")
+    cp = bed.cli("cancel", bed.job_id, "--grace", "2")
+    assert cp.returncode == 0, desc(cp)
+    # the watchdog repairs it when the cancel's TERM reaches it; the laptop checks again after the cancel
+    said = cp.stderr + bed.node_bytes(st["remote"]["logs"]["tune"])
+    assert b"repaired from the backup" in said, desc(cp)
+    backup_rows = _table(bed, st["remote"]["tuned_backup"])[1]
+    _, final = _table(bed, table)
+    assert _mnk_keys(backup_rows) <= _mnk_keys(final)
+    assert not bed.tuner_pids() and bed.state()["state"] == "cancelled"

@@ -233,12 +233,18 @@ class Container:
         """The next tune run sleeps forever after ``shapes`` shapes (``once``: the fault clears itself)."""
         return self.set_control(hang_after_shapes=int(shapes), crash_after_shapes=None, fault_once=once)
 
+    def torn_write_after(self, shapes: int, *, once: bool = False) -> dict:
+        """The tuner's in-place table rewrite after ``shapes`` shapes stops half way (flushed) and the tuner
+        hangs there: whatever kills it now (watchdog, cancel) leaves a truncated table, as with AITER."""
+        return self.set_control(torn_write_after_shapes=int(shapes), fault_once=once)
+
     def slow(self, seconds_per_shape: float) -> dict:
         return self.set_control(seconds_per_shape=float(seconds_per_shape))
 
     def reset_control(self) -> dict:
         return self.set_control(seconds_per_shape=getattr(self.spec, "seconds_per_shape", 0.0),
-                                crash_after_shapes=None, hang_after_shapes=None, fault_once=False)
+                                crash_after_shapes=None, hang_after_shapes=None, torn_write_after_shapes=None,
+                                fault_once=False)
 
     def launches(self) -> list[dict]:
         """One record per tune-script start (the sim's launch counter)."""

@@ -116,3 +116,84 @@ def test_observer_gives_up_after_its_window_without_failing_the_job(monkeypatch)
         remote.wait(ctx)
     assert ctx.job.state == "running" and "resume j1" in ei.value.one_line()
     assert ei.value.exit_code == 1
+
+
+# ------------------------------------------------------------------------------------------------
+# tables.py through the real helper (table_check op) and the watchdog (_watch), as on the node
+# ------------------------------------------------------------------------------------------------
+
+import json  # noqa: E402
+import os  # noqa: E402
+import sys  # noqa: E402
+
+HELPER = Path(remote.__file__).resolve().parents[1] / "remote" / "helpers" / "node_helper.py"
+PY = os.environ.get("NODE_HELPER_PYTHON", sys.executable)
+KEYS = ["gfx", "cu_num", "M", "N", "K"]
+HEADER = "gfx,cu_num,M,N,K,kernelId,us\n"
+
+
+def helper(op, req):
+    cp = subprocess.run([PY, str(HELPER), op], input=json.dumps(req).encode(), capture_output=True, timeout=30)
+    assert cp.returncode == 0, cp.stderr
+    return json.loads(cp.stdout.decode().splitlines()[-1])
+
+
+def rows(path):
+    import csv
+    return [(r["M"], r["N"], r["K"], r["kernelId"]) for r in csv.DictReader(open(path))]
+
+
+def test_a_sound_table_is_left_alone(tmp_path):
+    (tmp_path / "b.csv").write_text(HEADER + "gfx942,304,1,2,3,7,1.5\n")
+    table = tmp_path / "t.csv"
+    table.write_text(HEADER + "gfx942,304,1,2,3,7,1.5\ngfx942,304,4,2,3,9,2.0\n")
+    before = table.read_bytes()
+    res = helper("table_check", {"table": str(table), "backup": str(tmp_path / "b.csv"), "keys": KEYS})
+    assert res["ok"] is True and res["sound"] is True and res["rows"] == 2 and res["line"] is None
+    assert table.read_bytes() == before and not (tmp_path / "damaged").exists()
+
+
+def test_a_torn_table_is_repaired_from_the_backup_keeping_new_complete_rows(tmp_path):
+    (tmp_path / "b.csv").write_text(HEADER + "gfx942,304,1,2,3,7,1.5\ngfx942,304,8,2,3,7,1.5\n")
+    table = tmp_path / "t.csv"
+    # AITER rewrote the file in place and was killed half way: backup row (8,2,3) is gone, a row is torn
+    torn = HEADER + "gfx942,304,1,2,3,5,1.1\ngfx942,304,16,2,3,4,0.9\ngfx942,304,32,2"
+    table.write_text(torn)
+    res = helper("table_check", {"table": str(table), "backup": str(tmp_path / "b.csv"), "keys": KEYS,
+                                 "keep_dir": str(tmp_path / "damaged")})
+    assert res["sound"] is False and "torn" in res["problem"] and "repaired from the backup" in res["line"]
+    # the rows of this run win over the backup's for the same key; the lost backup row is back
+    assert sorted(rows(table)) == sorted([("1", "2", "3", "5"), ("8", "2", "3", "7"), ("16", "2", "3", "4")])
+    (kept,) = list((tmp_path / "damaged").iterdir())
+    assert kept.read_text() == torn
+    again = helper("table_check", {"table": str(table), "backup": str(tmp_path / "b.csv"), "keys": KEYS})
+    assert again["ok"] is True and again["sound"] is True
+
+
+def test_a_table_missing_backup_rows_is_not_a_superset_and_is_repaired(tmp_path):
+    (tmp_path / "b.csv").write_text(HEADER + "gfx942,304,1,2,3,7,1.5\ngfx942,304,8,2,3,7,1.5\n")
+    table = tmp_path / "t.csv"
+    table.write_text(HEADER + "gfx942,304,1,2,3,7,1.5\n")
+    res = helper("table_check", {"table": str(table), "backup": str(tmp_path / "b.csv"), "keys": KEYS})
+    assert res["sound"] is False and "1 row(s) of the backup are missing" in res["problem"]
+    assert len(rows(table)) == 2
+
+
+def test_tables_without_a_gfx_column_use_the_keys_they_have(tmp_path):
+    head = "cu_num,M,N,K,kernelId,us\n"
+    (tmp_path / "b.csv").write_text(head + "304,1,2,3,7,1.5\n")
+    table = tmp_path / "t.csv"
+    table.write_text(head + "304,1,2,3,7,1.5\n304,2,2,3,7,1.5\n")
+    assert helper("table_check", {"table": str(table), "backup": str(tmp_path / "b.csv"), "keys": KEYS})["sound"]
+
+
+def test_the_watchdog_repairs_a_table_the_tuner_left_torn(tmp_path):
+    (tmp_path / "b.csv").write_text(HEADER + "gfx942,304,8,2,3,7,1.5\n")
+    table = tmp_path / "t.csv"
+    line = f"printf 'gfx942,304,1,2,3,5,1.1\\ngfx942,30' > {table}; exit 137"
+    cp = subprocess.run([PY, str(HELPER), "_watch", "0", "2", str(table), "--backup", str(tmp_path / "b.csv"),
+                         "--keys", ",".join(KEYS), "--keep", str(tmp_path / "dmg"), "--", line],
+                        capture_output=True, timeout=30)
+    assert cp.returncode == 137                           # the tuner's own status is kept
+    assert b"[tune-remote] table:" in cp.stdout and b"repaired from the backup" in cp.stdout
+    assert rows(table) == [("8", "2", "3", "7")]          # header-less torn file: the backup's rows come back

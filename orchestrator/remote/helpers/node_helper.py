@@ -29,7 +29,10 @@ if _HERE not in sys.path:
 import argpatch  # noqa: E402
 import discovery  # noqa: E402
 import files  # noqa: E402
+import killing  # noqa: E402
 import procs  # noqa: E402
+import runlog  # noqa: E402
+import tables  # noqa: E402
 from common import HELPER_VERSION, HelperError  # noqa: E402
 
 INTERNAL_SUPERVISE = procs.INTERNAL_SUPERVISE
@@ -87,8 +90,9 @@ OPS = {
     "manifest": files.op_manifest,
     "bench_prepare": argpatch.op_bench_prepare,
     "launch": procs.op_launch,
-    "status": procs.op_status,
-    "cancel": procs.op_cancel,
+    "status": runlog.op_status,
+    "cancel": killing.op_cancel,
+    "table_check": tables.op_table_check,
     INTERNAL_SUPERVISE: procs.op_supervise,
 }
 def _emit(obj):

@@ -1,4 +1,5 @@
-"""Detached jobs: launch (+ the supervising wrapper), status, cancel; liveness from /proc.
+"""Detached jobs: launch (+ the supervising wrapper) and run_state; liveness from /proc.
+(``status`` lives in runlog.py, ``cancel`` in killing.py.)
 
 Detached jobs keep their truth in a run directory:
 ``command.json`` (exclusive, written before anything starts), ``record.json`` (written by the
@@ -9,37 +10,23 @@ session and process-group leader (setsid after a double fork), it runs the job a
 same group with stdin /dev/null and stdout+stderr appended to the log, and it writes ``rc``.
 """
 
-import base64
 import json
 import os
-import re
 import select
 import signal
 import socket
 import subprocess
 import sys
-import time
 
 from common import HELPER_VERSION, HelperError, _now, _read_bytes, _read_json, _read_text, boot_id
 from files import _json_bytes, atomic_write, exclusive_write
-from text import strip_ansi
 
 MARKER_VAR = "TUNE_REMOTE_JOB"
 RUN_DIR_VAR = "TUNE_REMOTE_RUN_DIR"
 INTERNAL_SUPERVISE = "_supervise"
 ENTRY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "node_helper.py")
 
-DEFAULT_MAX_BYTES = 64 * 1024
-MAX_MAX_BYTES = 16 * 1024 * 1024
-PROGRESS_CHUNK = 256 * 1024
-PROGRESS_SCAN_LIMIT = 4 * 1024 * 1024
-LAST_LINE_WINDOW = 64 * 1024
-LAST_LINE_MAX = 300
 LAUNCH_TIMEOUT_S = 60.0
-
-PROGRESS_RE = re.compile(
-    r"processed (\d+) batches of (\d+)(?:, Processing Status ====> ([0-9.]+)% tuned in (\S+))?"
-)
 
 
 def proc_stat(pid):
@@ -379,229 +366,3 @@ def run_state(run_dir):
             out["reason"] = ("no rc file and the process is gone (killed by SIGKILL/OOM, or the "
                              "container restarted)")
     return out
-
-
-def _tail_bytes(f, size, window):
-    start = max(0, size - window)
-    f.seek(start)
-    return start, f.read(size - start)
-
-
-def _last_line(f, size):
-    if size <= 0:
-        return None
-    _, data = _tail_bytes(f, size, LAST_LINE_WINDOW)
-    text = data.decode("utf-8", "replace")
-    for line in reversed(text.split("\n")):
-        for seg in reversed(line.split("\r")):
-            seg = strip_ansi(seg).strip()
-            if seg:
-                return seg[:LAST_LINE_MAX]
-    return None
-
-
-def _progress(f, size):
-    """Last `processed X batches of Y` line, scanning backwards from the end in 256 KiB chunks."""
-    end = size
-    scanned = 0
-    carry = b""
-    while end > 0 and scanned < PROGRESS_SCAN_LIMIT:
-        start = max(0, end - PROGRESS_CHUNK)
-        f.seek(start)
-        chunk = f.read(end - start) + carry
-        scanned += end - start
-        text = strip_ansi(chunk.decode("utf-8", "replace"))
-        last = None
-        for m in PROGRESS_RE.finditer(text):
-            last = m
-        if last is not None:
-            done, total = int(last.group(1)), int(last.group(2))
-            pct = round(done * 100.0 / total, 1) if total else None
-            return {"done": done, "total": total, "pct": pct, "tuner": last.group(4)}
-        # keep the partial first line so a match split across chunks is seen next round
-        nl = chunk.find(b"\n")
-        carry = chunk[:nl] if nl >= 0 else chunk
-        if len(carry) > PROGRESS_CHUNK:
-            carry = carry[:PROGRESS_CHUNK]
-        end = start
-    return None
-
-
-def op_status(req):
-    max_bytes = req.get("max_bytes")
-    max_bytes = DEFAULT_MAX_BYTES if max_bytes is None else int(max_bytes)
-    max_bytes = max(0, min(max_bytes, MAX_MAX_BYTES))
-    runs = []
-    for item in req.get("runs") or []:
-        if isinstance(item, str):
-            item = {"run_dir": item}
-        run_dir = os.path.abspath(item.get("run_dir") or "")
-        st = run_state(run_dir)
-        rec = st["record"] or {}
-        cmd = st["command"] or {}
-        log_path = rec.get("log_path") or cmd.get("log_path")
-        entry = {"run_dir": run_dir, "state": st["state"], "rc": st["rc"], "pid": st["pid"],
-                 "child_pid": st["child_pid"], "alive": st["alive"], "wrapper_alive": st["wrapper_alive"],
-                 "child_alive": st["child_alive"], "cancel_requested": st["cancel_requested"],
-                 "reason": st["reason"], "log_path": log_path, "log_size": None, "log_age_s": None,
-                 "data_b64": "", "offset": None, "next_offset": None, "eof": True, "reset": False,
-                 "progress": None, "last_line": None, "started_at": rec.get("started_at")}
-        offset = item.get("offset")
-        offset = 0 if offset is None else int(offset)
-        per_run_max = item.get("max_bytes")
-        limit = max_bytes if per_run_max is None else max(0, min(int(per_run_max), MAX_MAX_BYTES))
-        entry["offset"] = offset
-        entry["next_offset"] = offset
-        if log_path:
-            entry.update(_read_log(log_path, offset, limit))
-        runs.append(entry)
-    files = []
-    for item in req.get("files") or []:
-        path = item.get("path") or ""
-        entry = {"path": path, "size": None, "age_s": None, "data_b64": "", "offset": 0,
-                 "next_offset": int(item.get("offset") or 0), "eof": True, "reset": False,
-                 "progress": None, "last_line": None}
-        entry.update(_read_log(path, int(item.get("offset") or 0), max_bytes))
-        if "log_size" in entry:
-            entry["size"] = entry.pop("log_size")
-            entry["age_s"] = entry.pop("log_age_s")
-        files.append(entry)
-    return {"runs": runs, "files": files, "boot_id": boot_id(), "now": _now()}
-
-
-def _read_log(log_path, offset, limit):
-    """Size, age, bytes from offset (base64), last line and tuner progress of one log file."""
-    out = {}
-    try:
-        with open(log_path, "rb") as f:
-            fst = os.fstat(f.fileno())
-            size = fst.st_size
-            out["log_size"] = size
-            out["log_age_s"] = round(max(0.0, _now() - fst.st_mtime), 3)
-            if offset > size:  # truncated or replaced: start over, and say so
-                out["reset"] = True
-                offset = 0
-            out["offset"] = offset
-            f.seek(offset)
-            data = f.read(min(limit, size - offset)) if limit else b""
-            out["data_b64"] = base64.b64encode(data).decode("ascii")
-            out["next_offset"] = offset + len(data)
-            out["eof"] = out["next_offset"] >= size
-            out["last_line"] = _last_line(f, size)
-            out["progress"] = _progress(f, size)
-    except FileNotFoundError:
-        pass
-    except OSError as exc:
-        out["log_error"] = str(exc)
-    return out
-
-
-def _job_processes(pgid, marker, run_dir, leader_ok):
-    """Live (non-zombie) processes of the job: group members and marker carriers.
-
-    Returns (group_members, marker_only): group members are ours when the leader is verified
-    (group membership is inherited, and the pgid cannot be reused while the group exists);
-    otherwise only processes that carry the marker are taken."""
-    me = os.getpid()
-    group, swept = [], []
-    for pid in list_pids():
-        if pid == me:
-            continue
-        st = proc_stat(pid)
-        if st is None or st[0] in ("Z", "X", "x"):
-            continue
-        has = environ_has_marker(pid, marker) if marker else None
-        if has:
-            other_dir = _environ_run_dir(pid)
-            if other_dir and other_dir != run_dir:
-                has = False
-        in_group = bool(pgid) and st[2] == int(pgid)
-        if in_group and (leader_ok or has):
-            group.append(pid)
-        elif has:
-            swept.append(pid)
-    return group, swept
-
-
-def _signal(pid, sig):
-    try:
-        os.kill(pid, sig)
-        return True
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return False
-
-
-def op_cancel(req):
-    run_dir = os.path.abspath(req.get("run_dir") or "")
-    grace = float(req.get("grace_s", 10) if req.get("grace_s") is not None else 10)
-    paths = _run_paths(run_dir)
-    st = run_state(run_dir)
-    if st["state"] == "unknown":
-        raise HelperError("cancel: %s is not a run directory (no command.json/record.json)" % run_dir,
-                          hint="check the job id; `tune-remote status` lists known jobs")
-    rec = st["record"] or {}
-    marker = rec.get("marker") or (st["command"] or {}).get("marker")
-    finished = st["state"] in ("succeeded", "failed", "cancelled") and not st["alive"]
-    if finished:
-        _, strays = _job_processes(None, marker, run_dir, False)
-        if not strays:
-            return {"state": st["state"], "signalled": [], "killed": [], "remaining": [],
-                    "already_finished": True, "rc": st["rc"]}
-    elif not os.path.exists(paths["cancelled"]):
-        atomic_write(paths["cancelled"], _json_bytes({"at": _now(), "grace_s": grace}))
-    pgid = rec.get("pgid") or rec.get("pid")
-    leader_ok = pid_alive(rec.get("pid"), rec.get("starttime"), marker, rec.get("boot_id"))
-    signalled, killed = [], []
-
-    def term_round():
-        group, swept = _job_processes(pgid, marker, run_dir, leader_ok)
-        if group and leader_ok:
-            try:
-                os.killpg(int(pgid), signal.SIGTERM)
-            except (ProcessLookupError, PermissionError):
-                pass
-            for p in group:
-                if p not in signalled:
-                    signalled.append(p)
-        else:
-            swept = group + swept
-        for p in swept:
-            if p not in signalled and _signal(p, signal.SIGTERM):
-                signalled.append(p)
-        return group + swept
-
-    live = term_round()
-    deadline = _now() + max(0.0, grace)
-    while live and _now() < deadline:
-        time.sleep(0.05)
-        live = term_round()  # also catches processes forked after the first signal
-    if live:
-        group, swept = _job_processes(pgid, marker, run_dir, leader_ok)
-        if group and leader_ok:
-            try:
-                os.killpg(int(pgid), signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-            killed.extend(group)
-        else:
-            swept = group + swept
-        for p in swept:
-            if _signal(p, signal.SIGKILL):
-                killed.append(p)
-        end = _now() + 5.0
-        while _now() < end:
-            group, swept = _job_processes(pgid, marker, run_dir, leader_ok)
-            live = group + swept
-            if not live:
-                break
-            for p in live:
-                _signal(p, signal.SIGKILL)
-                if p not in killed:
-                    killed.append(p)
-            time.sleep(0.05)
-    group, swept = _job_processes(pgid, marker, run_dir, leader_ok)
-    final = run_state(run_dir)
-    return {"state": final["state"], "signalled": sorted(signalled), "killed": sorted(set(killed)),
-            "remaining": sorted(group + swept), "rc": final["rc"], "already_finished": finished}

@@ -4,7 +4,7 @@ import os
 
 from aiter import logger
 from aiter._sim import LEGACY, perf_model
-from aiter._sim.frame import norm, read_csv, write_csv
+from aiter._sim.frame import norm, read_csv, write_csv, write_table
 from aiter.jit.core import AITER_CONFIG_FMOE, AITER_ROOT_DIR
 from aiter.utility.base_tuner import GFX_FROM_CU_NUM, TunerCommon
 
@@ -135,7 +135,7 @@ class FmoeTuner(TunerCommon):
             if c not in out_cols:
                 out_cols.append(c)
 #@ endif
-        write_csv(output_file, out_cols, rows)
+        write_table(output_file, out_cols, rows, torn=self._torn_write_due())
 
     def sortResults(self, output_file, sort, keys):
         cols, rows = read_csv(output_file)

@@ -75,6 +75,32 @@ def write_csv(path, cols, rows, na_rep=""):
     os.replace(tmp, path)
 
 
+def write_table(path, cols, rows, na_rep="", torn=False):
+    """What AITER's tuners do with their -o file: ``df.to_csv(path)``, the whole file rewritten IN PLACE
+    (truncate, then write; not atomic: aiter-formats.md §1.4). ``torn``: the writer stops half way
+    (flushed to disk) and never returns, as a process frozen or killed in the middle of the rewrite."""
+    d = os.path.dirname(os.path.abspath(path))
+    if d and not os.path.isdir(d):
+        os.makedirs(d, exist_ok=True)
+    import io
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(cols)
+    for r in rows:
+        w.writerow([_csv_cell(r.get(c), na_rep) for c in cols])
+    data = buf.getvalue()
+    with open(path, "w", newline="") as fh:
+        if not torn:
+            fh.write(data)
+            return
+        fh.write(data[:max(1, len(data) // 2)])
+        fh.flush()
+        os.fsync(fh.fileno())
+        import time
+        while True:
+            time.sleep(3600)
+
+
 def norm(v):
     """Normalise a CSV cell for key comparison: '16' / 16 / 16.0 -> 16, 'True' -> 1."""
     if isinstance(v, bool):

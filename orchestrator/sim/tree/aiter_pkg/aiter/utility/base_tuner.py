@@ -16,7 +16,7 @@ import torch
 from .. import logger
 from .._sim import LEGACY, clear_fault, read_control, record_launch
 from .._sim import perf_model
-from .._sim.frame import df_repr, norm, read_csv, sort_value, write_csv
+from .._sim.frame import df_repr, norm, read_csv, sort_value, write_csv, write_table
 from ..jit.core import get_module
 from ..jit.utils.chip_info import get_gfx
 from . import dtypes
@@ -240,6 +240,15 @@ class TunerCommon:
         if secs > 0:
             time.sleep(secs)
 
+    def _torn_write_due(self):
+        """control torn_write_after_shapes=N: the table rewrite after N shapes of this run stops half way."""
+        n = read_control().get("torn_write_after_shapes")
+        if n is None or self._done_in_run < int(n):
+            return False
+        if read_control().get("fault_once"):
+            clear_fault("torn_write_after_shapes")
+        return True
+
     def candidate_result(self, args, row):
         """Best candidate for one shape (dict of result columns) or None = no valid kernel."""
         variant = self.variant(args)
@@ -323,7 +332,7 @@ class TunerCommon:
                 else:
                     rows.append(r)
             rows += [r for r in new_rows if self._key_of(r) not in used]
-        write_csv(output_file, cols, rows, na_rep="Null")
+        write_table(output_file, cols, rows, na_rep="Null", torn=self._torn_write_due())
 
     def write_profile(self, results, profile_file):
         if not profile_file:
