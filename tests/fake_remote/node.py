@@ -23,7 +23,7 @@ from typing import Any, Iterable
 
 from . import procs
 from . import bigfiles
-from .provision import LABEL, NODE_LABEL, OWNER_LABEL, PREFIX, docker, find_sshd, poll, run, system_mounts
+from .provision import LABEL, NODE_LABEL, OWNER_LABEL, PREFIX, docker, find_docker, find_sshd, poll, run, system_mounts
 from .proxy import FaultProxy
 
 DEFAULT_TARGET_DIR = "/opt/aiter-sim"
@@ -207,8 +207,38 @@ class Container:
         """``docker pause``: every process in the container is frozen; ``docker exec`` is refused."""
         docker("pause", self.id)
 
-    def unpause(self) -> None:
-        docker("unpause", self.id)
+    def unpause(self, timeout: float = 30) -> None:
+        """``docker unpause``. A ``docker exec`` that raced the pause has its ``runc init`` frozen inside the
+        container (D state) while runc holds the container's lock, so ``docker unpause`` waits forever
+        (Docker 20.10 / runc 1.1). Then: thaw the freezer cgroup (the exec finishes and lets go), which
+        makes docker's pending resume fail ("not paused"); freeze it again and unpause through docker."""
+        exe = find_docker()
+        proc = subprocess.Popen([exe, "unpause", self.id], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self._freeze(False)
+            proc.wait(timeout=timeout)
+        if self.state().get("Paused"):
+            self._freeze(True)
+            docker("unpause", self.id, timeout=timeout)
+        poll(lambda: not self.state().get("Paused"), timeout=timeout, what=f"{self.name} to run again")
+
+    def _freeze(self, frozen: bool) -> None:
+        """Freeze or thaw the container's cgroup directly (cgroup v1 freezer, or v2 cgroup.freeze)."""
+        cg = Path("/sys/fs/cgroup")
+        v1 = cg / "freezer/docker" / self.id / "freezer.state"
+        if v1.exists():
+            v1.write_text("FROZEN" if frozen else "THAWED")
+            poll(lambda: v1.read_text().strip() == ("FROZEN" if frozen else "THAWED"), timeout=10,
+                 what="the freezer cgroup")
+            return
+        for d in (cg / "docker" / self.id, cg / f"system.slice/docker-{self.id}.scope"):
+            if (d / "cgroup.freeze").exists():
+                (d / "cgroup.freeze").write_text("1" if frozen else "0")
+                want = f"frozen {1 if frozen else 0}"
+                poll(lambda: want in (d / "cgroup.events").read_text(), timeout=10, what="the cgroup to freeze")
+                return
 
     def read_control(self) -> dict:
         try:
