@@ -16,7 +16,7 @@ from .remote.docker import DockerExecTransport
 from .remote.local import LocalTransport
 from .remote.transport import Transport, TransportError
 from .state import JobState, Workspace
-from .variants import AiterProfile, KernelVariant, get_variant, parse_version, profile_for
+from .variants import AiterProfile, KernelVariant, get_variant, profile_from_facts
 
 
 def _env_float(name: str, default: float) -> float:
@@ -98,7 +98,7 @@ class Ctx:
 
     @property
     def profile(self) -> AiterProfile:
-        return profile_for(parse_version(self.job.facts.get("version")))
+        return profile_from_facts(self.job.facts)
 
     def call(self, op: str, request: dict | None = None, *, host: bool = False, timeout: float = 300) -> dict:
         """One helper round trip, retried with back-off across transport failures (ops are idempotent)."""

@@ -62,7 +62,8 @@ _JOB_FIELDS = (("id", "job id"), ("variant", "variant"), ("node", "node"), ("con
 _ENV_FIELDS = (("aiter_version", "AITER version"), ("pip_name", "pip name"),
                ("install_mode", "install mode"), ("aiter_root", "AITER root"), ("gfx", "gfx"),
                ("cu_num", "cu_num"), ("gpu_count", "GPUs"), ("free_gpus", "free GPUs"),
-               ("profile", "version profile"))
+               ("profile", "version profile"), ("probed", "probed on node"),
+               ("assumed", "assumed"))
 _CSV_FIELDS = (("node_path", "tuned CSV on node"), ("backup_path", "backup of the previous CSV"),
                ("rows_added", "rows added"), ("local_path", "local copy"))
 

@@ -1,8 +1,8 @@
 """THE one place that knows kernel variants and AITER versions: both are data, resolved per node.
 
 Add a kernel variant = add one ``KernelVariant`` entry to ``VARIANTS``.
-Add an AITER version difference = add one ``Feature`` threshold (and, if a variant changes, one
-``since``/``until`` override on that variant). Steps never branch on a variant's name.
+Add an AITER version difference = one threshold or probe in ``aiter_profiles.py`` (and, if a
+variant changes, one ``since``/``until`` override on that variant). Steps never branch on a variant's name.
 
 Facts come from ../shared/reference/aiter-formats.md (sections noted next to each field).
 """
@@ -10,92 +10,14 @@ Facts come from ../shared/reference/aiter-formats.md (sections noted next to eac
 from __future__ import annotations
 
 import dataclasses
-import re
 from dataclasses import dataclass, field
 
 from .errors import UsageError
 
-Version = tuple[int, int, int]
-
-
-def parse_version(text: str | None) -> Version | None:
-    """'0.1.20.post1+g1234' / 'v0.1.11-5-gabc' -> (0, 1, 20). None when no version is recognisable."""
-    if not text:
-        return None
-    m = re.search(r"(\d+)\.(\d+)\.(\d+)", text)
-    if not m:
-        return None
-    return (int(m.group(1)), int(m.group(2)), int(m.group(3)))
-
-
-def format_version(v: Version | None) -> str:
-    return "unknown" if v is None else ".".join(str(p) for p in v)
-
-
-# --------------------------------------------------------------------------------------------
-# AITER versions as data (aiter-formats.md table at the top, §1.1, §1.3, §2.2, §3.2, §3.3)
-# --------------------------------------------------------------------------------------------
-
-OLDEST_SUPPORTED: Version = (0, 1, 9)
-CURRENT_FROM: Version = (0, 1, 13)  # `gfx` column in GEMM CSVs, MoE tuple starts with 'gfx…'
-
-
-@dataclass(frozen=True)
-class AiterProfile:
-    """What a given AITER version does differently. Built by ``profile_for(version)``."""
-
-    name: str                      # "current" (v0.1.13+) or "legacy" (v0.1.9-v0.1.12)
-    version: Version
-    gfx_column: bool               # tuned CSV keys start with gfx (v0.1.13+)
-    moe_tuple_has_gfx: bool        # [fused_moe] tuple starts with 'gfx950' (v0.1.13+)
-    moe_blockscale_bypass: str     # "none" | "small" (token*topk <= 128) | "all" (v0.1.10)
-    tuner_flags: frozenset[str]    # optional common tuner flags this version accepts
-    timeout_default: int | None    # --timeout default (1800 in v0.1.20+, None before)
-    partial_exit_code: int         # exit code of a tuner that left shapes untuned (1 in v0.1.11+)
-    bench_markdown: bool           # op_tests print `... summary (markdown):` tables (v0.1.10+)
-    merge_rejects_duplicates: bool  # config merge raises on duplicate keys across files (v0.1.12+, §5.1)
-
-    def has_flag(self, flag: str) -> bool:
-        return flag in self.tuner_flags
-
-
-_FLAG_SINCE: dict[str, Version] = {
-    "--warmup": (0, 1, 10),
-    "--iters": (0, 1, 10),
-    "--timeout": (0, 1, 10),
-    "--shape_grouped": (0, 1, 13),
-    "--run_config": (0, 1, 13),
-    "--compare": (0, 1, 13),
-}
-
-
-def profile_for(version: Version | None) -> AiterProfile:
-    """Pick the behaviour profile for an installed AITER version (None = assume current)."""
-    if version is not None and version < OLDEST_SUPPORTED:
-        raise UsageError(
-            f"AITER {format_version(version)} is older than {format_version(OLDEST_SUPPORTED)}, "
-            "which tune-remote does not support",
-            hint="upgrade aiter in the container (pip name amd-aiter) or tune by hand",
-        )
-    v = version or (9999, 0, 0)
-    if (0, 1, 9) <= v < (0, 1, 10) or (0, 1, 11) <= v < (0, 1, 13):
-        bypass = "small"
-    elif (0, 1, 10) <= v < (0, 1, 11):
-        bypass = "all"
-    else:
-        bypass = "none"
-    return AiterProfile(
-        name="current" if v >= CURRENT_FROM else "legacy",
-        version=v,
-        gfx_column=v >= CURRENT_FROM,
-        moe_tuple_has_gfx=v >= CURRENT_FROM,
-        moe_blockscale_bypass=bypass,
-        tuner_flags=frozenset(f for f, since in _FLAG_SINCE.items() if v >= since),
-        timeout_default=1800 if v >= (0, 1, 20) else None,
-        partial_exit_code=1 if v >= (0, 1, 11) else 0,
-        bench_markdown=v >= (0, 1, 10),
-        merge_rejects_duplicates=v >= (0, 1, 12),
-    )
+from .aiter_profiles import (  # noqa: F401  (re-exported: versions are data too)
+    CURRENT_FROM, NEWEST_FROM, OLDEST_SUPPORTED, AiterProfile, Version, format_version, is_dev_build,
+    parse_version, profile_for, profile_from_facts,
+)
 
 
 # --------------------------------------------------------------------------------------------

@@ -33,15 +33,19 @@ __all__ = ["SimSpec", "SimInstall", "install", "PROFILES"]
 TREE = Path(__file__).resolve().parent / "tree"
 PERF_MODEL = Path(__file__).resolve().parent / "perf_model.py"
 
-PROFILES = {"current": "0.1.20", "legacy": "0.1.11"}
+PROFILES = {"current": "0.1.20", "legacy": "0.1.11", "newest": "0.1.29"}
+# `#@ if <tags>` blocks: a profile keeps a block when every tag holds (`!tag` = must not hold).
+# newest = current + what changed after v0.1.20 (orchestrator/sim/newest.py, aiter-after-v0.1.20.md)
+PROFILE_TAGS = {"current": {"current"}, "legacy": {"legacy"}, "newest": {"current", "newest"}}
 BASE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 LEGACY_ONLY = ("csrc/ck_gemm_a8w8_blockscale_bpreshuffle",)
+NEWEST_ONLY = ("csrc/gemm_a6w6", "op_tests/tuning_tests")
 _MARKETING = {"gfx950": "AMD Instinct MI355X", "gfx942": "AMD Instinct MI300X"}
 
 
 @dataclass(frozen=True)
 class SimSpec:
-    profile: str = "current"          # "current" = AITER 0.1.20, "legacy" = AITER 0.1.11
+    profile: str = "current"          # "current" = AITER 0.1.20, "legacy" = AITER 0.1.11, "newest" = 0.1.29
     install_mode: str = "develop"     # "develop" (editable checkout) | "install" (site-packages)
     pip_name: str | None = None       # None -> "amd-aiter"; "aiter" = legacy distribution name
     gfx: str = "gfx950"
@@ -89,12 +93,14 @@ class SimInstall:
 # ------------------------------------------------------------------------------------ preprocessing
 
 def preprocess(text: str, profile: str) -> str:
-    """Keep the `#@ if <profile>` ... `#@ endif` blocks of this profile, drop the others and the markers."""
+    """Keep the `#@ if <tags>` ... `#@ endif` blocks of this profile, drop the others and the markers."""
     out, keep = [], True
+    tags = PROFILE_TAGS.get(profile, {profile})
     for line in text.splitlines(keepends=True):
         s = line.strip()
         if s.startswith("#@ if "):
-            keep = s[len("#@ if "):].strip() == profile
+            conds = s[len("#@ if "):].split()
+            keep = all((c[1:] not in tags) if c.startswith("!") else (c in tags) for c in conds)
             continue
         if s == "#@ endif":
             keep = True
@@ -217,7 +223,7 @@ def install(host_dir, spec: SimSpec | None = None, target_dir: str | None = None
             shutil.rmtree(host / sub)
 
     profile = spec.profile
-    skip = () if profile == "legacy" else LEGACY_ONLY
+    skip = (() if profile == "legacy" else LEGACY_ONLY) + (() if profile == "newest" else NEWEST_ONLY)
     if spec.install_mode == "develop":
         root_h, root_t = host / "aiter", f"{target}/aiter"
         meta_h, meta_t = root_h, root_t
@@ -230,11 +236,16 @@ def install(host_dir, spec: SimSpec | None = None, target_dir: str | None = None
     shutil.copyfile(PERF_MODEL, pkg_h / "_sim" / "perf_model.py")
     (pkg_h / "install_mode").write_text(spec.install_mode)
     _install_configs(pkg_h / "configs", profile)
+    if profile == "newest":
+        from .newest import adjust_configs
+        adjust_configs(pkg_h / "configs")
     (pkg_h / "jit" / "build").mkdir(parents=True, exist_ok=True)
-    _copy_tree(TREE / "csrc", meta_h / "csrc", profile, skip=tuple(s[len("csrc/"):] for s in skip))
+    _copy_tree(TREE / "csrc", meta_h / "csrc", profile,
+               skip=tuple(s[len("csrc/"):] for s in skip if s.startswith("csrc/")))
     (meta_h / "hsa" / spec.gfx).mkdir(parents=True, exist_ok=True)
     if spec.install_mode == "develop":
-        _copy_tree(TREE / "op_tests", root_h / "op_tests", profile)
+        _copy_tree(TREE / "op_tests", root_h / "op_tests", profile,
+                   skip=tuple(s[len("op_tests/"):] for s in skip if s.startswith("op_tests/")))
         (root_h / "setup.py").write_text(
             "# simulated AITER checkout: `python3 setup.py develop` is not needed, the node is pre-installed\n"
             "import sys\nsys.exit('simulated aiter: nothing to build')\n")

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from ..context import Ctx
 from ..errors import JobError
-from ..variants import format_version, get_variant, parse_version, profile_for
+from ..variants import format_version, get_variant, is_dev_build, parse_version, profile_for
+from .capabilities import probe
 
 FREE_GPU_BUSY_PCT = 10
 
@@ -18,10 +19,13 @@ def run(ctx: Ctx) -> None:
     if not facts.get("aiter_root"):
         raise JobError(f"no aiter installation found in container {ctx.job.container}",
                        hint="set aiter_path for this container in inventory.yaml, or install amd-aiter")
+    raw = facts.get("version") or facts.get("git_describe")
+    dev = is_dev_build(raw)
     version = parse_version(facts.get("version")) or parse_version(facts.get("git_describe"))
-    profile = profile_for(version)  # refuses versions older than we support
+    profile = profile_for(version, dev_build=dev)  # refuses versions older than we support
     ctx.job.facts = facts
-    ctx.job.facts["version"] = format_version(version) if version else facts.get("version")
+    ctx.job.facts["version_raw"] = raw
+    ctx.job.facts["version"] = raw if dev else (format_version(version) if version else facts.get("version"))
     ctx.job.facts["profile"] = profile.name
     variant = get_variant(ctx.job.variant).resolve(profile)
     gfx = facts.get("gfx")
@@ -46,6 +50,7 @@ def run(ctx: Ctx) -> None:
         "logs_dir": f"{root}/tune_logs",
         "job_dir": f"{root}/tune_logs/.tune-remote/{ctx.job.job_id}",
     })
+    profile = probe(ctx, variant)
     if profile.moe_blockscale_bypass != "none" and variant.family == "moe":
         rule = "every" if profile.moe_blockscale_bypass == "all" else "token*topk <= 128"
         ctx.job.note(f"AITER {ctx.job.facts['version']} ignores tuned fp8 block-scale MoE rows for {rule} "

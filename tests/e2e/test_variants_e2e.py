@@ -1,5 +1,5 @@
 """Every kernel variant, end to end through real sshd + docker exec on the test bed, on both AITER
-profiles (current = 0.1.20 develop, legacy = 0.1.11 install), checked against the sim's perf model.
+profiles (current = 0.1.20 develop, legacy = 0.1.11 install, newest = 0.1.29 develop), checked against the sim's perf model.
 
 One module-scoped node with a current and a legacy container carries the 8 x 2 matrix (each run uses
 its own workspace; a run backs the tuned CSV up first, so the "before" side of a later run on the same
@@ -26,7 +26,7 @@ from tests.fake_remote import ContainerSpec
 pytestmark = pytest.mark.e2e
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-VERSIONS = {"current": "0.1.20", "legacy": "0.1.11"}
+VERSIONS = {"current": "0.1.20", "legacy": "0.1.11", "newest": "0.1.29"}
 
 VLLM = "vllm_tp8_dsv3.log"
 SGLANG = "sglang_tp8_glm5.log"
@@ -60,6 +60,7 @@ def vnode(testbed):
     node = testbed.create_node(
         ("current",
          ContainerSpec(sim={"profile": "legacy"}, suffix="aiter-legacy"),
+         ContainerSpec(sim={"profile": "newest"}, suffix="aiter-newest"),
          ContainerSpec(sim={"profile": "legacy"}, suffix="aiter-moe"),
          ContainerSpec(sim={"profile": "legacy", "install_mode": "install"}, suffix="aiter-inst")),
         proxy=False)
@@ -68,7 +69,7 @@ def vnode(testbed):
 
 
 def _container(node, profile: str):
-    return node.container("aiter-dev" if profile == "current" else "aiter-legacy")
+    return node.container({"current": "aiter-dev", "newest": "aiter-newest"}.get(profile, "aiter-legacy"))
 
 
 def expected_no_kernel(job: Path, st: dict, variant) -> list[dict]:
@@ -130,7 +131,7 @@ def header_of(path: Path) -> list[str]:
 # 1. every variant x both profiles
 # ------------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("profile", ["current", "legacy"])
+@pytest.mark.parametrize("profile", ["current", "legacy", "newest"])
 @pytest.mark.parametrize("variant", list(VARIANTS))
 def test_variant_end_to_end_matches_model(vnode, env, profile, variant):
     ctr = _container(vnode, profile)
@@ -146,6 +147,10 @@ def test_variant_end_to_end_matches_model(vnode, env, profile, variant):
     assert st["state"] == "succeeded"
     assert st["facts"]["version"] == version and st["facts"]["profile"] == profile
     assert st["shapes"], "no shapes were tuned"
+    # capabilities: the header and the tuner's --help were read on the node, the rest assumed (C-20)
+    probed = st["facts"]["probed"]
+    assert any(p.startswith("gfx column") for p in probed) and any(p.startswith("tuner flags") for p in probed)
+    assert any(a.startswith("partial-result exit code") for a in st["facts"]["assumed"])
 
     # comparison.csv: header, rows and values exactly as the perf model says
     got = assert_comparison_matches_model(job, variant, version)
@@ -157,6 +162,7 @@ def test_variant_end_to_end_matches_model(vnode, env, profile, variant):
     md = (job / "report.md").read_text()
     assert v.bench.metric in md
     assert ("higher is better" if v.bench.higher_is_better else "lower is better") in md
+    assert "probed on node" in md and "tuner flags (tune script --help)" in md
 
     # the tuned CSV fetched home has this AITER version's header
     tuned = job / Path(v.tuned_csv).name

@@ -1,7 +1,7 @@
 """The tune-remote test bed: real sshd + Docker containers with a simulated AITER inside.
 
 Quick use (pytest): see the fixtures in ``tests/conftest.py`` (``testbed``, ``make_node``, ``node``).
-People: ``python -m tests.fake_remote up [--name NAME] [--profile current|legacy] [--json]`` and
+People: ``python -m tests.fake_remote up [--name NAME] [--profile current|legacy|newest] [--json]`` and
 ``python -m tests.fake_remote down --name NAME``. Details: ``tests/fake_remote/README.md``.
 """
 

@@ -1,6 +1,6 @@
 """``python -m tests.fake_remote up|down|status|clean``: a simulated AITER node for people.
 
-    up     [--name demo] [--profile current|legacy ...] [--install-mode develop|install] [--pip-name aiter]
+    up     [--name demo] [--profile current|legacy|newest ...] [--install-mode develop|install] [--pip-name aiter]
            [--proxy] [--json]
            Start (or re-show) node ``trtest-<name>``: sshd on 127.0.0.1:<free port> (daemonized), one
            container per --profile (first ``trtest-<name>-aiter-dev``, then ``-aiter-<profile>``).
@@ -202,7 +202,7 @@ def main(argv=None) -> int:
     sub = ap.add_subparsers(dest="cmd", required=True)
     up = sub.add_parser("up", help="start a simulated node (idempotent)")
     up.add_argument("--name", default="demo")
-    up.add_argument("--profile", action="append", choices=["current", "legacy"],
+    up.add_argument("--profile", action="append", choices=["current", "legacy", "newest"],
                     help="one container per --profile (default: current)")
     up.add_argument("--install-mode", choices=["develop", "install"], default="develop")
     up.add_argument("--pip-name", choices=["amd-aiter", "aiter"], default=None)

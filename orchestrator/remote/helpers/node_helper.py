@@ -84,6 +84,7 @@ OPS = {
     "version": op_version,
     "shapes": op_shapes,
     "discover": discovery.op_discover,
+    "probe": discovery.op_probe,
     "write_files": files.op_write_files,
     "backup": files.op_backup,
     "tuned_keys": files.op_tuned_keys,

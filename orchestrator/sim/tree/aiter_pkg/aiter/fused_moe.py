@@ -59,8 +59,15 @@ class _EnumType(object):
         return self._members[name]
 
 
+#@ if !newest
 ActivationType = _EnumType("ActivationType", [("No", -1), ("Silu", 0), ("Gelu", 1), ("Swiglu", 2),
                                               ("Situv2", 3)])
+#@ endif
+#@ if newest
+# GeluTanh = 4: ROCm/aiter #4620 (aiter-after-v0.1.20.md §2.2)
+ActivationType = _EnumType("ActivationType", [("No", -1), ("Silu", 0), ("Gelu", 1), ("Swiglu", 2),
+                                              ("Situv2", 3), ("GeluTanh", 4)])
+#@ endif
 QuantType = _EnumType("QuantType", [("No", 0), ("per_Tensor", 1), ("per_Token", 2), ("per_1x32", 3),
                                     ("per_1x128", 4), ("per_128x128", 5), ("per_256x128", 6),
                                     ("per_1024x128", 7)])

@@ -33,6 +33,20 @@ class GemmA8W8BpreShuffleTuner(GemmCommonTuner):
                                  help="comma-separated subset of " + ", ".join(LIBTYPES))
         self.parser.add_argument("--blockPerCu", nargs="+", type=int, default=[1, 2, 3, 4],
                                  help="List of BlockPerCu values to tune (CKTile only)")
+#@ if newest
+
+    def candidate_result(self, args, row):
+        # ROCm/aiter #5007: one-stage FlyDSL split-K is in the search space, but only with -k; the
+        # winning split-K CK candidate is then a FlyDSL kernel (same time in the perf model)
+        res = super().candidate_result(args, row)
+        libs = getattr(args, "libtype", ["all"])
+        if res and args.splitK and ("all" in libs or "flydsl" in libs) \
+                and res.get("libtype") == "ck" and int(res.get("splitK") or 0) > 0:
+            tile = "x".join(str(res["kernelName"]).split("_")[2].split("x")[:3])
+            res["libtype"] = "flydsl"
+            res["kernelName"] = "flydsl_bpreshuflle_%s_F8_F8_B16_0x1x4x%d_default" % (tile, res["splitK"])
+        return res
+#@ endif
 
 
 if __name__ == "__main__":

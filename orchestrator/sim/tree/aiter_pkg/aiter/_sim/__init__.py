@@ -32,6 +32,7 @@ try:
 except (OSError, ValueError, KeyError):  # pragma: no cover - node.json missing
     pass
 LEGACY = PROFILE == "legacy"
+NEWEST = PROFILE == "newest"
 
 
 def control_path():

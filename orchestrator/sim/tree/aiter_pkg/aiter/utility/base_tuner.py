@@ -104,8 +104,16 @@ class TunerCommon:
                                  help="warmup iterations for profiling")
         self.parser.add_argument("--iters", type=int, default=defaults["iters"],
                                  help="iterations for profiling")
+#@ if !newest
         self.parser.add_argument("--timeout", type=int, default=defaults["timeout"],
                                  help="per-task watchdog in seconds; None means no timeout")
+#@ endif
+#@ if newest
+        # ROCm/aiter #4410: the watchdog starts when a task begins executing, not at submission
+        self.parser.add_argument("--timeout", type=int, default=defaults["timeout"],
+                                 help="per-task watchdog in seconds, counted from task start; "
+                                      "None means no timeout")
+#@ endif
 #@ if current
         self.parser.add_argument("--run_config", nargs="?", const=True, default=False, metavar="TUNED_CSV",
                                  help="benchmark the production operator with a tuned CSV, no tuning")

@@ -1,0 +1,192 @@
+"""AITER versions as data, decided by what the node shows (capabilities) with the version as fallback.
+
+``profile_for(version)`` is the version-only answer; ``profile_from_facts(facts)`` refines it with
+the probes the discover op gathered (tuned-CSV header, tuner ``--help`` flags, op_test source) and
+records, per behaviour, whether it was *probed* on the node or *assumed* from the version.
+
+Facts: ../shared/reference/aiter-formats.md (table at the top, §1.1, §1.3, §2.2, §3.2, §3.3) and
+../shared/reference/aiter-after-v0.1.20.md (§1.2 releases, §2.1 #4410/#5841, §2.2 #5007/#4620, §5).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from dataclasses import dataclass
+from typing import Optional, Tuple
+
+from .errors import UsageError
+
+Version = Tuple[int, int, int]
+
+
+def parse_version(text: str | None) -> Version | None:
+    """'0.1.20.post1+g1234' / 'v0.1.11-5-gabc' -> (0, 1, 20). None when no version is recognisable."""
+    if not text:
+        return None
+    m = re.search(r"(\d+)\.(\d+)\.(\d+)", text)
+    if not m:
+        return None
+    return (int(m.group(1)), int(m.group(2)), int(m.group(3)))
+
+
+def is_dev_build(text: str | None) -> bool:
+    """A setuptools-scm build from a (shallow) clone: '0.1.6.dev500+g1a2b', '0.1.dev1+gabc'.
+
+    Its number says little: a shallow clone without tags counts from an old or absent tag, so the
+    version is only a lower bound and capabilities must decide."""
+    return bool(text) and re.search(r"\.dev\d+", str(text)) is not None
+
+
+def format_version(v: Version | None) -> str:
+    return "unknown" if v is None else ".".join(str(p) for p in v)
+
+
+OLDEST_SUPPORTED: Version = (0, 1, 9)
+CURRENT_FROM: Version = (0, 1, 13)  # `gfx` column in GEMM CSVs, MoE tuple starts with 'gfx…'
+NEWEST_FROM: Version = (0, 1, 21)   # first release after the v0.1.20 snapshot (after-v0.1.20 §1.2)
+
+
+@dataclass(frozen=True)
+class AiterProfile:
+    """What a given AITER version does differently. Built by ``profile_for``/``profile_from_facts``."""
+
+    name: str                      # "newest" (v0.1.21+), "current" (v0.1.13+), "legacy" (v0.1.9-v0.1.12)
+    version: Version
+    gfx_column: bool               # tuned CSV keys start with gfx (v0.1.13+)
+    moe_tuple_has_gfx: bool        # [fused_moe] tuple starts with 'gfx950' (v0.1.13+)
+    moe_blockscale_bypass: str     # "none" | "small" (token*topk <= 128) | "all" (v0.1.10)
+    tuner_flags: frozenset         # optional common tuner flags this version accepts
+    timeout_default: Optional[int]  # --timeout default (1800 in v0.1.20+, None before)
+    partial_exit_code: int         # exit code of a tuner that left shapes untuned (1 in v0.1.11+)
+    bench_markdown: bool           # op_tests print `... summary (markdown):` tables (v0.1.10+)
+    merge_rejects_duplicates: bool  # config merge raises on duplicate keys across files (v0.1.12+, §5.1)
+    # after v0.1.20 (aiter-after-v0.1.20.md): --timeout counts from task start (#4410), FlyDSL
+    # bpreshuffle rows carry splitK > 0 with -k (#5007), ActivationType.GeluTanh in fmoe tables (#4620),
+    # op_tests/tuning_tests CSV checks (§5)
+    timeout_from_task_start: bool = False
+    flydsl_splitk: bool = False
+    moe_gelutanh: bool = False
+    tuning_tests: bool = False
+    dev_build: bool = False
+    probed: Tuple[str, ...] = ()   # behaviours read from the node
+    assumed: Tuple[str, ...] = ()  # behaviours taken from the version number
+
+    def has_flag(self, flag: str) -> bool:
+        return flag in self.tuner_flags
+
+
+_FLAG_SINCE: dict = {
+    "--warmup": (0, 1, 10),
+    "--iters": (0, 1, 10),
+    "--timeout": (0, 1, 10),
+    "--shape_grouped": (0, 1, 13),
+    "--run_config": (0, 1, 13),
+    "--compare": (0, 1, 13),
+}
+
+
+def _name(v: Version) -> str:
+    if v >= NEWEST_FROM:
+        return "newest"
+    return "current" if v >= CURRENT_FROM else "legacy"
+
+
+def profile_for(version: Version | None, *, dev_build: bool = False) -> AiterProfile:
+    """Pick the behaviour profile for an installed AITER version (None = assume the newest known).
+
+    A dev build is never refused for its number: its number is only a lower bound."""
+    if version is not None and version < OLDEST_SUPPORTED and not dev_build:
+        raise UsageError(
+            f"AITER {format_version(version)} is older than {format_version(OLDEST_SUPPORTED)}, "
+            "which tune-remote does not support",
+            hint="upgrade aiter in the container (pip name amd-aiter) or tune by hand",
+        )
+    v = (9999, 0, 0) if version is None or dev_build else version
+    if (0, 1, 9) <= v < (0, 1, 10) or (0, 1, 11) <= v < (0, 1, 13):
+        bypass = "small"
+    elif (0, 1, 10) <= v < (0, 1, 11):
+        bypass = "all"
+    else:
+        bypass = "none"
+    newest = v >= NEWEST_FROM
+    return AiterProfile(
+        name=_name(v),
+        version=v,
+        gfx_column=v >= CURRENT_FROM,
+        moe_tuple_has_gfx=v >= CURRENT_FROM,
+        moe_blockscale_bypass=bypass,
+        tuner_flags=frozenset(f for f, since in _FLAG_SINCE.items() if v >= since),
+        timeout_default=1800 if v >= (0, 1, 20) else None,
+        partial_exit_code=1 if v >= (0, 1, 11) else 0,
+        bench_markdown=v >= (0, 1, 10),
+        merge_rejects_duplicates=v >= (0, 1, 12),
+        timeout_from_task_start=newest,
+        flydsl_splitk=newest,
+        moe_gelutanh=newest,
+        tuning_tests=newest,
+        dev_build=dev_build,
+    )
+
+
+# ------------------------------------------------------------------------------------ capabilities
+
+HELP_FLAG_RE = re.compile(r"(?<![\w-])(--?[A-Za-z][\w-]*)")
+
+
+def help_flags(text: str) -> frozenset:
+    """Every option string in an argparse --help (or in `add_argument("-x", "--y"` source)."""
+    return frozenset(HELP_FLAG_RE.findall(text or ""))
+
+
+def profile_from_facts(facts: dict) -> AiterProfile:
+    """The profile for a discovered node: version fallback, refined by the node's probes.
+
+    ``facts["probes"]`` (from the discover op, all optional): ``tuned_header`` (list of column names
+    of the variant's tuned CSV), ``tuner_help`` (the tune script's --help text), ``op_test_src_flags``
+    (option strings in the op_test source), ``op_test_markdown`` (the op_test prints to_markdown
+    tables), ``tuning_tests`` (op_tests/tuning_tests/test_csv_validation.py exists), ``moe_tuple_gfx``
+    (the MoE tuple in the server log starts with 'gfx…')."""
+    raw = facts.get("version_raw") or facts.get("version")
+    dev = is_dev_build(raw)
+    base = profile_for(parse_version(raw), dev_build=dev)
+    probes = facts.get("probes") or {}
+    changes: dict = {}
+    probed: list = []
+    header = probes.get("tuned_header")
+    if header:
+        changes["gfx_column"] = "gfx" in [h.strip() for h in header]
+        probed.append("gfx column (tuned CSV header)")
+    help_text = probes.get("tuner_help")
+    if help_text:
+        flags = help_flags(help_text)
+        changes["tuner_flags"] = frozenset(f for f in _FLAG_SINCE if f in flags)
+        probed.append("tuner flags (tune script --help)")
+        if "--timeout" not in flags:
+            changes["timeout_default"] = None
+        m = re.search(r"--timeout\b[^\n]*?default[^\d]*(\d+)", help_text)
+        if m:
+            changes["timeout_default"] = int(m.group(1))
+        if "task start" in help_text or "from task start" in help_text:
+            changes["timeout_from_task_start"] = True
+    if "op_test_markdown" in probes and probes["op_test_markdown"] is not None:
+        changes["bench_markdown"] = bool(probes["op_test_markdown"])
+        probed.append("benchmark output form (op_test source)")
+    if probes.get("tuning_tests") is not None:
+        changes["tuning_tests"] = bool(probes["tuning_tests"])
+        probed.append("tuning-test CSV checks (op_tests/tuning_tests)")
+    if probes.get("moe_tuple_gfx") is not None:
+        changes["moe_tuple_has_gfx"] = bool(probes["moe_tuple_gfx"])
+        probed.append("MoE tuple form (server log)")
+    if probes.get("moe_gelutanh") is not None:
+        changes["moe_gelutanh"] = bool(probes["moe_gelutanh"])
+        probed.append("GeluTanh activation (tuned fmoe table / MoE test)")
+    all_behaviours = ("gfx column", "tuner flags", "benchmark output form", "tuning-test CSV checks",
+                      "MoE tuple form", "GeluTanh activation")
+    assumed = [b for b in all_behaviours if not any(p.startswith(b) for p in probed)]
+    assumed += ["--timeout default and counting", "MoE block-scale bypass rule", "partial-result exit code",
+                "duplicate-key merge rule"]
+    basis = ("dev build %s: version number is only a lower bound" % raw) if dev else \
+        ("version %s" % (format_version(parse_version(raw)) if parse_version(raw) else "unknown"))
+    assumed = [f"{a} (from {basis})" for a in assumed]
+    return dataclasses.replace(base, probed=tuple(probed), assumed=tuple(assumed), **changes)

@@ -1,0 +1,45 @@
+# SPDX-License-Identifier: MIT
+# Simulated AITER op_tests/tuning_tests/test_csv_validation.py (level 0, no GPU): every tuned CSV under
+# aiter/configs (and model_configs/) has no duplicate keys, valid times, errRatio within bounds and no
+# git-conflict markers (aiter-after-v0.1.20.md §5). Run: python3 -m unittest op_tests.tuning_tests.test_csv_validation
+import csv
+import glob
+import os
+import unittest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+CONFIGS = os.path.join(ROOT, "aiter", "configs")
+RESULT_COLS = {"libtype", "kernelId", "splitK", "us", "kernelName", "tflops", "bw", "errRatio", "block_m",
+               "ksplit", "us1", "kernelName1", "err1", "us2", "kernelName2", "err2", "run_1stage", "_tag",
+               "xbf16", "flat", "nt"}
+
+
+def tuned_csvs():
+    files = glob.glob(os.path.join(CONFIGS, "*tuned*.csv")) + glob.glob(os.path.join(CONFIGS, "model_configs", "*.csv"))
+    return sorted(f for f in files if "untuned" not in os.path.basename(f))
+
+
+class TestCsvValidation(unittest.TestCase):
+    def test_tuned_csvs(self):
+        for path in tuned_csvs():
+            with self.subTest(csv=os.path.relpath(path, ROOT)):
+                with open(path) as fh:
+                    text = fh.read()
+                for marker in ("<<<<<<<", "=======", ">>>>>>>"):
+                    self.assertNotIn(marker, text, "git-conflict marker")
+                rows = list(csv.DictReader(text.splitlines()))
+                keys = [c for c in (rows[0].keys() if rows else []) if c not in RESULT_COLS]
+                seen = set()
+                for row in rows:
+                    k = tuple(row[c] for c in keys)
+                    self.assertNotIn(k, seen, "duplicate key %s" % (k,))
+                    seen.add(k)
+                    if "us" in row and row["us"] not in ("", None):
+                        us = float(row["us"])
+                        self.assertTrue(0 < us < float("inf"), "invalid time %s for %s" % (row["us"], k))
+                    if row.get("errRatio") not in ("", None):
+                        self.assertLessEqual(float(row["errRatio"]), 1.0, "errRatio for %s" % (k,))
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,169 @@
+"""AITER versions and capabilities (issue 12, review C-20): the newest profile, dev builds, probing,
+and the simulated newest release (aiter-after-v0.1.20.md)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from orchestrator.aiter_profiles import help_flags, is_dev_build, profile_for, profile_from_facts
+from orchestrator.errors import UsageError
+from orchestrator.sim import SimSpec, install
+from orchestrator.sim import perf_model as pm
+
+from .test_sim_common import py, read_csv, write_csv
+
+HELPER = Path(__file__).resolve().parents[2] / "orchestrator" / "remote" / "helpers" / "node_helper.py"
+# gemm_op_a8w8.py:140-189 at e4048607 (aiter-after-v0.1.20.md §2.2): names it can run as FlyDSL
+FLYDSL_RE = re.compile(r"flydsl_bpreshuflle_(\d+)x(\d+)x(\d+)_\w+_\w+_\w+_(\d+)x(\d+)(?:x(\d+))?(?:x(\d+))?"
+                       r"(?:_([A-Za-z][A-Za-z0-9]*))?$")
+
+
+@pytest.fixture(scope="module")
+def sims(tmp_path_factory):
+    base = tmp_path_factory.mktemp("profilenodes")
+    return {p: install(base / p, SimSpec(profile=p)) for p in ("current", "legacy", "newest")}
+
+
+def probe(inst, variant_tuned, script, op_test, fmoe=None):
+    req = {"aiter_root": inst.aiter_root, "meta_root": inst.meta_root, "python": sys.executable,
+           "tuned_csv": f"{inst.aiter_root}/aiter/configs/{variant_tuned}",
+           "tune_script": f"{inst.meta_root}/{script}", "op_test": f"{inst.aiter_root}/{op_test}",
+           "fmoe_csv": fmoe and f"{inst.aiter_root}/aiter/configs/{fmoe}"}
+    proc = subprocess.run([sys.executable, str(HELPER), "probe"], input=json.dumps(req).encode(),
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, **inst.env},
+                          timeout=120)
+    answer = json.loads(proc.stdout)
+    assert answer["ok"], answer
+    return answer
+
+
+# ------------------------------------------------------------------------------------------------
+# versions
+# ------------------------------------------------------------------------------------------------
+
+def test_newest_profile_from_version():
+    p = profile_for((0, 1, 29))
+    assert p.name == "newest" and p.timeout_from_task_start and p.flydsl_splitk and p.moe_gelutanh
+    assert p.gfx_column and p.timeout_default == 1800 and p.has_flag("--shape_grouped")
+    cur = profile_for((0, 1, 20))
+    assert cur.name == "current" and not cur.timeout_from_task_start and not cur.moe_gelutanh
+    assert profile_for(None).name == "newest"  # unknown = the newest known release
+
+
+@pytest.mark.parametrize("raw", ["0.1.6.dev500+g1a2b3c4", "0.1.dev1+gabcdef0", "0.1.29.dev3+g5e6f7a8.d20261101"])
+def test_dev_builds_are_not_refused_for_their_number(raw):
+    assert is_dev_build(raw)
+    p = profile_from_facts({"version": raw})
+    assert p.name == "newest" and p.dev_build
+    assert any("dev build" in a and "lower bound" in a for a in p.assumed)
+    assert not p.probed
+    with pytest.raises(UsageError):  # a real release that old is still refused
+        profile_for((0, 1, 6))
+    assert not is_dev_build("0.1.29.post1+rocm10.1")
+
+
+def test_probes_win_over_the_version():
+    legacy_help = "usage: x.py [-h] [-i UNTUNE_FILE] [--mp MP] [-k] [--timeout TIMEOUT] [--warmup W]\n"
+    facts = {"version": "0.1.6.dev500+g1a2b", "probes": {
+        "tuned_header": ["cu_num", "M", "N", "K", "kernelId"], "tuner_help": legacy_help,
+        "op_test_markdown": False, "tuning_tests": False}}
+    p = profile_from_facts(facts)
+    assert not p.gfx_column and not p.bench_markdown and not p.tuning_tests
+    assert p.has_flag("--timeout") and not p.has_flag("--shape_grouped") and not p.has_flag("--run_config")
+    assert any(x.startswith("gfx column") for x in p.probed)
+    assert any(x.startswith("tuner flags") for x in p.probed)
+    assert not any(x.startswith("gfx column") for x in p.assumed)
+    assert any(x.startswith("MoE tuple form") for x in p.assumed)
+    # a release: the version is the fallback for what was not probed
+    p2 = profile_from_facts({"version": "0.1.20", "probes": {"tuned_header": ["gfx", "cu_num", "M"]}})
+    assert p2.name == "current" and p2.gfx_column and any("(from version 0.1.20)" in a for a in p2.assumed)
+
+
+def test_help_flags():
+    text = "usage: t.py [-h] [-k] [--shape_grouped]\n  --timeout TIMEOUT  per-task; a-b --x_y\n"
+    assert {"-h", "-k", "--shape_grouped", "--timeout", "--x_y"} <= help_flags(text)
+    assert "-b" not in help_flags(text)
+
+
+# ------------------------------------------------------------------------------------------------
+# probing the simulated releases through the node helper
+# ------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("profile", ["current", "legacy", "newest"])
+def test_probe_op_reads_the_node(sims, profile):
+    inst = sims[profile]
+    a = probe(inst, "a8w8_bpreshuffle_tuned_gemm.csv", "csrc/ck_gemm_a8w8_bpreshuffle/gemm_a8w8_bpreshuffle_tune.py",
+              "op_tests/test_gemm_a8w8.py", fmoe="tuned_fmoe.csv")
+    assert a["tuner_help"] and a["tuner_help_problem"] is None
+    assert ("gfx" in a["tuned_header"]) == (profile != "legacy")
+    assert a["tuning_tests"] is (profile == "newest")
+    assert a["moe_gelutanh"] is (True if profile == "newest" else None)
+    assert "-mnk" in a["op_test_src_flags"] or "--mnk" in a["op_test_src_flags"]
+    facts = {"version": inst.version, "probes": {k: v for k, v in a.items() if v is not None}}
+    p = profile_from_facts(facts)
+    assert p.name == profile
+    assert p.timeout_from_task_start is (profile == "newest")
+    assert p.has_flag("--shape_grouped") is (profile != "legacy")
+    assert p.gfx_column is (profile != "legacy")
+
+
+def test_probe_of_a_missing_script_says_why(sims):
+    a = probe(sims["current"], "nope.csv", "csrc/none/none_tune.py", "op_tests/none.py")
+    assert a["tuned_header"] is None and a["tuner_help"] is None and a["op_test_src_flags"] is None
+
+
+# ------------------------------------------------------------------------------------------------
+# the simulated newest release
+# ------------------------------------------------------------------------------------------------
+
+def _bpreshuffle_tune(inst, tmp_path, *extra):
+    shapes = [s for s in pm.shapes_with_outcome("a8w8_bpreshuffle", "improved",
+                                                {"n": 1536, "k": 7168, "q_dtype_w": "torch.int8"}, "m", 1, 12)]
+    untuned = write_csv(tmp_path / "u.csv", ("M", "N", "K", "q_dtype_w"),
+                        [[s["m"], s["n"], s["k"], s["q_dtype_w"]] for s in shapes])
+    tuned = tmp_path / ("%s_t%d.csv" % (inst.spec.profile, len(extra)))
+    cp = py(inst, "csrc/ck_gemm_a8w8_bpreshuffle/gemm_a8w8_bpreshuffle_tune.py", "-i", untuned,
+            "-o", tuned, "--mp", "1", *extra)
+    assert cp.returncode == 0, cp.stderr
+    return read_csv(tuned)[1]
+
+
+def test_newest_flydsl_splitk_rows_only_with_k(sims, tmp_path):
+    rows_k = _bpreshuffle_tune(sims["newest"], tmp_path, "-k")
+    fly = [r for r in rows_k if r["libtype"] == "flydsl"]
+    assert fly and all(int(r["splitK"]) > 0 and FLYDSL_RE.match(r["kernelName"]) for r in fly)
+    rows = _bpreshuffle_tune(sims["newest"], tmp_path)
+    assert not [r for r in rows if r["libtype"] == "flydsl"]
+    assert not [r for r in _bpreshuffle_tune(sims["current"], tmp_path, "-k") if r["libtype"] == "flydsl"]
+
+
+def test_newest_tables_and_tuning_tests(sims):
+    inst = sims["newest"]
+    fmoe = Path(inst.host_path(inst.aiter_root)) / "aiter" / "configs" / "tuned_fmoe.csv"
+    assert "ActivationType.GeluTanh" in fmoe.read_text()
+    cp = subprocess.run([sys.executable, "-m", "unittest", "op_tests.tuning_tests.test_csv_validation"],
+                        cwd=inst.host_path(inst.aiter_root), env={**os.environ, **inst.env},
+                        capture_output=True, text=True, timeout=60)
+    assert cp.returncode == 0 and "OK" in cp.stderr, cp.stderr
+    # the check is real: a duplicate key fails it
+    dup = fmoe.read_text().splitlines()[-1]
+    fmoe.write_text(fmoe.read_text() + dup + "\n")
+    try:
+        cp = subprocess.run([sys.executable, "-m", "unittest", "op_tests.tuning_tests.test_csv_validation"],
+                            cwd=inst.host_path(inst.aiter_root), env={**os.environ, **inst.env},
+                            capture_output=True, text=True, timeout=60)
+        assert cp.returncode != 0 and "duplicate key" in cp.stderr
+    finally:
+        fmoe.write_text("\n".join(fmoe.read_text().splitlines()[:-1]) + "\n")
+    for prof in ("current", "legacy"):
+        other = sims[prof]
+        assert not (Path(other.host_path(other.aiter_root)) / "op_tests" / "tuning_tests").exists()
+        assert "GeluTanh" not in (Path(other.host_path(other.aiter_root)) / "aiter" / "configs"
+                                  / "tuned_fmoe.csv").read_text()
