@@ -14,7 +14,7 @@ from ..context import Ctx, Settings
 from ..errors import TuneRemoteError, UsageError
 from ..state import JobState
 from ..ui import Ui
-from ..variants import VARIANTS, format_version, get_variant, parse_version, profile_for
+from ..variants import VARIANTS, format_version, get_variant, is_dev_build, parse_version, profile_for
 from .targets import Runner, TargetRef
 
 FREE_GPU_BUSY_PCT = 10
@@ -48,7 +48,7 @@ def _probe_one(runner: Runner, ref: TargetRef, settings: Settings, gpus) -> Prob
         if not facts.get("aiter_root"):
             return Probe(ref, error=f"no aiter installation found in container {ref.container}")
         version = parse_version(facts.get("version")) or parse_version(facts.get("git_describe"))
-        profile = profile_for(version)
+        profile = profile_for(version, dev_build=is_dev_build(facts.get("version") or facts.get("git_describe")))
         facts["version"] = format_version(version) if version else facts.get("version")
         facts["profile"] = profile.name
         granted = getattr(runner, "granted_gpus", None)

@@ -176,7 +176,7 @@ def resume(env: Env, job_id, yes, accept_new_host_key, relaunch):
 
 @cli.command()
 @click.option("--variant", default="a8w8_blockscale", show_default=True, help="variant to demo")
-@click.option("--profile", type=click.Choice(["current", "legacy"]), default="current", show_default=True)
+@click.option("--profile", type=click.Choice(["current", "legacy", "newest"]), default="current", show_default=True)
 @click.pass_obj
 def demo(env: Env, variant, profile):
     """The whole pipeline against a local simulated node: no GPU, no SSH, no docker."""
