@@ -6,7 +6,7 @@ import time
 
 from .context import Ctx
 from .errors import ConnectionLost, ObserverError, TuneRemoteError
-from .steps import discover, fetch, prepare, remote, results, shapes
+from .steps import discover, fetch, prepare, promote, remote, results, shapes
 from .workflow import next_step
 
 STEP_FUNCS = {
@@ -15,6 +15,7 @@ STEP_FUNCS = {
     "prepare": prepare.run,
     "remote": remote.run,
     "compare": results.run_compare,
+    "promote": promote.run,
     "report": results.run_report,
     "fetch": fetch.run,
 }

@@ -1,14 +1,15 @@
 """The step order as data and a pure next_step(); no I/O here.
 
 discover -> shapes -> prepare -> remote (baseline bench, tune, after bench: ONE detached job on the
-node, so the node carries on by itself when the laptop goes away) -> compare -> report -> fetch.
+node, so the node carries on by itself when the laptop goes away) -> compare -> promote (proven rows into
+the live table, run --promote) -> report -> fetch.
 """
 
 from __future__ import annotations
 
 from .state import JobState
 
-STEPS: tuple[str, ...] = ("discover", "shapes", "prepare", "remote", "compare", "report", "fetch")
+STEPS: tuple[str, ...] = ("discover", "shapes", "prepare", "remote", "compare", "promote", "report", "fetch")
 # sub-steps of the detached node pipeline, in order; names are also the `logs --step` values
 REMOTE_STEPS: tuple[str, ...] = ("baseline", "tune", "after")
 LOG_STEP_NAMES = {"baseline": "bench_before", "tune": "tuning", "after": "bench_after"}

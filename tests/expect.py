@@ -14,7 +14,8 @@ import pandas as pd
 
 from orchestrator.parsing.csvtools import read_tuned_csv
 from orchestrator.sim import perf_model
-from orchestrator.steps.compare import norm_key_value
+from orchestrator.steps.compare import JUDGED_CSV_COLUMNS, norm_key_value
+from orchestrator.verdict import MIN_GAIN_PCT
 from orchestrator.variants import get_variant, moe_bypassed, parse_version, profile_for
 
 
@@ -77,10 +78,10 @@ def assert_comparison_matches_model(job_dir: Path, variant_name: str, version: s
     variant = get_variant(variant_name)
     got = pd.read_csv(job_dir / "comparison.csv", keep_default_na=False, dtype=str)
     assert list(got.columns) == [*variant.resolve(profile_for(parse_version(version))).key_columns,
-                                 "metric", "before", "after", "speedup_pct"]
+                                 "metric", "before", "after", "speedup_pct", *JUDGED_CSV_COLUMNS]
     want = expected_rows(job_dir, variant_name, version, **kw)
     assert len(got) == len(want), (len(got), len(want))
-    key_cols = list(got.columns[:-4])
+    key_cols = list(got.columns[:list(got.columns).index("metric")])
     by_key = {tuple(norm_key_value(r[c]) for c in key_cols): r for r in want}
     for _, row in got.iterrows():
         exp = by_key[tuple(norm_key_value(row[c]) for c in key_cols)]
@@ -88,4 +89,9 @@ def assert_comparison_matches_model(job_dir: Path, variant_name: str, version: s
         assert math.isclose(float(row["before"]), exp["before"], rel_tol=1e-9), (dict(row), exp)
         assert math.isclose(float(row["after"]), exp["after"], rel_tol=1e-9), (dict(row), exp)
         assert math.isclose(float(row["speedup_pct"]), exp["speedup_pct"], abs_tol=0.011), (dict(row), exp)
+        # no noise in the sim here: every gain of 1 % or more is real, identical runs are within noise
+        sp = exp["speedup_pct"]
+        want_verdict = "improved" if sp >= MIN_GAIN_PCT else "regressed" if sp <= -MIN_GAIN_PCT else "within_noise"
+        assert row["verdict"] == want_verdict, (dict(row), exp)
+        assert row["promoted"] in ("true", "false")
     return got

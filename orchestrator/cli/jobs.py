@@ -60,13 +60,18 @@ def _validate_local_inputs(variant_name: str, logs, shapes_csv, nk) -> None:
 @click.option("--stall-timeout", type=click.FloatRange(0), default=None, metavar="S",
               help="kill and relaunch (at most twice) a tuner whose log and table have not changed for S "
                    "seconds (default: twice the tuner --timeout, 1200; 0 = off)")
+@click.option("--repeats", type=click.IntRange(1), default=3, show_default=True,
+              help="benchmark runs per arm (before/after interleaved on one pinned GPU); verdicts use them")
+@click.option("--promote", "promote_mode", type=click.Choice(["proven", "all", "none"]), default="proven",
+              show_default=True, help="rows merged into the live table at the end: proven (verdict improved), "
+                                      "all tuned rows, or none")
 @click.option("--job-id", default=None, help="choose the job id (default: <time>-<node>-<variant>)")
 @click.option("--yes", "-y", is_flag=True, help="never prompt")
 @click.option("--detach", is_flag=True, help="return once the remote work is running; `resume` finishes it")
 @click.option("--accept-new-host-key", is_flag=True, help="trust an unknown host key and add it to known_hosts")
 @click.pass_obj
 def run(env: Env, node, container, variant, dry_run, slurm, slurm_nodes, logs, shapes_csv, nk, m_preset, gpus, batch, timeout,
-        stall_timeout, job_id, yes, detach, accept_new_host_key):
+        stall_timeout, repeats, promote_mode, job_id, yes, detach, accept_new_host_key):
     """Discover, mine shapes, benchmark, tune (detached on the node), re-benchmark, compare, report, fetch.
 
     Several nodes (or a group, or all) and/or several variants (or auto) make one campaign job."""
@@ -100,7 +105,7 @@ def run(env: Env, node, container, variant, dry_run, slurm, slurm_nodes, logs, s
                          hint=f"use `tune-remote resume {job_id}` or choose another --job-id")
     request = {"logs": list(logs), "shapes_csv": os.path.abspath(shapes_csv) if shapes_csv else None,
                "nk": list(nk), "m_preset": m_preset, "gpus": gpu_list, "batch": batch, "timeout": timeout,
-               "stall_timeout": stall_timeout, "detach": detach}
+               "stall_timeout": stall_timeout, "detach": detach, "repeats": repeats, "promote": promote_mode}
     if campaign:
         from .campaign import run_campaign
         run_campaign(env, inv, nodes, container, variants, request, job_id, _settings(yes, accept_new_host_key),

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import math
 import re
+import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -62,6 +63,10 @@ SIZE_CLASSES: tuple[tuple[str, int, int | None], ...] = (
 SIZE_CLASS_NA = "n/a"
 STATUSES = ("improved", "regressed", "unchanged", "missing")
 VALUE_COLUMNS = ("metric", "before", "after", "speedup_pct")
+# comparison.csv columns after VALUE_COLUMNS when the samples were judged (run --repeats)
+JUDGED_CSV_COLUMNS = ("verdict", "promoted", "before_n", "after_n", "noise_pct", "threshold_pct", "p_value")
+_VERDICT_STATUS = {"improved": "improved", "regressed": "regressed", "within_noise": "unchanged",
+                   "missing": "missing"}
 
 _INT_RE = re.compile(r"[+-]?\d+")
 
@@ -203,6 +208,15 @@ class Comparison:
     summary: dict[str, Any]
     by_group: pd.DataFrame
     per_group: pd.DataFrame = field(default_factory=pd.DataFrame)
+    judged: bool = False  # repeated samples judged by orchestrator.verdict: verdict/promoted columns
+
+    def set_promoted(self, keys: Iterable[tuple]) -> None:
+        """Mark rows promoted (keys normalised like the rows' key columns)."""
+        wanted = {tuple(norm_key_value(v) for v in k) for k in keys}
+        self.rows["promoted"] = [
+            "true" if tuple(norm_key_value(_nan_to_none(r[c])) for c in self.key_columns) in wanted else "false"
+            for _, r in self.rows.iterrows()]
+        self.summary["promoted"] = sum(1 for v in self.rows["promoted"] if v == "true")
 
     @property
     def direction(self) -> str:
@@ -210,7 +224,7 @@ class Comparison:
 
     @property
     def csv_columns(self) -> list[str]:
-        return comparison_csv_columns(self.key_columns)
+        return comparison_csv_columns(self.key_columns) + (list(JUDGED_CSV_COLUMNS) if self.judged else [])
 
     def csv_frame(self) -> pd.DataFrame:
         return self.rows.loc[:, self.csv_columns]
@@ -242,6 +256,7 @@ class Comparison:
             "summary": dict(self.summary),
             "by_group": records(self.by_group),
             "per_group": records(self.per_group),
+            "judged": self.judged,
         }
 
     @classmethod
@@ -271,6 +286,7 @@ class Comparison:
             summary=dict(d.get("summary") or {}),
             by_group=_group_frame(list(d.get("by_group") or []), group_columns),
             per_group=_group_frame(list(d.get("per_group") or []), group_columns),
+            judged=bool(d.get("judged")),
         )
 
 
@@ -330,7 +346,8 @@ def _is_blank(v: Any) -> bool:
 # --------------------------------------------------------------------------------------------
 
 _ROW_EXTRA = ("ratio", "status", "size_class", "before_n", "after_n",
-              "before_spread_pct", "after_spread_pct", "note")
+              "before_spread_pct", "after_spread_pct", "note",
+              "verdict", "promoted", "noise_pct", "threshold_pct", "p_value")
 _GROUP_STATS = ("shapes", "compared", "improved", "regressed", "unchanged", "missing",
                 "mean_speedup_pct", "min_speedup_pct", "max_speedup_pct", "geomean_speedup_pct")
 
@@ -344,6 +361,7 @@ def compare(
     metric: str | None = None,
     higher_is_better: bool | None = None,
     noise_pct: float = DEFAULT_NOISE_PCT,
+    judge: bool = False,
 ) -> Comparison:
     """Join two benchmark runs on the shape key and compute per-shape, summary and group numbers.
 
@@ -377,6 +395,13 @@ def compare(
     keys.sort(key=lambda k: (group_index[_group_of(k, key_columns, group_columns)],
                              _sort_token(k[size_pos]) if size_pos is not None else (0,)))
 
+    verdicts: dict[tuple, dict[str, Any]] = {}
+    pooled = None
+    if judge:  # every value of a key is one repeated sample: medians + noise-aware verdicts
+        from ..verdict import judge_all
+        verdicts, pooled = judge_all(
+            {k: (b_side[k].values if k in b_side else [], a_side[k].values if k in a_side else [])
+             for k in keys}, higher_is_better)
     records = []
     for k in keys:
         rec: dict[str, Any] = dict(zip(key_columns, k))
@@ -384,9 +409,19 @@ def compare(
         a = a_side.get(k)
         bv = b.mean if b else None
         av = a.mean if a else None
+        if judge:
+            v = verdicts[k]
+            bv = b.median if b else None
+            av = a.median if a else None
+            rec.update(verdict=v["verdict"], promoted="false", noise_pct=v["noise_pct"],
+                       threshold_pct=v["threshold_pct"], p_value=v["p_value"])
         ratio = speed_ratio(bv, av, higher_is_better)
         sp = None if ratio is None else round((ratio - 1.0) * 100.0, 2)
-        if sp is None:
+        if judge:
+            status = _VERDICT_STATUS[verdicts[k]["verdict"]] if sp is not None else "missing"
+            if sp is None:
+                rec["verdict"] = "missing"
+        elif sp is None:
             status = "missing"
         elif sp > noise_pct:
             status = "improved"
@@ -414,6 +449,13 @@ def compare(
 
     rows = _rows_frame(records, key_columns)
     summary = _summary(records, key_columns, metric, higher_is_better, noise_pct)
+    if judge:
+        summary["verdicts"] = {name: sum(1 for r in records if r.get("verdict") == name)
+                               for name in ("improved", "regressed", "within_noise", "missing")}
+        summary["pooled_noise_pct"] = pooled
+        summary["samples"] = {"before": max((r["before_n"] for r in records), default=0),
+                              "after": max((r["after_n"] for r in records), default=0)}
+        summary["promoted"] = 0
     by_group, per_group = _groups(records, group_columns, size_column)
     return Comparison(
         key_columns=key_columns,
@@ -426,6 +468,7 @@ def compare(
         summary=summary,
         by_group=by_group,
         per_group=per_group,
+        judged=judge,
     )
 
 
@@ -481,6 +524,12 @@ class _Side:
             return None
         # 10 significant digits: keeps every digit a benchmark prints, drops float noise of the mean
         return float(f"{math.fsum(self.values) / len(self.values):.10g}")
+
+    @property
+    def median(self) -> float | None:
+        if not self.values:
+            return None
+        return float(f"{statistics.median(self.values):.10g}")
 
     @property
     def spread_pct(self) -> float | None:
@@ -545,7 +594,8 @@ def _rows_frame(records: list[dict[str, Any]], key_columns: tuple[str, ...]) -> 
         vals = [_nan_to_none(r.get(c)) for r in records]
         if c in key_columns:
             data[c] = _key_dtype_series(vals)
-        elif c in ("before", "after", "speedup_pct", "ratio", "before_spread_pct", "after_spread_pct"):
+        elif c in ("before", "after", "speedup_pct", "ratio", "before_spread_pct", "after_spread_pct",
+                   "noise_pct", "threshold_pct", "p_value"):
             data[c] = pd.Series([float("nan") if v is None else float(v) for v in vals], dtype="float64")
         elif c in ("before_n", "after_n"):
             data[c] = pd.Series([int(v or 0) for v in vals], dtype="int64")

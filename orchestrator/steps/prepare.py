@@ -9,11 +9,12 @@ from pathlib import Path
 
 from ..context import Ctx
 from ..errors import JobError
-from ..remote.shell import Cmd, render
+from ..remote.shell import Cmd, quote, render
 from ..variants import KernelVariant
 from ..workflow import LOG_STEP_NAMES
 from .bench import plan_bench
 
+DEFAULT_REPEATS = 3  # benchmark runs per arm (run --repeats)
 DEFAULT_TIMEOUT_S = 600  # per-task watchdog; older AITER has none by default (aiter-formats.md §1.1)
 
 
@@ -66,11 +67,36 @@ def _sequence(cmds: list[Cmd]) -> str:
     return "rc=0; " + "; ".join(parts) + "; exit $rc"
 
 
+SAMPLE_MARK = "== tune-remote sample"   # one line before every benchmark run: `<mark> <arm> <n>`
+
+
+def _sample(arm: str, n: int, cmds: list[Cmd], log: str | None = None) -> str:
+    """One benchmark run of every call, announced by a marker line; appended to `log` when given."""
+    body = f"echo {quote(f'{SAMPLE_MARK} {arm} {n}')}; " + "; ".join(f"( {render(c)} ) || rc=$?" for c in cmds)
+    return f"{{ {body}; }} >> {quote(log)} 2>&1" if log else body
+
+
+def _arm_env(ctx: Ctx, live: str, staging: str, live_exists: bool) -> tuple[dict, dict]:
+    """Environment of the before and after benchmarks: the live table vs the staging table, each arm
+    with its own private JIT dir (live modules are never built or replaced), one pinned GPU."""
+    variant, remote = ctx.variant, ctx.job.remote
+    configured = ({**(ctx.job.facts.get("env") or {}), **ctx.target.container.env}.get(variant.config_env) or "")
+    rest = [p for p in configured.split(":")[1:] if p]   # a:b lists merge at runtime: keep the others (C-21)
+    gpu = str(ctx.job.facts["tune_gpus"][0])
+    before: dict[str, str] = {"HIP_VISIBLE_DEVICES": gpu, "AITER_JIT_DIR": f"{remote['job_dir']}/jit/before"}
+    if live_exists:
+        before[variant.config_env] = ":".join([live, *rest])
+    after = {"HIP_VISIBLE_DEVICES": gpu, "AITER_JIT_DIR": f"{remote['job_dir']}/jit/after",
+             variant.config_env: ":".join([staging, *rest])}
+    return before, after
+
+
 def run(ctx: Ctx) -> None:
     variant, job = ctx.variant, ctx.job
     remote = job.remote
     root, job_dir = remote["aiter_root"], remote["job_dir"]
-    tuned = tuned_csv_path(ctx, variant)
+    live = tuned_csv_path(ctx, variant)
+    staging = f"{job_dir}/staging/{os.path.basename(live)}"
     script = tune_script(ctx, variant)
     script_path = f"{remote['meta_root']}/{script}"
     calls = plan_bench(variant, job.shapes)
@@ -80,22 +106,20 @@ def run(ctx: Ctx) -> None:
         raise JobError(f"tune script {script} not found under {remote['meta_root']} "
                        f"(AITER {job.facts.get('version')})",
                        hint="this AITER install has no csrc/; use a develop (source) install of aiter")
-    backup = ctx.call("backup", {"paths": [tuned], "backup_dir": f"{job_dir}/backup"})["backups"].get(tuned)
-    remote.update({"tuned_csv": tuned, "tuned_backup": backup})
+    backup = ctx.call("backup", {"paths": [live], "backup_dir": f"{job_dir}/backup"})["backups"].get(live)
+    # the tuner never writes the live table: it tunes a staging copy in the job dir (same rows, so it
+    # skips what is tuned already); only promotion changes the live table
+    ctx.call("stage", {"live": live, "staging": staging})
+    remote.update({"live_csv": live, "tuned_csv": staging, "tuned_backup": backup})
     ts = time.strftime("%Y%m%d_%H%M%S", time.localtime(job.created))
     logs = {step: f"{remote['logs_dir']}/{variant.name}_{LOG_STEP_NAMES[step]}_{ts}.log"
             for step in LOG_STEP_NAMES}
     remote["logs"] = logs
     remote["report_md"] = f"{remote['logs_dir']}/{variant.name}_report_{ts}.md"
 
+    before_env, after_env = _arm_env(ctx, live, staging, bool(backup))
     bench_cmds: list[Cmd] = []
     patched: list[str] = []
-    # The benchmarks read exactly the CSV we tune (AITER_CONFIG_<X>=<tuned CSV>; as the seeds do for
-    # AITER_CONFIG_FMOE): after tuning always, before tuning when the file already exists, so both runs
-    # see the same table but for the new rows. Inventory env reaches them through the pipeline launch.
-    env: dict[str, str] = {}
-    if backup:
-        env[variant.config_env] = tuned
     for call in calls:
         path = f"{root}/{call.script}"
         if files.get(path) is None:
@@ -108,36 +132,51 @@ def run(ctx: Ctx) -> None:
                 to_run = prep["script"]
                 patched.append(f"{call.script}: argparse choices of {', '.join(prep['removed_choices'])} "
                                f"reject values we need; ran a patched copy {to_run} (original untouched)")
-        bench_cmds.append(Cmd((ctx.target.container.python, to_run, *call.args), env=env, cwd=root))
+        bench_cmds.append(Cmd((ctx.target.container.python, to_run, *call.args), env=before_env, cwd=root))
     for p in patched:
         job.note(p)
+    repeats = int(job.request.get("repeats") or DEFAULT_REPEATS)
     steps: list[dict] = []
     if bench_cmds:
-        steps.append({"name": "baseline", "log": logs["baseline"], "line": _sequence(bench_cmds), "marker": "*"})
+        steps.append({"name": "baseline", "log": logs["baseline"],
+                      "line": f"rc=0; {_sample('before', 1, bench_cmds)}; exit $rc", "marker": "*"})
     else:
         missing = variant.bench.script if variant.bench else "none"
         job.note(f"no benchmark for {variant.name} on this AITER install (test script: {missing}); "
                  "tuning only, no before/after comparison")
-    tcmd = tune_command(ctx, variant, remote["untuned_csv"], tuned)
+    tcmd = tune_command(ctx, variant, remote["untuned_csv"], staging)
     stall = stall_timeout_s(ctx)
-    # the watchdog also checks the table after every exit of the tuner and repairs it from the backup
+    # the watchdog also checks the (staging) table after every exit of the tuner and repairs it from the
+    # backup of the live table (the staging table started as its byte copy)
     table_opts = ["--keys", ",".join(("gfx", "cu_num", *variant.untuned_columns)), "--keep", f"{job_dir}/damaged"]
     if backup:
         table_opts = ["--backup", backup, *table_opts]
     watched = Cmd((ctx.target.container.python, f"{ctx.target.helper.dir}/node_helper.py", "_watch",
-                   f"{stall:g}", str(STALL_RELAUNCHES), tuned, *table_opts, "--", render(tcmd)))
+                   f"{stall:g}", str(STALL_RELAUNCHES), staging, *table_opts, "--", render(tcmd)))
     steps.append({"name": "tune", "log": logs["tune"], "line": _sequence([watched]),
                   "marker": "Tuning not Finished"})
     remote["stall_timeout_s"] = stall
     if bench_cmds:
-        after = [Cmd(c.argv, env={**c.env, variant.config_env: tuned, "AITER_REBUILD": "1"}, cwd=c.cwd)
-                 for c in bench_cmds]
-        steps.append({"name": "after", "log": logs["after"], "line": _sequence(after), "marker": "*"})
+        # interleaved: after 1, before 2, after 2, ... (the first before ran ahead of tuning); the first
+        # after run builds its modules from the staging table in its private JIT dir
+        first = [Cmd(c.argv, env={**after_env, "AITER_REBUILD": "1"}, cwd=c.cwd) for c in bench_cmds]
+        again = [Cmd(c.argv, env=after_env, cwd=c.cwd) for c in bench_cmds]
+        parts = []
+        for n in range(1, repeats + 1):
+            parts.append(_sample("after", n, first if n == 1 else again))
+            if n < repeats:
+                parts.append(_sample("before", n + 1, bench_cmds, logs["baseline"]))
+        steps.append({"name": "after", "log": logs["after"], "line": "rc=0; " + "; ".join(parts) + "; exit $rc",
+                      "marker": "*"})
     remote["pipeline"] = steps
+    remote["repeats"] = repeats
+    remote["bench_gpu"] = before_env["HIP_VISIBLE_DEVICES"]
+    remote["bench_env"] = {"before": before_env, "after": after_env}
     remote["tune_argv"] = list(tcmd.argv)
     remote["tune_env"] = {"HIP_VISIBLE_DEVICES": tcmd.env["HIP_VISIBLE_DEVICES"]}
     remote["bench_argv"] = [list(c.argv[1:]) for c in bench_cmds]
-    ctx.ui.event(f"tuned CSV {tuned}" + (f" (backup {backup})" if backup else " (new file)"))
+    ctx.ui.event(f"live table {live}" + (f" (backup {backup})" if backup else " (does not exist yet)")
+                 + f"; tuning into the staging table {staging}")
 
 
 def local_log_path(ctx: Ctx, node_path: str) -> Path:

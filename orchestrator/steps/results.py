@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import time
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from ..state import atomic_write
 from .bench import measured
 from .compare import Comparison, compare, norm_key_value
 from .fetch import pull, wanted_files
+from .prepare import SAMPLE_MARK
 
 
 def tuned_outcome(ctx: Ctx) -> dict:
@@ -55,6 +57,17 @@ def tuned_outcome(ctx: Ctx) -> dict:
     return {"tuned": tuned, "no_kernel": missing, "rows_before": before, "rows_after": len(full)}
 
 
+def split_samples(text: str, arm: str) -> list[str]:
+    """The benchmark runs of one arm in a bench log, cut at prepare's sample marker lines (a log without
+    markers, from an older job, is one run)."""
+    mark = re.compile(rf"^{re.escape(SAMPLE_MARK)} (\w+) (\d+)\s*$", re.M)
+    found = list(mark.finditer(text))
+    if not found:
+        return [text]
+    return [text[m.end():found[i + 1].start() if i + 1 < len(found) else len(text)]
+            for i, m in enumerate(found) if m.group(1) == arm]
+
+
 def run_compare(ctx: Ctx) -> None:
     job, variant = ctx.job, ctx.variant
     pull(ctx, wanted_files(ctx, ctx.job_dir))
@@ -66,12 +79,13 @@ def run_compare(ctx: Ctx) -> None:
     if variant.bench is None or not before_log.is_file() or not after_log.is_file():
         info["skipped"] = "no benchmark logs"
         return
-    results = {}
+    results: dict[str, list[dict]] = {}
     for side, path in (("before", before_log), ("after", after_log)):
-        rows = parse_bench_log(path.read_text(encoding="utf-8", errors="replace"), variant.bench)
-        results[side] = measured(variant.bench, job.shapes, rows)
+        results[side] = []
+        for text in split_samples(path.read_text(encoding="utf-8", errors="replace"), side):
+            results[side].extend(measured(variant.bench, job.shapes, parse_bench_log(text, variant.bench)))
     comp = compare(results["before"], results["after"], key_columns=variant.key_columns,
-                   metric=variant.bench.metric, higher_is_better=variant.bench.higher_is_better)
+                   metric=variant.bench.metric, higher_is_better=variant.bench.higher_is_better, judge=True)
     comp.to_csv(ctx.job_dir / "comparison.csv")
     atomic_write(ctx.job_dir / "comparison.json", json.dumps(comp.to_dict(), default=str).encode())
     info["summary"] = comp.summary

@@ -13,6 +13,8 @@ import os
 from pathlib import Path
 
 import pytest
+
+from orchestrator.steps.compare import JUDGED_CSV_COLUMNS
 import yaml
 
 from orchestrator.cli import main
@@ -154,7 +156,7 @@ def test_variant_end_to_end_matches_model(vnode, env, profile, variant):
 
     # comparison.csv: header, rows and values exactly as the perf model says
     got = assert_comparison_matches_model(job, variant, version)
-    assert list(got.columns) == [*v.key_columns, "metric", "before", "after", "speedup_pct"]
+    assert list(got.columns) == [*v.key_columns, "metric", "before", "after", "speedup_pct", *JUDGED_CSV_COLUMNS]
     assert all(c == c.lower() for c in v.key_columns)
     assert len(got) == len(st["shapes"])
 

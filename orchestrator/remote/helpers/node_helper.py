@@ -32,6 +32,7 @@ import files  # noqa: E402
 import killing  # noqa: E402
 import procs  # noqa: E402
 import runlog  # noqa: E402
+import staging  # noqa: E402
 import tables  # noqa: E402
 from common import HELPER_VERSION, HelperError  # noqa: E402
 
@@ -89,6 +90,9 @@ OPS = {
     "backup": files.op_backup,
     "tuned_keys": files.op_tuned_keys,
     "manifest": files.op_manifest,
+    "stage": staging.op_stage,
+    "promote": staging.op_promote,
+    "rollback": staging.op_rollback,
     "bench_prepare": argpatch.op_bench_prepare,
     "launch": procs.op_launch,
     "status": runlog.op_status,

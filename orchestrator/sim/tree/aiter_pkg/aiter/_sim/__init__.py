@@ -82,3 +82,16 @@ def record_launch(script, argv):
         os.write(fd, line.encode("utf-8"))
     finally:
         os.close(fd)
+
+
+def measured_us(variant, shape, gfx, cu_num, tuned_from=None):
+    """What one benchmark run measures: the perf model's time, plus run-to-run noise when the control
+    file sets ``bench_noise_pct`` (uniform in +-pct; off by default, so values match the model exactly).
+    Real fleets drift by several percent at small M, so tests of noise-aware verdicts turn it on."""
+    from . import perf_model
+    us = perf_model.bench_us(variant, shape, gfx, cu_num, tuned_from)
+    pct = float(read_control().get("bench_noise_pct") or 0.0)
+    if pct > 0:
+        import random
+        us = round(us * (1.0 + random.SystemRandom().uniform(-pct, pct) / 100.0), 4)
+    return us

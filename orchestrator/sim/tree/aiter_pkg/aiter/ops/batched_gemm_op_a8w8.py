@@ -3,7 +3,7 @@
 import functools
 
 from .. import logger
-from .._sim.perf_model import bench_us
+from .._sim import measured_us as bench_us
 from ..jit.core import AITER_CONFIGS, AITER_LOG_TUNED_CONFIG, get_module
 from ..jit.utils.chip_info import get_cu_num, get_gfx
 from ._tuned import module_table, python_table

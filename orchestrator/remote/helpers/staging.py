@@ -1,0 +1,196 @@
+"""Staging, promotion and rollback of tuned tables (node side, stdlib only, Python >= 3.8).
+
+The tuner writes a staging copy of the live table inside the job's directory; the live table (the file
+AITER reads at runtime) changes only here, after a backup, by writing a complete new file and renaming
+it over the old one (a reader never sees half a file). The live JIT module compiled from the old table
+is moved aside (rename, never rewritten in place: a running server keeps its mapped inode), so the next
+fresh process builds it from the new table. Every change is recorded in ``<backup_dir>/promotion.json``
+so promote and rollback are idempotent and rollback restores byte for byte.
+"""
+
+import csv
+import glob
+import io
+import json
+import os
+import shutil
+
+from common import HelperError, _now
+from files import _backup_name, _copy_preserving, _key_value, atomic_write
+
+RECORD = "promotion.json"
+
+
+def live_jit_dir(package_dir, env_jit_dir):
+    """Where AITER keeps built modules (aiter/jit/core.py get_user_jit_dir, aiter-formats.md §5.2)."""
+    if env_jit_dir:
+        return env_jit_dir
+    here = os.path.join(package_dir or "", "jit")
+    if package_dir and os.access(here, os.W_OK):
+        return here
+    return os.path.expanduser("~/.aiter/jit")
+
+
+def op_stage(req):
+    """Copy the live table to the staging path (same bytes) so the tuner skips what is tuned already."""
+    live, staging = req.get("live"), req.get("staging")
+    if not live or not staging:
+        raise HelperError("stage: live and staging paths are required")
+    if os.path.isfile(staging):
+        return {"staged": True, "existed": True}
+    if os.path.isfile(live):
+        _copy_preserving(live, staging)
+        return {"staged": True, "existed": False}
+    os.makedirs(os.path.dirname(staging), exist_ok=True)
+    return {"staged": False, "existed": False}
+
+
+def _read(path):
+    with open(path, newline="", encoding="utf-8") as fh:
+        rows = list(csv.reader(fh))
+    if not rows:
+        return [], []
+    return [h.strip() for h in rows[0]], [r for r in rows[1:] if any(c.strip() for c in r)]
+
+
+def _keyer(header, key_columns):
+    low = [h.lower() for h in header]
+    cols = [c for c in ("gfx", "cu_num") if c in low] + [c for c in key_columns if c not in ("gfx", "cu_num")]
+    missing = [c for c in cols if c not in low]
+    if missing:
+        raise HelperError("table header %s lacks key columns %s" % (",".join(header), ",".join(missing)))
+    idx = [low.index(c) for c in cols]
+    return cols, lambda row: tuple(_key_value(row[i] if i < len(row) else "") for i in idx)
+
+
+def _read_record(path):
+    try:
+        with open(path) as fh:
+            return json.load(fh)
+    except (OSError, ValueError):
+        return None
+
+
+def _move_aside(path, dest_dir):
+    """Rename a built module out of the way (never rewrite it: a server may have it mapped)."""
+    if not os.path.isfile(path):
+        return None
+    os.makedirs(dest_dir, exist_ok=True)
+    dst = _backup_name(dest_dir, path)
+    try:
+        os.rename(path, dst)
+    except OSError:  # another file system: copy, then unlink (the mapped inode stays valid)
+        shutil.copy2(path, dst)
+        os.unlink(path)
+    return dst
+
+
+def op_promote(req):
+    """Merge the staging rows of the given keys into the live table, after a backup.
+
+    request: {"live", "staging", "backup_dir", "key_columns": [lower], "keys": [[text]], "gfx", "cu_num",
+              "others": [glob of tables AITER merges with this one], "modules": [module names],
+              "package_dir", "jit_dir_env"}
+    """
+    live, staging, bdir = req.get("live"), req.get("staging"), req.get("backup_dir")
+    if not live or not staging or not bdir:
+        raise HelperError("promote: live, staging and backup_dir are required")
+    rec_path = os.path.join(bdir, RECORD)
+    old = _read_record(rec_path)
+    if old and not old.get("rolled_back"):
+        return dict(old, already=True)
+    if not os.path.isfile(staging):
+        raise HelperError("promote: the staging table %s is gone" % staging,
+                          hint="the job directory on the node was cleaned; nothing was changed")
+    key_columns = [c.lower() for c in req.get("key_columns") or []]
+    s_head, s_rows = _read(staging)
+    s_cols, s_key = _keyer(s_head, key_columns)
+    gfx, cu_num = req.get("gfx"), req.get("cu_num")
+    prefix = tuple(v for c, v in (("gfx", gfx), ("cu_num", cu_num)) if c in s_cols)
+    wanted = set(prefix + tuple(_key_value(str(v)) for v in k) for k in req.get("keys") or [])
+    # keys another table already covers: AITER >= 0.1.12 raises on a duplicate key when it merges them
+    taken = set()
+    others = sorted(set(p for pattern in req.get("others") or [] for p in glob.glob(pattern)))
+    for other in others:
+        if "untuned" in os.path.basename(other) or os.path.realpath(other) == os.path.realpath(live) or not os.path.isfile(other):
+            continue
+        o_head, o_rows = _read(other)
+        try:
+            _, o_key = _keyer(o_head, key_columns)
+        except HelperError:
+            continue
+        taken.update(o_key(r) for r in o_rows)
+    chosen, skipped = {}, []
+    for r in s_rows:
+        k = s_key(r)
+        if k in wanted:
+            if k in taken:
+                skipped.append(list(k))
+            else:
+                chosen[k] = r  # the newest staging row of a key wins, as in AITER's sortResults
+    existed = os.path.isfile(live)
+    if existed:
+        l_head, l_rows = _read(live)
+        _, l_key = _keyer(l_head, key_columns)
+    else:
+        l_head, l_rows, l_key = s_head, [], s_key
+    pos = {h.lower(): i for i, h in enumerate(s_head)}
+
+    def as_live(row):
+        return [row[pos[h.lower()]] if h.lower() in pos and pos[h.lower()] < len(row) else "" for h in l_head]
+
+    out, replaced, done = [], 0, set()
+    for r in l_rows:
+        k = l_key(r)
+        if k in chosen:
+            out.append(as_live(chosen[k]))
+            done.add(k)
+            replaced += 1
+        else:
+            out.append(r)
+    added = [k for k in chosen if k not in done]
+    out.extend(as_live(chosen[k]) for k in added)
+    backup = _backup_name(bdir, live) if existed else None
+    if backup:
+        _copy_preserving(live, backup)
+    buf = io.StringIO()
+    csv.writer(buf, lineterminator="\n").writerows([l_head] + out)
+    mode = (os.stat(live).st_mode & 0o7777) if existed else None
+    atomic_write(live, buf.getvalue().encode("utf-8"), mode)
+    modules = {}
+    jit_dir = live_jit_dir(req.get("package_dir"), req.get("jit_dir_env"))
+    for name in req.get("modules") or []:
+        so = os.path.join(jit_dir, name + ".so")
+        modules[so] = _move_aside(so, os.path.join(bdir, "jit"))
+    record = {"live": live, "backup": backup, "existed": existed, "promoted": [list(k) for k in chosen],
+              "replaced": replaced, "added": len(added), "skipped_duplicates": skipped,
+              "modules": modules, "time": _now(), "rolled_back": False}
+    atomic_write(rec_path, (json.dumps(record, indent=1) + "\n").encode("utf-8"))
+    return dict(record, already=False)
+
+
+def op_rollback(req):
+    """Restore the live table (byte for byte) and the live module(s) a promotion changed."""
+    bdir = req.get("backup_dir")
+    if not bdir:
+        raise HelperError("rollback: backup_dir is required")
+    rec_path = os.path.join(bdir, RECORD)
+    rec = _read_record(rec_path)
+    if rec is None:
+        raise HelperError("rollback: this job never promoted anything on the node (%s missing)" % rec_path,
+                          hint="nothing to undo; the live table was not changed by this job")
+    if rec.get("rolled_back"):
+        return dict(rec, already=True)
+    live = rec["live"]
+    if rec.get("backup"):
+        _copy_preserving(rec["backup"], live)
+    elif os.path.isfile(live):
+        os.unlink(live)  # the table did not exist before this job
+    for so, saved in (rec.get("modules") or {}).items():
+        if saved and os.path.isfile(saved):
+            _copy_preserving(saved, so)   # new inode renamed in place: a mapped old one stays valid
+        elif not saved and os.path.isfile(so):
+            os.unlink(so)                 # built from the promoted table; the next process rebuilds it
+    rec.update(rolled_back=True, rolled_back_at=_now())
+    atomic_write(rec_path, (json.dumps(rec, indent=1) + "\n").encode("utf-8"))
+    return dict(rec, already=False)

@@ -1,0 +1,124 @@
+"""Promote: merge the proven rows of the staging table into the live table (node op `promote`, after a
+backup), move the stale live JIT module aside so a fresh process builds it from the new table; rollback.
+
+Modes (run --promote, tune-remote promote --rows): ``proven`` = rows whose verdict is ``improved``;
+``all`` = every tuned row of the requested shapes; ``none`` = the live table and modules stay untouched.
+What was promoted is recorded in the job's state and on the node (``<job dir>/promotion/promotion.json``),
+so promote and rollback are idempotent.
+"""
+
+from __future__ import annotations
+
+import json
+
+from ..context import Ctx
+from ..errors import UsageError
+from ..state import atomic_write
+from .compare import Comparison, norm_key_value
+
+MODES = ("proven", "all", "none")
+# CK modules compiled from the tuned CSV (aiter-formats.md §5.1: gen_instances.py --tune_file); the
+# MoE 2-stage modules are generated without the CSV, so only the Python-side lookup changes for them
+JIT_MODULES = {
+    "a8w8": "module_gemm_a8w8",
+    "a8w8_bpreshuffle": "module_gemm_a8w8_bpreshuffle",
+    "a8w8_blockscale": "module_gemm_a8w8_blockscale",
+    "a8w8_blockscale_bpreshuffle": "module_gemm_a8w8_blockscale_bpreshuffle",
+    "a4w4_blockscale": "module_gemm_a4w4_blockscale",
+    "batched_a8w8": "module_batched_gemm_a8w8",
+    "batched_bf16": "module_batched_gemm_bf16",
+}
+
+
+def backup_dir(ctx: Ctx) -> str:
+    return f"{ctx.job.remote['job_dir']}/promotion"
+
+
+def _comparison(ctx: Ctx) -> Comparison | None:
+    path = ctx.job_dir / "comparison.json"
+    if not path.is_file():
+        return None
+    return Comparison.from_dict(json.loads(path.read_text()))
+
+
+def chosen_keys(ctx: Ctx, mode: str) -> list[list]:
+    """Key values (variant key column order) of the rows to promote."""
+    cols = list(ctx.variant.key_columns)
+    if mode == "all":
+        tuned = ctx.job.step_state("compare").info.get("tuned") or {}
+        return [[s.get(c) for c in cols] for s in tuned.get("tuned") or []]
+    comp = _comparison(ctx)
+    if comp is None or not comp.judged:
+        return []
+    rows = comp.rows[comp.rows["verdict"] == "improved"]
+    return [[norm_key_value(r[c]) if c in comp.rows.columns else None for c in cols] for _, r in rows.iterrows()]
+
+
+def _others(ctx: Ctx) -> list[str]:
+    """Tables AITER merges with the live one at runtime (their keys must never be duplicated)."""
+    variant, remote = ctx.variant, ctx.job.remote
+    configured = ({**(ctx.job.facts.get("env") or {}), **ctx.target.container.env}.get(variant.config_env) or "")
+    if configured:
+        return [p for p in configured.split(":")[1:] if p]
+    base = variant.tuned_csv.rsplit("/", 1)[-1].removesuffix(".csv")
+    return [f"{remote['aiter_root']}/aiter/configs/model_configs/*{base}*.csv"]
+
+
+def promote(ctx: Ctx, mode: str) -> dict:
+    """Promote the job's rows in `mode`; returns the node's record (``already`` when nothing changed)."""
+    job, variant = ctx.job, ctx.variant
+    if mode not in MODES:
+        raise UsageError(f"unknown promote mode {mode!r}", hint="one of: " + ", ".join(MODES))
+    keys = chosen_keys(ctx, mode)
+    module = JIT_MODULES.get(variant.name)
+    res = ctx.call("promote", {
+        "live": job.remote["live_csv"], "staging": job.remote["tuned_csv"], "backup_dir": backup_dir(ctx),
+        "key_columns": list(variant.key_columns), "keys": [[str(v) for v in k] for k in keys],
+        "gfx": job.facts.get("gfx") if ctx.profile.gfx_column else None,
+        "cu_num": str(job.facts.get("cu_num")) if job.facts.get("cu_num") is not None else None,
+        "others": _others(ctx), "modules": [module] if module else [],
+        "package_dir": job.facts.get("package_dir"),
+        "jit_dir_env": ({**(job.facts.get("env") or {}), **ctx.target.container.env}.get("AITER_JIT_DIR")),
+    })
+    res.pop("ok", None)
+    job.remote["promotion"] = {"mode": mode, **res}
+    _mark(ctx, res)
+    return res
+
+
+def _mark(ctx: Ctx, res: dict) -> None:
+    """Write the promoted flags into comparison.csv/json (key values without the gfx/cu_num prefix)."""
+    comp = _comparison(ctx)
+    if comp is None or not comp.judged:
+        return
+    n = len(ctx.variant.key_columns)
+    keys = [] if res.get("rolled_back") else [k[-n:] for k in res.get("promoted") or []]
+    comp.set_promoted(keys)
+    comp.to_csv(ctx.job_dir / "comparison.csv")
+    atomic_write(ctx.job_dir / "comparison.json", json.dumps(comp.to_dict(), default=str).encode())
+
+
+def rollback(ctx: Ctx) -> dict:
+    res = ctx.call("rollback", {"backup_dir": backup_dir(ctx)})
+    res.pop("ok", None)
+    ctx.job.remote["promotion"] = {**(ctx.job.remote.get("promotion") or {}), **res}
+    _mark(ctx, res)
+    return res
+
+
+def run(ctx: Ctx) -> None:
+    """The workflow step (after compare): promote per run --promote (default proven)."""
+    mode = ctx.job.request.get("promote") or "proven"
+    info = ctx.job.step_state("promote").info
+    info["mode"] = mode
+    if mode == "none":
+        ctx.ui.event("--promote none: the live table and JIT modules stay untouched")
+        return
+    res = promote(ctx, mode)
+    info.update({k: res.get(k) for k in ("added", "replaced", "skipped_duplicates", "backup", "modules")})
+    info["promoted"] = len(res.get("promoted") or [])
+    for k in res.get("skipped_duplicates") or []:
+        ctx.job.note(f"not promoted: {k} already has a row in another table AITER merges (model_configs/ "
+                     "or AITER_CONFIG list); a duplicate key makes AITER >= 0.1.12 raise")
+    ctx.ui.event(f"promoted {info['promoted']} row(s) ({mode}) into {ctx.job.remote['live_csv']}"
+                 + (f" (backup {res['backup']})" if res.get("backup") else ""))

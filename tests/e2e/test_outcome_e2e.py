@@ -1,0 +1,130 @@
+"""An outcome you can trust (issue 7), end to end through sshd + docker exec against the simulated AITER:
+staging (the tuner never writes the live table, the live JIT modules stay untouched), repeated and
+interleaved benchmarks on one pinned GPU, noise-aware verdicts, promotion of proven rows only.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import json
+
+import pandas as pd
+import pytest
+
+from orchestrator.sim import perf_model
+from orchestrator.steps.compare import JUDGED_CSV_COLUMNS, norm_key_value
+from tests.e2e.test_reliability_e2e import VARIANT, Bed, desc
+from tests.expect import expected_rows
+
+pytestmark = pytest.mark.e2e
+
+LIVE = "aiter/configs/a8w8_blockscale_tuned_gemm.csv"
+MODULE = "aiter/jit/module_gemm_a8w8_blockscale.so"
+
+
+def _sha(b: bytes) -> str:
+    return hashlib.sha256(b).hexdigest()
+
+
+def _rows(data: bytes) -> list[dict]:
+    return list(csv.DictReader(io.StringIO(data.decode())))
+
+
+def _mnk(row: dict) -> tuple:
+    return tuple(norm_key_value(row[c]) for c in ("M", "N", "K"))
+
+
+def _build_live_module(bed: Bed) -> None:
+    """A server-like process imports the live module once (built from the live table, as AITER does)."""
+    root = bed.c.aiter_root
+    bed.c.sh(f"cd {root} && python3 op_tests/test_gemm_a8w8_blockscale.py -m 1 -nk 1536,7168 "
+             f"> /dev/null 2>&1")
+    assert bed.node_exists(f"{root}/{MODULE}")
+
+
+def _live_state(bed: Bed) -> dict:
+    root = bed.c.aiter_root
+    jit = bed.c.host_path(f"{root}/aiter/jit")
+    # the tuner's own *_tune module (all instances, never loaded by a server) may be built and reused there
+    mods = {p.name: _sha(p.read_bytes()) for p in sorted(jit.glob("*.so")) if not p.name.endswith("_tune.so")}
+    return {"table": _sha(bed.node_bytes(f"{root}/{LIVE}")), "modules": mods}
+
+
+def test_staging_noise_verdicts_and_promote_proven(node, tmp_path):
+    bed = Bed(node, tmp_path)
+    root = bed.c.aiter_root
+    _build_live_module(bed)
+    before_live = bed.node_bytes(f"{root}/{LIVE}")
+    module_before = bed.node_bytes(f"{root}/{MODULE}")
+    bed.c.set_control(bench_noise_pct=1.5)
+    cp = bed.cli(*bed.run_args("--repeats", "3"), timeout=400)
+    assert cp.returncode == 0, desc(cp)
+    st = bed.state()
+    r = st["remote"]
+    # staging: the tuner wrote a table in the job dir, never the live one
+    assert r["live_csv"] == f"{root}/{LIVE}"
+    assert r["tuned_csv"] == f"{r['job_dir']}/staging/a8w8_blockscale_tuned_gemm.csv"
+    argv = r["tune_argv"]
+    assert argv[argv.index("-o") + 1] == r["tuned_csv"]
+    # every benchmark ran pinned to one free GPU, in private JIT dirs, 3 runs per arm, interleaved
+    gpu = r["bench_gpu"]
+    assert int(gpu) in st["facts"]["tune_gpus"]
+    for arm in ("before", "after"):
+        assert r["bench_env"][arm]["HIP_VISIBLE_DEVICES"] == gpu
+        assert r["bench_env"][arm]["AITER_JIT_DIR"].startswith(r["job_dir"])
+    after_log = bed.node_bytes(r["logs"]["after"]).decode()
+    marks = [ln for ln in after_log.splitlines() if ln.startswith("== tune-remote sample")]
+    assert marks == ["== tune-remote sample after 1", "== tune-remote sample after 2",
+                     "== tune-remote sample after 3"], marks
+    base_log = bed.node_bytes(r["logs"]["baseline"]).decode()
+    assert [ln for ln in base_log.splitlines() if ln.startswith("== tune-remote sample")] == [
+        "== tune-remote sample before 1", "== tune-remote sample before 2", "== tune-remote sample before 3"]
+    # the after benchmark built its module from the staging table in its private dir
+    priv = json.loads(bed.node_bytes(f"{r['job_dir']}/jit/after/module_gemm_a8w8_blockscale.so"))
+    assert priv["tune_file"] == r["tuned_csv"]
+
+    # comparison.csv: the old columns, then verdict and promoted (+ evidence); medians of 3 samples
+    got = pd.read_csv(bed.job_dir / "comparison.csv", keep_default_na=False, dtype=str)
+    cols = list(got.columns)
+    assert cols[cols.index("metric"):] == ["metric", "before", "after", "speedup_pct", *JUDGED_CSV_COLUMNS]
+    assert set(got["verdict"]) <= {"improved", "regressed", "within_noise", "missing"}
+    assert (got["before_n"] == "3").all() and (got["after_n"] == "3").all()
+    assert ((got["promoted"] == "true") == (got["verdict"] == "improved")).all()
+    # truth from the perf model (noise off): no slower row promoted, every clearly faster row promoted
+    truth = {tuple(norm_key_value(w[c]) for c in ("m", "n", "k")): w["speedup_pct"]
+             for w in expected_rows(bed.job_dir, VARIANT, st["facts"]["version"])}
+    promoted = {tuple(norm_key_value(x[c]) for c in ("m", "n", "k")) for _, x in got.iterrows()
+                if x["promoted"] == "true"}
+    assert promoted, "nothing was promoted"
+    assert all(truth[k] > 0 for k in promoted), {k: truth[k] for k in promoted if truth[k] <= 0}
+    clear = {k for k, sp in truth.items() if sp >= 8.0}
+    assert clear and clear <= promoted, clear - promoted
+
+    # the live table = its rows before + the promoted rows (from staging), after a backup
+    live_after = _rows(bed.node_bytes(f"{root}/{LIVE}"))
+    staging = {_mnk(x): x for x in _rows(bed.node_bytes(r["tuned_csv"])) if x["cu_num"] == "256"}
+    old = _rows(before_live)
+    assert live_after[:len(old)] == old
+    assert {(_mnk(x)) for x in live_after[len(old):]} == promoted
+    assert all(staging[_mnk(x)] == x for x in live_after[len(old):])
+    rec = r["promotion"]
+    assert rec["backup"] and bed.node_bytes(rec["backup"]) == before_live
+    # the stale live module was moved aside (not rewritten): a fresh process rebuilds it from the new table
+    assert not bed.node_exists(f"{root}/{MODULE}")
+    saved = rec["modules"][f"{root}/{MODULE}"]
+    assert bed.node_bytes(saved) == module_before
+
+
+def test_promote_none_leaves_live_table_and_modules_untouched(node, tmp_path):
+    bed = Bed(node, tmp_path)
+    _build_live_module(bed)
+    live0 = _live_state(bed)
+    cp = bed.cli(*bed.run_args("--repeats", "2", "--promote", "none"), timeout=400)
+    assert cp.returncode == 0, desc(cp)
+    assert _live_state(bed) == live0
+    got = pd.read_csv(bed.job_dir / "comparison.csv", keep_default_na=False, dtype=str)
+    assert (got["promoted"] == "false").all()
+    assert (got["verdict"] == "improved").any()
+    assert "promotion" not in bed.state()["remote"]
