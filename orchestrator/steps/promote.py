@@ -74,14 +74,15 @@ def promote(ctx: Ctx, mode: str) -> dict:
     res = ctx.call("promote", {
         "live": job.remote["live_csv"], "staging": job.remote["tuned_csv"], "backup_dir": backup_dir(ctx),
         "key_columns": list(variant.key_columns), "keys": [[str(v) for v in k] for k in keys],
-        "gfx": job.facts.get("gfx") if ctx.profile.gfx_column else None,
+        "gfx": job.facts.get("gfx"),  # used only when the table has a gfx column
         "cu_num": str(job.facts.get("cu_num")) if job.facts.get("cu_num") is not None else None,
         "others": _others(ctx), "modules": [module] if module else [],
         "package_dir": job.facts.get("package_dir"),
         "jit_dir_env": ({**(job.facts.get("env") or {}), **ctx.target.container.env}.get("AITER_JIT_DIR")),
     })
     res.pop("ok", None)
-    job.remote["promotion"] = {"mode": mode, **res}
+    if not res.get("nothing"):
+        job.remote["promotion"] = {"mode": mode, **res}
     _mark(ctx, res)
     return res
 
@@ -122,3 +123,20 @@ def run(ctx: Ctx) -> None:
                      "or AITER_CONFIG list); a duplicate key makes AITER >= 0.1.12 raise")
     ctx.ui.event(f"promoted {info['promoted']} row(s) ({mode}) into {ctx.job.remote['live_csv']}"
                  + (f" (backup {res['backup']})" if res.get("backup") else ""))
+    if info["promoted"]:
+        info["engaged"] = engaged_at_runtime(ctx, res)
+        ctx.ui.event(f"engaged at runtime: {info['engaged']['engaged']}/{info['engaged']['total']} promoted "
+                     "shape(s) hit their tuned row in a fresh process")
+
+
+def engaged_at_runtime(ctx: Ctx, res: dict) -> dict:
+    from .engage import check
+    comp = _comparison(ctx)
+    rows = {}
+    if comp is not None:
+        for _, r in comp.rows.iterrows():
+            rows[tuple(norm_key_value(r[c]) for c in ctx.variant.key_columns)] = {
+                "before": None if r["before"] != r["before"] else float(r["before"]),
+                "after": None if r["after"] != r["after"] else float(r["after"])}
+    n = len(ctx.variant.key_columns)
+    return check(ctx, [k[-n:] for k in res.get("promoted") or []], rows, res.get("skipped_duplicates") or [])

@@ -15,7 +15,7 @@ import pytest
 
 from orchestrator.sim import perf_model
 from orchestrator.steps.compare import JUDGED_CSV_COLUMNS, norm_key_value
-from tests.e2e.test_reliability_e2e import VARIANT, Bed, desc
+from tests.e2e.test_reliability_e2e import VARIANT, Bed, desc, err_lines
 from tests.expect import expected_rows
 
 pytestmark = pytest.mark.e2e
@@ -111,10 +111,17 @@ def test_staging_noise_verdicts_and_promote_proven(node, tmp_path):
     assert all(staging[_mnk(x)] == x for x in live_after[len(old):])
     rec = r["promotion"]
     assert rec["backup"] and bed.node_bytes(rec["backup"]) == before_live
-    # the stale live module was moved aside (not rewritten): a fresh process rebuilds it from the new table
-    assert not bed.node_exists(f"{root}/{MODULE}")
+    # the stale live module was moved aside (renamed, not rewritten) ...
     saved = rec["modules"][f"{root}/{MODULE}"]
     assert bed.node_bytes(saved) == module_before
+    # ... and the closed-loop fresh process (live config, no tune-remote env) built it from the new table
+    live_bytes = bed.node_bytes(f"{root}/{LIVE}")
+    assert json.loads(bed.node_bytes(f"{root}/{MODULE}"))["tune_file_sha256"] == _sha(live_bytes)
+    eng = st["steps"]["promote"]["info"]["engaged"]
+    assert eng["total"] == len(promoted) and eng["engaged"] == eng["total"], eng
+    assert all(x["hit"] for x in eng["shapes"]), eng
+    text = (bed.job_dir / "engaged_at_runtime.log").read_text()
+    assert "AITER_CONFIG" not in text and "is tuned on cu_num = 256" in text
 
 
 def test_promote_none_leaves_live_table_and_modules_untouched(node, tmp_path):
@@ -128,3 +135,56 @@ def test_promote_none_leaves_live_table_and_modules_untouched(node, tmp_path):
     assert (got["promoted"] == "false").all()
     assert (got["verdict"] == "improved").any()
     assert "promotion" not in bed.state()["remote"]
+
+
+def test_promote_later_then_rollback_byte_for_byte_and_idempotent(node, tmp_path):
+    bed = Bed(node, tmp_path)
+    root = bed.c.aiter_root
+    _build_live_module(bed)
+    live0 = bed.node_bytes(f"{root}/{LIVE}")
+    module0 = bed.node_bytes(f"{root}/{MODULE}")
+    cp = bed.cli(*bed.run_args("--repeats", "2", "--promote", "none"), timeout=400)
+    assert cp.returncode == 0, desc(cp)
+
+    # nothing to undo yet: one line, exit 2, nothing changed
+    cp = bed.cli("rollback", bed.job_id)
+    assert cp.returncode == 2 and "never promoted" in cp.stderr.decode(), desc(cp)
+    assert len(err_lines(cp)) == 1
+    assert bed.node_bytes(f"{root}/{LIVE}") == live0
+
+    cp = bed.cli("promote", bed.job_id)
+    assert cp.returncode == 0, desc(cp)
+    out = json.loads(cp.stdout)
+    assert out["promoted"] > 0 and out["already"] is False
+    got = pd.read_csv(bed.job_dir / "comparison.csv", keep_default_na=False, dtype=str)
+    assert ((got["promoted"] == "true") == (got["verdict"] == "improved")).all()
+    promoted_live = bed.node_bytes(f"{root}/{LIVE}")
+    assert promoted_live != live0 and promoted_live.startswith(live0.rstrip(b"\n").split(b"\n")[0])
+    assert len(_rows(promoted_live)) == len(_rows(live0)) + out["promoted"]
+    # promote again: idempotent
+    cp = bed.cli("promote", bed.job_id)
+    assert cp.returncode == 0 and json.loads(cp.stdout)["already"] is True, desc(cp)
+    assert bed.node_bytes(f"{root}/{LIVE}") == promoted_live
+
+    # a fresh process builds the live module from the promoted table
+    _build_live_module(bed)
+    rebuilt = json.loads(bed.node_bytes(f"{root}/{MODULE}"))
+    assert rebuilt["tune_file_sha256"] == _sha(promoted_live)
+
+    cp = bed.cli("rollback", bed.job_id)
+    assert cp.returncode == 0, desc(cp)
+    assert bed.node_bytes(f"{root}/{LIVE}") == live0
+    assert bed.node_bytes(f"{root}/{MODULE}") == module0
+    got = pd.read_csv(bed.job_dir / "comparison.csv", keep_default_na=False, dtype=str)
+    assert (got["promoted"] == "false").all()
+    cp = bed.cli("rollback", bed.job_id)
+    assert cp.returncode == 0 and json.loads(cp.stdout)["already"] is True, desc(cp)
+    assert bed.node_bytes(f"{root}/{LIVE}") == live0 and bed.node_bytes(f"{root}/{MODULE}") == module0
+
+    # unknown job, bad flags: one line, exit 2
+    for args in (("rollback", "no-such-job"), ("promote", "no-such-job"),
+                 bed.run_args("--repeats", "0"), bed.run_args("--promote", "maybe")):
+        cp = bed.cli(*args)
+        assert cp.returncode == 2, desc(cp)
+        assert len(err_lines(cp)) == 1, desc(cp)
+    assert bed.node_bytes(f"{root}/{LIVE}") == live0

@@ -128,6 +128,8 @@ def op_promote(req):
                 skipped.append(list(k))
             else:
                 chosen[k] = r  # the newest staging row of a key wins, as in AITER's sortResults
+    if not chosen:  # nothing to change: the live table and modules stay exactly as they are
+        return {"live": live, "promoted": [], "skipped_duplicates": skipped, "already": False, "nothing": True}
     existed = os.path.isfile(live)
     if existed:
         l_head, l_rows = _read(live)

@@ -1,0 +1,68 @@
+"""Commands on a finished job's outcome: promote (its proven rows into the live table later), rollback."""
+from __future__ import annotations
+
+import json
+
+import click
+
+from ..context import Ctx, Settings
+from ..errors import UsageError
+from ..state import JobState, check_job_id
+from .base import Env, _target_for, cli
+
+
+def _finished(env: Env, job_id: str, what: str) -> JobState:
+    job = env.workspace.load(check_job_id(job_id))
+    if job.state == "running":
+        raise UsageError(f"job {job_id} is still running; {what} waits for its end",
+                         hint=f"tune-remote status {job_id} (or resume it)")
+    if not job.remote.get("live_csv"):
+        raise UsageError(f"job {job_id} has no staging table (it never reached prepare, or predates staging)",
+                         hint="nothing on the node can be promoted or rolled back for it")
+    return job
+
+
+def _with_ctx(env: Env, job: JobState, accept_new_host_key: bool, fn):
+    target = _target_for(env, job, accept_new_host_key)
+    ctx = Ctx(job=job, workspace=env.workspace, target=target, settings=Settings(), ui=env.ui())
+    try:
+        return fn(ctx)
+    finally:
+        target.close()
+        env.workspace.save(job)
+
+
+@cli.command()
+@click.argument("job_id")
+@click.option("--rows", type=click.Choice(["proven", "all"]), default="proven", show_default=True,
+              help="proven: rows whose verdict is improved; all: every tuned row")
+@click.option("--accept-new-host-key", is_flag=True)
+@click.pass_obj
+def promote(env: Env, job_id, rows, accept_new_host_key):
+    """Merge a finished job's rows into the live table (after a backup); idempotent."""
+    from ..steps import promote as step
+    job = _finished(env, job_id, "promotion")
+    if job.state != "succeeded":
+        raise UsageError(f"job {job_id} {job.state}; only a succeeded job's rows can be promoted",
+                         hint=f"tune-remote status {job_id}")
+    res = _with_ctx(env, job, accept_new_host_key, lambda ctx: step.promote(ctx, rows))
+    job.step_state("promote").info.update(mode=rows, promoted=len(res.get("promoted") or []))
+    env.workspace.save(job)
+    click.echo(json.dumps({"job_id": job_id, "live": res.get("live"), "already": res.get("already"),
+                           "promoted": len(res.get("promoted") or []), "backup": res.get("backup"),
+                           "skipped_duplicates": res.get("skipped_duplicates") or []}, indent=2))
+
+
+@cli.command()
+@click.argument("job_id")
+@click.option("--accept-new-host-key", is_flag=True)
+@click.pass_obj
+def rollback(env: Env, job_id, accept_new_host_key):
+    """Restore every live table the job changed to its backup (byte for byte) and the live JIT module."""
+    from ..steps import promote as step
+    job = _finished(env, job_id, "rollback")
+    if not job.remote.get("promotion"):
+        raise UsageError(f"job {job_id} never promoted anything", hint="nothing to undo; the live table is as it was")
+    res = _with_ctx(env, job, accept_new_host_key, step.rollback)
+    click.echo(json.dumps({"job_id": job_id, "live": res.get("live"), "already": res.get("already"),
+                           "restored_from": res.get("backup"), "modules": res.get("modules")}, indent=2))

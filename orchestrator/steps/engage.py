@@ -1,0 +1,105 @@
+"""Closed loop after promotion: does a fresh process now use the promoted rows ("engaged at runtime")?
+
+The benchmarks of the promoted shapes run once more as a fresh process with the live configuration: the
+container's own environment only (no AITER_CONFIG_* override, no private JIT dir, no AITER_REBUILD), plus
+``AITER_LOG_TUNED_CONFIG=1`` (v0.1.6+) so AITER prints a "found ... is tuned" line per hit, on the job's
+pinned GPU. This also builds the live JIT module from the new table (promotion moved the stale one aside),
+so the next server start does not pay the build. Per shape: hit line (and through which padded M),
+the time against the before/after medians, and why a shape is not engaged.
+"""
+
+from __future__ import annotations
+
+import re
+
+from ..context import Ctx
+from ..parsing.bench import parse_bench_log
+from ..remote.shell import Cmd
+from .bench import measured, plan_bench
+from .compare import norm_key_value
+
+# GEMM / batched hit and miss lines (aiter-formats.md §3.1); MoE (§3.2) is judged by its time alone
+_GEMM = re.compile(r"shape (?:is )?(?:B:\s*(?P<b>\d+), )?M:\s*(?P<m>\d+), N:\s*(?P<n>\d+), K:\s*(?P<k>\d+)")
+_PADDED = re.compile(r"found padded_M: (\d+)")
+
+
+def _hits(text: str) -> dict[tuple, dict]:
+    """{(m, n, k) or (b, m, n, k): {"hit": bool, "padded_m": int|None}} from AITER's lookup lines."""
+    out: dict[tuple, dict] = {}
+    for line in text.splitlines():
+        m = _GEMM.search(line)
+        if not m:
+            continue
+        key = tuple(int(m.group(g)) for g in ("b", "m", "n", "k") if m.group(g) is not None)
+        hit = "not found" not in line and ("is tuned" in line or "found padded_M" in line)
+        p = _PADDED.search(line)
+        cur = out.setdefault(key, {"hit": False, "padded_m": None})
+        if hit:
+            cur.update(hit=True, padded_m=int(p.group(1)) if p else None)
+    return out
+
+
+def _lookup_key(variant, shape: dict) -> tuple | None:
+    cols = [c for c in ("b", "m", "n", "k") if c in variant.key_columns]
+    if "m" not in cols:
+        return None
+    return tuple(int(shape[c]) for c in cols)
+
+
+def check(ctx: Ctx, promoted_keys: list[list], comparison_rows: dict[tuple, dict], skipped: list) -> dict:
+    """Run the fresh-process benchmark of the promoted shapes and judge each one."""
+    job, variant, remote = ctx.job, ctx.variant, ctx.job.remote
+    cols = list(variant.key_columns)
+    wanted = {tuple(norm_key_value(v) for v in k) for k in promoted_keys}
+    shapes = [s for s in job.shapes if tuple(norm_key_value(s[c]) for c in cols) in wanted]
+    out: dict = {"shapes": [], "engaged": 0, "total": len(shapes), "log": None}
+    if not shapes or variant.bench is None:
+        return out
+    root = remote["aiter_root"]
+    # AITER_LOG_TUNED_CONFIG exists from v0.1.6 on (older than every supported profile)
+    env = {"HIP_VISIBLE_DEVICES": str(remote.get("bench_gpu") or job.facts["tune_gpus"][0]),
+           "AITER_LOG_TUNED_CONFIG": "1"}
+    texts = []
+    for call in plan_bench(variant, shapes):
+        script = f"{root}/{call.script}"
+        if call.checked:
+            prep = ctx.call("bench_prepare", {"script": script, "args": call.checked,
+                                              "patched_dir": f"{remote['job_dir']}/patched"})
+            script = prep.get("script") or script
+        res = ctx.target.ctr.run(Cmd((ctx.target.container.python, script, *call.args), env=env, cwd=root),
+                                 timeout=3600, check=False)
+        texts.append(res.text + "\n" + res.err_text)
+    text = "\n".join(texts)
+    log = ctx.job_dir / "engaged_at_runtime.log"   # not under logs/: that mirrors the node's logs
+    log.write_text(text, encoding="utf-8")
+    out["log"] = str(log)
+    values = {tuple(norm_key_value(r["key"][c]) for c in cols): r["value"]
+              for r in measured(variant.bench, shapes, parse_bench_log(text, variant.bench))}
+    hits = _hits(text)
+    skipped_keys = {tuple(norm_key_value(v) for v in k[-len(cols):]) for k in skipped}
+    for s in shapes:
+        k = tuple(norm_key_value(s[c]) for c in cols)
+        cmp = comparison_rows.get(k, {})
+        before, after, now = cmp.get("before"), cmp.get("after"), values.get(k)
+        lk = _lookup_key(variant, s)
+        h = hits.get(lk) if lk else None
+        near_after = (now is not None and before is not None and after is not None
+                      and abs(now - after) < abs(now - before))
+        reason = ""
+        if k in skipped_keys:
+            reason = "duplicate key in model_configs/ (not promoted)"
+        elif now is None:
+            reason = "the fresh process printed no value for it"
+        elif h is not None and not h["hit"]:
+            reason = ("no tuned row matched at runtime (gfx/cu_num of the row differ from the running GPU's, "
+                      "or CU_NUM/GPU_ARCHS overrides)")
+        elif h is not None and h["padded_m"] not in (None, lk[-3]):
+            reason = f"served through the padded-M bucket M={h['padded_m']}, not its own row"
+        elif not near_after:
+            reason = "time as before promotion: stale JIT module (restart the server / AITER_REBUILD=1)"
+        engaged = not reason
+        out["engaged"] += int(engaged)
+        out["shapes"].append({"key": {c: s[c] for c in cols}, "engaged": engaged, "reason": reason,
+                              "hit": None if h is None else h["hit"], "value": now,
+                              "before": before, "after": after})
+    return out
