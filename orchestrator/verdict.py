@@ -51,7 +51,11 @@ def _p_min(n: int, m: int) -> float:
 
 def _mwu_p(faster: Sequence[float], slower: Sequence[float]) -> float:
     """One-sided exact Mann-Whitney U p-value that `faster` is stochastically greater than `slower`."""
-    from scipy.stats import mannwhitneyu  # noqa: PLC0415 - heavy import, only when judging
+    try:
+        from scipy.stats import mannwhitneyu  # noqa: PLC0415 - heavy import, only when judging
+    except ImportError:  # an environment installed before scipy became a dependency: the strictest rule
+        # (every `faster` sample beats every `slower` one) is the exact test at its smallest p
+        return _p_min(len(faster), len(slower)) if min(faster) > max(slower) else 1.0
     return float(mannwhitneyu(faster, slower, alternative="greater", method="exact").pvalue)
 
 
