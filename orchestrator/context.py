@@ -70,7 +70,9 @@ class Target:
             connect()
 
     def round_trips(self) -> int:
-        return getattr(self.host, "round_trips", 0)
+        """SSH channels opened + requests over persistent helper channels (one network round trip each)."""
+        helpers = self.helper.round_trips + (self._host_helper.round_trips if self._host_helper else 0)
+        return getattr(self.host, "round_trips", 0) + helpers
 
     def close(self) -> None:
         self.host.close()

@@ -73,7 +73,8 @@ def _record_stats(ctx: Ctx) -> None:
     if t._host_helper is not None:
         ops.update({f"host:{k}": v for k, v in t._host_helper.ops.items()})
     runs = ctx.job.remote.setdefault("stats", [])
-    runs.append({"round_trips": t.round_trips(), "helper_ops": ops})
+    runs.append({"round_trips": t.round_trips(), "helper_ops": ops,
+                 "helpers_started": t.helper.helpers_started})
     try:
         ctx.save()
     except OSError:

@@ -64,7 +64,7 @@ def _refresh(env: Env, job: JobState) -> None:
         return
     ctx = Ctx(job=job, workspace=env.workspace, target=target, settings=settings, ui=Ui(quiet=True))
     try:
-        run = remote_step.poll_once(ctx)
+        run = remote_step.poll_once(ctx, wait=False)
         if run["state"] == "lost":
             job.state = "lost"
             job.error = "the job's process on the node is gone without an exit status"
@@ -123,7 +123,7 @@ def logs(env: Env, job_id, step, follow):
                 printed += len(data)
             if run["state"] not in ("running", "starting") and not run["more"]:
                 break
-            if not run["more"]:
+            if not run["more"] and not run.get("long_poll"):   # a long poll already waited on the node
                 time.sleep(settings.poll_s)
     finally:
         target.close()
@@ -143,7 +143,7 @@ def _refresh_log(env: Env, job: JobState, step: str, node_path: str, local: Path
               ui=Ui(quiet=True))
     try:
         if step == "pipeline":   # through the poll, which also records the sub-step markers
-            while remote_step.poll_once(ctx)["more"]:
+            while remote_step.poll_once(ctx, wait=False)["more"]:
                 pass
         else:
             fetch_step.pull(ctx, {node_path: local}, record=False)

@@ -11,7 +11,6 @@ from .transport import CommandResult, Transport, check_result
 
 DOCKER_MISSING = 127
 
-
 class DockerExecTransport:
     def __init__(self, inner: Transport, container: str, docker: tuple[str, ...] = ("docker",),
                  user: str | None = None):
@@ -34,6 +33,15 @@ class DockerExecTransport:
         result = self.inner.run(self.wrap(cmd), stdin=stdin, timeout=timeout, check=False)
         result = CommandResult(cmd, result.exit_code, result.stdout, result.stderr)
         return check_result(result) if check else result
+
+    def open_stream(self, cmd: Cmd):
+        """A long-lived process in the container (``docker exec -i``, never ``-t``) on one channel."""
+        inner_open = getattr(self.inner, "open_stream", None)
+        if inner_open is None:
+            raise NotImplementedError(f"{self.inner.label} has no long-lived channels")
+        wrapped = self.wrap(cmd)   # `sh -c 'exec ...'`: the helper is the exec'd process (a kill reaches it)
+        argv = wrapped.argv[:-1] + ("exec " + wrapped.argv[-1],)
+        return inner_open(Cmd(argv, secret_env=wrapped.secret_env))
 
     def close(self) -> None:
         self.inner.close()

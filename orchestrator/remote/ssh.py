@@ -26,6 +26,8 @@ from .transport import CommandResult, TransportError, check_result
 
 KEEPALIVE_S = 5
 DEFAULT_CONNECT_TIMEOUT = 15
+STREAM_WINDOW = 16 << 20     # a persistent channel carries log chunks: a big window, fewer window stalls
+STREAM_PACKET = 1 << 15
 
 # paramiko logs every dropped connection (with a traceback) from its transport thread; without a
 # handler Python prints that on stderr. The error that matters is reported once, as one line.
@@ -186,6 +188,20 @@ class SshTransport:
         transport.join(0.5)  # a dying transport closes its channels before it marks itself inactive
         return not transport.is_active()
 
+    def open_stream(self, cmd: Cmd) -> "_ChannelStream":
+        """One long-lived command on its own channel (the persistent node helper)."""
+        self.connect()
+        assert self.conn is not None
+        self.round_trips += 1
+        try:
+            chan = self.conn.transport.open_session(timeout=30, window_size=STREAM_WINDOW,
+                                                    max_packet_size=STREAM_PACKET)
+            chan.exec_command(render(cmd))
+        except (OSError, EOFError, paramiko.SSHException, socket.timeout) as exc:
+            self.close()
+            raise TransportError(f"connection to {self.label} lost: {exc or type(exc).__name__}") from exc
+        return _ChannelStream(chan, self)
+
     def run(self, cmd: Cmd, *, stdin: bytes | None = None, timeout: float | None = None,
             check: bool = True) -> CommandResult:
         self.connect()
@@ -226,3 +242,59 @@ class SshTransport:
             raise TransportError(f"connection to {self.label} lost: {exc or type(exc).__name__}") from exc
         result = CommandResult(cmd, code, bytes(out), bytes(err))
         return check_result(result) if check else result
+
+
+class _ChannelStream:
+    """A paramiko channel as a Stream: stdout bytes as they come, stderr kept (bounded) for errors."""
+
+    def __init__(self, chan: paramiko.Channel, owner: SshTransport):
+        self.chan = chan
+        self.owner = owner
+        self._err = bytearray()
+
+    def _lost(self, exc: BaseException | None = None) -> TransportError:
+        self.owner.close()
+        why = f": {exc or type(exc).__name__}" if exc is not None else ""
+        return TransportError(f"connection to {self.owner.label} lost{why}")
+
+    def send(self, data: bytes) -> None:
+        try:
+            self.chan.sendall(data)
+        except (OSError, EOFError, paramiko.SSHException, socket.timeout) as exc:
+            if self.chan.closed or self.chan.eof_received:
+                return  # the remote process is gone: recv() reports EOF
+            raise self._lost(exc) from exc
+
+    def recv(self, timeout: float) -> bytes | None:
+        chan = self.chan
+        end = time.monotonic() + max(0.0, timeout)
+        while True:
+            while chan.recv_stderr_ready():
+                chunk = chan.recv_stderr(1 << 16)
+                self._err += chunk[: max(0, (1 << 16) - len(self._err))]
+            if chan.recv_ready():
+                return chan.recv(1 << 16)
+            if chan.eof_received or chan.closed:
+                return b""
+            conn = self.owner.conn
+            if conn is None or not conn.transport.is_active():
+                raise self._lost()
+            left = end - time.monotonic()
+            if left <= 0:
+                return None
+            select.select([chan], [], [], min(left, 1.0))
+
+    def stderr(self) -> bytes:
+        while self.chan.recv_stderr_ready():
+            chunk = self.chan.recv_stderr(1 << 16)
+            self._err += chunk[: max(0, (1 << 16) - len(self._err))]
+        return bytes(self._err)
+
+    def exit_code(self) -> int | None:
+        return self.chan.recv_exit_status() if self.chan.exit_status_ready() else None
+
+    def close(self) -> None:
+        try:
+            self.chan.close()
+        except Exception:  # closing a dead channel must never mask the real error
+            pass

@@ -30,11 +30,28 @@ class CommandResult:
 
 
 class TransportError(ConnectionLost):
-    """The transport (not the command) failed: connection dropped, channel timed out, EOF."""
+    """The transport (not the command) failed: connection dropped, a dead path, EOF."""
+
+
+class Stream(Protocol):
+    """A long-lived remote process on one channel: bytes in, bytes out (the persistent helper)."""
+
+    def send(self, data: bytes) -> None: ...
+
+    def recv(self, timeout: float) -> bytes | None:
+        """Some stdout bytes; None if none came within ``timeout``; b"" at EOF."""
+
+    def stderr(self) -> bytes: ...
+
+    def exit_code(self) -> int | None: ...
+
+    def close(self) -> None: ...
 
 
 class Transport(Protocol):
-    """What every transport offers. Wrapping transports (docker exec) hold another transport."""
+    """What every transport offers. Wrapping transports (docker exec) hold another transport.
+
+    ``open_stream(cmd) -> Stream`` is optional: without it the node helper runs one exec per op."""
 
     label: str
 

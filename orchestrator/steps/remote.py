@@ -116,8 +116,10 @@ def _write_at(path, offset: int, data: bytes) -> None:
         fh.truncate()
 
 
-def poll_once(ctx: Ctx) -> dict:
-    """One round trip: pipeline state + new log bytes. Returns the run status dict."""
+def poll_once(ctx: Ctx, wait: bool = True) -> dict:
+    """One round trip: pipeline state + new log bytes. Returns the run status dict. With ``wait`` a long
+    poll: the helper answers as soon as the run's state or the pipeline log changes (a step ended), after
+    poll_s/2 when only the step log grew, else after poll_s (helpers/longpoll.py)."""
     job = ctx.job
     info = job.step_state("remote").info
     offsets = info.setdefault("offsets", {})
@@ -131,9 +133,12 @@ def poll_once(ctx: Ctx) -> dict:
         off = min(offsets.get(step_log, 0), _local_size(local_log_path(ctx, step_log)))
         files.append({"path": step_log, "offset": off, "step": current})
     plog_off = min(offsets.get(plog, 0), _local_size(local_plog))
+    wait_s = ctx.settings.poll_s if wait else 0
     res = ctx.call("status", {"runs": [{"run_dir": job.remote["run_dir"], "offset": plog_off}],
-                              "files": files, "max_bytes": MAX_BYTES_PER_POLL}, timeout=POLL_TIMEOUT_S)
+                              "files": files, "max_bytes": MAX_BYTES_PER_POLL,
+                              "wait_s": wait_s, "min_s": wait_s / 2}, timeout=POLL_TIMEOUT_S + wait_s)
     run = res["runs"][0]
+    run["long_poll"] = "waited_s" in res
     data = base64.b64decode(run.get("data_b64") or "")
     if data:
         at = run.get("offset")
@@ -191,7 +196,7 @@ def wait(ctx: Ctx) -> None:
         ctx.ui.progress(job, info)
         if run["state"] not in ("running", "starting") and not run["more"]:
             break
-        if not run["more"]:
+        if not run["more"] and not run.get("long_poll"):   # a long poll already waited on the node
             ctx.sleep(ctx.settings.poll_s)
     ctx.ui.stop()
     info["poll_seconds"] = round(time.monotonic() - t0, 3)

@@ -169,6 +169,8 @@ def test_a_crashing_helper_while_watching_is_retried_never_a_verdict_on_the_job(
     bed.wait_tuning()
     procs_py = bed.c.sh("ls -d /tmp/tune-remote/helper-*/procs.py").stdout.split()[0]
     bed.c.sh(f"cp {procs_py} {procs_py}.good && echo 'raise SystemExit(\"boom\")' > {procs_py}")
+    # the persistent helper imported procs.py already: kill it, so the next helper (and each exec) crashes
+    bed.c.sh("pkill -KILL -f '[n]ode_helper.py --serve' || true")
     try:   # every status poll now crashes in the container (exit 1, no JSON answer)
         poll(lambda: sum("retrying" in line for line in err) >= 3 or proc.poll() is not None, timeout=60,
              what="the laptop to retry three crashed polls")

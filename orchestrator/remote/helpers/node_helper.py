@@ -2,13 +2,14 @@
 """tune-remote node helper: the entry point (protocol + dispatch) of the helper package.
 
 Pushed into the container with its sibling modules (``common``, ``text``, ``files``, ``discovery``,
-``argpatch``, ``procs``, ``shapelog``) and run as ``python3 node_helper.py <op>`` with one JSON
-request on stdin. Stdlib only, Python >= 3.8. The protocol is pinned in docs/internals.md
-("Node helper protocol").
+``argpatch``, ``procs``, ``runlog``, ``killing``, ``tables``, ``longpoll``, ``channel``, ``shapelog``, ...). Stdlib only, Python >= 3.8 (this
+file checks the version before importing anything else, and keeps to syntax older Pythons parse).
+The protocol is pinned in docs/internals.md ("Node helper protocol"). Two ways to run it:
 
-Every answer is ONE line of JSON: ``{"ok": true, ...}`` or ``{"ok": false, "error", "hint"}``.
-Handled problems exit 0; an unexpected exception still prints an ``ok: false`` line (with
-``"internal": true`` and a traceback) but exits 1, because that is a bug in the helper.
+- ``python3 node_helper.py <op> [--timeout S]``: one JSON request on stdin, ONE line of JSON out:
+  ``{"ok": true, ...}`` or ``{"ok": false, "error", "hint"}``. Handled problems exit 0; an unexpected
+  exception still prints an ``ok: false`` line (``"internal": true`` + traceback) but exits 1.
+- ``python3 -u node_helper.py --serve [--idle S]``: the persistent helper (``channel.py``).
 
 To add ops: write a module beside this file whose ``op_<name>(request) -> dict`` functions raise
 ``common.HelperError`` for handled problems, import it below and add one line per op to ``OPS``
@@ -17,9 +18,18 @@ To add ops: write a module beside this file whose ``op_<name>(request) -> dict``
 
 import json
 import os
-import platform
 import sys
-import traceback
+
+if sys.version_info < (3, 8):
+    sys.stdout.write(json.dumps({
+        "ok": False, "too_old": True, "hello": True,
+        "error": "python %d.%d is too old for the tune-remote node helper (needs >= 3.8)" % sys.version_info[:2],
+        "hint": "set python: to a Python >= 3.8 interpreter for this container in inventory.yaml"}) + "\n")
+    sys.stdout.flush()
+    sys.exit(0)
+
+import platform  # noqa: E402
+import traceback  # noqa: E402
 
 # `_supervise` runs as `python -I -S node_helper.py`: -I leaves this directory off sys.path
 _HERE = os.path.dirname(os.path.abspath(__file__))
@@ -30,10 +40,11 @@ import argpatch  # noqa: E402
 import discovery  # noqa: E402
 import files  # noqa: E402
 import killing  # noqa: E402
+import longpoll  # noqa: E402
 import procs  # noqa: E402
-import runlog  # noqa: E402
 import staging  # noqa: E402
 import tables  # noqa: E402
+from channel import Deadline, deadline, emit, idle_from_argv, serve  # noqa: E402
 from common import HELPER_VERSION, HelperError  # noqa: E402
 
 INTERNAL_SUPERVISE = procs.INTERNAL_SUPERVISE
@@ -45,7 +56,7 @@ INTERNAL_SUPERVISE = procs.INTERNAL_SUPERVISE
 
 
 def op_version(req):
-    return {"version": HELPER_VERSION, "python": platform.python_version(),
+    return {"version": HELPER_VERSION, "python": platform.python_version(), "dir": _HERE,
             "executable": sys.executable, "ops": sorted(k for k in OPS if not k.startswith("_"))}
 
 
@@ -95,14 +106,46 @@ OPS = {
     "rollback": staging.op_rollback,
     "bench_prepare": argpatch.op_bench_prepare,
     "launch": procs.op_launch,
-    "status": runlog.op_status,
+    "status": longpoll.op_status,   # runlog.op_status, answered when something changed (wait_s)
     "cancel": killing.op_cancel,
     "table_check": tables.op_table_check,
     INTERNAL_SUPERVISE: procs.op_supervise,
 }
-def _emit(obj):
-    sys.stdout.write(json.dumps(obj, ensure_ascii=True, default=str) + "\n")
-    sys.stdout.flush()
+def run_op(op, req, timeout_s=None):
+    """The answer dict of one request (never raises): ok true + the op's answer, or ok false."""
+    if op not in OPS or op == INTERNAL_SUPERVISE:
+        return {"ok": False, "error": "unknown op %r" % (op,),
+                "hint": "ops: %s" % ", ".join(sorted(k for k in OPS if not k.startswith("_"))),
+                "version": HELPER_VERSION}
+    try:
+        with deadline(timeout_s):
+            answer = OPS[op](req) or {}
+    except Deadline:
+        return {"ok": False, "timeout": True, "error": "%s did not finish within %ss" % (op, timeout_s),
+                "hint": "the helper stopped it; give it a longer timeout", "version": HELPER_VERSION}
+    except HelperError as exc:
+        out = {"ok": False, "error": exc.error, "hint": exc.hint, "version": HELPER_VERSION}
+        out.update(exc.extra)
+        return out
+    except OSError as exc:
+        return {"ok": False, "error": "%s: %s" % (op, exc),
+                "hint": "check paths and permissions in the container", "version": HELPER_VERSION}
+    except Exception as exc:  # noqa: BLE001 - a helper bug: report it
+        return {"ok": False, "error": "node helper bug in %s: %r" % (op, exc), "internal": True,
+                "hint": "report this with the traceback", "traceback": traceback.format_exc(),
+                "version": HELPER_VERSION}
+    out = {"ok": True}
+    out.update(answer)
+    return out
+
+
+def _timeout_from_argv(argv):
+    if "--timeout" in argv:
+        try:
+            return float(argv[argv.index("--timeout") + 1])
+        except (IndexError, ValueError):
+            pass
+    return None
 
 
 INTERNAL_WATCH = "_watch"
@@ -110,17 +153,19 @@ INTERNAL_WATCH = "_watch"
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
-    if not argv or (argv[0] not in OPS and argv[0] != INTERNAL_WATCH):
-        _emit({"ok": False, "error": "unknown op %r" % (argv[0] if argv else None,),
-               "hint": "ops: %s" % ", ".join(sorted(k for k in OPS if not k.startswith("_"))),
-               "version": HELPER_VERSION})
-        return 0
-    op = argv[0]
-    if op == INTERNAL_WATCH:
+    if argv and argv[0] == "--serve":
+        hello = {"id": 0, "ok": True, "hello": True, "version": HELPER_VERSION, "pid": os.getpid(),
+                 "python": platform.python_version(), "dir": _HERE}
+        return serve(run_op, hello, idle_from_argv(argv))
+    if argv and argv[0] == INTERNAL_WATCH:
         import watch  # noqa: PLC0415 - the stalled-tuner watchdog wraps the tune step (argv, not JSON)
         return watch.main(argv[1:])
-    if op == INTERNAL_SUPERVISE:
+    if argv and argv[0] == INTERNAL_SUPERVISE:
         procs.op_supervise(None)
+        return 0
+    op = argv[0] if argv else None
+    if op not in OPS:
+        emit(run_op(op, {}))
         return 0
     try:
         raw = sys.stdin.buffer.read()
@@ -128,32 +173,15 @@ def main(argv=None):
         if not isinstance(req, dict):
             raise HelperError("the request must be a JSON object", hint="send {} for no arguments")
     except ValueError as exc:
-        _emit({"ok": False, "error": "bad JSON request: %s" % exc, "hint": "send one JSON object on stdin",
-               "version": HELPER_VERSION})
+        emit({"ok": False, "error": "bad JSON request: %s" % exc, "hint": "send one JSON object on stdin",
+              "version": HELPER_VERSION})
         return 0
     except HelperError as exc:
-        _emit({"ok": False, "error": exc.error, "hint": exc.hint, "version": HELPER_VERSION})
+        emit({"ok": False, "error": exc.error, "hint": exc.hint, "version": HELPER_VERSION})
         return 0
-    try:
-        answer = OPS[op](req) or {}
-    except HelperError as exc:
-        out = {"ok": False, "error": exc.error, "hint": exc.hint, "version": HELPER_VERSION}
-        out.update(exc.extra)
-        _emit(out)
-        return 0
-    except OSError as exc:
-        _emit({"ok": False, "error": "%s: %s" % (op, exc),
-               "hint": "check paths and permissions in the container", "version": HELPER_VERSION})
-        return 0
-    except Exception as exc:  # noqa: BLE001 - a helper bug: report it, exit non-zero
-        _emit({"ok": False, "error": "node helper bug in %s: %r" % (op, exc), "internal": True,
-               "hint": "report this with the traceback", "traceback": traceback.format_exc(),
-               "version": HELPER_VERSION})
-        return 1
-    out = {"ok": True}
-    out.update(answer)
-    _emit(out)
-    return 0
+    answer = run_op(op, req, _timeout_from_argv(argv))
+    emit(answer)
+    return 1 if answer.get("internal") else 0
 
 
 if __name__ == "__main__":

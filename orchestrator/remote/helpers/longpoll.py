@@ -1,0 +1,65 @@
+"""`status` as a long poll: with ``wait_s`` the answer comes when something happened, not a poll later.
+
+Answers at once when a run's state is final or its own log (the pipeline's markers) grew; when only
+the other ``files`` grew (a chatty step log), answers once ``min_s`` has passed since the request, so
+a busy log does not turn polling into a busy loop; otherwise answers after ``wait_s``. Between full
+``status`` computations it only stats the run files, the logs and ``/proc/<pid>`` every 10 ms.
+"""
+
+import os
+import time
+
+import runlog
+
+MAX_WAIT_S = 60.0
+TICK_S = 0.01
+_RUN_FILES = ("rc", "record.json", "cancelled", "command.json")
+
+
+def _stat(path):
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_size, st.st_mtime_ns if hasattr(st, "st_mtime_ns") else st.st_mtime)
+
+
+def _fingerprint(answer, with_files):
+    keys = []
+    for run in answer.get("runs") or []:
+        keys.extend(_stat(os.path.join(run["run_dir"], n)) for n in _RUN_FILES)
+        if run.get("log_path"):
+            keys.append(_stat(run["log_path"]))
+        for pid in (run.get("pid"), run.get("child_pid")):
+            keys.append(bool(pid) and os.path.exists("/proc/%d" % int(pid)))
+    if with_files:
+        keys.extend(_stat(f["path"]) for f in answer.get("files") or [] if f.get("path"))
+    return keys
+
+
+def _seconds(value, cap):
+    try:
+        return max(0.0, min(float(value or 0), cap))
+    except (TypeError, ValueError):
+        return 0.0
+
+
+def op_status(req):
+    wait_s = _seconds(req.get("wait_s"), MAX_WAIT_S)
+    min_s = _seconds(req.get("min_s"), wait_s)
+    t0 = time.time()
+    while True:
+        answer = runlog.op_status(req)
+        if wait_s <= 0:
+            return answer
+        elapsed = time.time() - t0
+        urgent = any(r.get("state") not in ("running", "starting") or r.get("data_b64")
+                     for r in answer.get("runs") or [])
+        files_news = any(f.get("data_b64") or f.get("reset") for f in answer.get("files") or [])
+        if urgent or elapsed >= wait_s or (files_news and elapsed >= min_s):
+            answer["waited_s"] = round(elapsed, 3)
+            return answer
+        until = t0 + (min_s if files_news else wait_s)
+        before = _fingerprint(answer, not files_news)
+        while time.time() < until and _fingerprint(answer, not files_news) == before:
+            time.sleep(TICK_S)
