@@ -65,6 +65,8 @@ class KernelVariant:
     bench: BenchSpec | None
     tune_flags: tuple[str, ...] = ()
     requires_gfx: frozenset[str] | None = None
+    since: Version | None = None     # first AITER release that ships its tuner (None = all supported)
+    log_gate_env: str | None = None  # env var without which the runtime prints no miss lines for it
     # version overrides: list of (since, until, {field: value}) applied in order
     overrides: tuple[tuple[Version, Version, dict], ...] = ()
 
@@ -182,6 +184,22 @@ VARIANTS: dict[str, KernelVariant] = {
                 higher_is_better=False,
                 key_columns={"M": "m", "N": "n", "K": "k"},
             ),
+        ),
+        KernelVariant(
+            # MXFP6 GEMM, gfx950, ROCm/aiter #4859 (after v0.1.20; aiter-after-v0.1.20.md §3): its hit
+            # and miss lines print only with AITER_LOG_TUNED_CONFIG=1. op_tests/test_gemm_a6w6.py's output
+            # is not in the reference, so no benchmark: tune only.
+            name="a6w6",
+            family="gemm",
+            tune_script="csrc/gemm_a6w6/gemm_a6w6_tune.py",
+            untuned_csv="aiter/configs/a6w6_blockscale_untuned_gemm.csv",
+            tuned_csv="aiter/configs/a6w6_blockscale_tuned_gemm.csv",
+            config_env="AITER_CONFIG_GEMM_A6W6",
+            untuned_columns=("M", "N", "K"),
+            requires_gfx=frozenset({"gfx950"}),
+            since=(0, 1, 21),
+            log_gate_env="AITER_LOG_TUNED_CONFIG",
+            bench=None,
         ),
         KernelVariant(
             name="batched_a8w8",

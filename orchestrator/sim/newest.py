@@ -51,7 +51,15 @@ def _append_row(path: Path, values: dict) -> None:
         fh.write(buf.getvalue())
 
 
+# A6W6 tables (aiter-after-v0.1.20.md §3; the example row is the reference's)
+_A6W6_TUNED = ("gfx,cu_num,M,N,K,kernelId,splitK,us,kernelName,tflops,bw,errRatio\n"
+               "gfx950,256,14850,2048,2048,2,0,48.6717,f6gemm_dmabig_grp16_kernel_func,2559.4,1559.2,0.0\n")
+_A6W6_UNTUNED = "M,N,K\n14850,2048,2048\n"
+
+
 def adjust_configs(cfg_dir: Path) -> None:
+    (Path(cfg_dir) / "a6w6_blockscale_tuned_gemm.csv").write_text(_A6W6_TUNED)
+    (Path(cfg_dir) / "a6w6_blockscale_untuned_gemm.csv").write_text(_A6W6_UNTUNED)
     for name, row in _ADD.items():
         p = Path(cfg_dir) / name
         if p.is_file():

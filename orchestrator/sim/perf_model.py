@@ -49,7 +49,7 @@ FAIL_FRACTION = 0.12
 REGRESS_FRACTION = 0.12
 
 GEMM_VARIANTS = ("a8w8", "a8w8_bpreshuffle", "a8w8_blockscale", "a8w8_blockscale_bpreshuffle",
-                 "a4w4_blockscale")
+                 "a4w4_blockscale", "a6w6")
 BATCHED_VARIANTS = ("batched_a8w8", "batched_bf16")
 MOE_VARIANTS = ("moe_2stages",)
 ALL_VARIANTS = GEMM_VARIANTS + BATCHED_VARIANTS + MOE_VARIANTS
@@ -58,7 +58,7 @@ MOE_KEY = ("token", "model_dim", "inter_dim", "expert", "topk", "act_type", "dty
            "q_dtype_w", "q_type", "use_g1u1", "doweight_stage1")
 
 # peak dense TFLOPS at 256 CUs (gfx950) per operand family, and HBM bandwidth (bytes/s)
-_PEAK_TFLOPS = {"fp8": 1800.0, "int8": 1800.0, "fp4": 3600.0, "bf16": 900.0}
+_PEAK_TFLOPS = {"fp8": 1800.0, "int8": 1800.0, "fp4": 3600.0, "fp6": 3600.0, "bf16": 900.0}
 _BANDWIDTH = {"gfx950": 6.0e12, "gfx942": 4.2e12}
 _GFX_SPEED = {"gfx950": 1.0, "gfx942": 0.55}
 _OVERHEAD_US = {"gemm": 3.5, "batched": 5.0, "moe": 9.0}
@@ -145,6 +145,8 @@ def round_sig(x: float, sig: int = 6) -> float:
 def _operand_family(variant: str, shape: dict) -> str:
     if variant == "a4w4_blockscale":
         return "fp4"
+    if variant == "a6w6":
+        return "fp6"
     if variant == "batched_bf16":
         return "bf16"
     if variant in ("a8w8", "a8w8_bpreshuffle"):
@@ -159,7 +161,7 @@ def _operand_family(variant: str, shape: dict) -> str:
     return "fp8"
 
 
-_BPE = {"fp8": 1.0, "int8": 1.0, "fp4": 0.5, "bf16": 2.0}
+_BPE = {"fp8": 1.0, "int8": 1.0, "fp4": 0.5, "fp6": 0.75, "bf16": 2.0}
 
 
 def flops_and_bytes(variant: str, shape: dict) -> tuple:
@@ -234,6 +236,8 @@ _ASM_TILES = ("16x128", "32x128", "48x128", "64x128", "96x128", "128x128")
 def _kernel_name(variant: str, idx: int, libtype: str) -> str:
     tile = _KERNEL_TILES[idx % len(_KERNEL_TILES)]
     pipe = "intrawave_v%d" % (1 + idx % 3)
+    if variant == "a6w6":  # asm only (hsa/gfx950/f6gemm/f6gemm_bf16_per1x32Fp6.csv)
+        return "f6gemm_%s_grp16_kernel_func" % ("dmabig", "dmasmall", "lds", "direct")[idx % 4]
     if libtype == "asm":
         t = _ASM_TILES[idx % len(_ASM_TILES)]
         if variant == "a4w4_blockscale":
@@ -264,7 +268,7 @@ def _kernel_name(variant: str, idx: int, libtype: str) -> str:
 def candidates(variant: str) -> int:
     """Number of kernel candidates the simulated tuner pretends to time per shape."""
     return {"a8w8": 80, "a8w8_bpreshuffle": 64, "a8w8_blockscale": 48, "a8w8_blockscale_bpreshuffle": 40,
-            "a4w4_blockscale": 36, "batched_a8w8": 60, "batched_bf16": 60, "moe_2stages": 24}[variant]
+            "a4w4_blockscale": 36, "a6w6": 12, "batched_a8w8": 60, "batched_bf16": 60, "moe_2stages": 24}[variant]
 
 
 def tune_result(variant: str, shape: dict, gfx: str = "gfx950", cu_num: int = 256):
@@ -296,7 +300,11 @@ def tune_result(variant: str, shape: dict, gfx: str = "gfx950", cu_num: int = 25
     libtype = libs[idx % len(libs)]
     if variant == "a4w4_blockscale":
         libtype = ("ck", "asm")[idx % 2]
+    if variant == "a6w6":
+        libtype = "asm"
     splitk = (0, 0, 0, 2, 4)[idx % 5] if libtype != "asm" else (4, 7, 8)[idx % 3]
+    if variant == "a6w6":
+        splitk = 0
     return {
         "libtype": libtype,
         "kernelId": idx % candidates(variant),

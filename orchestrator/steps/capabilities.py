@@ -8,8 +8,9 @@ report lists what was probed and what was assumed.
 
 from __future__ import annotations
 
-from ..aiter_profiles import AiterProfile, profile_from_facts
+from ..aiter_profiles import AiterProfile, format_version, profile_from_facts
 from ..context import Ctx
+from ..errors import JobError
 from ..variants import KernelVariant, get_variant
 
 HELP_TIMEOUT_S = 180  # real tune scripts import torch + aiter before argparse answers --help
@@ -37,6 +38,11 @@ def probe(ctx: Ctx, variant: KernelVariant) -> AiterProfile:
     facts["probes"] = {k: v for k, v in answer.items() if v is not None}
     if problem:
         ctx.job.note(f"could not read the tuner's --help ({problem}); its flags are assumed from the version")
+    if variant.since and answer.get("tune_script_exists") is False:
+        raise JobError(
+            f"{variant.name} needs AITER >= {format_version(variant.since)}: its tuner {variant.tune_script} "
+            f"is not on this node (AITER {facts.get('version')})",
+            hint="upgrade amd-aiter in the container, or choose a container with a newer AITER")
     profile = profile_from_facts(facts)
     facts["profile"] = profile.name
     facts["probed"] = list(profile.probed)

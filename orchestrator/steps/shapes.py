@@ -83,6 +83,14 @@ def collect(ctx: Ctx) -> tuple[list[dict], list[str]]:
         for w in res.get("warnings") or []:
             ctx.job.note(w)
         got = (res.get("shapes") or {}).get(variant.name, [])
+        if variant.log_gate_env and not ((res.get("misses") or {}).get(variant.name)
+                                         or (res.get("hits") or {}).get(variant.name)):
+            # e.g. A6W6 prints its lookups only with AITER_LOG_TUNED_CONFIG=1 (aiter-after-v0.1.20.md §3)
+            msg = (f"the {where} log(s) have no {variant.name} lookup lines: AITER prints them only with "
+                   f"{variant.log_gate_env}=1 in the server's environment; restart the server with it, "
+                   "or give the shapes with --nk / --shapes-csv")
+            ctx.job.note(msg)
+            ctx.ui.event(msg)
         described.append(f"{len(paths)} {where} log(s): {len(got)} untuned {variant.name} shapes "
                          f"({res.get('lines', 0)} lines)")
         found.extend(got)

@@ -133,8 +133,9 @@ def header_of(path: Path) -> list[str]:
 # 1. every variant x both profiles
 # ------------------------------------------------------------------------------------------------
 
+# every variant with a benchmark x every profile (a6w6 has none and is newest-only: section 6)
 @pytest.mark.parametrize("profile", ["current", "legacy", "newest"])
-@pytest.mark.parametrize("variant", list(VARIANTS))
+@pytest.mark.parametrize("variant", [v for v in VARIANTS if VARIANTS[v].bench is not None])
 def test_variant_end_to_end_matches_model(vnode, env, profile, variant):
     ctr = _container(vnode, profile)
     version = VERSIONS[profile]
@@ -277,6 +278,61 @@ def test_install_mode_tunes_without_benchmark(vnode, env):
     md = (job / "report.md").read_text()
     assert not (job / "comparison.csv").exists() or "no comparison" in md.lower()
     assert "no benchmark" in md
+
+
+# ------------------------------------------------------------------------------------------------
+# 6. A6W6 (MXFP6): newest AITER only, tune only, its lookups need AITER_LOG_TUNED_CONFIG=1
+# ------------------------------------------------------------------------------------------------
+
+A6W6_LOG = REPO_ROOT / "tests" / "fixtures" / "logs" / "after_v0120_a6w6_gelutanh.log"
+
+
+def test_a6w6_tunes_on_the_newest_aiter(vnode, env):
+    ctr = _container(vnode, "newest")
+    launches0 = len(ctr.launches())
+    rc, job = run_cli(env, vnode, ctr, "a6w6", "--log", f"local:{A6W6_LOG}", m_preset="logged")
+    st = state_of(job)
+    assert rc == 0, (st.get("error"), st.get("notes"))
+    assert st["state"] == "succeeded" and st["facts"]["profile"] == "newest"
+    # the log's two A6W6 misses (hits are not tuned); logged M kept, no sweep over other M
+    assert sorted((s["m"], s["n"], s["k"]) for s in st["shapes"]) == [(16, 2048, 7168), (300, 7168, 2048)]
+    argv = st["remote"]["tune_argv"]
+    assert argv[1] == f"{st['remote']['meta_root']}/csrc/gemm_a6w6/gemm_a6w6_tune.py"
+    assert st["remote"]["tuned_csv"].endswith("aiter/configs/a6w6_blockscale_tuned_gemm.csv")
+    assert len(ctr.launches()) == launches0 + 1
+    assert [p["name"] for p in st["remote"]["pipeline"]] == ["tune"]
+    assert any("no benchmark" in n for n in st["notes"]), st["notes"]
+    v = get_variant("a6w6")
+    tuned = job / "a6w6_blockscale_tuned_gemm.csv"
+    assert header_of(tuned)[:5] == ["gfx", "cu_num", "M", "N", "K"]
+    keys = tuned_keys(tuned, v, "gfx950", 256)
+    no_kernel = expected_no_kernel(job, st, v)
+    for s in st["shapes"]:
+        assert ((_n(s["m"]), _n(s["n"]), _n(s["k"])) in keys) == (s not in no_kernel), s
+    rows = [ln.split(",") for ln in tuned.read_text().splitlines()[1:]]
+    assert all(r[8].startswith("f6gemm_") for r in rows)
+
+
+def test_a6w6_log_without_its_lines_says_to_set_the_env(vnode, env):
+    ctr = _container(vnode, "newest")
+    rc, job = run_cli(env, vnode, ctr, "a6w6", *log_args(ctr, ["--log", VLLM]), "--nk", "2048,7168",
+                      m_preset="16")
+    st = state_of(job)
+    assert rc == 0, (st.get("error"), st.get("notes"))
+    gate = [n for n in st["notes"] if "AITER_LOG_TUNED_CONFIG=1" in n]
+    assert len(gate) == 1 and "a6w6" in gate[0], st["notes"]
+    assert "AITER_LOG_TUNED_CONFIG=1" in (job / "report.md").read_text()
+
+
+def test_a6w6_refused_on_an_aiter_without_its_tuner(vnode, env, capsys):
+    ctr = _container(vnode, "current")
+    launches0 = len(ctr.launches())
+    capsys.readouterr()
+    rc, job = run_cli(env, vnode, ctr, "a6w6", "--nk", "2048,7168", m_preset="16")
+    err = capsys.readouterr().err
+    assert rc != 0
+    assert "a6w6 needs AITER >= 0.1.21" in err and "0.1.20" in err and "hint:" in err
+    assert len(ctr.launches()) == launches0
 
 
 # ------------------------------------------------------------------------------------------------

@@ -35,6 +35,8 @@ def test_every_variant_output_style_has_a_fixture():
     for case in CASES:
         styles.add((case["variant"], _bench(case).output))
     for v in VARIANTS.values():
+        if v.bench is None:  # a6w6: op_tests/test_gemm_a6w6.py's output is not in the reference
+            continue
         assert any(name == v.name for name, _ in styles), v.name
     assert ("batched_a8w8", "perf_lines") in styles
 

@@ -7,6 +7,7 @@ import subprocess
 
 import pytest
 
+from orchestrator.sim import PROFILES as SIM_VERSIONS
 from orchestrator.sim import SimSpec, install, read_launches, write_control
 from orchestrator.sim import perf_model as pm
 from orchestrator.sim.localnode import popen
@@ -25,6 +26,7 @@ HEADERS = {
     "a8w8_blockscale_bpreshuffle": "M,N,K,libtype," + RESULT,
     "a8w8_bpreshuffle": "M,N,K,q_dtype_w,libtype," + RESULT,
     "a4w4_blockscale": "M,N,K," + RESULT,
+    "a6w6": "M,N,K," + RESULT,
     "batched_a8w8": "B,M,N,K,kernelId,splitK,us,kernelName,errRatio,tflops,bw",
     "batched_bf16": "B,M,N,K,kernelId,splitK,us,kernelName,errRatio,tflops,bw",
     "moe_2stages": ",".join(pm.MOE_KEY) + ",block_m,ksplit,us1,kernelName1,err1,us2,kernelName2,err2,us,run_1stage",
@@ -35,7 +37,8 @@ HEADERS = {
 def nodes(tmp_path_factory):
     base = tmp_path_factory.mktemp("tunenodes")
     return {"current": install(base / "cur", SimSpec()),
-            "legacy": install(base / "leg", SimSpec(profile="legacy"))}
+            "legacy": install(base / "leg", SimSpec(profile="legacy")),
+            "newest": install(base / "new", SimSpec(profile="newest"))}
 
 
 def shapes_for(variant, want="improved", count=2):
@@ -60,8 +63,13 @@ def tune_argv(inst, variant, untuned, tuned, *extra):
     return [v.tune_script, *v.tune_flags, "-i", untuned, "-o", tuned, *extra]
 
 
-@pytest.mark.parametrize("profile", ["current", "legacy"])
-@pytest.mark.parametrize("variant", list(VARIANTS))
+# every variant on every simulated release that ships its tuner (a6w6: newest only)
+MATRIX = [(p, v) for p in ("current", "legacy", "newest") for v in VARIANTS
+          if VARIANTS[v].since is None or profile_for(tuple(map(int, SIM_VERSIONS[p].split(".")))).version
+          >= VARIANTS[v].since]
+
+
+@pytest.mark.parametrize("profile,variant", MATRIX)
 def test_header_and_skip(nodes, tmp_path, profile, variant):
     inst = nodes[profile]
     shapes = shapes_for(variant)
@@ -71,10 +79,10 @@ def test_header_and_skip(nodes, tmp_path, profile, variant):
     assert r.returncode == 0, r.stdout + r.stderr
     header, rows = read_csv(out)
     want = HEADERS[variant]
-    if variant == "moe_2stages" and profile == "current":
+    if variant == "moe_2stages" and profile != "legacy":
         want += ",xbf16,flat"
     want += ",tflops,bw" if variant == "moe_2stages" else ""
-    want = ("gfx,cu_num," if profile == "current" else "cu_num,") + want
+    want = ("gfx,cu_num," if profile != "legacy" else "cu_num,") + want
     assert ",".join(header) == want
     assert len(rows) == 2 and all(r["cu_num"] == "256" for r in rows)
     assert {float(r["us"]) for r in rows} == {pm.tune_result(variant, s)["us"] for s in shapes}
@@ -97,7 +105,7 @@ def test_progress_result_lines_and_partial_failure(nodes, tmp_path):
         assert r.returncode == 1
         assert "[Tuning not Finished] some shapes are not tuned or all failed" in err
         assert "processed 1 batches of 3, Processing Status ====> 33.0% tuned in GemmA8W8BlockScaleTuner" in err
-        key = ("'gfx950', 256, " if profile == "current" else "256, ") + f"{bad[0]['m']}, 1536, 7168"
+        key = ("'gfx950', 256, " if profile != "legacy" else "256, ") + f"{bad[0]['m']}, 1536, 7168"
         assert f"No kernel can be used for ({key})" in err
         assert r.stdout.count("Tuning result for ") == 2
         assert "Tuning Finished. tune 3 shapes" in err

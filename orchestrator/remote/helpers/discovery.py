@@ -337,13 +337,16 @@ def op_probe(req):
               "fmoe_csv", "help_timeout"}; every path absolute, each optional.
     answer:  {"tuned_header": [..] or null, "tuner_help": text or null, "tuner_help_problem",
               "op_test_src_flags": [..] or null, "op_test_markdown": bool or null,
-              "tuning_tests": bool or null, "moe_gelutanh": bool or null}"""
+              "tuning_tests": bool or null, "moe_gelutanh": bool or null,
+              "tune_script_exists": bool or null}"""
     out = {"tuned_header": None, "tuner_help": None, "tuner_help_problem": None,
            "op_test_src_flags": None, "op_test_markdown": None, "tuning_tests": None,
-           "moe_gelutanh": None}
+           "moe_gelutanh": None, "tune_script_exists": None}
     if req.get("tuned_csv"):
         out["tuned_header"] = _header(req["tuned_csv"])
     script = req.get("tune_script")
+    if script:
+        out["tune_script_exists"] = os.path.isfile(script)
     if script and os.path.isfile(script):
         python = req.get("python") or sys.executable
         try:

@@ -35,6 +35,10 @@ GEMM hits (counted in ``hits``; shape in ``hit_shapes``; never a miss)
   batched ``..., is tuned on cu_num = ..`` forms, the bf16 form and v0.1.4 ``shape M:.. is tuned on``).
   Variant from the file named after `` in ``, or, for ``in CKGEMM`` (v0.1.5), from the kernel name.
 
+A6W6 (variant ``a6w6``; only with ``AITER_LOG_TUNED_CONFIG=1``)
+  miss: ``A6W6 shape M:{M} N:{N} K:{K} has no tuned config in {file}; using the safe default kernel``
+  hit:  ``A6W6 shape M:.. N:.. K:.. matched exact|padded config M:.. N:.. K:.. on {gfx}/{cu} in {file}: {kernel}``
+
 Fused MoE (variant ``moe_2stages``)
   miss: ``[fused_moe] using (1stage|2stage)( xbf16)? default for (...)``
   miss: ``[fused_moe] no tuned FlyDSL config for (...), using heuristic FlyDSL fallback ...``
@@ -119,6 +123,7 @@ _FILE_STEMS = (
     ("a8w8_blockscale_tuned_gemm", "a8w8_blockscale"),
     ("a8w8_bpreshuffle_tuned_gemm", "a8w8_bpreshuffle"),
     ("a4w4_blockscale_tuned_gemm", "a4w4_blockscale"),
+    ("a6w6_blockscale_tuned_gemm", "a6w6"),
     ("a8w8_tuned_batched_gemm", "batched_a8w8"),
     ("bf16_tuned_batched_gemm", "batched_bf16"),
     ("a8w8_tuned_gemm", "a8w8"),
@@ -193,6 +198,13 @@ _BF16_MISS = re.compile(
 _GEMM_MISS = re.compile(
     r"shape is M:\s*(\d+), N:\s*(\d+), K:\s*(\d+),(?: q_dtype_w:\s*([^\s,]+),)? "
     r"not found tuned config in (.+?), will use default config")
+# A6W6 (MXFP6, aiter/ops/gemm_op_a6w6.py, after v0.1.20; aiter-after-v0.1.20.md §3): %-style lines,
+# printed only with AITER_LOG_TUNED_CONFIG=1
+A6W6_VARIANT = "a6w6"
+_A6W6_MISS = re.compile(r"A6W6 shape M:\s*(\d+) N:\s*(\d+) K:\s*(\d+) has no tuned config in (.+?); "
+                        r"using the safe default kernel")
+_A6W6_HIT = re.compile(r"A6W6 shape M:\s*(\d+) N:\s*(\d+) K:\s*(\d+) matched (\w+) config "
+                       r"M:\s*(\d+) N:\s*(\d+) K:\s*(\d+) on (\w+)/(\d+) in (.+?): (\S+)\s*$")
 _GEMM_HIT = re.compile(
     r"shape (?:is )?(?:B:\s*(\d+), )?M:\s*(\d+), N:\s*(\d+), K:\s*(\d+)(.*?)\bis tuned\b(.*)")
 _HIT_Q = re.compile(r"q_dtype_w:\s*([^\s,]+)")
@@ -220,7 +232,7 @@ _NEW_RECORD_MARKERS = ("[aiter", "[fused_moe]", "shape is ", "[GEMM_shape_dump]"
 _VLLM_PREFIX = re.compile(r"^\(\w+ pid=\d+\) ?")
 _NEW_RECORD_START = re.compile(r"^(?:\[|\(\w+ pid=\d+\)|[A-Z][a-z]+ |[A-Z]{3,})")
 
-_NEEDLES_B = (b"tuned", b"fused_moe", b"GEMM_shape_dump", b"Fp8LinearMethod")
+_NEEDLES_B = (b"tuned", b"fused_moe", b"GEMM_shape_dump", b"Fp8LinearMethod", b"A6W6 shape")
 
 
 def _is_candidate(line):
@@ -609,6 +621,8 @@ class _Parser(object):
             self._gemm_miss(line)
         elif "[fused_moe]" in line:
             self._fused_moe(line)
+        elif "A6W6 shape " in line:
+            self._a6w6(line)
         elif "is tuned" in line:
             self._gemm_hit(line)
         elif "GEMM_shape_dump" in line:
@@ -738,6 +752,28 @@ class _Parser(object):
         if self._is_echo(line[:m.start()], line[m.start():]):
             return
         self._emit(self.r.hits, "hit_shapes", (variant, shape, meta, _shape_key(shape)))
+
+    def _a6w6(self, line):
+        start = line.find("A6W6 shape ")
+        message = line[start:]
+        if self._is_echo(line[:start], message):
+            return
+        m = _A6W6_MISS.match(message)
+        if m:
+            shape = {"m": int(m.group(1)), "n": int(m.group(2)), "k": int(m.group(3))}
+            self._emit(self.r.misses, "shapes", (A6W6_VARIANT, shape, {"file": m.group(4).strip()},
+                                                 _shape_key(shape)))
+            return
+        h = _A6W6_HIT.match(message)
+        if h:
+            shape = {"m": int(h.group(1)), "n": int(h.group(2)), "k": int(h.group(3))}
+            meta = {"match": h.group(4), "gfx": h.group(8), "cu_num": int(h.group(9)),
+                    "file": h.group(10).strip(), "kernel": h.group(11)}
+            if h.group(4) != "exact":
+                meta["padded_m"] = int(h.group(5))
+            self._emit(self.r.hits, "hit_shapes", (A6W6_VARIANT, shape, meta, _shape_key(shape)))
+            return
+        self._warn_count("a6w6_unparsed", "%d 'A6W6 shape' line(s) were not understood", line)
 
     # -- MoE -----------------------------------------------------------------------------
     def _fused_moe(self, line):

@@ -53,6 +53,9 @@ CONFIG_FILES = {
     "AITER_CONFIG_A8W8_BATCHED_GEMM": "a8w8_tuned_batched_gemm",
     "AITER_CONFIG_BF16_BATCHED_GEMM": "bf16_tuned_batched_gemm",
     "AITER_CONFIG_GEMM_BF16": "bf16_tuned_gemm",
+#@ if newest
+    "AITER_CONFIG_GEMM_A6W6": "a6w6_blockscale_tuned_gemm",
+#@ endif
 }
 
 # module-level values read at import time, as the tuners use them for their -o default
@@ -66,6 +69,9 @@ AITER_CONFIG_GEMM_A8W8_BLOCKSCALE_BPRESHUFFLE = os.getenv(
     "AITER_CONFIG_GEMM_A8W8_BLOCKSCALE_BPRESHUFFLE",
     f"{AITER_CONFIG_DIR}/a8w8_blockscale_bpreshuffle_tuned_gemm.csv")
 AITER_CONFIG_FMOE = os.getenv("AITER_CONFIG_FMOE", f"{AITER_CONFIG_DIR}/tuned_fmoe.csv")
+#@ if newest
+AITER_CONFIG_GEMM_A6W6 = os.getenv("AITER_CONFIG_GEMM_A6W6", f"{AITER_CONFIG_DIR}/a6w6_blockscale_tuned_gemm.csv")
+#@ endif
 AITER_CONFIG_A8W8_BATCHED_GEMM = os.getenv(
     "AITER_CONFIG_A8W8_BATCHED_GEMM", f"{AITER_CONFIG_DIR}/a8w8_tuned_batched_gemm.csv")
 AITER_CONFIG_BF16_BATCHED_GEMM = os.getenv(
