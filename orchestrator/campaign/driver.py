@@ -128,6 +128,11 @@ def drive(job: JobState, workspace: Workspace, runner: Runner, settings: Setting
 
     with ThreadPoolExecutor(max_workers=max(1, len(by_target))) as pool:
         list(pool.map(one_target, list(by_target)))
+    from .spread import spread
+    done = job.request["campaign"].setdefault("spread", [])
+    if not done:   # once: a resumed campaign does not promote the same rows again
+        done.extend(spread(job, subws, runner, sub_jobs(job, workspace), ui) or ["(nothing to spread)"])
+        workspace.save(job)
     return finish(job, workspace)
 
 

@@ -76,6 +76,9 @@ def write_outputs(job: JobState, workspace: Workspace, subs: list[JobState]) -> 
                      + (f"; verdicts {summ['verdicts']}" if summ.get("verdicts") else ""))
     if not comps:
         lines.append("- no comparison (no target finished its benchmarks)")
+    spread = [x for x in (job.request.get("campaign") or {}).get("spread") or [] if not x.startswith("(")]
+    if spread:
+        lines += ["", "## Promotion across each GPU kind", "", *[f"- {x}" for x in spread]]
     plan = (job.request.get("campaign") or {}).get("plan_lines") or []
     if plan:
         lines += ["", "## Plan", "", "```", *plan, "```"]

@@ -78,6 +78,16 @@ def test_two_variants_over_a_group_shard_disjointly_and_merge(inv, fleet):
         assert len(keys) == len(set(keys)) == 8                     # each shape tuned exactly once
         assert {r["node"] for r in comp} == {fleet[0].alias, fleet[1].alias}   # both targets did work
     assert not (job / "comparison.csv").exists()
+    # proven rows of each target are promoted on every target of the kind (both nodes here)
+    comp = rows(job / "a8w8_blockscale" / "comparison.csv")
+    proven = {key(r) for r in comp if r["promoted"] == "true"}
+    assert proven and {r["node"] for r in comp if r["promoted"] == "true"} == {fleet[0].alias, fleet[1].alias}
+    for n in fleet[:2]:
+        c = next(iter(n.containers.values()))
+        live = list(csv.DictReader(c.host_path(f"{c.aiter_root}/aiter/configs/a8w8_blockscale_tuned_gemm.csv")
+                                   .open()))
+        assert proven <= {(int(r["M"]), int(r["N"]), int(r["K"])) for r in live}, n.alias
+    assert "## Promotion across each GPU kind" in (job / "report.md").read_text()
     assert (job / "report.md").is_file() and (job / "report.html").is_file()
     report = (job / "report.md").read_text()
     assert fleet[0].alias in report and fleet[1].alias in report

@@ -1,0 +1,76 @@
+"""Promotion across a GPU kind (issue 10): the rows a target promoted into its own live table are promoted
+into the live table of every other target of the same kind (same gfx, cu_num, AITER profile), so each
+shape is tuned once per kind and served everywhere. A transfer is an ordinary promotion on the receiving
+node (its own backup dir ``<job dir>/promotion-from-<source>``, complete new file + rename, keys that
+another merged table covers skipped, the stale module moved aside) followed by the engagement check."""
+
+from __future__ import annotations
+
+import base64
+from pathlib import Path
+
+from ..context import Ctx, Settings
+from ..errors import TuneRemoteError
+from ..state import JobState, Workspace
+from ..ui import Ui
+from .targets import Runner, TargetRef
+
+
+def _kind(job: JobState, sub: JobState) -> str:
+    return ((job.request.get("campaign") or {}).get("kinds") or {}).get(f"{sub.node}/{sub.container}", "?")
+
+
+def spread(job: JobState, subws: Workspace, runner: Runner, subs: list[JobState], ui) -> list[str]:
+    """One line per transfer (or failure), for the report."""
+    if (job.request.get("promote") or "proven") == "none":
+        return []
+    lines: list[str] = []
+    groups: dict[tuple, list[JobState]] = {}
+    for s in subs:
+        if s.state == "succeeded" and s.remote.get("live_csv"):
+            groups.setdefault((s.variant, _kind(job, s)), []).append(s)
+    for (variant, kind), members in groups.items():
+        for src in members:
+            rec = src.remote.get("promotion") or {}
+            keys = [] if rec.get("rolled_back") else list(rec.get("promoted") or [])
+            staging = subws.job_dir(src.job_id) / Path(src.remote["tuned_csv"]).name
+            if not keys or not staging.is_file():
+                continue
+            for dst in members:
+                if dst is src:
+                    continue
+                try:
+                    n = _transfer(dst, src, keys, staging.read_bytes(), subws, runner)
+                    lines.append(f"{variant}: {n} proven row(s) of {src.node} promoted on {dst.node} ({kind})")
+                except TuneRemoteError as exc:
+                    lines.append(f"{variant}: rows of {src.node} NOT promoted on {dst.node}: {exc.one_line()}")
+                ui.event(lines[-1])
+    return lines
+
+
+def _transfer(dst: JobState, src: JobState, keys: list, staging: bytes, subws: Workspace, runner: Runner) -> int:
+    from ..steps import promote as step
+    target = runner.open(TargetRef(dst.node, dst.container))
+    ctx = Ctx(job=dst, workspace=subws, target=target, settings=Settings(), ui=Ui(quiet=True))
+    try:
+        job_dir = dst.remote["job_dir"]
+        peer = f"{job_dir}/peers/{src.job_id}.csv"
+        ctx.call("write_files", {"files": [{"path": peer, "content_b64": base64.b64encode(staging).decode(),
+                                            "backup_dir": None}]})
+        variant = ctx.variant
+        module = step.JIT_MODULES.get(variant.name)
+        env = {**(dst.facts.get("env") or {}), **ctx.target.container.env}
+        n = len(variant.key_columns)
+        res = ctx.call("promote", {
+            "live": dst.remote["live_csv"], "staging": peer, "backup_dir": f"{job_dir}/promotion-from-{src.node}",
+            "key_columns": list(variant.key_columns), "keys": [[str(v) for v in k[-n:]] for k in keys],
+            "gfx": dst.facts.get("gfx"),
+            "cu_num": str(dst.facts.get("cu_num")) if dst.facts.get("cu_num") is not None else None,
+            "others": step._others(ctx), "modules": [module] if module else [],
+            "package_dir": dst.facts.get("package_dir"), "jit_dir_env": env.get("AITER_JIT_DIR")})
+        res.pop("ok", None)
+        dst.remote.setdefault("peer_promotions", []).append({"from": src.job_id, **res})
+        ctx.save()
+        return len(res.get("promoted") or [])
+    finally:
+        target.close()
