@@ -298,7 +298,7 @@ def test_a6w6_tunes_on_the_newest_aiter(vnode, env):
     assert sorted((s["m"], s["n"], s["k"]) for s in st["shapes"]) == [(16, 2048, 7168), (300, 7168, 2048)]
     argv = st["remote"]["tune_argv"]
     assert argv[1] == f"{st['remote']['meta_root']}/csrc/gemm_a6w6/gemm_a6w6_tune.py"
-    assert st["remote"]["tuned_csv"].endswith("aiter/configs/a6w6_blockscale_tuned_gemm.csv")
+    assert st["remote"]["live_csv"].endswith("aiter/configs/a6w6_blockscale_tuned_gemm.csv")
     assert len(ctr.launches()) == launches0 + 1
     assert [p["name"] for p in st["remote"]["pipeline"]] == ["tune"]
     assert any("no benchmark" in n for n in st["notes"]), st["notes"]
