@@ -57,6 +57,9 @@ def _validate_local_inputs(variant_name: str, logs, shapes_csv, nk) -> None:
 @click.option("--gpus", default=None, metavar="LIST", help="GPUs to tune on (default: the free ones)")
 @click.option("--batch", type=click.IntRange(1), default=None, help="tuner --batch (default: one shape per GPU)")
 @click.option("--timeout", type=click.IntRange(1), default=None, help="tuner --timeout per task, seconds (default 600)")
+@click.option("--serve-cmd", default=None, metavar="CMD",
+              help="shell line run in the container (cwd: aiter root) before tuning and after promotion: "
+                   "start your server, run its serving benchmark, exit; figures go to serving.csv")
 @click.option("--stall-timeout", type=click.FloatRange(0), default=None, metavar="S",
               help="kill and relaunch (at most twice) a tuner whose log and table have not changed for S "
                    "seconds (default: twice the tuner --timeout, 1200; 0 = off)")
@@ -71,7 +74,7 @@ def _validate_local_inputs(variant_name: str, logs, shapes_csv, nk) -> None:
 @click.option("--accept-new-host-key", is_flag=True, help="trust an unknown host key and add it to known_hosts")
 @click.pass_obj
 def run(env: Env, node, container, variant, dry_run, slurm, slurm_nodes, logs, shapes_csv, nk, m_preset, gpus, batch, timeout,
-        stall_timeout, repeats, promote_mode, job_id, yes, detach, accept_new_host_key):
+        stall_timeout, repeats, promote_mode, serve_cmd, job_id, yes, detach, accept_new_host_key):
     """Discover, mine shapes, benchmark, tune (detached on the node), re-benchmark, compare, report, fetch.
 
     Several nodes (or a group, or all) and/or several variants (or auto) make one campaign job."""
@@ -105,7 +108,8 @@ def run(env: Env, node, container, variant, dry_run, slurm, slurm_nodes, logs, s
                          hint=f"use `tune-remote resume {job_id}` or choose another --job-id")
     request = {"logs": list(logs), "shapes_csv": os.path.abspath(shapes_csv) if shapes_csv else None,
                "nk": list(nk), "m_preset": m_preset, "gpus": gpu_list, "batch": batch, "timeout": timeout,
-               "stall_timeout": stall_timeout, "detach": detach, "repeats": repeats, "promote": promote_mode}
+               "stall_timeout": stall_timeout, "detach": detach, "repeats": repeats, "promote": promote_mode,
+               "serve_cmd": serve_cmd}
     if campaign:
         from .campaign import run_campaign
         run_campaign(env, inv, nodes, container, variants, request, job_id, _settings(yes, accept_new_host_key),

@@ -91,6 +91,12 @@ def _arm_env(ctx: Ctx, live: str, staging: str, live_exists: bool) -> tuple[dict
     return before, after
 
 
+def serve_line(cmd: str, root: str) -> str:
+    """The user's --serve-cmd (a shell line by contract) in the aiter root; its failure is reported, not
+    fatal: the exit status is written to the log and the step always succeeds."""
+    return f"( {render(Cmd(('sh', '-c', cmd), cwd=root))} ); echo \"[tune-remote] serve command exit status $?\""
+
+
 def run(ctx: Ctx) -> None:
     variant, job = ctx.variant, ctx.job
     remote = job.remote
@@ -137,6 +143,10 @@ def run(ctx: Ctx) -> None:
         job.note(p)
     repeats = int(job.request.get("repeats") or DEFAULT_REPEATS)
     steps: list[dict] = []
+    if job.request.get("serve_cmd"):   # the user's serving benchmark, before anything changes
+        logs["serve_before"] = f"{remote['logs_dir']}/{variant.name}_serve_before_{ts}.log"
+        steps.append({"name": "serve_before", "log": logs["serve_before"],
+                      "line": serve_line(job.request["serve_cmd"], root), "marker": ""})
     if bench_cmds:
         steps.append({"name": "baseline", "log": logs["baseline"],
                       "line": f"rc=0; {_sample('before', 1, bench_cmds)}; exit $rc", "marker": "*"})

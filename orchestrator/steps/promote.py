@@ -10,9 +10,11 @@ so promote and rollback are idempotent.
 from __future__ import annotations
 
 import json
+import re
 
 from ..context import Ctx
 from ..errors import UsageError
+from ..remote.shell import Cmd
 from ..state import atomic_write
 from .compare import Comparison, norm_key_value
 
@@ -114,6 +116,7 @@ def run(ctx: Ctx) -> None:
     info["mode"] = mode
     if mode == "none":
         ctx.ui.event("--promote none: the live table and JIT modules stay untouched")
+        serve_after(ctx)
         return
     res = promote(ctx, mode)
     info.update({k: res.get(k) for k in ("added", "replaced", "skipped_duplicates", "backup", "modules")})
@@ -127,6 +130,7 @@ def run(ctx: Ctx) -> None:
         info["engaged"] = engaged_at_runtime(ctx, res)
         ctx.ui.event(f"engaged at runtime: {info['engaged']['engaged']}/{info['engaged']['total']} promoted "
                      "shape(s) hit their tuned row in a fresh process")
+    serve_after(ctx)
 
 
 def engaged_at_runtime(ctx: Ctx, res: dict) -> dict:
@@ -140,3 +144,37 @@ def engaged_at_runtime(ctx: Ctx, res: dict) -> dict:
                 "after": None if r["after"] != r["after"] else float(r["after"])}
     n = len(ctx.variant.key_columns)
     return check(ctx, [k[-n:] for k in res.get("promoted") or []], rows, res.get("skipped_duplicates") or [])
+
+
+def serve_after(ctx: Ctx) -> None:
+    """--serve-cmd once more after promotion (a fresh server on the live table and module); serving.csv
+    (metric,before,after,change_pct) and report lines, or the reason they are missing."""
+    from .. import serving
+    from .prepare import serve_line
+    job = ctx.job
+    cmd = job.request.get("serve_cmd")
+    if not cmd:
+        return
+    ctx.ui.event("serving benchmark after promotion (--serve-cmd)")
+    res = ctx.target.ctr.run(Cmd(("sh", "-c", serve_line(cmd, job.remote["aiter_root"]))), timeout=6 * 3600,
+                             check=False)
+    after_text = res.text + "\n" + res.err_text
+    atomic_write(ctx.job_dir / "serve_after.log", after_text.encode())   # beside logs/, which mirrors the node
+    before_log = (job.remote.get("logs") or {}).get("serve_before")
+    before_local = ctx.job_dir / "logs" / before_log.rsplit("/", 1)[-1] if before_log else None
+    before_text = before_local.read_text(errors="replace") if before_local and before_local.is_file() else ""
+    b, a = serving.parse(before_text), serving.parse(after_text)
+    if not b or not a:
+        status = [f"{side}: exit status {m.group(1)}" for side, text in (("before", before_text), ("after", after_text))
+                  for m in [re.search(r"serve command exit status (\d+)", text)] if m]
+        job.note("serving comparison missing: the --serve-cmd printed no recognised figures "
+                 f"({'before' if not b else 'after'} run; {', '.join(status) or 'no exit status'}); "
+                 "expected vLLM/SGLang serving-benchmark lines like 'Request throughput (req/s): N'")
+        return
+    rows = serving.table(b, a)
+    atomic_write(ctx.job_dir / "serving.csv", serving.csv_text(rows).encode())
+    job.step_state("promote").info["serving"] = rows
+    for r in rows:
+        if r["change_pct"] is not None:
+            job.note(f"serving {r['metric']}: {r['before']:g} -> {r['after']:g} ({r['change_pct']:+.2f} %, "
+                     f"{'better' if serving.better(r['metric'], r['change_pct']) else 'not better'})")

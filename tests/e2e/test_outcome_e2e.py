@@ -188,3 +188,31 @@ def test_promote_later_then_rollback_byte_for_byte_and_idempotent(node, tmp_path
         assert cp.returncode == 2, desc(cp)
         assert len(err_lines(cp)) == 1, desc(cp)
     assert bed.node_bytes(f"{root}/{LIVE}") == live0
+
+
+SERVE = "python3 -m aiter._sim.serve --nk 7168,2048 --m 1,64,1024"
+
+
+def test_serve_cmd_before_and_after_promotion_lands_in_serving_csv(node, tmp_path):
+    from tests.e2e.test_reliability_e2e import Bed, desc
+    bed = Bed(node, tmp_path)
+    cp = bed.cli(*bed.run_args("--serve-cmd", SERVE), timeout=300)
+    assert cp.returncode == 0, desc(cp)
+    import csv as _csv
+    rows = list(_csv.DictReader((bed.job_dir / "serving.csv").open()))
+    by = {r["metric"]: r for r in rows}
+    assert list(rows[0]) == ["metric", "before", "after", "change_pct"]
+    tput = by["Output token throughput (tok/s)"]
+    assert float(tput["after"]) > float(tput["before"])        # the promoted rows serve faster
+    assert float(by["Mean TPOT (ms)"]["change_pct"]) < 0
+    assert "serving Output token throughput (tok/s)" in (bed.job_dir / "report.md").read_text()
+
+
+def test_a_failing_serve_cmd_does_not_fail_the_job_and_the_report_says_why(node, tmp_path):
+    from tests.e2e.test_reliability_e2e import Bed, desc
+    bed = Bed(node, tmp_path)
+    cp = bed.cli(*bed.run_args("--serve-cmd", SERVE + " --fail"), timeout=300)
+    assert cp.returncode == 0, desc(cp)
+    assert not (bed.job_dir / "serving.csv").exists()
+    report = (bed.job_dir / "report.md").read_text()
+    assert "serving comparison missing" in report and "exit status 1" in report
