@@ -22,10 +22,13 @@ NODE_FILE = "demo-node.json"
 DEMO_LOG = "vllm_tp8_dsv3.log"
 
 
-def prepare_demo(directory: Path, *, profile: str = "current", variant: str = "a8w8_blockscale") -> tuple[Path, str]:
+def prepare_demo(directory: Path, *, profile: str = "current", variant: str = "a8w8_blockscale",
+                 noise_pct: float = 0.0) -> tuple[Path, str]:
     """Install a simulated node under ``directory``; return it and the server log to mine."""
     directory = Path(directory).resolve()
     inst = install(directory, SimSpec(profile=profile))
+    if noise_pct:
+        Path(inst.control_path).write_text(json.dumps({"bench_noise_pct": float(noise_pct)}))
     env = dict(inst.env)
     # the node runs the same interpreter as this process (python3 may live elsewhere on a laptop)
     bin_dir, _, rest = env["PATH"].partition(":")

@@ -50,6 +50,7 @@ from typing import Any
 import jinja2
 from markupsafe import Markup
 
+from .report_outcome import outcome_view, verdict_method
 from .steps.compare import Comparison, norm_key_value
 
 __all__ = ["render_report", "write_report", "build_view"]
@@ -489,6 +490,9 @@ def build_view(ctx: Mapping[str, Any]) -> dict[str, Any]:
         formula = "after / before - 1" if cmp.higher_is_better else "before / after - 1"
         v["metric_line"] = (f"{cmp.metric}, {cmp.direction}. speedup % = ({formula}) x 100: "
                             f"positive = faster. Noise band ±{cmp.noise_pct:g}% (inside it = unchanged).")
+        if cmp.judged:
+            v["metric_line"] = (f"{cmp.metric}, {cmp.direction}. speedup % = ({formula}) x 100 of the medians: "
+                                "positive = faster. " + verdict_method(cmp.summary))
         v["headline"] = (
             f"{sm.get('shapes', 0)} shapes: {sm.get('improved', 0)} improved, "
             f"{sm.get('regressed', 0)} regressed, {sm.get('unchanged', 0)} unchanged, "
@@ -589,6 +593,7 @@ def build_view(ctx: Mapping[str, Any]) -> dict[str, Any]:
     warnings += _derived_warnings(tuning, no_kernel, cmp)
     v["warnings"] = warnings
     v["notes"] = [str(n) for n in (ctx.get("notes") or [])]
+    v.update(outcome_view(ctx, Table))
     return v
 
 
@@ -671,11 +676,14 @@ def _derived_warnings(tuning: Mapping[str, Any], no_kernel: list | None, cmp: Co
         nov = sm.get("missing", 0) - sm.get("only_before", 0) - sm.get("only_after", 0)
         if nov > 0:
             out.append(f"{nov} shape(s) have no usable value on one side (empty, zero or failed benchmark)")
-        if sm.get("regressed"):
+        if sm.get("regressed") and cmp.judged:
+            out.append(f"{sm['regressed']} shape(s) are proven slower with their tuned rows: "
+                       "never promoted with --promote proven")
+        elif sm.get("regressed"):
             out.append(f"{sm['regressed']} shape(s) regressed beyond -{cmp.noise_pct:g}%: "
                        "review them before keeping their tuned rows")
         rows = cmp.rows
-        if len(rows):
+        if len(rows) and not cmp.judged:
             spread = rows[["before_spread_pct", "after_spread_pct"]].max(axis=1, skipna=True)
             noisy = int((spread > cmp.noise_pct).sum())
             if noisy:
@@ -741,7 +749,8 @@ def _rows_table(cmp: Comparison, no_kernel: list[dict], shape_notes: list[dict],
     kcols = [c for c in cmp.key_columns if c not in common]
     key_numeric = [all(_isnum(norm_key_value(x)) for x in rows[c] if not _missing(x)) for c in kcols]
     repeated = bool(len(rows)) and bool(((rows["before_n"] > 1) | (rows["after_n"] > 1)).any())
-    headers = [*kcols, f"before ({cmp.metric})", f"after ({cmp.metric})", "speedup %", "status"]
+    headers = [*kcols, f"before ({cmp.metric})", f"after ({cmp.metric})", "speedup %",
+               "verdict" if cmp.judged else "status"]
     numeric = [*key_numeric, True, True, True, False]
     if repeated:
         headers.append("runs b/a")
@@ -761,8 +770,9 @@ def _rows_table(cmp: Comparison, no_kernel: list[dict], shape_notes: list[dict],
         if r["note"]:
             notes.append(str(r["note"]))
         status = str(r["status"])
+        label = str(r["verdict"]) + (" (promoted)" if r["promoted"] == "true" else "") if cmp.judged else status
         cells = [*(fmt_key(r[c]) for c in kcols), fmt_value(r["before"], dec), fmt_value(r["after"], dec),
-                 fmt_pct(r["speedup_pct"]), status]
+                 fmt_pct(r["speedup_pct"]), label]
         ccls = [""] * len(kcols) + ["", "", status, status]
         if repeated:
             cells.append(f"{int(r['before_n'])}/{int(r['after_n'])}")

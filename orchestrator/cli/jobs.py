@@ -186,17 +186,21 @@ def resume(env: Env, job_id, yes, accept_new_host_key, relaunch):
 @cli.command()
 @click.option("--variant", default="a8w8_blockscale", show_default=True, help="variant to demo")
 @click.option("--profile", type=click.Choice(["current", "legacy", "newest"]), default="current", show_default=True)
+@click.option("--repeats", type=click.IntRange(1), default=3, show_default=True, help="benchmark runs per arm")
+@click.option("--noise", type=click.FloatRange(0, 50), default=0.0, show_default=True, metavar="PCT",
+              help="simulated run-to-run benchmark noise, uniform +-PCT %")
 @click.pass_obj
-def demo(env: Env, variant, profile):
+def demo(env: Env, variant, profile, repeats, noise):
     """The whole pipeline against a local simulated node: no GPU, no SSH, no docker."""
     from ..demo import demo_target, prepare_demo
     get_variant(variant)
     job_id = new_job_id(variant, "demo")
-    demo_dir, log_path = prepare_demo(env.workspace.root / ".demo-nodes" / job_id, profile=profile, variant=variant)
+    demo_dir, log_path = prepare_demo(env.workspace.root / ".demo-nodes" / job_id, profile=profile, variant=variant,
+                                      noise_pct=noise)
     job = JobState(job_id=job_id, node="demo", container="simulated", variant=variant, created=time.time(),
                    request={"logs": [log_path], "demo_dir": str(demo_dir), "detach": False,
                             "m_preset": None, "nk": [], "shapes_csv": None, "gpus": None,
-                            "batch": None, "timeout": None})
+                            "batch": None, "timeout": None, "repeats": repeats, "promote": "proven"})
     _drive(env, job, demo_target(str(demo_dir)), Settings(yes=True, poll_s=0.2))
     jd = env.workspace.job_dir(job_id)
     if not env.quiet:

@@ -120,9 +120,7 @@ def report_context(ctx: Ctx) -> dict:
                         "probed": "; ".join(facts.get("probed") or []) or None,
                         "assumed": "; ".join(facts.get("assumed") or []) or None},
         "shapes": {"source": "; ".join(job.step_state("shapes").info.get("sources", [])), "list": job.shapes},
-        "bench": {"before_command": " ".join(["python3", *(remote.get("bench_argv") or [[]])[0]]),
-                  "after_command": "AITER_REBUILD=1 " + " ".join(["python3", *(remote.get("bench_argv") or [[]])[0]]),
-                  "env": {"AITER_REBUILD": "1 (after only)"}},
+        "bench": _bench_view(remote),
         "tuning": {
             "command": remote.get("tune_argv") or [],
             "env": remote.get("tune_env", {}),
@@ -133,6 +131,8 @@ def report_context(ctx: Ctx) -> dict:
             "no_kernel": tuned.get("no_kernel", []),
         },
         "comparison": comparison,
+        "promotion": _promotion(job),
+        "engaged": job.step_state("promote").info.get("engaged"),
         "notes": list(job.notes),
         "logs": {name: {"node": path, "local": str(ctx.job_dir / "logs" / Path(path).name)}
                  for name, path in logs.items()},
@@ -140,6 +140,27 @@ def report_context(ctx: Ctx) -> dict:
                       "rows_added": max(0, (tuned.get("rows_after") or 0) - (tuned.get("rows_before") or 0)),
                       "local_path": str(ctx.job_dir / Path(remote.get("tuned_csv") or "-").name)},
     }
+
+
+def _bench_view(remote: dict) -> dict:
+    argv = ["python3", *(remote.get("bench_argv") or [[]])[0]]
+    arms = remote.get("bench_env") or {}
+
+    def line(arm: str, extra: str = "") -> str:
+        return " ".join([extra, *(f"{k}={v}" for k, v in (arms.get(arm) or {}).items()), *argv]).strip()
+
+    if not arms:  # a job from before staging
+        return {"before_command": " ".join(argv), "after_command": "AITER_REBUILD=1 " + " ".join(argv),
+                "env": {"AITER_REBUILD": "1 (after only)"}}
+    return {"before_command": line("before"), "after_command": line("after", "AITER_REBUILD=1 (first run only)"),
+            "env": {"runs per arm (interleaved)": remote.get("repeats"), "pinned GPU": remote.get("bench_gpu")}}
+
+
+def _promotion(job) -> dict | None:
+    mode = job.step_state("promote").info.get("mode") or job.request.get("promote")
+    if not mode:
+        return None  # a job from before promotion existed
+    return {"mode": mode, **(job.remote.get("promotion") or {})}
 
 
 def _duration(sub: dict):

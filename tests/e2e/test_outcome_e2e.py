@@ -122,6 +122,13 @@ def test_staging_noise_verdicts_and_promote_proven(node, tmp_path):
     assert all(x["hit"] for x in eng["shapes"]), eng
     text = (bed.job_dir / "engaged_at_runtime.log").read_text()
     assert "AITER_CONFIG" not in text and "is tuned on cu_num = 256" in text
+    # the report says it: verdict method with sample counts and noise, promotion, engagement X/Y
+    md = (bed.job_dir / "report.md").read_text()
+    assert "Verdicts rest on 3 before and 3 after runs per shape" in md
+    assert f"Engaged at runtime: {len(promoted)}/{len(promoted)} promoted shapes" in md
+    assert "## Promotion" in md and rec["backup"] in md
+    html = (bed.job_dir / "report.html").read_text()
+    assert 'id="engaged"' in html and "http://" not in html.replace("http://www.w3.org", "")
 
 
 def test_promote_none_leaves_live_table_and_modules_untouched(node, tmp_path):

@@ -35,6 +35,12 @@ def test_demo_runs_to_a_report_that_matches_the_perf_model(ws, capsys, profile, 
         assert (job / "logs" / name).is_file()
     md = (job / "report.md").read_text()
     assert "ck TFLOPS" in md and "higher is better" in md
+    # the outcome: verdicts on 3+3 runs, proven rows promoted, every promoted shape engaged at runtime
+    promoted = int((got["promoted"] == "true").sum())
+    assert promoted and promoted == state["steps"]["promote"]["info"]["promoted"]
+    assert not ((got["promoted"] == "true") & (got["verdict"] != "improved")).any()
+    assert "Verdicts rest on 3 before and 3 after runs per shape" in md
+    assert f"Engaged at runtime: {promoted}/{promoted} promoted shapes" in md
     assert (job / "report.html").read_text().lstrip().lower().startswith("<!doctype html")
     # the node has its own copy of the report next to the logs
     assert Path(state["remote"]["report_md"]).read_text() == md

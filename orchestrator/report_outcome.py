@@ -1,0 +1,84 @@
+"""The report's outcome sections (issue 7): how verdicts were reached, what was promoted, and whether a
+fresh process now uses the promoted rows ("engaged at runtime"). Pure: context dict in, view dict out.
+
+Context keys read (all optional)::
+
+    promotion: {"mode": "proven"|"all"|"none", "live", "backup", "promoted": [[key text]], "added",
+                "replaced", "skipped_duplicates": [[...]], "modules": {so: moved-to or None},
+                "rolled_back": bool}
+    engaged:   {"engaged": int, "total": int, "log": path,
+                "shapes": [{"key": {...}, "engaged": bool, "reason": str, "hit": bool|None,
+                            "value", "before", "after"}]}
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from .verdict import ALPHA, MIN_GAIN_PCT, NOISE_K, SINGLE_SAMPLE_PCT
+
+
+def verdict_method(summary: Mapping[str, Any]) -> str:
+    samples = summary.get("samples") or {}
+    noise = summary.get("pooled_noise_pct")
+    noise_txt = "not measurable (one run per arm)" if noise is None else f"{noise:g}% (relative sd, pooled)"
+    return (f"Verdicts rest on {samples.get('before', '?')} before and {samples.get('after', '?')} after runs per "
+            f"shape (interleaved, one pinned GPU); before/after are medians. Node noise: {noise_txt}. "
+            f"improved/regressed = the median gain is at least max({MIN_GAIN_PCT:g}%, {NOISE_K:g} x noise) "
+            f"(or {SINGLE_SAMPLE_PCT:g}% with one run) and a one-sided exact Mann-Whitney U test "
+            f"says so (p <= {ALPHA:g}, or the smallest p the run count allows); the rest is within_noise.")
+
+
+def _label(key: Mapping[str, Any]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in key.items())
+
+
+def outcome_view(ctx: Mapping[str, Any], table_cls) -> dict[str, Any]:
+    """``promotion_lines``, ``engaged_headline``, ``engaged`` (a report Table) for the templates."""
+    v: dict[str, Any] = {"has_promotion": False, "promotion_lines": [], "engaged_headline": "",
+                         "engaged": None}
+    promo = dict(ctx.get("promotion") or {})
+    if not promo:
+        return v
+    v["has_promotion"] = True
+    mode = promo.get("mode") or "proven"
+    lines = []
+    if mode == "none":
+        lines.append("--promote none: the live table and the live JIT modules were left untouched; "
+                     "`tune-remote promote JOB` promotes the proven rows later.")
+    else:
+        n = len(promo.get("promoted") or [])
+        lines.append(f"Mode {mode}: {n} row(s) merged into the live table {promo.get('live') or '?'} "
+                     f"({promo.get('added', 0)} added, {promo.get('replaced', 0)} replaced); rows judged "
+                     "regressed or within_noise are never promoted in mode proven.")
+        if promo.get("backup"):
+            lines.append(f"Backup of the live table before promotion: {promo['backup']} "
+                         "(`tune-remote rollback JOB` restores it byte for byte).")
+        for so, moved in (promo.get("modules") or {}).items():
+            lines.append(f"Live JIT module {so}: " + (f"moved aside to {moved} (renamed, never rewritten: a "
+                         "running server keeps its mapped copy and needs a restart to use the new rows)"
+                         if moved else "was not built yet"))
+        for k in promo.get("skipped_duplicates") or []:
+            lines.append(f"Not promoted, key already in another table AITER merges: {', '.join(map(str, k))}")
+        if promo.get("rolled_back"):
+            lines.append("Rolled back: the live table and module are as before the job.")
+    v["promotion_lines"] = lines
+    eng = dict(ctx.get("engaged") or {})
+    if eng:
+        v["engaged_headline"] = (f"Engaged at runtime: {eng.get('engaged', 0)}/{eng.get('total', 0)} promoted "
+                                 "shapes hit their tuned row in a fresh process (live configuration, "
+                                 "AITER_LOG_TUNED_CONFIG=1, no tune-remote environment).")
+        t = table_cls(["shape", "engaged", "lookup hit", "fresh process", "before", "after", "reason"],
+                      [False, False, False, True, True, True, False])
+        for s in eng.get("shapes") or []:
+            hit = "" if s.get("hit") is None else ("yes" if s["hit"] else "no")
+            t.add([_label(s.get("key") or {}), "yes" if s.get("engaged") else "no", hit,
+                   _num(s.get("value")), _num(s.get("before")), _num(s.get("after")), s.get("reason") or ""],
+                  row_class="improved" if s.get("engaged") else "regressed")
+        v["engaged"] = t
+    return v
+
+
+def _num(x: Any) -> str:
+    return "—" if x is None else f"{float(x):.4g}"
