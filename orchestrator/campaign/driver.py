@@ -128,6 +128,16 @@ def drive(job: JobState, workspace: Workspace, runner: Runner, settings: Setting
 
     with ThreadPoolExecutor(max_workers=max(1, len(by_target))) as pool:
         list(pool.map(one_target, list(by_target)))
+    from .reshard import reshard
+    for _ in range(3):   # a lost target's untuned shapes go to the survivors of its kind (bounded)
+        new = reshard(job, workspace, subws, runner, sub_jobs(job, workspace), ui)
+        if not new:
+            break
+        by_target = {}
+        for sub in new:
+            by_target.setdefault(f"{sub.node}/{sub.container}", []).append(sub.job_id)
+        with ThreadPoolExecutor(max_workers=max(1, len(by_target))) as pool:
+            list(pool.map(one_target, list(by_target)))
     from .spread import spread
     done = job.request["campaign"].setdefault("spread", [])
     if not done:   # once: a resumed campaign does not promote the same rows again

@@ -125,3 +125,41 @@ def test_bad_campaign_input_is_one_line_exit_2_and_nothing_runs(inv, fleet, caps
     assert rc == 2
     assert len(err) == 1 and needle in err[0]
     assert not (inv.parent / "ws").exists() or not any((inv.parent / "ws").iterdir())
+
+
+def test_a_target_lost_mid_run_has_its_untuned_shapes_moved_to_the_survivor(inv, fleet):
+    import os
+    import subprocess
+    from tests.e2e.test_reliability_e2e import TR
+    from tests.fake_remote.provision import poll
+    c1, c2 = (next(iter(n.containers.values())) for n in fleet[:2])
+    for c in (c1, c2):
+        c.slow(0.4)
+    before = {c.name: len(c.launches()) for c in (c1, c2)}
+    proc = subprocess.Popen([*TR, "--inventory", str(inv), "--workspace", str(inv.parent / "ws"), "run", "--node",
+                             "pair", "--variant", "a8w8_blockscale", *NK, "--yes", "--job-id", "lost1"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                            env=dict(os.environ, TUNE_REMOTE_POLL_S="0.2"))
+    try:
+        poll(lambda: len(c2.launches()) > before[c2.name] or proc.poll() is not None, timeout=60,
+             what="n2's tuner started")
+        assert proc.poll() is None, proc.communicate()
+        c2.restart()                              # every process of n2's job dies: its sub-job is lost
+    finally:
+        c2.slow(0.0)
+        c1.slow(0.0)
+        out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 1, err.decode()[-2000:]      # the lost target is named by the exit code ...
+    (row,) = [r for r in json.loads(cli(inv, "status", "--json")[1]) if r["job_id"] == "lost1"]
+    assert fleet[1].alias in row["error"] and "lost" in row["error"]
+    comp = rows(inv.parent / "ws" / "lost1" / "comparison.csv")
+    keys = [key(r) for r in comp]
+    assert len(keys) == len(set(keys)) and {r["node"] for r in comp} == {fleet[0].alias}
+    # every shape was tuned exactly once: by the survivor, or by n2 before it was lost (rows kept there)
+    lost_sub = next(d for d in (inv.parent / "ws" / "lost1" / "targets").iterdir() if fleet[1].alias in d.name)
+    staging = json.loads((lost_sub / "state.json").read_text())["remote"]["tuned_csv"]
+    on_n2 = {(int(r["M"]), int(r["N"]), int(r["K"])) for r in csv.DictReader(c2.host_path(staging).open())} \
+        if c2.host_path(staging).exists() else set()
+    wanted = {(m, n, k) for m in (1, 16, 64, 256) for n, k in ((7168, 2048), (2048, 7168))}
+    assert wanted <= set(keys) | on_n2
+    assert len(c1.launches()) == before[c1.name] + 2 and len(c2.launches()) == before[c2.name] + 1
