@@ -60,6 +60,15 @@ def _validate_local_inputs(variant_name: str, logs, shapes_csv, nk) -> None:
 @click.option("--serve-cmd", default=None, metavar="CMD",
               help="shell line run in the container (cwd: aiter root) before tuning and after promotion: "
                    "start your server, run its serving benchmark, exit; figures go to serving.csv")
+@click.option("--tune-arg", "tune_arg", multiple=True, metavar="ARG",
+              help="pass flags to the tuner as is, e.g. --tune-arg=--all (repeatable; checked against "
+                   "the node tuner's --help before anything runs)")
+@click.option("--splitk", is_flag=True, help="tuner -k: also try splitK kernels (skipped by default)")
+@click.option("--libtype", default=None, metavar="LIST", help="tuner --libtype (blockscale, bpreshuffle tuners)")
+@click.option("--err-ratio", type=click.FloatRange(0, 1), default=None, help="tuner --errRatio")
+@click.option("--q-dtype-w", default=None, metavar="DTYPE",
+              help="weight dtype of --nk shapes for a8w8/a8w8_bpreshuffle, e.g. torch.int8 (default), "
+                   "torch.float8_e4m3fnuz (gfx942), torch.float8_e4m3fn (gfx950)")
 @click.option("--stall-timeout", type=click.FloatRange(0), default=None, metavar="S",
               help="kill and relaunch (at most twice) a tuner whose log and table have not changed for S "
                    "seconds (default: twice the tuner --timeout, 1200; 0 = off)")
@@ -74,6 +83,7 @@ def _validate_local_inputs(variant_name: str, logs, shapes_csv, nk) -> None:
 @click.option("--accept-new-host-key", is_flag=True, help="trust an unknown host key and add it to known_hosts")
 @click.pass_obj
 def run(env: Env, node, container, variant, dry_run, slurm, slurm_nodes, logs, shapes_csv, nk, m_preset, gpus, batch, timeout,
+        tune_arg, splitk, libtype, err_ratio, q_dtype_w,
         stall_timeout, repeats, promote_mode, serve_cmd, job_id, yes, detach, accept_new_host_key):
     """Discover, mine shapes, benchmark, tune (detached on the node), re-benchmark, compare, report, fetch.
 
@@ -101,6 +111,9 @@ def run(env: Env, node, container, variant, dry_run, slurm, slurm_nodes, logs, s
         ctr = node_spec.container(container)
         _validate_local_inputs(variant, logs, shapes_csv, nk)
     gpu_list = _parse_gpus(gpus)
+    from ..steps.tuneargs import compose, normalize_q_dtype_w
+    tune_args = compose(tune_arg, splitk=splitk, libtype=libtype, err_ratio=err_ratio)
+    q_dtype_w = normalize_q_dtype_w(q_dtype_w, variants) if q_dtype_w else None
     job_id = check_job_id(job_id) if job_id else new_job_id(
         "-".join(variants) if campaign else variant, (slurm or "-".join(nodes)) if campaign else node)
     if env.workspace.exists(job_id):
@@ -109,7 +122,7 @@ def run(env: Env, node, container, variant, dry_run, slurm, slurm_nodes, logs, s
     request = {"logs": list(logs), "shapes_csv": os.path.abspath(shapes_csv) if shapes_csv else None,
                "nk": list(nk), "m_preset": m_preset, "gpus": gpu_list, "batch": batch, "timeout": timeout,
                "stall_timeout": stall_timeout, "detach": detach, "repeats": repeats, "promote": promote_mode,
-               "serve_cmd": serve_cmd}
+               "serve_cmd": serve_cmd, "tune_args": tune_args, "q_dtype_w": q_dtype_w}
     if campaign:
         from .campaign import run_campaign
         run_campaign(env, inv, nodes, container, variants, request, job_id, _settings(yes, accept_new_host_key),

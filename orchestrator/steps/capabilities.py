@@ -12,6 +12,7 @@ from ..aiter_profiles import AiterProfile, format_version, profile_from_facts
 from ..context import Ctx
 from ..errors import JobError
 from ..variants import KernelVariant, get_variant
+from . import tuneargs
 
 HELP_TIMEOUT_S = 180  # real tune scripts import torch + aiter before argparse answers --help
 
@@ -43,6 +44,13 @@ def probe(ctx: Ctx, variant: KernelVariant) -> AiterProfile:
             f"{variant.name} needs AITER >= {format_version(variant.since)}: its tuner {variant.tune_script} "
             f"is not on this node (AITER {facts.get('version')})",
             hint="upgrade amd-aiter in the container, or choose a container with a newer AITER")
+    script = variant.tune_script.format(gfx=facts.get('gfx') or 'gfx942')
+    args = list(ctx.job.request.get("tune_args") or [])
+    tuneargs.validate(args, answer.get("tuner_help"), script, problem)
+    note = tuneargs.splitk_note(args, answer.get("tuner_help"), variant.name)
+    if note:
+        ctx.job.note(note)
+        ctx.ui.event(note)
     profile = profile_from_facts(facts)
     facts["profile"] = profile.name
     facts["probed"] = list(profile.probed)

@@ -1,0 +1,98 @@
+"""Tuner controls (issue 12, review P-06): `--tune-arg`, `--splitk`, `--libtype`, `--err-ratio`,
+checked against the node tuner's own `--help` (probed by steps/capabilities.py) before anything runs.
+
+`compose(...)` (CLI side) turns the options into the tuner argv tail stored as `request["tune_args"]`
+(steps/prepare.py appends it as is); `validate(ctx, variant)` refuses any flag the node's tuner does not
+define, and any flag tune-remote sets itself; `splitk_note(...)` says when splitK candidates are skipped.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+
+from ..aiter_profiles import help_flags
+from ..errors import UsageError
+
+# flags tune-remote always sets itself (prepare.tune_command), with the run option that controls them
+RESERVED = {"-i": None, "--untune_file": None, "-o": None, "--tune_file": None, "--mp": "--gpus",
+            "--batch": "--batch", "--timeout": "--timeout"}
+SPLITK_FLAGS = ("-k", "--splitK")
+_NUMBER = re.compile(r"^-?\d+(\.\d+)?([eE][-+]?\d+)?$")
+
+
+def compose(tune_args=(), *, splitk: bool = False, libtype: str | None = None,
+            err_ratio: float | None = None) -> list[str]:
+    """The tuner argv tail from run's options (each --tune-arg value is split like a shell word list)."""
+    out: list[str] = []
+    if splitk:
+        out.append("--splitK")
+    if libtype:
+        out += ["--libtype", libtype]
+    if err_ratio is not None:
+        out += ["--errRatio", repr(float(err_ratio))]
+    for arg in tune_args:
+        try:
+            out += shlex.split(arg)
+        except ValueError as exc:
+            raise UsageError(f"--tune-arg {arg!r}: {exc}", hint="quote each tuner flag, e.g. --tune-arg=--all") from None
+    return out
+
+
+def flags_of(argv: list[str]) -> list[str]:
+    """Option names in an argv tail ('--x=1' -> '--x'; negative numbers are values)."""
+    return [a.split("=", 1)[0] for a in argv if a.startswith("-") and not _NUMBER.match(a)]
+
+
+def validate(tune_args: list[str], help_text: str | None, script: str, why_no_help: str | None = None) -> None:
+    """Refuse flags the node's tuner does not define (argparse would exit 2 on the node, after the
+    baseline benchmark) and flags tune-remote sets itself."""
+    if not tune_args:
+        return
+    for flag in flags_of(tune_args):
+        if flag in RESERVED:
+            own = RESERVED[flag]
+            raise UsageError(f"tuner flag {flag} is set by tune-remote",
+                             hint=(f"use run {own}" if own else "tune-remote writes the untuned CSV and "
+                                   "tunes the table the server reads; choose shapes with --log/--nk/--shapes-csv"))
+    if not help_text:
+        raise UsageError(f"cannot check tuner flags {' '.join(flags_of(tune_args))}: {script} --help did not "
+                         f"answer on the node" + (f" ({why_no_help})" if why_no_help else ""),
+                         hint="run without --tune-arg/--splitk/--libtype/--err-ratio, or fix the tuner's import errors")
+    known = help_flags(help_text)
+    for flag in flags_of(tune_args):
+        if flag not in known:
+            extra = ""
+            if flag == "--libtype":
+                extra = " (AITER's a8w8, a4w4 and batched tuners have no --libtype)"
+            raise UsageError(f"the tuner on this node ({script}) has no flag {flag}{extra}",
+                             hint="its flags: " + " ".join(sorted(f for f in known if f.startswith("--"))))
+
+
+def splitk_note(tune_args: list[str], help_text: str | None, variant_name: str) -> str | None:
+    """The plan's warning when the tuner has -k/--splitK and it is not given."""
+    if not help_text or not any(f in help_flags(help_text) for f in SPLITK_FLAGS):
+        return None
+    if any(f in SPLITK_FLAGS for f in flags_of(tune_args)):
+        return None
+    return (f"splitK candidates will be skipped: the {variant_name} tuner tries them only with -k "
+            "(pass --splitk; ROCm/aiter#5277/#5278: the shipped gfx950 blockscale table was tuned without "
+            "them and lost 13-61 % at low M)")
+
+
+_Q_DTYPES = ("torch.int8", "torch.float8_e4m3fnuz", "torch.float8_e4m3fn")
+
+
+def normalize_q_dtype_w(value: str, variants) -> str:
+    """--q-dtype-w for --nk shapes: 'int8' / 'torch.int8' / 'float8_e4m3fnuz' -> the torch spelling."""
+    from ..variants import VARIANTS
+    v = value.strip()
+    full = v if v.startswith("torch.") else "torch." + v
+    if full not in _Q_DTYPES:
+        raise UsageError(f"--q-dtype-w {value!r} is not a weight dtype AITER keys a8w8 tables by",
+                         hint="one of: " + ", ".join(_Q_DTYPES) + " (fnuz on gfx942/MI300, e4m3fn on gfx950)")
+    named = [n for n in variants if n in VARIANTS]
+    if named and not any("q_dtype_w" in VARIANTS[n].key_columns for n in named):
+        raise UsageError(f"--q-dtype-w applies to a8w8 and a8w8_bpreshuffle, not {', '.join(named)}",
+                         hint="their tables have no q_dtype_w column; drop --q-dtype-w")
+    return full

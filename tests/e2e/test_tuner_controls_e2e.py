@@ -1,0 +1,89 @@
+"""Tuner controls end to end (issue 12, P-06): --splitk/--libtype/--err-ratio/--tune-arg reach the tuner
+as given and are checked against the node tuner's --help before anything runs; --q-dtype-w keys --nk
+shapes; the plan says when splitK candidates are skipped."""
+
+from __future__ import annotations
+
+import pytest
+
+from orchestrator.errors import ExitCode
+from tests.e2e.test_variants_e2e import run_cli, state_of
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture(scope="module")
+def cnode(testbed):
+    node = testbed.create_node(("newest",), proxy=False)
+    yield node
+    testbed.destroy_node(node)
+
+
+@pytest.fixture
+def env(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("TUNE_REMOTE_POLL_S", "0.2")
+    return tmp_path
+
+
+def _ctr(node):
+    [ctr] = node.containers.values()
+    return ctr
+
+
+def test_first_class_flags_and_pass_through_reach_the_tuner(cnode, env):
+    ctr = _ctr(cnode)
+    rc, job = run_cli(env, cnode, ctr, "a8w8_bpreshuffle", "--nk", "1536,7168", "--q-dtype-w", "int8",
+                      "--splitk", "--libtype", "all", "--err-ratio", "0.1",
+                      "--tune-arg", "--min_improvement_pct 5", "--tune-arg=--sort=True", m_preset="16,32")
+    st = state_of(job)
+    assert rc == 0, (st.get("error"), st.get("notes"))
+    argv = st["remote"]["tune_argv"]
+    tail = argv[argv.index("--splitK"):]
+    assert tail[:8] == ["--splitK", "--libtype", "all", "--errRatio", "0.1", "--min_improvement_pct", "5",
+                        "--sort=True"]
+    assert not any("splitK candidates will be skipped" in n for n in st["notes"])
+    assert {s["q_dtype_w"] for s in st["shapes"]} == {"torch.int8"}
+    # the newest AITER's bpreshuffle tuner puts FlyDSL split-K kernels in the search space with -k
+    rows = (job / "a8w8_bpreshuffle_tuned_gemm.csv").read_text().splitlines()
+    head = rows[0].split(",")
+    mine = [dict(zip(head, r.split(","))) for r in rows[1:]]
+    mine = [r for r in mine if r["N"] == "1536" and r["K"] == "7168" and r["M"] in ("16", "32")]
+    assert mine and all(r["kernelName"].startswith("flydsl_bpreshuflle_") == (r["libtype"] == "flydsl")
+                        for r in mine)
+
+
+def test_default_run_says_splitk_is_skipped(cnode, env):
+    ctr = _ctr(cnode)
+    rc, job = run_cli(env, cnode, ctr, "a8w8_blockscale", "--nk", "2048,7168", m_preset="16")
+    st = state_of(job)
+    assert rc == 0, st.get("error")
+    notes = [n for n in st["notes"] if "splitK candidates will be skipped" in n]
+    assert len(notes) == 1 and "--splitk" in notes[0]
+    assert "-k" not in st["remote"]["tune_argv"] and "--splitK" not in st["remote"]["tune_argv"]
+
+
+@pytest.mark.parametrize("variant,extra,says", [
+    ("a8w8", ["--libtype", "ck"], "has no flag --libtype"),             # AITER's a8w8 tuner has none
+    ("a8w8_blockscale", ["--tune-arg", "--no_such_flag"], "has no flag --no_such_flag"),
+    ("a8w8_blockscale", ["--tune-arg", "--mp 2"], "tuner flag --mp is set by tune-remote"),
+])
+def test_unknown_or_reserved_flags_refused_before_anything_runs(cnode, env, capsys, variant, extra, says):
+    ctr = _ctr(cnode)
+    launches0 = len(ctr.launches())
+    capsys.readouterr()
+    rc, job = run_cli(env, cnode, ctr, variant, "--nk", "2048,7168", *extra, m_preset="16")
+    err = capsys.readouterr().err
+    assert rc == ExitCode.USAGE, err
+    assert says in err and "hint:" in err
+    assert len(ctr.launches()) == launches0
+    if job is not None:
+        assert not state_of(job)["remote"].get("run_dir")
+
+
+def test_q_dtype_w_refused_for_a_variant_without_it(cnode, env, capsys):
+    ctr = _ctr(cnode)
+    capsys.readouterr()
+    rc, job = run_cli(env, cnode, ctr, "a8w8_blockscale", "--nk", "2048,7168", "--q-dtype-w", "int8")
+    assert rc == ExitCode.USAGE and job is None
+    assert "--q-dtype-w applies to a8w8" in capsys.readouterr().err

@@ -1,0 +1,58 @@
+"""Tuner controls (issue 12, P-06): composing, checking against the tuner's --help, the splitK note."""
+
+import pytest
+
+from orchestrator.errors import UsageError
+from orchestrator.steps.tuneargs import compose, flags_of, normalize_q_dtype_w, splitk_note, validate
+
+HELP_BLOCKSCALE = ("usage: gemm_a8w8_blockscale_tune.py [-h] [--verbose] [-i UNTUNE_FILE] [-o TUNE_FILE] [--mp MP]\n"
+                   "  -k, --splitK  Use splitK kernels\n  --errRatio ERRRATIO\n  --all\n"
+                   "  --libtype {ck,cktile,asm,opus,all,both}\n  --min_improvement_pct MIN_IMPROVEMENT_PCT\n")
+HELP_A8W8 = "usage: gemm_a8w8_tune.py [-h] [-i UNTUNE_FILE] [--mp MP]\n  -k, --splitK\n  --errRatio ERRRATIO\n"
+
+
+def test_compose_order_and_shell_words():
+    assert compose(["--all", "--min_improvement_pct 5"], splitk=True, libtype="all", err_ratio=0.1) == [
+        "--splitK", "--libtype", "all", "--errRatio", "0.1", "--all", "--min_improvement_pct", "5"]
+    assert compose() == []
+    with pytest.raises(UsageError):
+        compose(["--x 'unclosed"])
+
+
+def test_flags_of_keeps_values_out():
+    assert flags_of(["--min_improvement_pct", "-5", "--sort=True", "-k", "1e-3"]) == [
+        "--min_improvement_pct", "--sort", "-k"]
+
+
+def test_validate_against_help():
+    validate(compose(["--all"], splitk=True, libtype="ck", err_ratio=0.2), HELP_BLOCKSCALE, "t.py")
+    with pytest.raises(UsageError, match="has no flag --libtype .*a8w8, a4w4 and batched"):
+        validate(["--libtype", "ck"], HELP_A8W8, "gemm_a8w8_tune.py")
+    with pytest.raises(UsageError, match="has no flag --bogus") as e:
+        validate(["--bogus"], HELP_BLOCKSCALE, "t.py")
+    assert "--splitK" in e.value.hint
+    for flag, hint in (("--mp", "--gpus"), ("--batch", "--batch"), ("--timeout", "--timeout"), ("-o", "shapes")):
+        with pytest.raises(UsageError, match=f"tuner flag {flag} is set by tune-remote") as e:
+            validate([flag, "1"], HELP_BLOCKSCALE, "t.py")
+        assert hint in e.value.hint
+    with pytest.raises(UsageError, match="--help did not answer"):
+        validate(["--all"], None, "t.py", "exit 1")
+    validate([], None, "t.py")  # nothing to check
+
+
+def test_splitk_note():
+    note = splitk_note([], HELP_BLOCKSCALE, "a8w8_blockscale")
+    assert note and "--splitk" in note and "13-61 %" in note
+    assert splitk_note(["--splitK"], HELP_BLOCKSCALE, "a8w8_blockscale") is None
+    assert splitk_note(["-k"], HELP_BLOCKSCALE, "a8w8_blockscale") is None
+    assert splitk_note([], "usage: x.py [-h] [--mp MP]\n", "x") is None  # a tuner without -k
+    assert splitk_note([], None, "x") is None
+
+
+def test_q_dtype_w():
+    assert normalize_q_dtype_w("int8", ["a8w8"]) == "torch.int8"
+    assert normalize_q_dtype_w("torch.float8_e4m3fnuz", ["a8w8_bpreshuffle"]) == "torch.float8_e4m3fnuz"
+    with pytest.raises(UsageError, match="not a weight dtype"):
+        normalize_q_dtype_w("fp8", ["a8w8"])
+    with pytest.raises(UsageError, match="applies to a8w8"):
+        normalize_q_dtype_w("int8", ["a8w8_blockscale"])
