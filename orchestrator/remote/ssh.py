@@ -26,7 +26,7 @@ from .transport import CommandResult, TransportError, check_result
 
 KEEPALIVE_S = 5
 DEFAULT_CONNECT_TIMEOUT = 15
-STREAM_WINDOW = 16 << 20     # a persistent channel carries log chunks: a big window, fewer window stalls
+STREAM_WINDOW = 16 << 20     # channel window: log chunks and file copies flow without window stalls
 STREAM_PACKET = 1 << 15
 
 # paramiko logs every dropped connection (with a traceback) from its transport thread; without a
@@ -209,7 +209,9 @@ class SshTransport:
         self.round_trips += 1
         deadline = None if timeout is None else time.monotonic() + timeout
         try:
-            chan = self.conn.transport.open_session(timeout=30)
+            # a big window: a file copy (fetch) is not stalled waiting for window adjusts
+            chan = self.conn.transport.open_session(timeout=30, window_size=STREAM_WINDOW,
+                                                    max_packet_size=STREAM_PACKET)
             chan.exec_command(render(cmd))
             if stdin:
                 chan.sendall(stdin)

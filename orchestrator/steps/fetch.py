@@ -3,6 +3,7 @@ are not transferred again."""
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import os
 from pathlib import Path
@@ -11,6 +12,8 @@ from ..context import Ctx
 from ..errors import JobError
 from ..remote.transport import TransportError, get_bytes
 from ..state import atomic_write
+
+INLINE_MAX = 4 << 20   # files up to this size come back inside the manifest answer (no extra exec)
 
 
 def _sha(path: Path) -> str | None:
@@ -46,18 +49,26 @@ def pull(ctx: Ctx, files: dict[str, Path], *, record: bool = True) -> dict[str, 
     """Copy node files to local paths; returns {node path: 'fetched'|'unchanged'|'missing'}."""
     if not files:
         return {}
-    manifest = ctx.call("manifest", {"paths": list(files)})["files"]
+    # one round trip: sizes + sha256 of every file, and the content of the small ones that changed
+    have = {node_path: _sha(local) for node_path, local in files.items()}
+    manifest = ctx.call("manifest", {"paths": list(files), "have": have, "inline_max": INLINE_MAX})["files"]
     outcome: dict[str, str] = {}
+    info = ctx.job.step_state("fetch").info
+    info["bytes_last_pull"] = 0     # payload bytes copied (0 when everything was unchanged)
     for node_path, local in files.items():
         meta = manifest.get(node_path)
         if meta is None:
             outcome[node_path] = "missing"
             continue
-        if _sha(local) == meta["sha256"]:
+        if have[node_path] == meta["sha256"]:
             outcome[node_path] = "unchanged"
         else:
-            data = _get_verified(ctx, node_path, meta["sha256"])
+            inline = meta.get("data_b64")
+            data = base64.b64decode(inline) if inline is not None else None
+            if data is None or hashlib.sha256(data).hexdigest() != meta["sha256"]:
+                data = _get_verified(ctx, node_path, meta["sha256"])
             atomic_write(local, data)
+            info["bytes_last_pull"] += len(data)
             outcome[node_path] = "fetched"
         if record:
             ctx.job.fetched[node_path] = meta["sha256"]

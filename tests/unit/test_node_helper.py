@@ -701,6 +701,22 @@ def test_write_files_backup_and_manifest(tmp_path):
     assert sorted(res["dirs"][str(backups)]) == sorted(p.name for p in backups.iterdir())
 
 
+def test_manifest_carries_small_changed_files_inline_and_nothing_for_unchanged(tmp_path):
+    small, big, same = tmp_path / "small.log", tmp_path / "big.bin", tmp_path / "same.csv"
+    small.write_bytes(b"line\n" * 10)
+    big.write_bytes(b"x" * 5000)
+    same.write_bytes(b"M,N,K\n")
+    have = {str(small): None, str(big): "0" * 64, str(same): sha(same)}
+    res = ok("manifest", {"paths": [str(small), str(big), str(same)], "have": have, "inline_max": 4096})
+    files = res["files"]
+    assert base64.b64decode(files[str(small)]["data_b64"]) == small.read_bytes()
+    assert files[str(small)]["sha256"] == sha(small)
+    assert "data_b64" not in files[str(big)] and files[str(big)]["sha256"] == sha(big)   # over inline_max
+    assert "data_b64" not in files[str(same)] and files[str(same)]["sha256"] == sha(same)  # laptop has it
+    plain = ok("manifest", {"paths": [str(small)]})["files"][str(small)]          # without have: no data
+    assert "data_b64" not in plain and plain["sha256"] == sha(small)
+
+
 # ------------------------------------------------------------------------------------------------
 # shapes (shapelog is someone else's file: test the op with a stub beside a copy of the helper)
 # ------------------------------------------------------------------------------------------------

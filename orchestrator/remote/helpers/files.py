@@ -230,13 +230,39 @@ def op_tuned_keys(req):
     return {"files": files}
 
 
+INLINE_TOTAL = 16 << 20   # bytes of file content one manifest answer may carry
+
+
+def _read_small(path, cap):
+    """The whole file if it has at most ``cap`` bytes, else None."""
+    if cap <= 0 or os.path.getsize(path) > cap:
+        return None
+    with open(path, "rb") as f:
+        data = f.read(cap + 1)
+    return data if len(data) <= cap else None
+
+
 def op_manifest(req):
+    """size + sha256 of each path (dirs listed). With ``have`` ({path: sha256 the laptop holds}) and
+    ``inline_max`` > 0, a file whose sha differs and that fits (<= inline_max, all together <= 16 MB)
+    comes back with its content (``data_b64``), hashed from the very bytes sent: fetching small changed
+    files is this one round trip."""
     files, dirs = {}, {}
     recursive = req.get("recursive", True)
+    have = req.get("have") or {}
+    inline_max = int(req.get("inline_max") or 0)
+    left = INLINE_TOTAL
     for path in req.get("paths") or []:
         if os.path.isfile(path):
-            size, digest = sha256_file(path)
+            data = _read_small(path, min(inline_max, left)) if path in have else None
+            if data is None:
+                size, digest = sha256_file(path)
+            else:
+                size, digest = len(data), hashlib.sha256(data).hexdigest()
             files[path] = {"size": size, "sha256": digest, "mtime": os.stat(path).st_mtime}
+            if data is not None and digest != have.get(path):
+                files[path]["data_b64"] = base64.b64encode(data).decode("ascii")
+                left -= len(data)
         elif os.path.isdir(path):
             listed = []
             for root, dnames, fnames in os.walk(path):
