@@ -1,0 +1,283 @@
+"""Issue 9's targets, each measured side by side in one run against one test-bed node (sshd + docker +
+simulated AITER, behind the fault proxy, so the same node is measured at 0 and at 100 ms added RTT):
+
+  1. one poll (state + new log bytes)  vs  OpenSSH ControlMaster `ssh ... docker exec CTR true`
+  2. a whole `tune-remote run` (4 shapes, tiny simulated work, --repeats 1)  vs  the hand-written bash
+     script benchmarks/handwritten_run.sh doing the same remote steps over one ControlMaster connection
+  3. both again at 100 ms added RTT (proxy: +50 ms each way)
+  4. round trips of a `run` outside polling (SSH channels opened + requests over the helper channel)
+  5. `tune-remote status --json` on an empty workspace
+  6. `fetch` of a 200 MB file  vs  `scp` of it (and `ssh ... docker exec CTR cat`); bytes re-sent unchanged
+  7. shape mining vs `grep -c` (benchmarks/shapelog_throughput.py; pass --mining-mb 0 to skip)
+
+Run (root: the test bed starts dockerd and sshd):
+    python benchmarks/issue9_figures.py [--mining-mb 1024] [--repeats 3]
+Medians of --repeats; every figure printed next to its reference and target.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+TR = [str(Path(sys.executable).parent / "tune-remote")]
+if not Path(TR[0]).exists():
+    TR = [sys.executable, "-m", "orchestrator"]
+VARIANT = "a8w8_blockscale"
+CONFIGS = "/opt/aiter-sim/aiter/aiter/configs"
+NK = ("--nk", "4608,7168", "--nk", "7168,2048")   # 2 N,K pairs of the sim log's a8w8 shapes
+M_PRESET = "1,64"                                  # x 2 M values = 4 shapes
+
+
+def median_s(fn, n: int) -> float:
+    out = []
+    for _ in range(n):
+        t = time.monotonic()
+        fn()
+        out.append(time.monotonic() - t)
+    return statistics.median(out)
+
+
+class Bench:
+    def __init__(self, node, ctr, d: Path, repeats: int):
+        self.node, self.ctr, self.d, self.repeats = node, ctr, d, repeats
+        self.inv = d / "inventory.yaml"
+        self.inv.write_text(f"nodes:\n  {node.alias}:\n    ssh_config: {node.ssh_config_file}\n"
+                            f"    containers:\n      {ctr.name}: {{}}\n")
+        self.ws = d / "ws"
+        self.cm_sock = d / "cm.sock"
+        self.runs = 0
+        self.configs = ctr.host_path(CONFIGS)
+        self.snapshot = d / "configs.orig"
+        subprocess.run(["cp", "-a", str(self.configs), str(self.snapshot)], check=True)
+
+    # -- OpenSSH ControlMaster reference -------------------------------------------------------------
+    def cm_argv(self, command: str) -> list[str]:
+        return self.node.ssh_argv(command, options=("ControlMaster=auto", f"ControlPath={self.cm_sock}",
+                                                    "ControlPersist=600"))
+
+    def cm_stop(self) -> None:
+        subprocess.run(self.node.ssh_argv(None, options=(f"ControlPath={self.cm_sock}", "ControlMaster=no"))[:-1]
+                       + ["-O", "exit", f"{self.node.user}@{self.node.host}"], capture_output=True)
+
+    def cm_docker_true(self) -> float:
+        subprocess.run(self.cm_argv("true"), check=True)     # the master is up
+        return median_s(lambda: subprocess.run(self.cm_argv(f"docker exec {self.ctr.name} true"), check=True),
+                        max(5, self.repeats * 3))
+
+    # -- tune-remote -------------------------------------------------------------------------------
+    def run_args(self, job: str) -> list[str]:
+        return [*TR, "--inventory", str(self.inv), "--workspace", str(self.ws), "-q", "run", "--node",
+                self.node.alias, "--container", self.ctr.name, "--variant", VARIANT, *NK,
+                "--m-preset", M_PRESET, "--yes", "--job-id", job]   # (run has no --repeats flag)
+
+    def restore_tables(self) -> None:
+        """Every run (ours or the bash one) tunes the same shapes: the AITER config tables as provisioned."""
+        subprocess.run(["rm", "-rf", str(self.configs)], check=True)
+        subprocess.run(["cp", "-a", str(self.snapshot), str(self.configs)], check=True)
+
+    def one_run(self) -> tuple[float, dict]:
+        self.restore_tables()
+        self.runs += 1
+        job = f"bench{self.runs}"
+        t = time.monotonic()
+        subprocess.run(self.run_args(job), check=True, stdin=subprocess.DEVNULL)
+        wall = time.monotonic() - t
+        state = json.loads((self.ws / job / "state.json").read_text())
+        return wall, state
+
+    def poll_cost(self, state: dict) -> float:
+        from orchestrator.context import Ctx, Settings, Target
+        from orchestrator.inventory import load_inventory
+        from orchestrator.state import JobState, Workspace
+        from orchestrator.steps.remote import poll_once
+        from orchestrator.ui import Ui
+        spec = load_inventory(str(self.inv)).node(self.node.alias)
+        target = Target(spec, spec.container(self.ctr.name))
+        ctx = Ctx(job=JobState.from_dict(dict(state)), workspace=Workspace(self.ws), target=target,
+                  settings=Settings(), ui=Ui(quiet=True))
+        try:
+            poll_once(ctx)      # connect + start the helper
+            return median_s(lambda: poll_once(ctx), max(10, self.repeats * 5))
+        finally:
+            target.close()
+
+    def handwritten(self, state: dict) -> float:
+        """benchmarks/handwritten_run.sh over a fresh ControlMaster, with the same remote steps."""
+        self.cm_stop()
+        r = state["remote"]
+        steps = {s["name"]: s["line"] for s in r["pipeline"]}
+        plan = self.d / "plan"
+        plan.mkdir(exist_ok=True)
+        (plan / "untuned.csv").write_bytes((self.ws / state["job_id"] / "untuned"
+                                            / os.path.basename(r["untuned_csv"])).read_bytes())
+        csv = r["untuned_csv"] + ".handwritten"
+        # the tuner as an engineer runs it: the same argv, reading the CSV just written, writing the live table
+        argv = list(r["tune_argv"])
+        argv[argv.index("-i") + 1] = csv
+        argv[argv.index("-o") + 1] = r["tuned_csv"]
+        tune = (f"cd {_q(r['aiter_root'])} && HIP_VISIBLE_DEVICES={_q(r['tune_env']['HIP_VISIBLE_DEVICES'])} "
+                + " ".join(map(_q, argv)))
+        env = dict(os.environ, CTR=self.ctr.name, CSV=csv,
+                   BASELINE=steps.get("baseline", "true"), TUNE=tune, AFTER=steps.get("after", "true"),
+                   BASE_LOG=r["logs"].get("baseline", "/dev/null"), TUNE_LOG=r["logs"]["tune"],
+                   AFTER_LOG=r["logs"].get("after", "/dev/null"), OUT=str(self.d / "handwritten-out"))
+        self.restore_tables()
+        ssh = " ".join(map(_q, self.cm_argv("")[:-1]))
+        t = time.monotonic()
+        cp = subprocess.run(["bash", str(ROOT / "benchmarks" / "handwritten_run.sh"), ssh, str(plan / "untuned.csv")],
+                            env=env, stdin=subprocess.DEVNULL, capture_output=True)
+        wall = time.monotonic() - t
+        if cp.returncode != 0:
+            logs = subprocess.run(self.cm_argv(f"docker exec {self.ctr.name} tail -n 20 {env['TUNE_LOG']}"),
+                                  capture_output=True).stdout.decode()
+            raise SystemExit(f"handwritten_run.sh failed ({cp.returncode}):\n{cp.stderr.decode()[-3000:]}\n"
+                             f"tune log tail:\n{logs}\ntune line: {tune}")
+        return wall
+
+
+def _q(s: str) -> str:
+    import shlex
+    return shlex.quote(s)
+
+
+def remote_rows(repeats: int) -> list[tuple]:
+    from tests.fake_remote.testbed import TestBed
+    rows = []
+    bed = TestBed(owner=f"bench-{os.getpid()}").provision()
+    try:
+        node = bed.create_node(("current",), proxy=True)
+        ctr = next(iter(node.containers.values()))
+        with tempfile.TemporaryDirectory() as d:
+            b = Bench(node, ctr, Path(d), repeats)
+            try:
+                for rtt in (0.0, 0.1):
+                    node.proxy.set_latency(rtt / 2)
+                    tag = f"RTT +{rtt * 1000:.0f} ms"
+                    walls, states = [], []
+                    for _ in range(repeats):
+                        w, s = b.one_run()
+                        walls.append(w)
+                        states.append(s)
+                    run_s = statistics.median(walls)
+                    bash_s = statistics.median([b.handwritten(states[-1]) for _ in range(repeats)])
+                    poll = b.poll_cost(states[-1])
+                    cm = b.cm_docker_true()
+                    rows.append((f"one poll ({tag})", f"{poll * 1000:.1f} ms",
+                                 f"ControlMaster docker exec true {cm * 1000:.1f} ms", f"{poll / cm:.3f}x", "<= 0.1x"))
+                    shapes = len((b.ws / states[-1]["job_id"] / "untuned" / os.path.basename(
+                        states[-1]["remote"]["untuned_csv"])).read_text().splitlines()) - 1
+                    rows.append((f"whole run, {shapes} shapes ({tag})", f"{run_s:.2f} s",
+                                 f"hand-written bash {bash_s:.2f} s",
+                                 f"{run_s / bash_s:.2f}x", "< 1.0x"))
+                    st = states[-1]["steps"]
+                    steps = ", ".join(f"{k} {v['finished'] - v['started']:.2f}" for k, v in st.items()
+                                      if v.get("started") and v.get("finished"))
+                    rows.append((f"run step seconds ({tag})", steps, "", "", ""))
+                    stats = states[-1]["remote"]["stats"][-1]
+                    polls = stats["helper_ops"].get("status", 0)
+                    rows.append((f"round trips outside polling ({tag})", str(stats["round_trips"] - polls),
+                                 f"{polls} polls; ops {json.dumps(stats['helper_ops'], sort_keys=True)}", "", "<= 6"))
+                node.proxy.set_latency(0)
+                rows.extend(fetch_rows(b))
+            finally:
+                b.cm_stop()
+    finally:
+        bed.close()
+    return rows
+
+
+def fetch_rows(b: Bench) -> list[tuple]:
+    from orchestrator.context import Ctx, Settings, Target
+    from orchestrator.inventory import load_inventory
+    from orchestrator.state import JobState, Workspace
+    from orchestrator.steps import fetch
+    from orchestrator.ui import Ui
+    node_path = "/opt/aiter-sim/fetch-bench.bin"
+    host_file = b.ctr.host_path(node_path)
+    with open(host_file, "wb") as fh:
+        for _ in range(200):
+            fh.write(os.urandom(1 << 20))
+    size = host_file.stat().st_size
+    try:
+        state = json.loads((b.ws / "bench1" / "state.json").read_text())
+        spec = load_inventory(str(b.inv)).node(b.node.alias)
+        target = Target(spec, spec.container(b.ctr.name))
+        ctx = Ctx(job=JobState.from_dict(state), workspace=Workspace(b.ws), target=target, settings=Settings(),
+                  ui=Ui(quiet=True))
+        local = b.d / "fetched.bin"
+        times = []
+        try:
+            ctx.call("version")
+            for _ in range(b.repeats):
+                local.unlink(missing_ok=True)
+                t = time.monotonic()
+                out = fetch.pull(ctx, {node_path: local}, record=False)
+                times.append(time.monotonic() - t)
+                assert out[node_path] == "fetched"
+            t = time.monotonic()
+            again = fetch.pull(ctx, {node_path: local}, record=False)
+            unchanged_s = time.monotonic() - t
+            resent = ctx.job.step_state("fetch").info.get("bytes_last_pull")
+        finally:
+            target.close()
+        scp_dst = b.d / "scp.bin"
+        scp = ["scp", "-q", "-F", "/dev/null", "-i", str(b.node.identity_file), "-o", "BatchMode=yes",
+               "-o", f"UserKnownHostsFile={b.node.known_hosts_file}", "-o", f"ControlPath={b.cm_sock}",
+               "-P", str(b.node.port), f"{b.node.user}@{b.node.host}:{host_file}", str(scp_dst)]
+        scp_s = median_s(lambda: subprocess.run(scp, check=True), b.repeats)
+        cat_s = median_s(lambda: subprocess.run(b.cm_argv(f"docker exec {b.ctr.name} cat {node_path}"), check=True,
+                                                stdout=open(scp_dst, "wb")), b.repeats)
+        ours = statistics.median(times)
+        mbs = size / 1e6
+        return [("fetch 200 MB (throughput)", f"{mbs / ours:.0f} MB/s ({ours:.2f} s, sha256-verified)",
+                 f"scp {mbs / scp_s:.0f} MB/s ({scp_s:.2f} s); ssh docker exec cat {mbs / cat_s:.0f} MB/s",
+                 f"{scp_s / ours:.2f}x", ">= 0.8x"),
+                ("fetch again, unchanged", f"{again[node_path]} in {unchanged_s:.2f} s",
+                 f"{resent if resent is not None else '?'} payload bytes received", "", "0 bytes re-sent")]
+    finally:
+        host_file.unlink(missing_ok=True)
+
+
+def status_row(repeats: int) -> tuple:
+    with tempfile.TemporaryDirectory() as d:
+        argv = [*TR, "--workspace", d, "status", "--json"]
+        subprocess.run(argv, check=True, capture_output=True)
+        s = median_s(lambda: subprocess.run(argv, check=True, capture_output=True), max(5, repeats * 3))
+    return ("status --json, empty workspace", f"{s:.3f} s", "", "", "<= 0.25 s")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--mining-mb", type=int, default=1024)
+    a = ap.parse_args()
+    print(f"cpus {os.cpu_count()}, load {os.getloadavg()[0]:.1f}, python {sys.version.split()[0]}")
+    rows = [status_row(a.repeats)]
+    if os.geteuid() == 0:
+        rows += remote_rows(a.repeats)
+    else:
+        print("remote figures need root (the test bed starts dockerd and sshd)")
+    print("| measure | tune-remote | reference | ratio | target |\n|---|---|---|---|---|")
+    for r in rows:
+        print("| " + " | ".join(r) + " |")
+    sys.stdout.flush()
+    if a.mining_mb:
+        sys.argv = [sys.argv[0], str(a.mining_mb)]
+        import shapelog_throughput
+        shapelog_throughput.main()
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    main()
