@@ -27,7 +27,7 @@ from .transport import CommandResult, TransportError, check_result
 KEEPALIVE_S = 5
 DEFAULT_CONNECT_TIMEOUT = 15
 STREAM_WINDOW = 16 << 20     # channel window: log chunks and file copies flow without window stalls
-STREAM_PACKET = 1 << 15
+STREAM_PACKET = 1 << 18     # fewer, larger packets: 256 KiB (paramiko's per-packet cost is Python)
 
 # paramiko logs every dropped connection (with a traceback) from its transport thread; without a
 # handler Python prints that on stderr. The error that matters is reported once, as one line.
@@ -115,6 +115,23 @@ def _nodelay_sockets(conn: fabric.Connection) -> None:
         conn.connect_kwargs["sock"] = sock
 
 
+def _fast_transport(sock, **kwargs) -> paramiko.Transport:
+    """A paramiko Transport that offers AES-GCM first: one AEAD call per packet instead of AES-CTR plus a
+    separate HMAC; a 100 MB copy over loopback went 131 -> 324 MB/s. Servers without GCM still agree on
+    the next cipher of paramiko's usual list."""
+    transport = paramiko.Transport(sock, **kwargs)
+    opts = transport.get_security_options()
+    gcm = tuple(c for c in opts.ciphers if c.endswith("-gcm@openssh.com"))
+    opts.ciphers = gcm + tuple(c for c in opts.ciphers if c not in gcm)
+    return transport
+
+
+def _prefer_fast_ciphers(conn: fabric.Connection) -> None:
+    conn.connect_kwargs.setdefault("transport_factory", _fast_transport)
+    if isinstance(conn.gateway, fabric.Connection):
+        _prefer_fast_ciphers(conn.gateway)
+
+
 class SshTransport:
     def __init__(self, target: SshTarget, *, accept_new_host_key: bool = False):
         self.target = target
@@ -143,6 +160,7 @@ class SshTransport:
         if conn.connect_timeout is None:
             conn.connect_timeout = DEFAULT_CONNECT_TIMEOUT
         _secure(conn, self.accept_new_host_key)
+        _prefer_fast_ciphers(conn)
         return conn
 
     def connect(self) -> None:
