@@ -48,6 +48,44 @@ def expand(shapes: list[dict], family: str, preset: str) -> list[dict]:
     return shapelog.expand_m(shapes, preset)
 
 
+MOE_PADDED_MAX = 32768  # fused_moe.get_padded_M: nextPow2(token) below this (aiter-after-v0.1.20.md §2.2, #5125)
+
+
+def next_pow2(x: int) -> int:
+    return 1 << max(0, int(x) - 1).bit_length()
+
+
+def runtime_lookups(shapes: list[dict], family: str, max_m: int | None = None) -> tuple[list[dict], list[str]]:
+    """The shapes the runtime will really look up: MoE tokens snapped to AITER's power-of-two buckets
+    (a row for token 96 is never read: the runtime asks for 128; review C-09), M/token above the
+    server's batch limit (--max-m) dropped. Returns (shapes, notes)."""
+    notes: list[str] = []
+    out = shapes
+    if family == "moe":
+        snapped: dict[int, int] = {}
+        out = []
+        for s in shapes:
+            t = int(s["token"])
+            if t < MOE_PADDED_MAX and next_pow2(t) != t:
+                snapped[t] = next_pow2(t)
+                s = {**s, "token": next_pow2(t)}
+            out.append(s)
+        out = _dedupe(out)
+        if snapped:
+            pairs = ", ".join(f"{a}->{b}" for a, b in sorted(snapped.items())[:6])
+            notes.append(f"{len(snapped)} MoE token value(s) snapped to the runtime's power-of-two buckets "
+                         f"({pairs}{', ...' if len(snapped) > 6 else ''}): AITER looks up nextPow2(token) below "
+                         f"{MOE_PADDED_MAX}, so rows for other tokens are never read (ROCm/aiter#5125)")
+    if max_m:
+        dim = "token" if family == "moe" else "m"
+        kept = [s for s in out if int(s[dim]) <= max_m]
+        if len(kept) != len(out):
+            notes.append(f"--max-m {max_m}: {len(out) - len(kept)} shape(s) with {dim} above the server's "
+                         "batch limit dropped")
+        out = kept
+    return out, notes
+
+
 def _dedupe(shapes: list[dict]) -> list[dict]:
     seen, out = set(), []
     for s in shapes:
@@ -111,7 +149,11 @@ def collect(ctx: Ctx) -> tuple[list[dict], list[str]]:
                 b["q_dtype_w"] = req.get("q_dtype_w") or "torch.int8"
         described.append(f"--nk: {len(bases)} (N,K) pairs")
         shapes.extend(expand(bases, "gemm", preset if preset != "logged" else "pow2"))
-    shapes = [_order(s, variant.key_columns) for s in _dedupe(shapes)]
+    shapes, notes = runtime_lookups(_dedupe(shapes), variant.family, req.get("max_m"))
+    for n in notes:
+        ctx.job.note(n)
+        ctx.ui.event(n)
+    shapes = [_order(s, variant.key_columns) for s in shapes]
     return shapes, described
 
 

@@ -87,3 +87,17 @@ def test_q_dtype_w_refused_for_a_variant_without_it(cnode, env, capsys):
     rc, job = run_cli(env, cnode, ctr, "a8w8_blockscale", "--nk", "2048,7168", "--q-dtype-w", "int8")
     assert rc == ExitCode.USAGE and job is None
     assert "--q-dtype-w applies to a8w8" in capsys.readouterr().err
+
+
+def test_moe_tokens_snapped_and_capped(cnode, env):
+    ctr = _ctr(cnode)
+    rc, job = run_cli(env, cnode, ctr, "moe_2stages", "--log", f"{ctr.inst.logs_dir}/sglang_tp8_glm5.log",
+                      "--max-m", "64", m_preset="24,40")
+    st = state_of(job)
+    assert rc == 0, (st.get("error"), st.get("notes"))
+    tokens = {s["token"] for s in st["shapes"]}
+    assert tokens and tokens <= {1, 2, 4, 8, 16, 32, 64}
+    assert {32, 64} <= tokens
+    assert any("snapped to the runtime's power-of-two buckets" in n and "24->32" in n for n in st["notes"])
+    untuned = st["remote"]["untuned_csv"]
+    assert untuned.endswith("untuned_fmoe.csv")

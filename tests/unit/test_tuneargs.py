@@ -56,3 +56,19 @@ def test_q_dtype_w():
         normalize_q_dtype_w("fp8", ["a8w8"])
     with pytest.raises(UsageError, match="applies to a8w8"):
         normalize_q_dtype_w("int8", ["a8w8_blockscale"])
+
+
+def test_runtime_lookups_snap_moe_tokens_and_cap_m():
+    from orchestrator.steps.shapes import runtime_lookups
+    base = {"model_dim": 7168, "inter_dim": 256, "expert": 257, "topk": 8}
+    shapes = [{"token": t, **base} for t in (1, 24, 32, 40, 96, 128, 65536)]
+    got, notes = runtime_lookups(shapes, "moe")
+    assert [s["token"] for s in got] == [1, 32, 64, 128, 65536]   # 24->32 (dup), 40->64, 96->128 (dup)
+    assert len(notes) == 1 and "3 MoE token value(s) snapped" in notes[0] and "24->32" in notes[0]
+    got, notes = runtime_lookups(shapes, "moe", max_m=64)
+    assert [s["token"] for s in got] == [1, 32, 64]
+    assert any("--max-m 64: 2 shape(s)" in n for n in notes)
+    gemm = [{"m": m, "n": 8, "k": 8} for m in (1, 24, 4096)]
+    got, notes = runtime_lookups(gemm, "gemm", max_m=1024)
+    assert [s["m"] for s in got] == [1, 24] and len(notes) == 1   # GEMM M is looked up exactly first
+    assert runtime_lookups(gemm, "gemm") == (gemm, [])
