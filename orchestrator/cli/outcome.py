@@ -66,3 +66,21 @@ def rollback(env: Env, job_id, accept_new_host_key):
     res = _with_ctx(env, job, accept_new_host_key, step.rollback)
     click.echo(json.dumps({"job_id": job_id, "live": res.get("live"), "already": res.get("already"),
                            "restored_from": res.get("backup"), "modules": res.get("modules")}, indent=2))
+
+
+@cli.command("export")
+@click.argument("job_id")
+@click.option("--model-config", "model_config", required=True, metavar="NAME",
+              help="model name: writes model_configs/<NAME>_<tuned base name>.csv")
+@click.option("--dest", type=click.Path(file_okay=False), default=None, help="default: <job dir>/export")
+@click.pass_obj
+def export_cmd(env: Env, job_id, model_config, dest):
+    """Write the job's proven rows as an AITER model_configs CSV + a Markdown summary (offline)."""
+    from pathlib import Path
+
+    from ..steps.export import export
+    job = env.workspace.load(check_job_id(job_id))
+    if job.state == "running":
+        raise UsageError(f"job {job_id} is still running", hint=f"tune-remote status {job_id}")
+    res = export(job, env.workspace.job_dir(job.job_id), model_config, Path(dest) if dest else None)
+    click.echo(json.dumps({"job_id": job_id, **res}, indent=2))

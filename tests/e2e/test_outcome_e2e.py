@@ -223,3 +223,37 @@ def test_a_failing_serve_cmd_does_not_fail_the_job_and_the_report_says_why(node,
     assert not (bed.job_dir / "serving.csv").exists()
     report = (bed.job_dir / "report.md").read_text()
     assert "serving comparison missing" in report and "exit status 1" in report
+
+
+def test_export_model_config_loads_the_way_aiter_merges_tables(node, tmp_path):
+    bed = Bed(node, tmp_path)
+    root = bed.c.aiter_root
+    cp = bed.cli(*bed.run_args("--repeats", "2", "--promote", "none"), timeout=400)
+    assert cp.returncode == 0, desc(cp)
+    cp = bed.cli("export", bed.job_id, "--model-config", "dsv3")
+    assert cp.returncode == 0, desc(cp)
+    out = json.loads(cp.stdout)
+    path = bed.job_dir / "export" / "dsv3_a8w8_blockscale_tuned_gemm.csv"
+    assert out["csv"] == str(path) and out["rows"] > 0
+    rows = _rows(path.read_bytes())
+    got = pd.read_csv(bed.job_dir / "comparison.csv", keep_default_na=False, dtype=str)
+    proven = {tuple(norm_key_value(x[c]) for c in ("m", "n", "k")) for _, x in got.iterrows()
+              if x["verdict"] == "improved"}
+    assert {_mnk(x) for x in rows} <= proven and len(rows) == out["rows"]
+    assert all(x["gfx"] == "gfx950" and x["cu_num"] == "256" for x in rows)
+    assert "dsv3_a8w8_blockscale_tuned_gemm.csv" in (bed.job_dir / "export" / "dsv3_a8w8_blockscale_tuned_gemm.md").read_text()
+    # loaded as AITER loads model_configs/ (merged with the shared table; duplicates raise on >= 0.1.12)
+    mc = f"{root}/aiter/configs/model_configs"
+    bed.c.sh(f"mkdir -p {mc}")
+    bed.c.host_path(f"{mc}/dsv3_a8w8_blockscale_tuned_gemm.csv").write_bytes(path.read_bytes())
+    m, n, k = sorted(_mnk(x) for x in rows)[0]
+    run = bed.c.sh(f"cd {root} && AITER_LOG_TUNED_CONFIG=1 python3 op_tests/test_gemm_a8w8_blockscale.py "
+                   f"-m {m} -nk {n},{k} 2>&1", check=False)
+    assert run.returncode == 0, run.stdout[-2000:]
+    assert "merge tuned file under model_configs/" in run.stdout and "is tuned on cu_num = 256" in run.stdout
+    # the same check fails for a table that repeats keys of the shared one (the check can fail)
+    bed.c.host_path(f"{mc}/dup_a8w8_blockscale_tuned_gemm.csv").write_bytes(
+        bed.node_bytes(bed.state()["remote"]["tuned_csv"]))
+    run = bed.c.sh(f"cd {root} && python3 op_tests/test_gemm_a8w8_blockscale.py -m {m} -nk {n},{k} 2>&1",
+                   check=False)
+    assert run.returncode != 0 and "duplicate shape entries" in run.stdout

@@ -91,12 +91,14 @@ def _merge(paths, merge_name):
                                                "kernelName2", "err2", "run_1stage", "xbf16", "flat")]
     best = {}
     order = []
+    dup_count = 0
     for r in rows:
         k = tuple(norm(r.get(c, "")) for c in keycols)
         if k not in best:
             order.append(k)
             best[k] = r
         else:
+            dup_count += 1
             try:
                 if float(r.get("us", "inf")) < float(best[k].get("us", "inf")):
                     best[k] = r
@@ -104,6 +106,12 @@ def _merge(paths, merge_name):
                 pass
     out = f"/tmp/aiter_configs/{merge_name}.csv"
     write_csv(out, cols, [best[k] for k in order])
+#@ if current
+    if dup_count:  # v0.1.12+: duplicate keys across merged files make the first process raise
+        raise RuntimeError(
+            f"Found {dup_count} duplicate shape entries during merge of '{merge_name}'. Auto-resolved by keeping "
+            "best performing (lowest 'us') for each shape and saved back to source config files. Please re-run.")
+#@ endif
     return out
 
 

@@ -1,0 +1,118 @@
+"""Export a job's proven rows for upstream: ``model_configs/<NAME>_<tuned base>.csv`` + a Markdown summary.
+
+Offline (the job's fetched files only): the staging table fetched home, comparison.csv's verdicts.
+Rows: verdict ``improved`` only, this job's gfx/cu_num on every row, hipBLASLt rows dropped (solution
+indices are library-version dependent), keys the shared table (the live table's backup) already owns
+left out (AITER >= 0.1.12 raises on duplicate keys across merged files; model_configs/ keys were kept
+out at tuning and promotion time on the node). Header order as the tuner wrote it (scale-speed-noise.md D).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import re
+from pathlib import Path
+
+from ..errors import UsageError
+from ..state import JobState, atomic_write
+from ..variants import get_variant
+from .compare import Comparison, norm_key_value
+
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+
+def _read(path: Path) -> tuple[list[str], list[list[str]]]:
+    rows = list(csv.reader(io.StringIO(path.read_text(encoding="utf-8"))))
+    return (rows[0], [r for r in rows[1:] if any(c.strip() for c in r)]) if rows else ([], [])
+
+
+def _keyer(header: list[str], cols: list[str]):
+    low = [h.strip().lower() for h in header]
+    idx = [low.index(c) for c in cols if c in low]
+    return lambda row: tuple(norm_key_value(row[i].strip()) for i in idx)
+
+
+def export(job: JobState, job_dir: Path, name: str, dest: Path | None = None) -> dict:
+    if not _NAME.match(name or ""):
+        raise UsageError(f"--model-config {name!r} is not a file-name stem",
+                         hint="letters, digits, '.', '_' and '-', e.g. --model-config dsv3")
+    if not job.remote.get("tuned_csv"):
+        raise UsageError(f"job {job.job_id} has no tuned table", hint=f"tune-remote status {job.job_id}")
+    variant = get_variant(job.variant)
+    base = Path(variant.tuned_csv).stem
+    staging = job_dir / Path(job.remote["tuned_csv"]).name
+    cjson = job_dir / "comparison.json"
+    if not staging.is_file() or not cjson.is_file():
+        raise UsageError(f"job {job.job_id} has no fetched tuned table or comparison",
+                         hint=f"tune-remote fetch {job.job_id} (a job needs before/after benchmarks to export)")
+    comp = Comparison.from_dict(json.loads(cjson.read_text()))
+    if not comp.judged:
+        raise UsageError(f"job {job.job_id} has no verdicts (it predates repeated benchmarks)",
+                         hint="rerun it with tune-remote run")
+    cols = [c for c in comp.key_columns]
+    proven = comp.rows[comp.rows["verdict"] == "improved"]
+    wanted = {tuple(norm_key_value(r[c]) for c in cols) for _, r in proven.iterrows()}
+    header, rows = _read(staging)
+    low = [h.strip().lower() for h in header]
+    key = _keyer(header, cols)
+    gfx, cu = job.facts.get("gfx"), norm_key_value(job.facts.get("cu_num"))
+    owned = set()
+    for b in sorted((job_dir / "backup").glob("*")) if (job_dir / "backup").is_dir() else []:
+        bh, br = _read(b)
+        bkey, blow = _keyer(bh, cols), [h.strip().lower() for h in bh]
+        for r in br:
+            if "cu_num" in blow and norm_key_value(r[blow.index("cu_num")].strip()) != cu:
+                continue
+            if "gfx" in blow and gfx and r[blow.index("gfx")].strip() != gfx:
+                continue
+            owned.add(bkey(r))
+    out, dropped = {}, {"hipblaslt": 0, "owned": 0}
+    for r in rows:
+        if "cu_num" in low and norm_key_value(r[low.index("cu_num")].strip()) != cu:
+            continue
+        if "gfx" in low and gfx and r[low.index("gfx")].strip() != gfx:
+            continue
+        k = key(r)
+        if k not in wanted:
+            continue
+        if "libtype" in low and r[low.index("libtype")].strip().lower() == "hipblaslt":
+            dropped["hipblaslt"] += 1
+            continue
+        if k in owned:
+            dropped["owned"] += 1
+            continue
+        out[k] = r   # the newest row of a key wins, as in AITER's sortResults
+    dest = Path(dest) if dest else job_dir / "export"
+    csv_path = dest / f"{name}_{base}.csv"
+    buf = io.StringIO()
+    csv.writer(buf, lineterminator="\n").writerows([header, *out.values()])
+    dest.mkdir(parents=True, exist_ok=True)
+    atomic_write(csv_path, buf.getvalue().encode())
+    md_path = dest / f"{name}_{base}.md"
+    atomic_write(md_path, _summary(job, comp, name, base, list(out), dropped).encode())
+    return {"csv": str(csv_path), "summary": str(md_path), "rows": len(out), "dropped": dropped}
+
+
+def _summary(job: JobState, comp: Comparison, name: str, base: str, keys: list[tuple], dropped: dict) -> str:
+    f, sm = job.facts, comp.summary
+    rows = comp.rows
+    sel = {k for k in keys}
+    lines = [f"# [Perf] Add tuned {base} configs for {name} on {f.get('gfx')}", "",
+             f"File: `aiter/configs/model_configs/{name}_{base}.csv` ({len(keys)} rows, gfx={f.get('gfx')}, "
+             f"cu_num={f.get('cu_num')}); AITER {f.get('version')}; tuned by tune-remote job `{job.job_id}` on "
+             f"{job.node}/{job.container}.", "",
+             f"Evidence: every row is proven faster: {sm.get('samples', {}).get('before')} before / "
+             f"{sm.get('samples', {}).get('after')} after runs per shape, interleaved on one pinned GPU, medians, "
+             f"node noise {sm.get('pooled_noise_pct')}% (relative sd); one-sided exact Mann-Whitney U plus a "
+             "practical bar of max(1 %, 3 x noise).",
+             f"Left out: {dropped['hipblaslt']} hipBLASLt row(s) (library-version dependent), {dropped['owned']} "
+             "row(s) whose key the shared table already owns (no duplicate keys across merged files).", "",
+             f"| shape | before ({comp.metric}) | after ({comp.metric}) | speedup % | p |", "|---|---:|---:|---:|---:|"]
+    for _, r in rows.iterrows():
+        k = tuple(norm_key_value(r[c]) for c in comp.key_columns)
+        if k in sel:
+            shape = ", ".join(f"{c}={r[c]}" for c in comp.key_columns)
+            lines.append(f"| {shape} | {r['before']:.6g} | {r['after']:.6g} | {r['speedup_pct']:+.2f} | {r['p_value']} |")
+    return "\n".join(lines) + "\n"
