@@ -86,7 +86,9 @@ class Workspace:
 
     def save(self, job: JobState) -> None:
         d = self.job_dir(job.job_id)
-        d.mkdir(parents=True, exist_ok=True)
+        if not d.is_dir():   # private: logs and tables may name internal hosts and paths (S-08)
+            self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
+            d.mkdir(mode=0o700, parents=True, exist_ok=True)
         atomic_write(d / "state.json", job.to_json().encode())
 
     def load(self, job_id: str) -> JobState:

@@ -6,6 +6,7 @@ from ..context import Ctx
 from ..errors import JobError
 from ..variants import format_version, get_variant, is_dev_build, parse_version, profile_for
 from .capabilities import probe
+from .remote import owner
 
 FREE_GPU_BUSY_PCT = 10
 
@@ -14,7 +15,8 @@ def run(ctx: Ctx) -> None:
     req = ctx.job.request
     facts = ctx.call("discover", {"aiter_path": ctx.target.container.aiter_path,
                                   "busy_threshold": FREE_GPU_BUSY_PCT,
-                                  "lock": {"variant": ctx.job.variant, "job_id": ctx.job.job_id}})
+                                  "lock": {"variant": ctx.job.variant, "job_id": ctx.job.job_id,
+                                           "owner": owner(ctx)}})
     facts.pop("ok", None)
     if not facts.get("aiter_root"):
         raise JobError(f"no aiter installation found in container {ctx.job.container}",

@@ -60,22 +60,31 @@ def pull(ctx: Ctx, files: dict[str, Path], *, record: bool = True) -> dict[str, 
         if meta is None:
             outcome[node_path] = "missing"
             continue
-        if have[node_path] == meta["sha256"]:
+        sha = meta["sha256"]
+        if have[node_path] == sha:
             outcome[node_path] = "unchanged"
         else:
             inline = meta.get("data_b64")
             data = base64.b64decode(inline) if inline is not None else None
-            if data is None or hashlib.sha256(data).hexdigest() != meta["sha256"]:
-                data = _get_verified(ctx, node_path, meta["sha256"])
+            if data is None or hashlib.sha256(data).hexdigest() != sha:
+                data = _get_verified(ctx, node_path, sha, growing=node_path in _logs(ctx))
+            sha = hashlib.sha256(data).hexdigest()
             atomic_write(local, data)
             info["bytes_last_pull"] += len(data)
             outcome[node_path] = "fetched"
         if record:
-            ctx.job.fetched[node_path] = meta["sha256"]
+            ctx.job.fetched[node_path] = sha
     return outcome
 
 
-def _get_verified(ctx: Ctx, node_path: str, sha: str) -> bytes:
+def _logs(ctx: Ctx) -> set[str]:
+    r = ctx.job.remote
+    return {*(r.get("logs") or {}).values(), *([r["pipeline_log"]] if r.get("pipeline_log") else [])}
+
+
+def _get_verified(ctx: Ctx, node_path: str, sha: str, *, growing: bool = False) -> bytes:
+    """The file's bytes, verified by sha256. A log still being written (``growing``) is verified as an
+    exact prefix of the node's file: what was written so far (C-05). Tables must match whole."""
     for attempt in range(3):
         try:
             data = get_bytes(ctx.target.ctr, node_path)
@@ -83,6 +92,9 @@ def _get_verified(ctx: Ctx, node_path: str, sha: str) -> bytes:
             ctx.call("version")  # reconnect with back-off, then try again
             continue
         if hashlib.sha256(data).hexdigest() == sha:
+            return data
+        if growing and ctx.call("prefix_sha", {"path": node_path, "length": len(data)})["sha256"] == \
+                hashlib.sha256(data).hexdigest():
             return data
         # the file changed between manifest and copy (a live log): take the newer manifest
         sha = ctx.call("manifest", {"paths": [node_path]})["files"][node_path]["sha256"]

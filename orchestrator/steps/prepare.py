@@ -61,6 +61,32 @@ def stall_timeout_s(ctx: Ctx) -> float:
     return 2.0 * float(req.get("timeout") or DEFAULT_TIMEOUT_S)
 
 
+LOG_BYTES_PER_SHAPE = 64 * 1024     # tuner + bench output per shape, generous (candidates, JIT lines)
+HEADROOM_BYTES = 64 * 1024 * 1024   # run dir, markers, a JIT build's temporaries
+
+
+def space_needed(table_bytes: int, shapes: int) -> int:
+    """Bytes a job writes on the node: the backup and the staging copy of the table, AITER's in-place
+    rewrites of the staging copy, a repair copy, logs, headroom."""
+    return 4 * table_bytes + shapes * LOG_BYTES_PER_SHAPE + HEADROOM_BYTES
+
+
+def check_space(ctx: Ctx, tuned: str, table_bytes: int) -> None:
+    """Refuse to start on a node whose disk is (almost) full: a full disk mid-run truncates AITER's table
+    and kills the pipeline's bookkeeping. Says how much the job needs."""
+    job_dir = ctx.job.remote["job_dir"]
+    need = space_needed(table_bytes, len(ctx.job.shapes))
+    free = ctx.call("disk_free", {"paths": [job_dir, tuned]})["free"]
+    mib = 1024 * 1024
+    ctx.job.remote["space_needed_bytes"] = need
+    for path, f in free.items():
+        have = f.get("free_bytes")
+        if have is not None and have < need:
+            raise JobError(f"not enough free space on the node for {path}: {have / mib:.0f} MiB free in "
+                           f"{f.get('checked')}, this job needs about {need / mib:.0f} MiB",
+                           hint="free space in the container (old tune_logs/, JIT builds) and run again")
+
+
 def _sequence(cmds: list[Cmd]) -> str:
     """One shell line running every Cmd in turn (each in a subshell); exit status = last failure."""
     parts = [f"( {render(c)} ) || rc=$?" for c in cmds]
@@ -107,11 +133,12 @@ def run(ctx: Ctx) -> None:
     script_path = f"{remote['meta_root']}/{script}"
     calls = plan_bench(variant, job.shapes)
     bench_scripts = sorted({f"{root}/{c.script}" for c in calls})
-    files = ctx.call("manifest", {"paths": [script_path, *bench_scripts]})["files"]
+    files = ctx.call("manifest", {"paths": [script_path, *bench_scripts, live]})["files"]
     if files.get(script_path) is None:
         raise JobError(f"tune script {script} not found under {remote['meta_root']} "
                        f"(AITER {job.facts.get('version')})",
                        hint="this AITER install has no csrc/; use a develop (source) install of aiter")
+    check_space(ctx, live, (files.get(live) or {}).get("size") or 0)
     backup = ctx.call("backup", {"paths": [live], "backup_dir": f"{job_dir}/backup"})["backups"].get(live)
     # the tuner never writes the live table: it tunes a staging copy in the job dir (same rows, so it
     # skips what is tuned already); only promotion changes the live table

@@ -7,6 +7,7 @@ current step's log; the bytes are appended to live local copies under <job>/logs
 from __future__ import annotations
 
 import base64
+import os
 import re
 import time
 
@@ -22,16 +23,19 @@ POLL_TIMEOUT_S = 30
 _MARK = re.compile(r"^== (\S+) (start|rc|partial|already-done|failed|done)\b ?(.*)$")
 
 
-def owner() -> dict:
-    """Who launches, for the node-side lock's refusal message (no secrets: user@host and pid)."""
+def owner(ctx: Ctx | None = None) -> dict:
+    """Who launches, for the node-side lock (no secrets: user@host, the workspace, pid). The workspace
+    tells two laptops apart (a second workspace is a second owner); a resume from the same one is not."""
     import getpass
-    import os
     import socket
     try:
         user = getpass.getuser()
     except (KeyError, OSError):
         user = str(os.getuid())
-    return {"who": f"{user}@{socket.gethostname()}", "pid": os.getpid()}
+    out = {"who": f"{user}@{socket.gethostname()}", "pid": os.getpid()}
+    if ctx is not None:
+        out["workspace"] = str(ctx.workspace.root.resolve())
+    return out
 
 
 def pipeline_argv(ctx: Ctx, run_dir: str) -> list[str]:
@@ -59,7 +63,7 @@ def launch(ctx: Ctx) -> dict:
         "argv": pipeline_argv(ctx, run_dir), "cwd": job.remote["aiter_root"],
         "env": dict(ctx.target.container.env),
         "log_path": job.remote["pipeline_log"],
-        "lock": {"aiter_root": job.remote["aiter_root"], "variant": job.variant, "owner": owner()},
+        "lock": {"aiter_root": job.remote["aiter_root"], "variant": job.variant, "owner": owner(ctx)},
     })
     info = ctx.job.step_state("remote").info
     info["launched"] = info.get("launched", 0) + (1 if res.get("launched") else 0)
@@ -109,8 +113,10 @@ def _local_size(path) -> int:
 def _write_at(path, offset: int, data: bytes) -> None:
     """Write a chunk at its node offset and cut what follows: re-reading a chunk (a laptop killed
     between this write and saving the offsets, a re-sent poll) never duplicates bytes."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "r+b" if path.exists() else "wb") as fh:
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    if not path.exists():
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600))
+    with open(path, "r+b") as fh:
         fh.seek(offset)
         fh.write(data)
         fh.truncate()

@@ -256,3 +256,40 @@ def test_a_cancel_in_the_middle_of_the_tables_rewrite_leaves_a_sound_table(node,
     _, final = _table(bed, table)
     assert _mnk_keys(backup_rows) <= _mnk_keys(final)
     assert not bed.tuner_pids() and bed.state()["state"] == "cancelled"
+
+
+def test_the_same_job_id_from_another_laptop_is_refused_and_the_running_jobs_files_are_untouched(node, tmp_path):
+    first = laptop(node, tmp_path / "laptop1", "samejob")
+    _start_hung_detached(first)
+    untuned = first.state()["remote"]["untuned_csv"]
+    before = first.node_bytes(untuned)
+    second = laptop(node, tmp_path / "laptop2", "samejob")      # another workspace, the same --job-id
+    cp = second.cli(*second.run_args("--m-preset", "1,8"))
+    assert cp.returncode == 1, desc(cp)
+    (line,) = err_lines(cp)
+    assert "job samejob is already running for a8w8_blockscale" in line, line
+    assert len(first.c.launches()) == 1 and first.node_bytes(untuned) == before
+    assert first.cli("cancel", "samejob", "--grace", "2").returncode == 0
+
+
+def test_fetch_and_logs_of_a_log_that_grows_all_the_time_exit_0_with_an_exact_prefix(node, tmp_path):
+    bed = Bed(node, tmp_path)
+    _start_hung_detached(bed)
+    tune_log = bed.state()["remote"]["logs"]["tune"]
+    # a log written without pause (a chatty tuner): every copy differs from the manifest taken before it
+    bed.c.sh(f"nohup sh -c 'echo $$ > /tmp/grow.pid; i=0; while :; do i=$((i+1)); echo line $i >> {tune_log}; "
+             f"done' >/dev/null 2>&1 &")
+    try:
+        poll(lambda: bed.c.sh("cat /tmp/grow.pid 2>/dev/null").stdout.strip(), timeout=10, what="the writer")
+        size0 = len(bed.node_bytes(tune_log))
+        poll(lambda: len(bed.node_bytes(tune_log)) > size0 + 10000, timeout=10, what="the log to grow")
+        cp = bed.cli("fetch", bed.job_id)
+        assert cp.returncode == 0, desc(cp)
+        local = (bed.job_dir / "logs" / tune_log.rsplit("/", 1)[-1]).read_bytes()
+        assert len(local) > size0 and bed.node_bytes(tune_log).startswith(local)
+        cp = bed.cli("logs", bed.job_id)
+        assert cp.returncode == 0 and b"warning" not in cp.stderr, desc(cp)
+        assert bed.node_bytes(tune_log).startswith(cp.stdout) and len(cp.stdout) >= len(local)
+    finally:
+        bed.c.sh("kill $(cat /tmp/grow.pid)")
+    assert bed.cli("cancel", bed.job_id, "--grace", "2").returncode == 0

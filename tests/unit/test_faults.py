@@ -197,3 +197,44 @@ def test_the_watchdog_repairs_a_table_the_tuner_left_torn(tmp_path):
     assert cp.returncode == 137                           # the tuner's own status is kept
     assert b"[tune-remote] table:" in cp.stdout and b"repaired from the backup" in cp.stdout
     assert rows(table) == [("8", "2", "3", "7")]          # header-less torn file: the backup's rows come back
+
+
+def test_disk_free_answers_for_paths_that_do_not_exist_yet(tmp_path):
+    res = helper("disk_free", {"paths": [str(tmp_path / "a" / "b" / "job"), str(tmp_path)]})["free"]
+    sub = res[str(tmp_path / "a" / "b" / "job")]
+    assert sub["checked"] == str(tmp_path) and sub["free_bytes"] > 0
+    assert res[str(tmp_path)]["free_bytes"] > 0 and res[str(tmp_path)]["dev"] == sub["dev"]
+
+
+def test_a_node_without_the_space_a_job_needs_is_refused_saying_how_much(tmp_path):
+    from orchestrator.errors import JobError
+    from orchestrator.steps import prepare
+    job = JobState(job_id="j1", node="n", container="c", variant="a8w8", created=0.0, request={})
+    job.remote["job_dir"] = "/aiter/tune_logs/.tune-remote/j1"
+    job.shapes = [{"m": 1}] * 100
+    need = prepare.space_needed(10 << 20, 100)
+    assert need == 40 * (1 << 20) + 100 * 64 * 1024 + (64 << 20)
+    answers = {"free": {"/aiter/tune_logs/.tune-remote/j1": {"free_bytes": need - 1, "checked": "/aiter"},
+                        "/aiter/t.csv": {"free_bytes": need - 1, "checked": "/aiter"}}}
+    ctx = SimpleNamespace(job=job, call=lambda op, req: answers)
+    with pytest.raises(JobError) as ei:
+        prepare.check_space(ctx, "/aiter/t.csv", 10 << 20)
+    assert f"this job needs about {need / (1 << 20):.0f} MiB" in ei.value.message and "MiB free in /aiter" in ei.value.message
+    answers["free"] = {k: dict(v, free_bytes=need) for k, v in answers["free"].items()}
+    prepare.check_space(ctx, "/aiter/t.csv", 10 << 20)          # exactly enough: goes on
+    assert job.remote["space_needed_bytes"] == need
+
+
+def test_the_workspace_and_live_log_copies_are_private(tmp_path):
+    import stat
+    from orchestrator.state import Workspace
+    ws = Workspace(tmp_path / "ws")
+    job = JobState(job_id="j1", node="n", container="c", variant="a8w8", created=0.0, request={})
+    ws.save(job)
+    assert stat.S_IMODE((tmp_path / "ws").stat().st_mode) == 0o700
+    assert stat.S_IMODE((tmp_path / "ws" / "j1").stat().st_mode) == 0o700
+    assert stat.S_IMODE((tmp_path / "ws" / "j1" / "state.json").stat().st_mode) == 0o600
+    log = tmp_path / "ws" / "j1" / "logs" / "x.log"
+    remote._write_at(log, 0, b"abc")
+    remote._write_at(log, 3, b"def")
+    assert log.read_bytes() == b"abcdef" and stat.S_IMODE(log.stat().st_mode) == 0o600

@@ -313,7 +313,8 @@ def op_discover(req):
     lock = req.get("lock")
     if lock and res.get("aiter_root"):      # a running job of this variant here: fail before anything is written
         import locks  # noqa: PLC0415
-        locks.check(locks.lock_path(res["aiter_root"], lock["variant"]), lock["variant"], lock.get("job_id"))
+        locks.check(locks.lock_path(res["aiter_root"], lock["variant"]), lock["variant"], lock.get("job_id"),
+                    lock.get("owner"))
     return res
 
 

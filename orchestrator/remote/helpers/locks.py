@@ -55,7 +55,7 @@ def acquire(path, variant, job_id, run_dir, owner):
     if exclusive_write(path, data):
         return rec
     cur = _read_json(path) or {}
-    if cur.get("job_id") == job_id:
+    if cur.get("job_id") == job_id and _same_owner(cur, owner):
         if cur.get("run_dir") != run_dir:
             atomic_write(path, data)
         return cur if cur.get("run_dir") == run_dir else rec
@@ -71,9 +71,19 @@ def acquire(path, variant, job_id, run_dir, owner):
     return rec
 
 
-def check(path, variant, job_id):
-    """Early check (no side effect): raise if another job holds the lock."""
+def _same_owner(rec, owner):
+    """The same job id from another laptop (its own workspace) is another job: it would overwrite the
+    untuned CSV under the running tuner. Same user@host = the same laptop (a resume)."""
+    mine, theirs = owner or {}, rec.get("owner") or {}
+    for key in ("who", "workspace"):
+        if mine.get(key) and theirs.get(key) and mine[key] != theirs[key]:
+            return False
+    return True
+
+
+def check(path, variant, job_id, owner=None):
+    """Early check (no side effect): raise if another job (or the same id from another laptop) holds it."""
     live = holder(path)
-    if live is not None and live.get("job_id") != job_id:
+    if live is not None and (live.get("job_id") != job_id or not _same_owner(live, owner)):
         refuse(live, variant)
     return live

@@ -42,6 +42,7 @@ import files  # noqa: E402
 import killing  # noqa: E402
 import longpoll  # noqa: E402
 import procs  # noqa: E402
+import runlog  # noqa: E402
 import staging  # noqa: E402
 import tables  # noqa: E402
 from channel import Deadline, deadline, emit, idle_from_argv, serve  # noqa: E402
@@ -107,8 +108,10 @@ OPS = {
     "bench_prepare": argpatch.op_bench_prepare,
     "launch": procs.op_launch,
     "status": longpoll.op_status,   # runlog.op_status, answered when something changed (wait_s)
+    "prefix_sha": runlog.op_prefix_sha,
     "cancel": killing.op_cancel,
     "table_check": tables.op_table_check,
+    "disk_free": tables.op_disk_free,
     INTERNAL_SUPERVISE: procs.op_supervise,
 }
 def run_op(op, req, timeout_s=None):

@@ -134,3 +134,20 @@ def _read_log(log_path, offset, limit):
     except OSError as exc:
         out["log_error"] = str(exc)
     return out
+
+
+def op_prefix_sha(req):
+    """{"path", "length"} -> {"sha256" of the first `length` bytes, "size" now}: a copy of a log that grew
+    while it was copied is verified as an exact prefix of it (C-05)."""
+    import hashlib
+    path, length = req.get("path") or "", int(req.get("length") or 0)
+    h, left = hashlib.sha256(), length
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        while left > 0:
+            block = f.read(min(left, 1 << 20))
+            if not block:
+                break
+            h.update(block)
+            left -= len(block)
+    return {"sha256": h.hexdigest() if left == 0 else None, "size": size}

@@ -183,3 +183,26 @@ def op_table_check(req):
     res["line"] = say(res, table)
     res["sound"] = res.pop("ok")        # "ok" is the protocol's own key
     return res
+
+
+def _existing(path):
+    path = os.path.abspath(path)
+    while path and not os.path.exists(path):
+        parent = os.path.dirname(path)
+        if parent == path:
+            break
+        path = parent
+    return path
+
+
+def op_disk_free(req):
+    """{"paths": [..]} -> {"free": {path: {"free_bytes", "dev"}}} (statvfs of the nearest existing dir)."""
+    out = {}
+    for p in req.get("paths") or []:
+        where = _existing(p)
+        try:
+            st = os.statvfs(where)
+            out[p] = {"free_bytes": st.f_bavail * st.f_frsize, "dev": os.stat(where).st_dev, "checked": where}
+        except OSError as exc:
+            out[p] = {"free_bytes": None, "dev": None, "checked": where, "error": str(exc)}
+    return {"free": out}
