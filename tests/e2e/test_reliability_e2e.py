@@ -268,7 +268,9 @@ def test_connection_refused_longer_than_reconnect_window_exits_75_then_resume(no
     errors = [l for l in err.splitlines() if l.startswith("tune-remote: error:")]
     assert len(errors) == 1, err
     assert f"tune-remote resume {bed.job_id}" in errors[0]
-    assert 3 <= gave_up_after < 30                      # the whole reconnect window, then gave up
+    # the whole reconnect window, then gave up; the window opens when the poll in flight at the cut began,
+    # up to one poll interval (0.2 s) + a round trip before t0
+    assert 3 - 0.5 <= gave_up_after < 30
     # the job goes on on the node while the laptop is gone
     assert bed.state()["state"] == "running"
     assert bed.tuner_pids() or bed.tune_rc_on_node().exists()
