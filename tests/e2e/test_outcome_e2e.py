@@ -257,3 +257,49 @@ def test_export_model_config_loads_the_way_aiter_merges_tables(node, tmp_path):
     run = bed.c.sh(f"cd {root} && python3 op_tests/test_gemm_a8w8_blockscale.py -m {m} -nk {n},{k} 2>&1",
                    check=False)
     assert run.returncode != 0 and "duplicate shape entries" in run.stdout
+
+
+_HOLDER = """
+import hashlib, mmap, sys
+f = open(sys.argv[1], "rb")
+m = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+print("ready", hashlib.sha256(m[:]).hexdigest(), flush=True)
+sys.stdin.readline()
+print("after", hashlib.sha256(m[:]).hexdigest(), flush=True)
+"""
+
+
+def test_promote_all_under_a_server_holding_the_old_module(node, tmp_path):
+    """A server-style process has the live module mapped while the job promotes every tuned row: its
+    mapping still reads the old bytes afterwards (the module was renamed away, never rewritten)."""
+    import subprocess
+
+    from tests.fake_remote.provision import find_docker
+    bed = Bed(node, tmp_path)
+    root = bed.c.aiter_root
+    _build_live_module(bed)
+    old = _sha(bed.node_bytes(f"{root}/{MODULE}"))
+    holder = subprocess.Popen([find_docker(), "exec", "-i", bed.c.name, "python3", "-c", _HOLDER, f"{root}/{MODULE}"],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().split() == ["ready", old]
+        cp = bed.cli(*bed.run_args("--repeats", "2", "--promote", "all"), timeout=400)
+        assert cp.returncode == 0, desc(cp)
+        holder.stdin.write("\n")
+        holder.stdin.flush()
+        assert holder.stdout.readline().split() == ["after", old]
+        assert holder.wait(timeout=30) == 0
+    finally:
+        if holder.poll() is None:
+            holder.kill()
+    st = bed.state()
+    # all: every requested shape with a tuned row is promoted, whatever its verdict
+    tuned = {tuple(norm_key_value(s[c]) for c in ("m", "n", "k")) for s in st["steps"]["compare"]["info"]["tuned"]["tuned"]}
+    got = pd.read_csv(bed.job_dir / "comparison.csv", keep_default_na=False, dtype=str)
+    promoted = {tuple(norm_key_value(x[c]) for c in ("m", "n", "k")) for _, x in got.iterrows() if x["promoted"] == "true"}
+    assert promoted == {k for k in tuned if k in {tuple(norm_key_value(x[c]) for c in ("m", "n", "k"))
+                                                  for _, x in got.iterrows()}}
+    assert set(got.loc[got["promoted"] == "true", "verdict"]) - {"improved"}, "all should include unproven rows"
+    # the live module now comes from the promoted table
+    live = bed.node_bytes(f"{root}/{LIVE}")
+    assert json.loads(bed.node_bytes(f"{root}/{MODULE}"))["tune_file_sha256"] == _sha(live)
