@@ -25,6 +25,9 @@ def _status_row(job: JobState, env: Env | None = None) -> dict:
         row["progress"] = tail["progress"]
     if job.error:
         row["error"] = job.error
+    node_state = job.step_state("remote").info.get("state")
+    if job.state == "running" and node_state not in (None, "running", "starting"):
+        row["node_state"] = node_state          # the node's truth, newer than this cache (R-12)
     if job.request.get("campaign") and env is not None:   # its targets live in the job's directory
         from .campaign import status_targets
         row["targets"] = status_targets(env, job)
@@ -38,8 +41,9 @@ def _status_row(job: JobState, env: Env | None = None) -> dict:
 def status(env: Env, job_id, as_json):
     """Show jobs (from the workspace; a running job is checked against its node)."""
     jobs = [env.workspace.load(check_job_id(job_id))] if job_id else env.workspace.jobs()
-    if job_id and jobs[0].state == "running" and jobs[0].remote.get("run_dir"):
-        _refresh(env, jobs[0])
+    for job in jobs:   # running jobs are asked on their node; only `status JOB` saves what it learned
+        if job.state == "running" and job.remote.get("run_dir") and not job.request.get("campaign"):
+            _refresh(env, job, save=bool(job_id))
     rows = [_status_row(j, env) for j in jobs]
     if as_json:
         click.echo(json.dumps(rows, indent=2))
@@ -50,12 +54,15 @@ def status(env: Env, job_id, as_json):
     for r in rows:
         prog = r.get("progress") or {}
         extra = f" {prog.get('done')}/{prog.get('total')} batches" if prog.get("total") else ""
+        node = (f"  (node: {r['node_state']}; `tune-remote resume {r['job_id']}` collects it)"
+                if r.get("node_state") else "")
         click.echo(f"{r['job_id']}  {r['state']:<9} {r['step']:<8}{extra}  {r['node']}/{r['container']}  "
-                   f"{r['variant']}" + (f"  ({r['error']})" if r.get("error") else ""))
+                   f"{r['variant']}" + (f"  ({r['error']})" if r.get("error") else "") + node)
 
 
-def _refresh(env: Env, job: JobState) -> None:
-    """One poll of the node: turns a vanished process into 'lost'. Connection problems leave the cache."""
+def _refresh(env: Env, job: JobState, save: bool = True) -> None:
+    """One poll of the node: turns a vanished process into 'lost'. Connection problems leave the cache.
+    ``save=False`` (status of every job): shown, not saved, so a `run` owning the job is not overwritten."""
     from ..steps import remote as remote_step
     settings = Settings(reconnect_s=0)
     try:
@@ -70,7 +77,8 @@ def _refresh(env: Env, job: JobState) -> None:
             job.error = "the job's process on the node is gone without an exit status"
         elif run["state"] == "cancelled":
             job.state = "cancelled"
-        env.workspace.save(job)
+        if save:
+            env.workspace.save(job)
     except TuneRemoteError:
         pass
     finally:

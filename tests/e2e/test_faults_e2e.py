@@ -293,3 +293,19 @@ def test_fetch_and_logs_of_a_log_that_grows_all_the_time_exit_0_with_an_exact_pr
     finally:
         bed.c.sh("kill $(cat /tmp/grow.pid)")
     assert bed.cli("cancel", bed.job_id, "--grace", "2").returncode == 0
+
+
+def test_status_without_an_id_shows_the_nodes_state_of_running_jobs(node, tmp_path):
+    bed = Bed(node, tmp_path)
+    cp = bed.cli(*bed.run_args("--detach"))
+    assert cp.returncode == 0, desc(cp)
+    rc_file = bed.c.host_path(f"{bed.state()['remote']['run_dir']}/rc")
+    poll(rc_file.exists, timeout=120, what="the node pipeline to finish")
+    saved = (bed.job_dir / "state.json").read_bytes()
+    cp = bed.cli("status")
+    assert cp.returncode == 0, desc(cp)
+    assert b"node: succeeded" in cp.stdout and f"resume {bed.job_id}".encode() in cp.stdout, cp.stdout
+    (row,) = json.loads(bed.cli("status", "--json").stdout)
+    assert row["state"] == "running" and row["node_state"] == "succeeded"
+    assert json.loads((bed.job_dir / "state.json").read_bytes())["state"] == json.loads(saved)["state"]
+    assert bed.cli("resume", bed.job_id).returncode == 0 and bed.state()["state"] == "succeeded"
