@@ -58,6 +58,8 @@ def _validate_local_inputs(variant_name: str, logs, shapes_csv, nk) -> None:
               help="largest M (MoE: token count) the server runs, e.g. its max_num_batched_tokens; "
                    "larger shapes are not tuned")
 @click.option("--gpus", default=None, metavar="LIST", help="GPUs to tune on (default: the free ones)")
+@click.option("--force-cu-num", is_flag=True,
+              help="tune even when the tuning GPUs' cu_num differs from the serving GPUs' (partition modes)")
 @click.option("--batch", type=click.IntRange(1), default=None, help="tuner --batch (default: one shape per GPU)")
 @click.option("--timeout", type=click.IntRange(1), default=None, help="tuner --timeout per task, seconds (default 600)")
 @click.option("--serve-cmd", default=None, metavar="CMD",
@@ -86,7 +88,7 @@ def _validate_local_inputs(variant_name: str, logs, shapes_csv, nk) -> None:
 @click.option("--accept-new-host-key", is_flag=True, help="trust an unknown host key and add it to known_hosts")
 @click.pass_obj
 def run(env: Env, node, container, variant, dry_run, slurm, slurm_nodes, logs, shapes_csv, nk, m_preset, max_m, gpus,
-        batch, timeout,
+        force_cu_num, batch, timeout,
         tune_arg, splitk, libtype, err_ratio, q_dtype_w,
         stall_timeout, repeats, promote_mode, serve_cmd, job_id, yes, detach, accept_new_host_key):
     """Discover, mine shapes, benchmark, tune (detached on the node), re-benchmark, compare, report, fetch.
@@ -127,7 +129,7 @@ def run(env: Env, node, container, variant, dry_run, slurm, slurm_nodes, logs, s
                "nk": list(nk), "m_preset": m_preset, "gpus": gpu_list, "batch": batch, "timeout": timeout,
                "stall_timeout": stall_timeout, "detach": detach, "repeats": repeats, "promote": promote_mode,
                "serve_cmd": serve_cmd, "tune_args": tune_args, "q_dtype_w": q_dtype_w,
-               "max_m": max_m}
+               "max_m": max_m, "force_cu_num": force_cu_num}
     if campaign:
         from .campaign import run_campaign
         run_campaign(env, inv, nodes, container, variants, request, job_id, _settings(yes, accept_new_host_key),

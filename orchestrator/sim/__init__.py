@@ -53,6 +53,7 @@ class SimSpec:
     gpus: int = 8
     busy_gpus: tuple = (6, 7)
     seconds_per_shape: float = 0.0
+    gpu_cu_nums: tuple = ()           # per-GPU Compute Unit counts in rocminfo (partition modes); () = cu_num
 
     @property
     def version(self) -> str:
@@ -263,6 +264,7 @@ def install(host_dir, spec: SimSpec | None = None, target_dir: str | None = None
         "profile": profile, "version": spec.version, "pip_name": spec.dist_name,
         "install_mode": spec.install_mode, "gfx": spec.gfx, "cu_num": spec.cu_num, "gpus": spec.gpus,
         "busy_gpus": list(spec.busy_gpus), "seconds_per_shape": spec.seconds_per_shape,
+        "gpu_cu_nums": list(spec.gpu_cu_nums),
         "marketing_name": _MARKETING.get(spec.gfx, "AMD Instinct MI355X"),
         "target_dir": target, "aiter_root": root_t, "meta_root": meta_t,
         "control_path": f"{target}/sim/control.json", "launches_path": f"{target}/sim/launches.jsonl",

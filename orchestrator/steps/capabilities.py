@@ -51,8 +51,39 @@ def probe(ctx: Ctx, variant: KernelVariant) -> AiterProfile:
     if note:
         ctx.job.note(note)
         ctx.ui.event(note)
+    check_gpu_kinds(ctx)
     profile = profile_from_facts(facts)
     facts["profile"] = profile.name
     facts["probed"] = list(profile.probed)
     facts["assumed"] = list(profile.assumed)
     return profile
+
+
+def check_gpu_kinds(ctx: Ctx) -> None:
+    """Refuse to tune on GPUs whose cu_num differs from the serving GPUs' (issue 12, P-09): AITER keys
+    every row by (gfx, cu_num), so rows tuned on a CPX/DPX partition (or an MI308X, or an MI350P) are
+    never read by a server on full GPUs, and the other way round (after-v0.1.20 §6, Hyperloom 1288)."""
+    facts, req = ctx.job.facts, ctx.job.request
+    cus = facts.get("gpu_cu_nums") or []
+    tune = [g for g in facts.get("tune_gpus") or [] if 0 <= g < len(cus)]
+    if not cus or not tune:
+        return
+    tune_cu = sorted({cus[g] for g in tune})
+    free = set(facts.get("free_gpus") or [])
+    # busy GPUs are the serving ones; unknown when rocm-smi gave no use figures
+    serving = [i for i in range(len(cus)) if i not in free and i not in tune] \
+        if facts.get("free_gpus") is not None else []
+    serving_cu = sorted({cus[i] for i in serving})
+    facts["tune_cu_nums"] = tune_cu
+    if len(tune_cu) > 1:
+        raise JobError(f"the GPUs chosen for tuning have different cu_num {tune_cu} (partition mode?)",
+                       hint="pass --gpus with GPUs of one kind; AITER keys tuned rows by cu_num")
+    if serving_cu and tune_cu[0] not in serving_cu:
+        msg = (f"tuning GPUs {','.join(map(str, tune))} have cu_num {tune_cu[0]} but the busy (serving) GPUs "
+               f"have cu_num {'/'.join(map(str, serving_cu))}: the rows would never be used by that server")
+        if not req.get("force_cu_num"):
+            good = [i for i in range(len(cus)) if cus[i] in serving_cu and i in free]
+            raise JobError(msg, hint=(f"use --gpus {','.join(map(str, good))}" if good else
+                                      "tune on GPUs of the serving kind (same partition mode)")
+                           + ", or pass --force-cu-num to tune anyway")
+        ctx.job.note(msg + " (--force-cu-num)")

@@ -101,3 +101,47 @@ def test_moe_tokens_snapped_and_capped(cnode, env):
     assert any("snapped to the runtime's power-of-two buckets" in n and "24->32" in n for n in st["notes"])
     untuned = st["remote"]["untuned_csv"]
     assert untuned.endswith("untuned_fmoe.csv")
+
+
+# ------------------------------------------------------------------------------------------------
+# GPU kinds: a partitioned node (CPX GPUs report fewer CUs) serving on full GPUs
+# ------------------------------------------------------------------------------------------------
+
+PARTITIONED = {"profile": "newest", "gfx": "gfx942", "cu_num": 304, "gpus": 8, "busy_gpus": (0, 1),
+               "gpu_cu_nums": (304, 304, 80, 80, 80, 80, 304, 304)}
+
+
+@pytest.fixture(scope="module")
+def pnode(testbed):
+    node = testbed.create_node((PARTITIONED,), proxy=False)
+    yield node
+    testbed.destroy_node(node)
+
+
+@pytest.mark.parametrize("gpus,says", [
+    (None, "different cu_num [80, 304]"),
+    ("2,3", "have cu_num 80 but the busy (serving) GPUs have cu_num 304"),
+])
+def test_cu_num_mismatch_refused_before_anything_runs(pnode, env, capsys, gpus, says):
+    ctr = _ctr(pnode)
+    launches0 = len(ctr.launches())
+    capsys.readouterr()
+    extra = ["--gpus", gpus] if gpus else []
+    rc, job = run_cli(env, pnode, ctr, "a8w8_blockscale", "--nk", "2048,7168", *extra, m_preset="16")
+    err = capsys.readouterr().err
+    assert rc == ExitCode.JOB_FAILED, err
+    assert says in err and "hint:" in err
+    if gpus:
+        assert "--gpus 6,7" in err and "--force-cu-num" in err
+    assert len(ctr.launches()) == launches0
+    assert state_of(job)["facts"]["gpu_cu_nums"] == list(PARTITIONED["gpu_cu_nums"])
+
+
+def test_cu_num_mismatch_forced_is_noted(pnode, env):
+    ctr = _ctr(pnode)
+    rc, job = run_cli(env, pnode, ctr, "a8w8_blockscale", "--nk", "2048,7168", "--gpus", "2,3",
+                      "--force-cu-num", m_preset="16")
+    st = state_of(job)
+    assert rc == 0, (st.get("error"), st.get("notes"))
+    assert any("cu_num 80" in n and "--force-cu-num" in n for n in st["notes"])
+    assert st["facts"]["tune_cu_nums"] == [80]

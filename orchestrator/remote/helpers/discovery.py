@@ -179,6 +179,7 @@ def _gpu_facts(problems, busy_threshold):
                 g = GFX_RE.search(out)  # aiter's get_gfx_runtime: first gfx name anywhere
                 facts["gfx"] = g.group(1) if g else None
             if cus:
+                facts["gpu_cu_nums"] = cus  # per GPU agent, in device order (partition modes differ)
                 facts["cu_num"] = cus[0]
                 if len(set(cus)) > 1:
                     facts["cu_nums"] = cus
