@@ -51,6 +51,7 @@ import jinja2
 from markupsafe import Markup
 
 from .report_outcome import outcome_view, verdict_method
+from .verdict import MIN_GAIN_PCT, NOISE_K, SINGLE_SAMPLE_PCT
 from .steps.compare import Comparison, norm_key_value
 
 __all__ = ["render_report", "write_report", "build_view"]
@@ -357,6 +358,9 @@ def _svg_chart(cmp: Comparison) -> Markup | None:
     sps = [None if _missing(v) else float(v) for v in rows["speedup_pct"]]
     vals = [v for v in sps if v is not None]
     band = cmp.noise_pct
+    if cmp.judged:  # the practical bar the verdicts used: max(1 %, 3 x the job's pooled noise)
+        pooled = cmp.summary.get("pooled_noise_pct")
+        band = round(max(MIN_GAIN_PCT, NOISE_K * pooled), 2) if pooled is not None else SINGLE_SAMPLE_PCT
     lo = min(min(vals), -band, 0.0)
     hi = max(max(vals), band, 0.0)
     span = hi - lo or 1.0
@@ -377,7 +381,8 @@ def _svg_chart(cmp: Comparison) -> Markup | None:
         f'viewBox="0 0 {width:.0f} {height:.0f}" role="img" '
         f'aria-label="speedup per shape, percent, positive is faster">',
         f'<rect class="band" x="{left:.1f}" y="{y(band):.1f}" width="{bar * n:.1f}" '
-        f'height="{max(0.5, y(-band) - y(band)):.1f}"><title>noise band ±{band:g}%</title></rect>',
+        f'height="{max(0.5, y(-band) - y(band)):.1f}"><title>{"verdict bar" if cmp.judged else "noise band"} '
+        f'±{band:g}%</title></rect>',
     ]
     # y ticks
     step = _nice_step((hi - lo) / 5)
@@ -539,6 +544,8 @@ def build_view(ctx: Mapping[str, Any]) -> dict[str, Any]:
         )
         v["rows"] = _rows_table(cmp, no_kernel or [], shape_notes, common)
         v["chart"] = _svg_chart(cmp)
+        v["band_label"] = ("the practical bar a verdict must clear (max(1 %, 3 x the measured noise))"
+                           if cmp.judged else "noise band")
     else:
         v["metric_line"] = ""
         v["common_key"] = ""
