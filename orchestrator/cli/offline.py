@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import click
@@ -19,7 +20,15 @@ from .base import cli
 @click.option("--model", type=click.Path(dir_okay=False, exists=True), help="a model's config.json")
 @click.option("--tp", type=click.IntRange(1), default=1, show_default=True, help="tensor-parallel size")
 @click.option("--m-preset", default=None, help="with --csv: sweep M (pow2, cudagraph, logged, list)")
-def shapes(logs, variant, csv_out, as_json, model, tp, m_preset):
+@click.option("--gfx", default=None, metavar="GFX",
+              help="with --model: the serving GPU (gfx942 = MI300X/MI325X/MI308X uses the fnuz FP8 types, "
+                   "gfx950 the OCP ones); default gfx950")
+@click.option("--ep", is_flag=True, help="with --model: expert parallelism (experts split over --tp ranks)")
+@click.option("--fuse-shared-experts", is_flag=True, help="with --model: shared experts fused into the MoE")
+@click.option("--gemm-variant", default=None, metavar="VARIANT",
+              help="with --model: the GEMM variant the server dispatches FP8 linears to "
+                   "(e.g. a8w8_blockscale_bpreshuffle)")
+def shapes(logs, variant, csv_out, as_json, model, tp, m_preset, gfx, ep, fuse_shared_experts, gemm_variant):
     """Offline: untuned shapes from server logs (or from a model config), as JSON or AITER CSV."""
     from ..parsing.csvtools import write_untuned_csv
     from ..remote.helpers import shapelog
@@ -42,7 +51,12 @@ def shapes(logs, variant, csv_out, as_json, model, tp, m_preset):
             cfg = json.loads(Path(model).read_text())
         except ValueError as exc:
             raise UsageError(f"{model} is not valid JSON: {exc}") from None
-        for v, rows in shapes_from_model(cfg, tp).items():
+        if gfx is not None and not re.fullmatch(r"gfx\w+", gfx):
+            raise UsageError(f"--gfx {gfx!r} is not a gfx name", hint="e.g. --gfx gfx942 (MI300X) or gfx950 (MI355X)")
+        if gemm_variant:
+            get_variant(gemm_variant)
+        for v, rows in shapes_from_model(cfg, tp, gfx=gfx, ep=ep, fuse_shared_experts=fuse_shared_experts,
+                                         gemm_variant=gemm_variant).items():
             if variant is None or v == variant:
                 found.setdefault(v, []).extend(rows)
     for w in warnings:
