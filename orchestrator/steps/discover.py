@@ -36,11 +36,19 @@ def run(ctx: Ctx) -> None:
             f"{variant.name} needs {'/'.join(sorted(variant.requires_gfx))}, but this GPU is {gfx}",
             hint="AITER's a4w4 tuner prints 'tuning is not supported in this chip'; tune it on an MI355X/MI350X",
         )
+    problems = [str(p) for p in facts.get("problems") or []]
+    for p in problems:                      # shown and kept in the report, never dropped (C-13)
+        ctx.ui.event(f"warning: {p}")
+        ctx.job.note(f"discover on {ctx.job.node}/{ctx.job.container}: {p}")
     gpus = req.get("gpus")
     if gpus:
         free = [int(g) for g in gpus]
     else:
         free = [int(g) for g in facts.get("free_gpus") or []]
+    if not free and not gpus and facts.get("free_gpus") is None:   # unknown is not busy
+        raise JobError(f"cannot tell which GPUs are free on {ctx.job.node}: "
+                       + ("; ".join(problems) or "no GPU use reading"),
+                       hint="pass --gpus 0,1 to choose the GPUs yourself")
     if not free:
         raise JobError(f"no free GPU on {ctx.job.node} (rocm-smi shows every GPU busy)",
                        hint="wait for the GPUs to go idle, or pass --gpus 0,1 to use given GPUs anyway")

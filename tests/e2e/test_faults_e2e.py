@@ -309,3 +309,17 @@ def test_status_without_an_id_shows_the_nodes_state_of_running_jobs(node, tmp_pa
     assert row["state"] == "running" and row["node_state"] == "succeeded"
     assert json.loads((bed.job_dir / "state.json").read_bytes())["state"] == json.loads(saved)["state"]
     assert bed.cli("resume", bed.job_id).returncode == 0 and bed.state()["state"] == "succeeded"
+
+
+def test_without_rocm_smi_unknown_gpus_are_not_called_busy_and_problems_reach_the_report(node, tmp_path):
+    bed = Bed(node, tmp_path)
+    bed.c.sh("mv /opt/aiter-sim/bin/rocm-smi /opt/aiter-sim/bin/rocm-smi.gone")   # deprecated, removed
+    cp = bed.cli(*bed.run_args())
+    assert cp.returncode == 1, desc(cp)
+    (line,) = err_lines(cp)
+    assert "cannot tell which GPUs are free" in line and "rocm-smi not found" in line and "--gpus" in line
+    assert "busy" not in line and bed.c.launches() == []
+    bed.job_id = "job2"
+    cp = bed.cli(*bed.run_args("--gpus", "0"))
+    assert cp.returncode == 0, desc(cp)
+    assert "rocm-smi not found" in (bed.job_dir / "report.md").read_text()
