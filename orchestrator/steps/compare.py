@@ -64,7 +64,8 @@ SIZE_CLASS_NA = "n/a"
 STATUSES = ("improved", "regressed", "unchanged", "missing")
 VALUE_COLUMNS = ("metric", "before", "after", "speedup_pct")
 # comparison.csv columns after VALUE_COLUMNS when the samples were judged (run --repeats)
-JUDGED_CSV_COLUMNS = ("verdict", "promoted", "before_n", "after_n", "noise_pct", "threshold_pct", "p_value")
+JUDGED_CSV_COLUMNS = ("verdict", "promoted", "before_n", "after_n", "noise_pct", "threshold_pct", "p_value",
+                      "before_err", "after_err", "err_worse")
 _VERDICT_STATUS = {"improved": "improved", "regressed": "regressed", "within_noise": "unchanged",
                    "missing": "missing"}
 
@@ -210,6 +211,18 @@ class Comparison:
     per_group: pd.DataFrame = field(default_factory=pd.DataFrame)
     judged: bool = False  # repeated samples judged by orchestrator.verdict: verdict/promoted columns
 
+    def set_errors(self, before: Iterable[Mapping[str, Any]], after: Iterable[Mapping[str, Any]]) -> None:
+        """The benchmarks' error column (median per side, results like compare's) and whether it got worse."""
+        sides = {"before": _aggregate(before, self.key_columns), "after": _aggregate(after, self.key_columns)}
+        keys = [tuple(norm_key_value(_nan_to_none(r[c])) for c in self.key_columns) for _, r in self.rows.iterrows()]
+        for side, agg in sides.items():
+            self.rows[f"{side}_err"] = [float("nan") if k not in agg or agg[k].median is None else agg[k].median
+                                        for k in keys]
+        b, a = self.rows["before_err"], self.rows["after_err"]
+        self.rows["err_worse"] = ["" if bv != bv or av != av else ("true" if av > bv else "false")
+                                  for bv, av in zip(b, a)]
+        self.summary["err_worse"] = sum(1 for v in self.rows["err_worse"] if v == "true")
+
     def set_promoted(self, keys: Iterable[tuple]) -> None:
         """Mark rows promoted (keys normalised like the rows' key columns)."""
         wanted = {tuple(norm_key_value(v) for v in k) for k in keys}
@@ -347,7 +360,8 @@ def _is_blank(v: Any) -> bool:
 
 _ROW_EXTRA = ("ratio", "status", "size_class", "before_n", "after_n",
               "before_spread_pct", "after_spread_pct", "note",
-              "verdict", "promoted", "noise_pct", "threshold_pct", "p_value")
+              "verdict", "promoted", "noise_pct", "threshold_pct", "p_value",
+              "before_err", "after_err", "err_worse")
 _GROUP_STATS = ("shapes", "compared", "improved", "regressed", "unchanged", "missing",
                 "mean_speedup_pct", "min_speedup_pct", "max_speedup_pct", "geomean_speedup_pct")
 
@@ -595,7 +609,7 @@ def _rows_frame(records: list[dict[str, Any]], key_columns: tuple[str, ...]) -> 
         if c in key_columns:
             data[c] = _key_dtype_series(vals)
         elif c in ("before", "after", "speedup_pct", "ratio", "before_spread_pct", "after_spread_pct",
-                   "noise_pct", "threshold_pct", "p_value"):
+                   "noise_pct", "threshold_pct", "p_value", "before_err", "after_err"):
             data[c] = pd.Series([float("nan") if v is None else float(v) for v in vals], dtype="float64")
         elif c in ("before_n", "after_n"):
             data[c] = pd.Series([int(v or 0) for v in vals], dtype="int64")

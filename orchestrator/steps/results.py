@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import time
@@ -80,12 +81,21 @@ def run_compare(ctx: Ctx) -> None:
         info["skipped"] = "no benchmark logs"
         return
     results: dict[str, list[dict]] = {}
+    errors: dict[str, list[dict]] = {}
+    # the error column next to the metric (`ck us` -> `ck err`, `us` -> `err`; aiter-formats.md §4), P-05
+    err_spec = dataclasses.replace(variant.bench, metric=" ".join([*variant.bench.metric.split()[:-1], "err"]))
     for side, path in (("before", before_log), ("after", after_log)):
-        results[side] = []
+        results[side], errors[side] = [], []
         for text in split_samples(path.read_text(encoding="utf-8", errors="replace"), side):
-            results[side].extend(measured(variant.bench, job.shapes, parse_bench_log(text, variant.bench)))
+            rows = parse_bench_log(text, variant.bench)
+            results[side].extend(measured(variant.bench, job.shapes, rows))
+            errors[side].extend(measured(err_spec, job.shapes, rows))
     comp = compare(results["before"], results["after"], key_columns=variant.key_columns,
                    metric=variant.bench.metric, higher_is_better=variant.bench.higher_is_better, judge=True)
+    comp.set_errors(errors["before"], errors["after"])
+    if comp.summary.get("err_worse"):
+        job.note(f"{comp.summary['err_worse']} shape(s) have a larger benchmark error ({err_spec.metric}) after "
+                 "tuning (comparison.csv err_worse): check them before keeping their rows")
     comp.to_csv(ctx.job_dir / "comparison.csv")
     atomic_write(ctx.job_dir / "comparison.json", json.dumps(comp.to_dict(), default=str).encode())
     info["summary"] = comp.summary

@@ -43,3 +43,16 @@ def test_without_scipy_the_strictest_rule_decides(monkeypatch):
     monkeypatch.setitem(sys.modules, "scipy.stats", None)   # import fails as in an old environment
     assert judge([100, 100.2, 99.9], [95, 95.1, 94.9], higher_is_better=False)["verdict"] == "improved"
     assert judge([100, 96, 99.9], [95, 97, 94.9], higher_is_better=False)["verdict"] == "within_noise"
+
+
+def test_error_columns_are_carried_and_a_worse_error_is_flagged():
+    from orchestrator.steps.compare import compare
+    k = lambda m: {"m": m, "n": 512, "k": 7168}  # noqa: E731
+    before = [{"key": k(1), "value": 10.0}, {"key": k(2), "value": 10.0}] * 3
+    after = [{"key": k(1), "value": 9.0}, {"key": k(2), "value": 9.0}] * 3
+    comp = compare(before, after, key_columns=("m", "n", "k"), metric="ck us", higher_is_better=False, judge=True)
+    comp.set_errors([{"key": k(1), "value": 0.0}, {"key": k(2), "value": 0.01}],
+                    [{"key": k(1), "value": 0.02}, {"key": k(2), "value": 0.01}])
+    assert list(comp.rows["err_worse"]) == ["true", "false"]
+    assert comp.summary["err_worse"] == 1
+    assert "before_err,after_err,err_worse" in comp.csv_text().splitlines()[0]
