@@ -15,7 +15,7 @@ from ..variants import VARIANTS, get_variant
 from .base import Env, _finish, _settings, _target_for, cli
 
 
-def _validate_local_inputs(variant_name: str, logs, shapes_csv, nk) -> None:
+def _validate_local_inputs(variant_name: str, logs, shapes_csv, nk, model=None) -> None:
     from ..steps.shapes import parse_nk, split_log_sources
     variant = get_variant(variant_name)
     for path in split_log_sources(list(logs))["local"]:
@@ -32,9 +32,9 @@ def _validate_local_inputs(variant_name: str, logs, shapes_csv, nk) -> None:
             raise UsageError(f"--shapes-csv {shapes_csv}: {exc}",
                              hint=f"columns for {variant.name}: {','.join(variant.untuned_columns)}") from None
     parse_nk(list(nk))
-    if not (logs or shapes_csv or nk):
+    if not (logs or shapes_csv or nk or model):
         raise UsageError("no shape source given",
-                         hint="pass --log PATH (server log), --shapes-csv FILE or --nk N,K")
+                         hint="pass --log PATH (server log), --shapes-csv FILE, --nk N,K or --model config.json")
 
 
 @cli.command()
@@ -52,6 +52,9 @@ def _validate_local_inputs(variant_name: str, logs, shapes_csv, nk) -> None:
               help="server log inside the container; node:PATH on the node's host; local:PATH here (repeatable)")
 @click.option("--shapes-csv", type=click.Path(dir_okay=False), help="shapes in AITER's untuned CSV format")
 @click.option("--nk", multiple=True, metavar="N,K", help="an (N,K) pair to sweep M over (repeatable)")
+@click.option("--model", "model", type=click.Path(dir_okay=False, exists=True), default=None,
+              help="a model's config.json: its linears / experts at --tp are the shapes (dtypes for the node's gfx)")
+@click.option("--tp", type=click.IntRange(1), default=1, show_default=True, help="with --model: tensor-parallel size")
 @click.option("--m-preset", default=None, metavar="PRESET",
               help="M (token) values: pow2 (default for GEMM), cudagraph, logged, or a list like 1,8,64")
 @click.option("--max-m", type=click.IntRange(1), default=None, metavar="M",
@@ -87,7 +90,8 @@ def _validate_local_inputs(variant_name: str, logs, shapes_csv, nk) -> None:
 @click.option("--detach", is_flag=True, help="return once the remote work is running; `resume` finishes it")
 @click.option("--accept-new-host-key", is_flag=True, help="trust an unknown host key and add it to known_hosts")
 @click.pass_obj
-def run(env: Env, node, container, variant, dry_run, slurm, slurm_nodes, logs, shapes_csv, nk, m_preset, max_m, gpus,
+def run(env: Env, node, container, variant, dry_run, slurm, slurm_nodes, logs, shapes_csv, nk, model, tp, m_preset,
+        max_m, gpus,
         force_cu_num, batch, timeout,
         tune_arg, splitk, libtype, err_ratio, q_dtype_w,
         stall_timeout, repeats, promote_mode, serve_cmd, job_id, yes, detach, accept_new_host_key):
@@ -104,7 +108,7 @@ def run(env: Env, node, container, variant, dry_run, slurm, slurm_nodes, logs, s
         validate_campaign_inputs(inv, nodes, container, variants, logs, shapes_csv, nk, detach, slurm)
         for v in variants:
             if v != "auto":
-                _validate_local_inputs(v, logs, shapes_csv, nk)
+                _validate_local_inputs(v, logs, shapes_csv, nk, model)
     else:
         node, variant = nodes[0], variants[0]
         get_variant(variant)
@@ -115,7 +119,7 @@ def run(env: Env, node, container, variant, dry_run, slurm, slurm_nodes, logs, s
             raise UsageError(f"node {node!r} has {len(node_spec.containers)} containers; say which",
                              hint="add --container NAME (one of: " + ", ".join(node_spec.containers) + ")")
         ctr = node_spec.container(container)
-        _validate_local_inputs(variant, logs, shapes_csv, nk)
+        _validate_local_inputs(variant, logs, shapes_csv, nk, model)
     gpu_list = _parse_gpus(gpus)
     from ..steps.tuneargs import compose, normalize_q_dtype_w
     tune_args = compose(tune_arg, splitk=splitk, libtype=libtype, err_ratio=err_ratio)
@@ -129,7 +133,7 @@ def run(env: Env, node, container, variant, dry_run, slurm, slurm_nodes, logs, s
                "nk": list(nk), "m_preset": m_preset, "gpus": gpu_list, "batch": batch, "timeout": timeout,
                "stall_timeout": stall_timeout, "detach": detach, "repeats": repeats, "promote": promote_mode,
                "serve_cmd": serve_cmd, "tune_args": tune_args, "q_dtype_w": q_dtype_w,
-               "max_m": max_m, "force_cu_num": force_cu_num}
+               "max_m": max_m, "force_cu_num": force_cu_num, "model": _read_model(model), "tp": tp}
     if campaign:
         from .campaign import run_campaign
         run_campaign(env, inv, nodes, container, variants, request, job_id, _settings(yes, accept_new_host_key),
@@ -139,6 +143,19 @@ def run(env: Env, node, container, variant, dry_run, slurm, slurm_nodes, logs, s
                    request=request)
     target = Target(node_spec, ctr, accept_new_host_key=accept_new_host_key)
     _drive(env, job, target, _settings(yes, accept_new_host_key))
+
+
+def _read_model(path):
+    if not path:
+        return None
+    import json
+    try:
+        cfg = json.loads(Path(path).read_text())
+    except ValueError as exc:
+        raise UsageError(f"--model {path} is not valid JSON: {exc}") from None
+    if not isinstance(cfg, dict):
+        raise UsageError(f"--model {path} is not a model config (a JSON object)")
+    return cfg
 
 
 def _parse_gpus(gpus: str | None):

@@ -139,6 +139,18 @@ def collect(ctx: Ctx) -> tuple[list[dict], list[str]]:
         rows = read_shapes_csv(req["shapes_csv"], variant.name)
         described.append(f"--shapes-csv {Path(req['shapes_csv']).name}: {len(rows)} shapes")
         shapes.extend(rows)
+    if req.get("model"):
+        from ..parsing.modelshapes import shapes_from_model
+        gemm_variant = variant.name if variant.family == "gemm" else None
+        rows = shapes_from_model(req["model"], int(req.get("tp") or 1), m_preset=None,
+                                 gfx=ctx.job.facts.get("gfx"), gemm_variant=gemm_variant).get(variant.name, [])
+        dim = "token" if variant.family == "moe" else "m"
+        sweep = preset if preset != "logged" else "pow2"
+        base = [{dim: 1, **r} for r in rows]  # the placeholder M/token is not kept
+        shapes.extend(shapelog.expand_m(base, "pow2", keep_logged=False, tokens=shapelog.m_sweep(sweep))
+                      if dim == "token" else shapelog.expand_m(base, sweep, keep_logged=False))
+        described.append(f"--model (tp {req.get('tp') or 1}, {ctx.job.facts.get('gfx')}): "
+                         f"{len(rows)} {variant.name} shape groups")
     if req.get("nk"):
         if variant.family != "gemm":
             raise UsageError(f"--nk applies to dense GEMM variants, not {variant.name}",

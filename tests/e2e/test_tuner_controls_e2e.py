@@ -145,3 +145,16 @@ def test_cu_num_mismatch_forced_is_noted(pnode, env):
     assert rc == 0, (st.get("error"), st.get("notes"))
     assert any("cu_num 80" in n and "--force-cu-num" in n for n in st["notes"])
     assert st["facts"]["tune_cu_nums"] == [80]
+
+
+def test_run_takes_a_model_config_as_shape_source(cnode, env):
+    from pathlib import Path
+    ctr = _ctr(cnode)
+    dsv3 = Path(__file__).resolve().parents[1] / "fixtures" / "models" / "deepseek_v3.json"
+    rc, job = run_cli(env, cnode, ctr, "moe_2stages", "--model", str(dsv3), "--tp", "8", m_preset="4,8")
+    st = state_of(job)
+    assert rc == 0, (st.get("error"), st.get("notes"))
+    assert {s["token"] for s in st["shapes"]} == {4, 8}
+    # the node is a gfx950: OCP FP8 (a gfx942 node would give the fnuz types)
+    assert {s["q_dtype_w"] for s in st["shapes"]} == {"torch.float8_e4m3fn"}
+    assert {(s["model_dim"], s["expert"], s["topk"]) for s in st["shapes"]} == {(7168, 256, 8)}
