@@ -20,7 +20,6 @@ has one container of that node named ``<login node>-X`` (the inventory's ``conta
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import signal
@@ -29,7 +28,7 @@ import subprocess
 from pathlib import Path
 
 from .node import ContainerSpec, Node
-from .provision import STATE_ROOT, TestbedUnavailable, is_root, poll
+from .provision import STATE_ROOT, TestbedUnavailable, _pid_alive, _pid_cmdline, is_root, poll
 
 SLURM_BINARIES = ("slurmctld", "slurmd", "sbatch", "squeue", "scontrol", "scancel", "munged", "munge")
 SLURM_PACKAGES = ("slurmctld", "slurmd", "slurm-client", "munge")
@@ -120,12 +119,9 @@ class SlurmCluster:
         self.jobs_dir.mkdir(exist_ok=True)
         shutil.chown(self.jobs_dir, self.bed.user.name)
         self._write_config()
-        (self.dir / "cluster.json").write_text(json.dumps({"owner": self.bed.owner, "pids": {}}))
         self._spawn("slurmctld", ["-D", "-f", str(self.conf)])
         for c in self.computes:
             self._spawn(f"slurmd-{c}", ["-D", "-f", str(self.conf), "-N", c], binary="slurmd")
-        (self.dir / "cluster.json").write_text(json.dumps(
-            {"owner": self.bed.owner, "pids": {k: p.pid for k, p in self.procs.items()}}))
         poll(self._all_idle, timeout=deadline_s, interval=0.2, what=f"Slurm nodes {self.computes} idle")
         # login sessions find the cluster like on a real login node (there: /etc/slurm/slurm.conf)
         self.login.extra_env = {SLURM_USER_ENV: str(self.conf)}
@@ -269,7 +265,7 @@ def sweep_stale_clusters(root: Path = STATE_ROOT) -> list[str]:
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit():
             continue
-        argv = _cmdline(int(proc.name))
+        argv = _pid_cmdline(int(proc.name))
         if not argv or Path(argv[0]).name not in ("slurmctld", "slurmd") or "-f" not in argv:
             continue
         conf = argv[argv.index("-f") + 1] if argv.index("-f") + 1 < len(argv) else ""
@@ -281,19 +277,3 @@ def sweep_stale_clusters(root: Path = STATE_ROOT) -> list[str]:
             stopped.append(f"{Path(argv[0]).name}[{proc.name}]")
     return stopped
 
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-        return True
-    except (ProcessLookupError, ValueError):
-        return False
-    except PermissionError:
-        return True
-
-
-def _cmdline(pid: int) -> list[str]:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
-    except OSError:
-        return []
