@@ -77,8 +77,9 @@ class Bed:
         return subprocess.run(self.argv(*args), capture_output=True, timeout=timeout, cwd=self.tmp,
                               env=env or self.env, stdin=subprocess.DEVNULL)
 
-    def popen(self, *args) -> subprocess.Popen:
-        return subprocess.Popen(self.argv(*args), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    def popen(self, *args, stderr=subprocess.PIPE) -> subprocess.Popen:
+        """``stderr``: a file object to read the product's messages while it runs (PIPE: at the end)."""
+        return subprocess.Popen(self.argv(*args), stdout=subprocess.PIPE, stderr=stderr,
                                 cwd=self.tmp, env=self.env, stdin=subprocess.DEVNULL)
 
     # -- job state --------------------------------------------------------------------------------
@@ -212,7 +213,9 @@ def test_connections_cut_during_tuning_run_reconnects_and_finishes(node, tmp_pat
     bed = Bed(node, tmp_path)
     bed.c.slow(0.3)                       # ~10 s of tuning
     proxy = node.proxy
-    proc = bed.popen(*bed.run_args())
+    err_path = tmp_path / "stderr.txt"
+    with open(err_path, "wb") as err_file:
+        proc = bed.popen(*bed.run_args(), stderr=err_file)
     try:
         poll(lambda: bed.sub("tune").get("status") == "running" or proc.poll() is not None,
              timeout=90, what="the tune step to run")
@@ -224,19 +227,26 @@ def test_connections_cut_during_tuning_run_reconnects_and_finishes(node, tmp_pat
             poll(lambda: proxy.connections_total > seen or proc.poll() is not None, timeout=60,
                  what="the product to reconnect")
         assert cuts >= 1
-        # refuse new connections for a while (and drop the current one): back-off until accepted again
+        # refuse new connections (and drop the current one) until the product has gone into its
+        # back-off (it says so), then accept again: it must reconnect and finish
         seen = proxy.connections_total
-        proxy.refuse_new(2.0)
-        proxy.cut_all()
+        proxy.refuse_new(None)
+        try:
+            proxy.cut_all()
+            poll(lambda: "retrying" in err_path.read_text() or proc.poll() is not None, timeout=60,
+                 what="the product to back off while connections are refused")
+        finally:
+            proxy.accept_new()
+        assert proc.poll() is None, err_path.read_text()[-3000:]
         poll(lambda: proxy.connections_total > seen or proc.poll() is not None, timeout=60,
              what="the product to reconnect after the refusal")
         assert bed.tuner_pids() or bed.tune_rc_on_node().exists()
-        rc, out, err = finish(proc)
+        out, _ = proc.communicate(timeout=180)
+        rc, err = proc.returncode, err_path.read_text()
     finally:
         if proc.poll() is None:
             proc.kill()
     assert rc == 0, f"rc={rc}\n{err[-3000:]}"
-    assert "retrying" in err                     # it did go through the back-off path
     assert len(bed.c.launches()) == 1, bed.c.launches()
     st = bed.state()
     assert st["state"] == "succeeded" and st["steps"]["remote"]["info"]["launched"] == 1
