@@ -38,7 +38,7 @@ def test_a_whole_run_uses_one_helper_on_one_channel(node, tmp_path):
 def test_helper_killed_mid_request_is_replaced_and_the_job_never_notices(node, tmp_path):
     bed = Bed(node, tmp_path)
     bed.env["TUNE_REMOTE_POLL_S"] = "3"     # 3 s long polls: the helper is inside a request all the time
-    bed.c.slow(0.4)
+    bed.c.slow(1.0)                         # the tuning outlasts the faults, however slow the machine
     proc = bed.popen(*bed.run_args())
     err = _stderr_lines(proc)
     try:
@@ -57,6 +57,7 @@ def test_helper_killed_mid_request_is_replaced_and_the_job_never_notices(node, t
             saved = (bed.job_dir / "state.json").stat().st_mtime_ns
             poll(lambda: (bed.job_dir / "state.json").stat().st_mtime_ns != saved or proc.poll() is not None,
                  timeout=30, what="the next poll to be answered")
+        bed.c.slow(0.0)
         rc, out, errtext = finish(proc)
     finally:
         if proc.poll() is None:
@@ -72,7 +73,7 @@ def test_helper_killed_mid_request_is_replaced_and_the_job_never_notices(node, t
 def test_black_holed_channel_is_declared_dead_then_healed_and_the_idle_helper_exits(node, tmp_path):
     bed = Bed(node, tmp_path)
     bed.env.update(TUNE_REMOTE_PING_S="1", TUNE_REMOTE_HELPER_IDLE_S="3")
-    bed.c.slow(0.4)
+    bed.c.slow(1.0)                         # the tuning outlasts the faults, however slow the machine
     proc = bed.popen(*bed.run_args())
     err = _stderr_lines(proc)
     try:
@@ -90,6 +91,7 @@ def test_black_holed_channel_is_declared_dead_then_healed_and_the_idle_helper_ex
             assert proc.poll() is None, "".join(err)[-3000:]
         finally:
             node.proxy.resume()
+        bed.c.slow(0.0)
         rc, out, errtext = finish(proc)
     finally:
         if proc.poll() is None:

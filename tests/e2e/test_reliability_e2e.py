@@ -500,7 +500,7 @@ def test_metachar_log_path_is_parsed_and_nothing_executes(node, tmp_path):
 
 def test_detach_status_logs_resume_fetch(node, tmp_path):
     bed = Bed(node, tmp_path)
-    bed.c.slow(0.3)                                   # ~10 s of tuning: far longer than `run --detach`
+    bed.c.slow(1.0)                                   # ~35 s of tuning: far longer than `run --detach`
     cp = bed.cli(*bed.run_args("--detach"))
     assert cp.returncode == 0, desc(cp)
     # it returned while the pipeline runs on the node
