@@ -22,7 +22,7 @@ from .shell import Cmd
 from .transport import TransportError, Transport
 
 # the helper package, pushed as one tarball: node_helper.py is the entry point, the rest are its modules
-HELPER_FILES = ("node_helper.py", "common.py", "text.py", "files.py", "discovery.py", "argpatch.py",
+HELPER_FILES = ("node_helper.py", "common.py", "text.py", "files.py", "discovery.py", "gpus.py", "argpatch.py",
                 "procs.py", "staging.py", "runlog.py", "killing.py", "tables.py", "locks.py", "watch.py",
                 "longpoll.py", "channel.py", "shapelog.py", "pipeline.sh")
 _EXTRACT = (

@@ -6,7 +6,8 @@ Everything that runs inside the node is stdlib-only Python 3.8+ started as ``pyt
 
 Node layout (``<t>`` = target_dir)::
 
-    <t>/bin/rocm-smi, <t>/bin/rocminfo            executables (python3 scripts)
+    <t>/bin/rocm-smi, <t>/bin/rocminfo, amd-smi   executables (python3 scripts; amd-smi when spec.amd_smi)
+    <t>/pylib/_simgpu.py                          which GPUs each tool sees (physical vs ROCr/HIP)
     <t>/pylib/torch/                              minimal torch stand-in (on PYTHONPATH)
     <t>/pylib/amd_aiter-<v>.dist-info             develop mode: editable dist-info (+ __editable__ .pth)
     <t>/aiter/                                    develop mode: the source checkout (AITER_ROOT_DIR)
@@ -54,6 +55,14 @@ class SimSpec:
     busy_gpus: tuple = (6, 7)
     seconds_per_shape: float = 0.0
     gpu_cu_nums: tuple = ()           # per-GPU Compute Unit counts in rocminfo (partition modes); () = cu_num
+    # GPU view (orchestrator/sim/tree/pylib/_simgpu.py): rocm-smi/amd-smi list every GPU of the host; ROCr
+    # (rocminfo, HIP) only those whose device nodes the container has, renumbered from 0
+    dri_gpus: tuple = ()              # physical GPUs whose /dev/dri nodes are mapped in; () = all
+    vram_gpus: tuple = ()             # idle (0 % use) but holding VRAM, like a server between requests
+    kfd_gpus: tuple = ()              # idle with a KFD process on them (another job compiling)
+    partition: str = "SPX"            # compute partition mode rocm-smi/amd-smi report
+    rocm_smi: bool = True             # bin/rocm-smi present (deprecated, gone on newer ROCm)
+    amd_smi: bool = False             # bin/amd-smi present
 
     @property
     def version(self) -> str:
@@ -252,6 +261,9 @@ def install(host_dir, spec: SimSpec | None = None, target_dir: str | None = None
             "import sys\nsys.exit('simulated aiter: nothing to build')\n")
     _copy_tree(TREE / "pylib", host / "pylib", profile)
     _copy_tree(TREE / "bin", host / "bin", profile)
+    for tool, present in (("rocm-smi", spec.rocm_smi), ("amd-smi", spec.amd_smi)):
+        if not present:
+            (host / "bin" / tool).unlink()
 
     if spec.install_mode == "develop":
         _write_dist_info(host / "pylib", spec, editable_target=root_t)
@@ -264,7 +276,9 @@ def install(host_dir, spec: SimSpec | None = None, target_dir: str | None = None
         "profile": profile, "version": spec.version, "pip_name": spec.dist_name,
         "install_mode": spec.install_mode, "gfx": spec.gfx, "cu_num": spec.cu_num, "gpus": spec.gpus,
         "busy_gpus": list(spec.busy_gpus), "seconds_per_shape": spec.seconds_per_shape,
-        "gpu_cu_nums": list(spec.gpu_cu_nums),
+        "gpu_cu_nums": list(spec.gpu_cu_nums), "dri_gpus": list(spec.dri_gpus),
+        "vram_gpus": list(spec.vram_gpus), "kfd_gpus": list(spec.kfd_gpus), "partition": spec.partition,
+        "amd_smi": spec.amd_smi,
         "marketing_name": _MARKETING.get(spec.gfx, "AMD Instinct MI355X"),
         "target_dir": target, "aiter_root": root_t, "meta_root": meta_t,
         "control_path": f"{target}/sim/control.json", "launches_path": f"{target}/sim/launches.jsonl",

@@ -65,13 +65,13 @@ def check_gpu_kinds(ctx: Ctx) -> None:
     never read by a server on full GPUs, and the other way round (after-v0.1.20 §6, Hyperloom 1288)."""
     facts, req = ctx.job.facts, ctx.job.request
     cus = facts.get("gpu_cu_nums") or []
-    tune = [g for g in facts.get("tune_gpus") or [] if 0 <= g < len(cus)]
+    tune = [g for g in facts.get("tune_gpus") or [] if 0 <= g < len(cus) and cus[g] is not None]
     if not cus or not tune:
         return
     tune_cu = sorted({cus[g] for g in tune})
     free = set(facts.get("free_gpus") or [])
     # busy GPUs are the serving ones; unknown when rocm-smi gave no use figures
-    serving = [i for i in range(len(cus)) if i not in free and i not in tune] \
+    serving = [i for i in range(len(cus)) if i not in free and i not in tune and cus[i] is not None] \
         if facts.get("free_gpus") is not None else []
     serving_cu = sorted({cus[i] for i in serving})
     facts["tune_cu_nums"] = tune_cu

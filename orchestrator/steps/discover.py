@@ -3,18 +3,47 @@
 from __future__ import annotations
 
 from ..context import Ctx
-from ..errors import JobError
+from ..errors import JobError, UsageError
 from ..variants import format_version, get_variant, is_dev_build, parse_version, profile_for
 from .capabilities import probe
 from .remote import owner
 
 FREE_GPU_BUSY_PCT = 10
+VISIBLE_ENV = ("ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES")
+
+
+def hip_devices(facts: dict, physical: list[int]) -> list[int]:
+    """HIP_VISIBLE_DEVICES for physical (rocm-smi) GPU ids: their logical index in this container (C-02).
+    Jobs discovered before the map existed (or without one) use the ids as they are."""
+    mapping = facts.get("gpu_map")
+    if not mapping:
+        return [int(g) for g in physical]
+    return [int(mapping[str(g)]) for g in physical]
+
+
+def _chosen_gpus(ctx: Ctx, facts: dict, gpus) -> list[int]:
+    """--gpus are physical ids (rocm-smi's numbering, as discover prints them): each must be a GPU this
+    container's HIP runtime can see, else nothing runs."""
+    want = [int(g) for g in gpus]
+    mapping = facts.get("gpu_map")
+    known = facts.get("gpus") or {}
+    bad = [g for g in want if (mapping is not None and str(g) not in mapping)
+           or (mapping is None and facts.get("gpu_count") is not None and not 0 <= g < facts["gpu_count"])]
+    if bad:
+        visible = sorted(int(p) for p in mapping) if mapping is not None else list(range(facts.get("gpu_count") or 0))
+        why = "; ".join(f"GPU {g}: {', '.join((known.get(str(g)) or {}).get('busy') or ['no such GPU'])}"
+                        for g in bad)
+        raise UsageError(f"--gpus {','.join(map(str, want))}: not usable in {ctx.job.container} ({why})",
+                         hint=f"this container can use GPUs {','.join(map(str, visible)) or 'none'} "
+                              "(rocm-smi numbering)")
+    return want
 
 
 def run(ctx: Ctx) -> None:
     req = ctx.job.request
+    env = {k: v for k, v in ctx.target.container.env.items() if k in VISIBLE_ENV}
     facts = ctx.call("discover", {"aiter_path": ctx.target.container.aiter_path,
-                                  "busy_threshold": FREE_GPU_BUSY_PCT,
+                                  "busy_threshold": FREE_GPU_BUSY_PCT, "env": env,
                                   "lock": {"variant": ctx.job.variant, "job_id": ctx.job.job_id,
                                            "owner": owner(ctx)}})
     facts.pop("ok", None)
@@ -42,7 +71,7 @@ def run(ctx: Ctx) -> None:
         ctx.job.note(f"discover on {ctx.job.node}/{ctx.job.container}: {p}")
     gpus = req.get("gpus")
     if gpus:
-        free = [int(g) for g in gpus]
+        free = _chosen_gpus(ctx, facts, gpus)
     else:
         free = [int(g) for g in facts.get("free_gpus") or []]
     if not free and not gpus and facts.get("free_gpus") is None:   # unknown is not busy
@@ -50,9 +79,11 @@ def run(ctx: Ctx) -> None:
                        + ("; ".join(problems) or "no GPU use reading"),
                        hint="pass --gpus 0,1 to choose the GPUs yourself")
     if not free:
-        raise JobError(f"no free GPU on {ctx.job.node} (rocm-smi shows every GPU busy)",
+        busy = "; ".join(f"GPU {p}: {', '.join(g.get('busy') or [])}" for p, g in (facts.get("gpus") or {}).items())
+        raise JobError(f"no free GPU on {ctx.job.node} for {ctx.job.container}" + (f" ({busy})" if busy else ""),
                        hint="wait for the GPUs to go idle, or pass --gpus 0,1 to use given GPUs anyway")
     ctx.job.facts["tune_gpus"] = free
+    ctx.job.facts["tune_hip"] = hip_devices(facts, free)
     root = facts["aiter_root"]
     ctx.job.remote.update({
         "aiter_root": root,
@@ -67,4 +98,7 @@ def run(ctx: Ctx) -> None:
                      "shapes at runtime (aiter-formats.md §3.3); those shapes are tuned but show no gain")
     ctx.ui.event(f"aiter {facts.get('pip_name')} {ctx.job.facts['version']} ({facts.get('install_mode')}, "
                  f"profile {profile.name}) at {root}; {gfx} cu_num={facts.get('cu_num')}, "
-                 f"GPUs free: {','.join(map(str, free))}")
+                 + "".join(f"partition {m}, " for m in sorted(set((facts.get('partitions') or {}).values())))
+                 + f"GPUs free: {','.join(map(str, free))}"
+                 + (f" (HIP devices {','.join(map(str, ctx.job.facts['tune_hip']))} in this container)"
+                    if ctx.job.facts["tune_hip"] != free else ""))

@@ -32,6 +32,11 @@ def tune_script(ctx: Ctx, variant: KernelVariant) -> str:
     return variant.tune_script.format(gfx=ctx.job.facts.get("gfx") or "gfx942")
 
 
+def hip_devices(facts: dict, physical: list[int]) -> list[int]:
+    from .discover import hip_devices as logical   # noqa: PLC0415 - discover imports remote imports us
+    return logical(facts, physical)
+
+
 def tune_command(ctx: Ctx, variant: KernelVariant, untuned: str, tuned: str) -> Cmd:
     req, profile = ctx.job.request, ctx.profile
     gpus = ctx.job.facts["tune_gpus"]
@@ -45,7 +50,7 @@ def tune_command(ctx: Ctx, variant: KernelVariant, untuned: str, tuned: str) -> 
     argv += list(req.get("tune_args") or [])
     env: dict[str, str] = {}  # inventory env comes from the pipeline launch, not from this line
     # confine the tuner to the free GPUs: --mp N alone would use GPUs 0..N-1, busy or not
-    env["HIP_VISIBLE_DEVICES"] = ",".join(map(str, gpus))
+    env["HIP_VISIBLE_DEVICES"] = ",".join(map(str, hip_devices(ctx.job.facts, gpus)))  # logical ids (C-02)
     return Cmd(tuple(argv), env=env, cwd=ctx.job.remote["aiter_root"])
 
 
@@ -108,7 +113,7 @@ def _arm_env(ctx: Ctx, live: str, staging: str, live_exists: bool) -> tuple[dict
     variant, remote = ctx.variant, ctx.job.remote
     configured = ({**(ctx.job.facts.get("env") or {}), **ctx.target.container.env}.get(variant.config_env) or "")
     rest = [p for p in configured.split(":")[1:] if p]   # a:b lists merge at runtime: keep the others (C-21)
-    gpu = str(ctx.job.facts["tune_gpus"][0])
+    gpu = str(hip_devices(ctx.job.facts, ctx.job.facts["tune_gpus"][:1])[0])
     before: dict[str, str] = {"HIP_VISIBLE_DEVICES": gpu, "AITER_JIT_DIR": f"{remote['job_dir']}/jit/before"}
     if live_exists:
         before[variant.config_env] = ":".join([live, *rest])

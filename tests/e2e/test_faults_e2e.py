@@ -323,3 +323,46 @@ def test_without_rocm_smi_unknown_gpus_are_not_called_busy_and_problems_reach_th
     cp = bed.cli(*bed.run_args("--gpus", "0"))
     assert cp.returncode == 0, desc(cp)
     assert "rocm-smi not found" in (bed.job_dir / "report.md").read_text()
+
+
+# ------------------------------------------------------------------------------------------------
+# GPUs are the ones the container sees (C-02, R-09; issue 12: amd-smi, partition mode)
+# ------------------------------------------------------------------------------------------------
+
+def test_gpus_are_mapped_to_the_containers_hip_devices_and_busy_means_use_vram_or_processes(make_node, tmp_path):
+    from tests.fake_remote import ContainerSpec
+    # the host has 8 GPUs (rocm-smi lists them all); the container has the device nodes of 2..7 and
+    # ROCR_VISIBLE_DEVICES=0,1,2,3,4,5 over them; 6 and 7 serve (use, VRAM, a KFD process), 4 holds VRAM
+    # while idle, 5 has an idle KFD process: only physical 2 and 3 are free, HIP devices 0 and 1 here
+    node = make_node(ContainerSpec(sim={"dri_gpus": (2, 3, 4, 5, 6, 7), "vram_gpus": (4,), "kfd_gpus": (5,)},
+                                   env={"ROCR_VISIBLE_DEVICES": "0,1,2,3,4,5"}))
+    bed = Bed(node, tmp_path)
+    cp = bed.cli(*bed.run_args())
+    assert cp.returncode == 0, desc(cp)
+    facts = bed.state()["facts"]
+    assert facts["free_gpus"] == [2, 3] and facts["tune_gpus"] == [2, 3] and facts["tune_hip"] == [0, 1]
+    assert facts["gpu_map"] == {"2": 0, "3": 1, "4": 2, "5": 3, "6": 4, "7": 5}
+    assert "VRAM 60% used" in facts["gpus"]["4"]["busy"] and "KFD process(es) 40005" in facts["gpus"]["5"]["busy"]
+    assert facts["gpus"]["0"]["busy"] == ["not visible in this container"]
+    (launch,) = bed.c.launches()
+    assert launch["hip_visible_devices"] == "0,1" and launch["physical_gpus"] == [2, 3]
+    assert bed.state()["remote"]["bench_env"]["before"]["HIP_VISIBLE_DEVICES"] == "0"   # physical 2
+    # --gpus names physical GPUs; one the container cannot see is refused before anything runs
+    bed.job_id = "job2"
+    cp = bed.cli(*bed.run_args("--gpus", "0,3"))
+    assert cp.returncode == 2, desc(cp)
+    (line,) = err_lines(cp)
+    assert "GPU 0: not visible in this container" in line and "2,3,4,5,6,7" in line
+    assert len(bed.c.launches()) == 1
+
+
+def test_amd_smi_where_rocm_smi_is_gone_gives_use_memory_partition_and_cu_num(make_node, tmp_path):
+    node = make_node({"amd_smi": True, "rocm_smi": False, "partition": "CPX", "cu_num": 32, "vram_gpus": (2,)})
+    bed = Bed(node, tmp_path)
+    cp = bed.cli(*bed.run_args())
+    assert cp.returncode == 0, desc(cp)
+    facts = bed.state()["facts"]
+    assert not any("rocm-smi" in p for p in facts["problems"]), facts["problems"]
+    assert facts["free_gpus"] == [0, 1, 3, 4, 5] and facts["gpu_cu_nums"] == [32] * 8
+    assert facts["partitions"] == {str(g): "CPX" for g in range(8)}
+    assert bed.c.launches()[-1]["physical_gpus"] == [0, 1, 3, 4, 5]

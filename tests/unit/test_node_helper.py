@@ -294,11 +294,14 @@ def test_discover_develop_editable_ignores_pypi_aiter(tmp_path):
     assert facts["gfx"] == "gfx950" and facts["cu_num"] == 256 and facts["gpu_count"] == 8
     assert facts["gpu_name"] == "AMD Instinct MI355X"
     assert facts["gpu_use"] == {"0": 0, "1": 3, "2": 9, "3": 12, "4": 0, "5": 0, "6": 98, "7": 100}
-    assert facts["free_gpus"] == [0, 1, 2, 4, 5]
+    # the container's own HIP_VISIBLE_DEVICES=0,1 leaves only GPUs 0 and 1 to HIP here (C-02)
+    assert facts["free_gpus"] == [0, 1] and facts["gpu_map"] == {"0": 0, "1": 1}
+    assert facts["gpus"]["2"]["busy"] == ["not visible in this container"]
     assert facts["env"] == {"AITER_CONFIG_GEMM_A8W8": "/x/a.csv", "AITER_REBUILD": "1"}
     assert facts["visible_devices"] == {"HIP_VISIBLE_DEVICES": "0,1"}
     assert facts["boot_id"] == boot_id() and facts["hostname"]
     # the threshold comes from the request (the laptop sends busy_threshold)
+    env.pop("HIP_VISIBLE_DEVICES")
     facts = ok("discover", {"busy_threshold": 50}, env=env)
     assert facts["free_gpus"] == [0, 1, 2, 3, 4, 5]
 

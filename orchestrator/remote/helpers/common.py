@@ -63,11 +63,11 @@ def _which(tool):
     return None
 
 
-def _run_tool(argv, timeout=30.0):
+def _run_tool(argv, timeout=30.0, env=None):
     """Run a tool and return (stdout text or None, problem string or None)."""
     try:
         proc = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, timeout=timeout)
+                              stderr=subprocess.PIPE, timeout=timeout, env=env)
     except (OSError, subprocess.SubprocessError) as exc:
         return None, "%s failed: %s" % (os.path.basename(argv[0]), exc)
     out = proc.stdout.decode("utf-8", "replace")

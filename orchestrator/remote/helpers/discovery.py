@@ -11,8 +11,6 @@ import platform
 
 from common import HelperError, _read_text, _run_tool, _which, boot_id
 
-SMI_USE_RE = re.compile(r"GPU\[(\d+)\]\s*:\s*GPU use \(%\):\s*(\d+)")
-GFX_RE = re.compile(r"\b(gfx\w+)\b")
 
 
 def _norm_name(name):
@@ -146,67 +144,6 @@ def _package_from_path(path):
         hint="point aiter_path at the aiter repo root (develop mode) or the site-packages dir")
 
 
-def _gpu_facts(problems, busy_threshold):
-    facts = {"gfx": None, "cu_num": None, "gpu_count": None, "gpu_name": None,
-             "gpu_use": {}, "free_gpus": None}
-    tool = _which("rocminfo")
-    if tool is None:
-        problems.append("rocminfo not found on PATH or in /opt/rocm/bin: gfx, cu_num, gpu_count unknown")
-    else:
-        out, problem = _run_tool([tool])
-        if problem:
-            problems.append(problem)
-        if out:
-            cus, gfxs, names = [], [], []
-            for block in re.split(r"Agent\s*\d+", out):
-                dev = re.search(r"Device Type:\s*(\w+)", block)
-                if not dev or "GPU" not in dev.group(1):
-                    continue
-                cu = re.search(r"Compute Unit\s*:\s*(\d+)", block)
-                if cu:
-                    cus.append(int(cu.group(1)))
-                g = GFX_RE.search(block)
-                if g:
-                    gfxs.append(g.group(1))
-                name = re.search(r"Marketing Name:\s*(.+)", block)
-                if name:
-                    names.append(name.group(1).strip())
-            facts["gpu_count"] = len([b for b in re.split(r"Agent\s*\d+", out)
-                                      if re.search(r"Device Type:\s*GPU", b)])
-            if gfxs:
-                facts["gfx"] = gfxs[0]
-            else:
-                g = GFX_RE.search(out)  # aiter's get_gfx_runtime: first gfx name anywhere
-                facts["gfx"] = g.group(1) if g else None
-            if cus:
-                facts["gpu_cu_nums"] = cus  # per GPU agent, in device order (partition modes differ)
-                facts["cu_num"] = cus[0]
-                if len(set(cus)) > 1:
-                    facts["cu_nums"] = cus
-                    problems.append("GPUs report different Compute Unit counts %s (partition mode?); "
-                                    "aiter asserts they are equal" % sorted(set(cus)))
-            if names:
-                facts["gpu_name"] = names[0]
-            if not facts["gpu_count"]:
-                problems.append("rocminfo lists no GPU agent")
-    smi = _which("rocm-smi")
-    if smi is None:
-        problems.append("rocm-smi not found: GPU use unknown, free_gpus not computed")
-    else:
-        out, problem = _run_tool([smi, "--showuse"])
-        if problem:
-            problems.append(problem)
-        use = {}
-        for m in SMI_USE_RE.finditer(out or ""):
-            use[m.group(1)] = int(m.group(2))
-        facts["gpu_use"] = use
-        if use:
-            facts["free_gpus"] = sorted(int(k) for k, v in use.items() if v < busy_threshold)
-        elif out is not None:
-            problems.append("rocm-smi --showuse printed no 'GPU[i] : GPU use (%)' line")
-    return facts
-
-
 def op_discover(req):
     problems = []
     threshold = req.get("busy_threshold", req.get("free_below_pct", 10))
@@ -296,15 +233,19 @@ def op_discover(req):
         if not res["has_csrc"]:
             problems.append("no csrc/ under meta_root %s: tune scripts are not available" % meta)
 
-    res.update(_gpu_facts(problems, threshold))
+    import gpus  # noqa: PLC0415
+    job_env = dict(os.environ)
+    job_env.update({k: str(v) for k, v in (req.get("env") or {}).items()})   # the inventory's env wins, as in the job
+    res.update(gpus.gpu_facts(problems, threshold, samples=req.get("gpu_samples", 3),
+                              interval=req.get("gpu_sample_interval", 0.5), env=job_env))
     env = {}
     for key, value in os.environ.items():
         if key.startswith("AITER_") or key in ("CU_NUM", "GPU_ARCHS"):
             env[key] = value
     res["env"] = env
-    res["visible_devices"] = {k: os.environ[k] for k in
+    res["visible_devices"] = {k: job_env[k] for k in
                               ("HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES")
-                              if k in os.environ}
+                              if k in job_env}
     res["hostname"] = socket.gethostname()
     res["boot_id"] = boot_id()
     res["python"] = sys.executable

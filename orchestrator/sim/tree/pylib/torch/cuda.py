@@ -16,26 +16,10 @@ def _node():
 
 
 def _visible():
-    n = int(_node().get("gpus", 0))
-    ids = list(range(n))
-    for var in ("ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES"):
-        val = os.environ.get(var)
-        if val is None:
-            continue
-        sel = []
-        for part in val.split(","):
-            part = part.strip()
-            if not part:
-                continue
-            try:
-                i = int(part)
-            except ValueError:
-                break  # HIP stops at the first invalid entry
-            if i < 0 or i >= len(ids):
-                break
-            sel.append(ids[i])
-        ids = sel
-    return ids
+    """Physical GPUs HIP shows this process, in HIP order (ROCr's device nodes and ROCR_VISIBLE_DEVICES,
+    then HIP_VISIBLE_DEVICES, else CUDA_VISIBLE_DEVICES): see _simgpu."""
+    import _simgpu
+    return _simgpu.hip_list()
 
 
 def is_available():
@@ -54,7 +38,8 @@ class _DeviceProperties(object):
     def __init__(self, idx, node):
         self.name = node.get("marketing_name", "AMD Instinct MI355X")
         self.gcnArchName = node.get("gfx", "gfx950") + ":sramecc+:xnack-"
-        self.multi_processor_count = int(node.get("cu_num", 256))
+        import _simgpu
+        self.multi_processor_count = _simgpu.cu(idx, node)     # per GPU: partition modes differ
         self.total_memory = int(node.get("vram_bytes", 288 * 1024 ** 3))
         self.major, self.minor = 9, 5
         self._physical = idx

@@ -72,10 +72,19 @@ def clear_fault(key):
     os.replace(tmp, control_path())
 
 
+def physical_gpus():
+    """The host's GPUs this process's HIP runtime got, in HIP order (see pylib/_simgpu.py)."""
+    try:
+        import _simgpu
+        return _simgpu.hip_list()
+    except ImportError:  # pragma: no cover - pylib not on the path
+        return None
+
+
 def record_launch(script, argv):
     rec = {"script": os.path.abspath(script), "argv": list(argv), "pid": os.getpid(),
            "time": time.time(), "cwd": os.getcwd(),
-           "hip_visible_devices": os.environ.get("HIP_VISIBLE_DEVICES")}
+           "hip_visible_devices": os.environ.get("HIP_VISIBLE_DEVICES"), "physical_gpus": physical_gpus()}
     line = json.dumps(rec) + "\n"
     fd = os.open(launches_path(), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:

@@ -270,6 +270,10 @@ class TunerCommon:
 
     def tune(self, batch, args):
         """mp_tuner: distribute the batch's candidates over --mp GPUs and time them."""
+        if torch.cuda.device_count() < args.mp:     # a worker per GPU id 0..mp-1 calls set_device(id)
+            raise RuntimeError("HIP error: invalid device ordinal (--mp %d, %d device(s) visible with "
+                               "HIP_VISIBLE_DEVICES=%s)" % (args.mp, torch.cuda.device_count(),
+                                                            os.environ.get("HIP_VISIBLE_DEVICES")))
         variant = self.variant(args)
         ncand = perf_model.candidates(variant)
         tasks = len(batch) * ncand

@@ -1,0 +1,111 @@
+"""GPU discovery on the node (helpers/gpus.py, C-02/R-09, issue 12): physical -> logical mapping, what
+counts as free, amd-smi's JSON shapes. The tools are stubbed; the e2e tests run the simulated ones."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+HELPERS = Path(__file__).resolve().parents[2] / "orchestrator" / "remote" / "helpers"
+sys.path.insert(0, str(HELPERS))
+try:
+    import gpus  # noqa: E402  (the helper's flat imports: common)
+finally:
+    sys.path.remove(str(HELPERS))
+    sys.modules.pop("common", None)
+
+AGENT = "Agent {n}\n  Name: gfx942\n  Uuid: GPU-{n:016x}\n  Device Type: GPU\n  BDFID: {bdf}\n  Compute Unit: {cu}\n"
+
+
+def rocminfo(buses, cu=304):
+    return "".join(AGENT.format(n=i + 2, bdf=b << 8, cu=cu) for i, b in enumerate(buses))
+
+
+def smi(use, vram=None, buses=None, pids=None):
+    out = "".join("GPU[%d]\t\t: GPU use (%%): %d\n" % (i, u) for i, u in enumerate(use))
+    out += "".join("GPU[%d] : GPU Memory Allocated (VRAM%%): %d\n" % (i, v) for i, v in enumerate(vram or []))
+    out += "".join("GPU[%d]\t\t: PCI Bus: 0000:%02X:00.0\n" % (i, b) for i, b in enumerate(buses or []))
+    out += "===== GPUs Indexed by PID =====\n"
+    for pid, devs in (pids or {}).items():
+        out += "PID %d is using %d DRM device(s):\n%s \n" % (pid, len(devs), " ".join(map(str, devs)))
+    return out
+
+
+@pytest.fixture
+def tools(monkeypatch):
+    answers = {}
+
+    def run_tool(argv, timeout=30.0, env=None):
+        name = argv[0].rsplit("/", 1)[-1]
+        key = name if name != "amd-smi" else "amd-smi " + argv[1]
+        return answers.get(key), None
+
+    monkeypatch.setattr(gpus, "_run_tool", run_tool)
+    monkeypatch.setattr(gpus, "_which", lambda t: "/bin/" + t if any(k.split()[0] == t for k in answers) else None)
+    monkeypatch.setattr(gpus.time, "sleep", lambda s: None)
+    return answers
+
+
+BUSES = [0x05, 0x26, 0x46, 0x65]
+
+
+def test_physical_gpus_map_to_rocr_indices_by_pci_bus(tools):
+    # the container opens only GPUs 1 and 3: rocminfo lists those two, renumbered 0 and 1
+    tools["rocminfo"] = rocminfo([BUSES[1], BUSES[3]])
+    tools["rocm-smi"] = smi([0, 0, 97, 0], vram=[0, 0, 80, 0], buses=BUSES)
+    problems = []
+    f = gpus.gpu_facts(problems, 10, env={})
+    assert f["gpu_map"] == {"1": 0, "3": 1} and f["free_gpus"] == [1, 3], problems
+    assert f["gpus"]["0"]["busy"] == ["not visible in this container"]
+    assert f["gpu_cu_nums"] == [None, 304, None, 304] and f["cu_num"] == 304
+
+
+def test_the_containers_hip_visible_devices_limits_the_choice(tools):
+    tools["rocminfo"] = rocminfo(BUSES)
+    tools["rocm-smi"] = smi([0, 0, 0, 0], buses=BUSES)
+    f = gpus.gpu_facts([], 10, env={"HIP_VISIBLE_DEVICES": "2,3,9,1"})     # HIP stops at the invalid 9
+    assert f["gpu_map"] == {"2": 2, "3": 3} and f["free_gpus"] == [2, 3]
+    f = gpus.gpu_facts([], 10, env={"CUDA_VISIBLE_DEVICES": "1"})
+    assert f["free_gpus"] == [1]
+
+
+@pytest.mark.parametrize("vram,pids,free", [([0, 55, 0, 0], {}, [0, 2, 3]),
+                                             ([0, 0, 0, 0], {4242: [3]}, [0, 1, 2]),
+                                             ([0, 9, 0, 0], {}, [0, 1, 2, 3])])
+def test_free_means_low_use_low_vram_and_no_kfd_process(tools, vram, pids, free):
+    tools["rocminfo"] = rocminfo(BUSES)
+    tools["rocm-smi"] = smi([0, 0, 0, 0], vram=vram, buses=BUSES, pids=pids)
+    assert gpus.gpu_facts([], 10, env={})["free_gpus"] == free
+
+
+def test_without_bus_ids_a_filtered_container_is_unknown_not_guessed(tools):
+    tools["rocminfo"] = rocminfo([BUSES[0], BUSES[1]]).replace("BDFID", "XBDF")
+    tools["rocm-smi"] = smi([0, 0, 0, 0])
+    problems = []
+    f = gpus.gpu_facts(problems, 10, env={})
+    assert f["free_gpus"] is None and any("cannot match" in p for p in problems)
+    tools["rocminfo"] = rocminfo(BUSES).replace("BDFID", "XBDF")        # same count, nothing filtered
+    assert gpus.gpu_facts([], 10, env={})["free_gpus"] == [0, 1, 2, 3]
+
+
+def test_amd_smi_json_in_both_shapes_with_partition_and_cu_num(tools):
+    tools["rocminfo"] = rocminfo(BUSES, cu=38)
+    tools["amd-smi list"] = json.dumps({"gpu_data": [{"gpu": i, "bdf": "0000:%02x:00.0" % b}
+                                                     for i, b in enumerate(BUSES)]})
+    tools["amd-smi static"] = json.dumps([{"gpu": i, "asic": {"num_compute_units": 38},
+                                           "partition": {"compute_partition": "CPX", "memory_partition": "NPS4"}}
+                                          for i in range(4)])
+    tools["amd-smi metric"] = json.dumps([{"gpu": i, "usage": {"gfx_activity": {"value": u, "unit": "%"}},
+                                           "mem_usage": {"total_vram": {"value": 1000, "unit": "MB"},
+                                                         "used_vram": {"value": m, "unit": "MB"}}}
+                                          for i, (u, m) in enumerate([(0, 10), (99, 900), (0, 500), ("N/A", 0)])])
+    tools["amd-smi process"] = json.dumps([{"gpu": 0, "process_list": [{"process_info": "No running processes"}]},
+                                           {"gpu": 3, "process_list": []}])
+    problems = []
+    f = gpus.gpu_facts(problems, 10, env={})
+    assert f["free_gpus"] == [0], (f["gpus"], problems)     # 1 busy, 2 holds VRAM, 3 has no use reading
+    assert f["partitions"] == {"0": "CPX", "1": "CPX", "2": "CPX", "3": "CPX"}
+    assert f["gpus"]["0"]["memory_partition"] == "NPS4" and f["gpu_cu_nums"] == [38] * 4
