@@ -407,12 +407,18 @@ def test_launch_is_prompt_idempotent_and_reports_success(tmp_path, jobs):
     assert again["launched"] is False and again["record"]["pid"] == rec["pid"]
 
 
+def _ended(st):
+    """The status once the job is over: rc written AND the wrapper gone (between its rc write and its
+    exit the node rightly still says 'running')."""
+    return st if st["rc"] is not None and st["state"] not in ("running", "starting") else None
+
+
 def test_failed_rc_and_signal_rc(tmp_path, jobs):
     argv, _, stop = count_job(tmp_path, rc=3, tag="f")
     run_dir, req = jobs(argv)
     ok("launch", req)
     stop.touch()
-    st = wait_for(lambda: (lambda s: s if s["rc"] is not None else None)(status1(run_dir)), what="rc")
+    st = wait_for(lambda: _ended(status1(run_dir)), what="rc and wrapper gone")
     assert st["state"] == "failed" and st["rc"] == 3
 
     argv, count, _ = count_job(tmp_path, tag="s")
@@ -420,13 +426,13 @@ def test_failed_rc_and_signal_rc(tmp_path, jobs):
     rec = ok("launch", req)["record"]
     wait_for(count.exists, what="job start")
     os.kill(rec["child_pid"], signal.SIGTERM)  # the job dies by a signal, the wrapper survives
-    st = wait_for(lambda: (lambda s: s if s["rc"] is not None else None)(status1(run_dir)), what="rc")
+    st = wait_for(lambda: _ended(status1(run_dir)), what="rc and wrapper gone")
     assert st["state"] == "failed" and st["rc"] == 128 + signal.SIGTERM
 
     run_dir, req = jobs([str(tmp_path / "no-such-program")])
     answer = ok("launch", req)
     assert answer["launched"] is True and "error" in answer["record"]
-    st = wait_for(lambda: (lambda s: s if s["rc"] is not None else None)(status1(run_dir)), what="rc")
+    st = wait_for(lambda: _ended(status1(run_dir)), what="rc and wrapper gone")
     assert st["state"] == "failed" and st["rc"] == 127
     assert "cannot start" in st["last_line"]
 
