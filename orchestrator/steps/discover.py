@@ -36,6 +36,13 @@ def _chosen_gpus(ctx: Ctx, facts: dict, gpus) -> list[int]:
         raise UsageError(f"--gpus {','.join(map(str, want))}: not usable in {ctx.job.container} ({why})",
                          hint=f"this container can use GPUs {','.join(map(str, visible)) or 'none'} "
                               "(rocm-smi numbering)")
+    reserved = facts.get("reserved_gpus") or {}
+    for g in want:                      # another running job owns it (node-side reservation)
+        if str(g) in reserved:
+            free = [p for p in facts.get("free_gpus") or [] if p not in want]
+            raise JobError(f"job {reserved[str(g)]} is already running on GPU {g} in {ctx.job.container}",
+                           hint=(f"use --gpus {','.join(map(str, free))}, " if free else "")
+                           + f"or wait for it / `tune-remote cancel {reserved[str(g)]}`")
     return want
 
 

@@ -63,7 +63,8 @@ def launch(ctx: Ctx) -> dict:
         "argv": pipeline_argv(ctx, run_dir), "cwd": job.remote["aiter_root"],
         "env": dict(ctx.target.container.env),
         "log_path": job.remote["pipeline_log"],
-        "lock": {"aiter_root": job.remote["aiter_root"], "variant": job.variant, "owner": owner(ctx)},
+        "lock": {"aiter_root": job.remote["aiter_root"], "variant": job.variant, "owner": owner(ctx),
+                 "gpus": job.facts.get("tune_gpus") or []},
     })
     info = ctx.job.step_state("remote").info
     info["launched"] = info.get("launched", 0) + (1 if res.get("launched") else 0)

@@ -366,3 +366,35 @@ def test_amd_smi_where_rocm_smi_is_gone_gives_use_memory_partition_and_cu_num(ma
     assert facts["free_gpus"] == [0, 1, 3, 4, 5] and facts["gpu_cu_nums"] == [32] * 8
     assert facts["partitions"] == {str(g): "CPX" for g in range(8)}
     assert bed.c.launches()[-1]["physical_gpus"] == [0, 1, 3, 4, 5]
+
+
+def test_a_running_jobs_gpus_are_reserved_on_the_node(node, tmp_path):
+    first = laptop(node, tmp_path / "laptop1", "job1")
+    first.c.hang_after(1)
+    cp = first.cli(*first.run_args("--detach", "--gpus", "0,1"))
+    assert cp.returncode == 0, desc(cp)
+    first.wait_tuning()
+    first.c.reset_control()
+    lock = json.loads(first.c.host_path(
+        f"{first.c.aiter_root}/tune_logs/.tune-remote/locks/gpu-1.lock").read_text())
+    assert lock["job_id"] == "job1" and "@" in lock["owner"]["who"]
+    # another variant from another laptop: GPUs 0 and 1 look idle to rocm-smi, but job1 owns them
+    second = laptop(node, tmp_path / "laptop2", "job2")
+    cp = second.cli(*second.run_args(variant="a8w8"))
+    assert cp.returncode == 0, desc(cp)
+    facts = second.state()["facts"]
+    assert facts["tune_gpus"] == [2, 3, 4, 5] and facts["reserved_gpus"] == {"0": "job1", "1": "job1"}
+    assert first.c.launches()[-1]["physical_gpus"] == [2, 3, 4, 5]
+    # asking for a reserved GPU is refused naming the job, launching nothing
+    third = laptop(node, tmp_path / "laptop3", "job3")
+    n = len(first.c.launches())
+    cp = third.cli(*third.run_args("--gpus", "1,2", variant="a8w8"))
+    assert cp.returncode == 1, desc(cp)
+    (line,) = err_lines(cp)
+    assert "job job1 is already running on GPU 1" in line and len(first.c.launches()) == n
+    # a dead owner's reservation is taken over
+    assert first.cli("cancel", "job1", "--grace", "2").returncode == 0
+    fourth = laptop(node, tmp_path / "laptop4", "job4")
+    cp = fourth.cli(*fourth.run_args("--gpus", "1,2", variant="a8w8"))
+    assert cp.returncode == 0, desc(cp)
+    assert first.c.launches()[-1]["physical_gpus"] == [1, 2]

@@ -257,6 +257,14 @@ def op_discover(req):
         import locks  # noqa: PLC0415
         locks.check(locks.lock_path(res["aiter_root"], lock["variant"]), lock["variant"], lock.get("job_id"),
                     lock.get("owner"))
+        held = locks.gpus_held(res["aiter_root"], lock.get("job_id"), lock.get("owner"))
+        res["reserved_gpus"] = {str(g): rec.get("job_id") for g, rec in sorted(held.items())}
+        for g, rec in held.items():         # another running job's GPUs are not free, whatever they show
+            info = res["gpus"].get(str(g))
+            if info is not None:
+                info["busy"].append("reserved by job %s" % rec.get("job_id"))
+        if res.get("free_gpus") is not None:
+            res["free_gpus"] = [g for g in res["free_gpus"] if g not in held]
     return res
 
 

@@ -35,19 +35,20 @@ def holder(path):
     return None
 
 
-def refuse(rec, variant):
+def refuse(rec, variant, what=None):
     who = rec.get("owner") or {}
     since = rec.get("created")
     raise HelperError(
-        "job %s is already %s for %s in this container (started by %s%s)" % (
-            rec.get("job_id"), rec.get("state", "running"), variant, who.get("who", "?"),
+        "job %s is already %s %s (started by %s%s)" % (
+            rec.get("job_id"), rec.get("state", "running"), what or "for %s in this container" % variant,
+            who.get("who", "?"),
             "" if since is None else ", %.0f s ago" % (_now() - float(since))),
         hint="wait for it, follow it with `tune-remote logs %s -f`, or cancel it with "
              "`tune-remote cancel %s`" % (rec.get("job_id"), rec.get("job_id")),
         holder=rec)
 
 
-def acquire(path, variant, job_id, run_dir, owner):
+def acquire(path, variant, job_id, run_dir, owner, what=None):
     """Take the lock for job_id (idempotent for the same job) or raise naming the live holder."""
     rec = {"job_id": job_id, "run_dir": run_dir, "owner": owner or {}, "created": _now(), "variant": variant}
     data = json.dumps(rec, sort_keys=True).encode()
@@ -61,13 +62,13 @@ def acquire(path, variant, job_id, run_dir, owner):
         return cur if cur.get("run_dir") == run_dir else rec
     live = holder(path)
     if live is not None:
-        refuse(live, variant)
+        refuse(live, variant, what)
     atomic_write(path, data)            # stale: take it over, then see who won a simultaneous takeover
     won = _read_json(path) or {}
     if won.get("job_id") != job_id:
         live = holder(path)
         if live is not None:
-            refuse(live, variant)
+            refuse(live, variant, what)
     return rec
 
 
@@ -87,3 +88,50 @@ def check(path, variant, job_id, owner=None):
     if live is not None and (live.get("job_id") != job_id or not _same_owner(live, owner)):
         refuse(live, variant)
     return live
+
+
+# ---- GPU reservations: gpu-<physical index>.lock, same record, held while the owning run lives ----
+
+def gpu_lock_path(aiter_root, gpu):
+    return os.path.join(os.path.dirname(lock_path(aiter_root, "x")), "gpu-%d.lock" % int(gpu))
+
+
+def gpus_held(aiter_root, job_id=None, owner=None):
+    """{physical gpu: record} of the GPUs a live job other than (job_id, owner) holds."""
+    d = os.path.dirname(lock_path(aiter_root, "x"))
+    try:
+        names = os.listdir(d)
+    except OSError:
+        return {}
+    held = {}
+    for name in names:
+        if not (name.startswith("gpu-") and name.endswith(".lock") and name[4:-5].isdigit()):
+            continue
+        live = holder(os.path.join(d, name))
+        if live is not None and (live.get("job_id") != job_id or not _same_owner(live, owner)):
+            held[int(name[4:-5])] = live
+    return held
+
+
+def acquire_gpus(aiter_root, gpus, variant, job_id, run_dir, owner):
+    """Reserve every GPU of a run or none: a GPU a live other job holds refuses the launch naming both."""
+    taken = []
+    try:
+        for g in sorted(set(int(x) for x in gpus)):
+            path = gpu_lock_path(aiter_root, g)
+            acquire(path, variant, job_id, run_dir, owner, what="on GPU %d in this container" % g)
+            taken.append(path)
+    except HelperError:
+        for path in taken:
+            release(path, job_id, run_dir)
+        raise
+
+
+def release(path, job_id, run_dir):
+    """Remove a lock this run took (ours only: the record names this job and run dir)."""
+    rec = _read_json(path) or {}
+    if rec.get("job_id") == job_id and rec.get("run_dir") == run_dir:
+        try:
+            os.unlink(path)
+        except OSError:
+            pass

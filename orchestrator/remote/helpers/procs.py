@@ -137,6 +137,13 @@ def op_launch(req):
         import locks  # noqa: PLC0415
         locks.acquire(locks.lock_path(lock["aiter_root"], lock["variant"]), lock["variant"], req["job_id"],
                       run_dir, lock.get("owner"))
+        if lock.get("gpus"):   # and the GPUs it tunes on: another variant's job does not pick them
+            try:
+                locks.acquire_gpus(lock["aiter_root"], lock["gpus"], lock["variant"], req["job_id"], run_dir,
+                                   lock.get("owner"))
+            except HelperError:
+                locks.release(locks.lock_path(lock["aiter_root"], lock["variant"]), req["job_id"], run_dir)
+                raise
     if not os.path.isdir(cwd):
         raise HelperError("launch: cwd %s does not exist" % cwd, hint="discover the aiter root first")
     os.makedirs(run_dir, exist_ok=True)
