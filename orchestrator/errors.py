@@ -62,6 +62,14 @@ class ConnectionLost(TuneRemoteError):
     exit_code = ExitCode.CONNECTION_LOST
 
 
+class AllocationEnded(ConnectionLost):
+    """The Slurm job holding a target's allocation has ended: nothing can run there any more. A ConnectionLost,
+    so that watch loops stop retrying at once; the Slurm runner turns it into the target's end (cancelled or
+    lost), never into a resume."""
+
+    exit_code = ExitCode.JOB_FAILED
+
+
 class ObserverError(TuneRemoteError):
     """Watching a job failed (the helper crashed, the node answered garbage or too slowly) for longer than the
     retry window. It says nothing about the job itself: the job stays `running` and `resume` re-attaches."""

@@ -191,13 +191,15 @@ def targets_rows(job: JobState, workspace: Workspace) -> list[dict]:
             for s in sub_jobs(job, workspace)]
 
 
-def cancel(job: JobState, workspace: Workspace, runner: Runner, grace_s: float) -> tuple[int, int]:
+def cancel(job: JobState, workspace: Workspace, runner: Runner, grace_s: float,
+           remote: bool = True) -> tuple[int, int]:
+    """``remote=False``: the processes were stopped another way (Slurm); only the states are written."""
     signalled = killed = 0
     subws = sub_workspace(workspace, job)
     for sub in sub_jobs(job, workspace):
         if sub.state in TERMINAL:
             continue
-        if sub.remote.get("run_dir"):
+        if remote and sub.remote.get("run_dir"):
             res = runner.cancel(sub, subws, grace_s)
             signalled += len(res.get("signalled") or [])
             killed += len(res.get("killed") or [])

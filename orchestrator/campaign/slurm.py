@@ -1,8 +1,8 @@
 """Targets from a Slurm cluster: batch jobs submitted through the login node, one per shard.
 
-Each batch job (``tr-<job id>-<i>``) is a *holder*: it records the node Slurm chose and the GPUs it
-granted (``ROCR_VISIBLE_DEVICES``) on the shared filesystem, then keeps the allocation until tune-remote
-releases it. All work on the compute node runs as steps of that job (``srun --overlap --jobid J -w NODE
+Each batch job (``tr-<job id>-<i>``) is a *holder* (slurm_scripts.py): it records the node Slurm chose and
+the GPUs it granted (``ROCR_VISIBLE_DEVICES``) on the shared filesystem, then keeps the allocation until
+tune-remote releases it; on TERM it stops the container-side processes of the job. All work on the compute node runs as steps of that job (``srun --overlap --jobid J -w NODE
 docker exec CTR ...``, see remote/srun.py), so Slurm, not tune-remote, owns the nodes: nothing runs
 outside an allocation, and ``scancel`` ends it. State comes from ``squeue`` while the job lives, then
 ``scontrol show job``, then the job's own exit-code file (``rc``); ``sacct`` is never needed.
@@ -13,25 +13,18 @@ Submission is idempotent: every id is saved as soon as ``sbatch`` answers, and b
 
 from __future__ import annotations
 
+import json
 import time
 
 from ..context import Target
-from ..errors import JobError
+from ..errors import AllocationEnded, JobError, TuneRemoteError
 from ..inventory import ContainerSpec, NodeSpec, SlurmSpec
 from ..remote.shell import Cmd, sh
 from ..remote.srun import SrunTransport
 from ..remote.transport import put_bytes
+from .slurm_scripts import HOLDER, STOP
 from .targets import InventoryRunner, TargetRef
 
-HOLDER = """#!/bin/sh
-# tune-remote holder job: keeps this allocation while tune-remote works on the node through srun steps.
-d="$1"
-printf '%s\\n' "${ROCR_VISIBLE_DEVICES:-${CUDA_VISIBLE_DEVICES:-}}" > "$d/gpus"
-printf '%s\\n' "$SLURMD_NODENAME" > "$d/node.tmp" && mv "$d/node.tmp" "$d/node"
-trap 'echo 143 > "$d/rc"; exit 143' TERM INT
-while [ ! -e "$d/release" ]; do sleep 1; done
-echo 0 > "$d/rc"
-"""
 
 
 def login_transport(spec: SlurmSpec, accept_new_host_key: bool = False):
@@ -83,8 +76,10 @@ class SlurmSource:
                 continue
             d = f"{self.state['dir']}/{i}"
             # a directory left by an earlier job of the same id must not speak for this one
-            self._run("sh", "-c", 'mkdir -p "$1" && rm -f "$1/release" "$1/rc" "$1/node" "$1/gpus"', "sh", d)
+            self._run("sh", "-c", 'mkdir -p "$1" && cd "$1" && rm -f release rc node gpus error cancel stopped',
+                      "sh", d)
             put_bytes(self.login, HOLDER.encode(), f"{d}/holder.sh", mode="755")
+            put_bytes(self.login, STOP.encode(), f"{d}/stop.py")
             argv = ["sbatch", "--parsable", "-J", shard["name"], "-N1", "-n1", "--exclusive",
                     "-o", f"{d}/slurm-%j.out"]
             for flag, value in (("-p", self.spec.partition), ("-A", self.spec.account), ("-t", self.spec.time)):
@@ -92,7 +87,7 @@ class SlurmSource:
                     argv += [flag, value]
             if self.spec.gpus_per_node:
                 argv.append(f"--gres=gpu:{self.spec.gpus_per_node}")
-            out = self._run(*argv, f"{d}/holder.sh", d).strip()
+            out = self._run(*argv, *holder_argv(self.spec, d, self.state["job_id"])).strip()
             shard["id"] = out.split(";")[0]
             if not shard["id"].isdigit():
                 raise JobError(f"sbatch answered {out!r}", hint="check the partition/account in the inventory")
@@ -111,6 +106,11 @@ class SlurmSource:
                 row = live.get(shard["id"])
                 if row is None:
                     if not shard.get("node"):
+                        said_err = self.shard_error(i)
+                        if said_err:
+                            raise JobError(f"Slurm job {shard['id']} ({shard['name']}): {said_err}",
+                                           hint="fix container: in the inventory's slurm: entry ('{node}' "
+                                                "expands to the node name), or start the container there")
                         raise JobError(f"Slurm job {shard['id']} ({shard['name']}) ended before it ran: "
                                        f"{self.final_state(shard)}",
                                        hint="see scontrol show job; resubmit with a new run")
@@ -123,7 +123,8 @@ class SlurmSource:
                         said[i] = reason
                     continue
                 if not shard.get("node"):
-                    got = self._run("sh", "-c", 'cat "$1/node" "$1/gpus" 2>/dev/null || true', "sh",
+                    got = self._run("sh", "-c",         # 'node' is written last: the holder's commit mark
+                                    '[ -e "$1/node" ] && cat "$1/node" "$1/gpus" 2>/dev/null || true', "sh",
                                     f"{self.state['dir']}/{i}", check=False).split("\n")
                     if len(got) >= 2 and got[0].strip():
                         shard["node"] = got[0].strip()
@@ -156,14 +157,29 @@ class SlurmSource:
 
     def final_state(self, shard: dict) -> str:
         """scontrol while Slurm remembers the job, else the job's own exit-code file, else lost."""
-        show = self._run("scontrol", "show", "job", shard["id"], "--oneliner", check=False)
-        for tok in show.split():
-            if tok.startswith("JobState="):
-                return tok.split("=", 1)[1]
-        i = next(k for k, v in self.state["jobs"].items() if v is shard)
-        rc = self._run("sh", "-c", 'cat "$1/rc" 2>/dev/null || true', "sh", f"{self.state['dir']}/{i}",
-                       check=False).strip()
+        state = self.scontrol_state(shard)
+        if state:
+            return state
+        rc = self.exit_code(next(k for k, v in self.state["jobs"].items() if v is shard))
         return f"exit code {rc}" if rc else "lost (no exit-code file)"
+
+    def scontrol_state(self, shard: dict) -> str:
+        """``JobState`` (with ``Reason`` when not None) while slurmctld remembers the job (MinJobAge), or ''."""
+        show = self._run("scontrol", "show", "job", shard["id"], "--oneliner", check=False)
+        toks = dict(t.split("=", 1) for t in show.split() if "=" in t)
+        if not toks.get("JobState"):
+            return ""
+        reason = toks.get("Reason", "None")
+        return toks["JobState"] + (f" ({reason})" if reason not in ("None", "") else "")
+
+    def exit_code(self, i: str) -> str:
+        return self._run("sh", "-c", 'cat "$1/rc" 2>/dev/null || true', "sh", f"{self.state['dir']}/{i}",
+                         check=False).strip()
+
+    def shard_error(self, i: str) -> str:
+        """What the holder said when it refused to hold (e.g. no such container on its node), or ''."""
+        return self._run("sh", "-c", 'cat "$1/error" 2>/dev/null || true', "sh", f"{self.state['dir']}/{i}",
+                         check=False).strip()
 
     # ------------------------------------------------------------------ the seam
     def targets(self) -> list[TargetRef]:
@@ -179,11 +195,35 @@ class SlurmSource:
         for i in self.state["jobs"]:
             self._run("sh", "-c", 'touch "$1/release"', "sh", f"{self.state['dir']}/{i}", check=False)
 
-    def scancel(self) -> None:
-        ids = [s["id"] for s in self.state["jobs"].values() if s.get("id")]
-        if ids:
-            self._run("scancel", "--full", *ids, check=False)
-            self._run("scancel", *ids, check=False)
+    def cancel(self, grace_s: float, wait_s: float = 60.0) -> tuple[int, int]:
+        """TERM to the whole of every job (each holder's trap stops its container-side processes: TERM,
+        ``grace_s``, KILL), wait until they leave squeue, then ``scancel`` whatever is left (pending, stuck).
+        Returns (processes signalled, killed) as the holders reported them."""
+        jobs = {i: s for i, s in self.state["jobs"].items() if s.get("id")}
+        if not jobs:
+            return 0, 0
+        dirs = [f"{self.state['dir']}/{i}" for i in jobs]
+        self._run("sh", "-c", 'g=$1; shift; for d; do [ -d "$d" ] && echo "$g" > "$d/cancel"; done', "sh",
+                  str(grace_s), *dirs, check=False)
+        ids = [s["id"] for s in jobs.values()]
+        running = [j for j, row in self.squeue().items() if row[0] in ("RUNNING", "CONFIGURING", "COMPLETING")]
+        if running:
+            self._run("scancel", "--full", "--signal=TERM", *running, check=False)
+            deadline = time.monotonic() + grace_s + wait_s
+            while self.squeue() and time.monotonic() < deadline:
+                time.sleep(0.5)
+        self._run("scancel", *ids, check=False)
+        signalled = killed = 0
+        out = self._run("sh", "-c", 'for d; do tail -n 1 "$d/stopped" 2>/dev/null; echo; done', "sh", *dirs,
+                        check=False)
+        for line in out.splitlines():
+            try:
+                got = json.loads(line)
+            except ValueError:
+                continue
+            signalled += int(got.get("signalled") or 0)
+            killed += int(got.get("killed") or 0)
+        return signalled, killed
 
 
 class SlurmRunner(InventoryRunner):
@@ -203,10 +243,59 @@ class SlurmRunner(InventoryRunner):
     def granted_gpus(self, ref: TargetRef) -> list[int] | None:
         return self._shard(ref.node).get("gpus") or None
 
+    def run(self, sub, workspace, settings) -> str:
+        """As on an inventory node. When the Slurm job under it ends first, the sub-job ends ``cancelled`` (a
+        ``cancel`` asked for it) or ``lost``, saying what Slurm (or the holder's exit-code file) says."""
+        try:
+            state = super().run(sub, workspace, settings)
+        except TuneRemoteError as exc:
+            ended = self._ended(sub.node)
+            if ended is None and not isinstance(exc, AllocationEnded):
+                raise
+            state = "failed"
+        else:
+            ended = self._ended(sub.node) if state != "succeeded" else None
+        if ended is None:
+            return state
+        sub = workspace.load(sub.job_id)
+        sub.state, sub.error = ended
+        workspace.save(sub)
+        return sub.state
+
+    def _ended(self, node: str) -> tuple[str, str] | None:
+        """(state, why) when this node's Slurm job was cancelled by tune-remote or is gone; else None."""
+        i = next((k for k, s in self.state["jobs"].items() if s.get("node") == node), None)
+        if i is None or not self.state.get("dir"):
+            return None
+        src = SlurmSource(self.spec, self.state, lambda: None, None, self.accept_new)
+        try:
+            d = f"{self.state['dir']}/{i}"
+            if src.login.run(Cmd(("test", "-e", f"{d}/cancel")), timeout=60, check=False).exit_code == 0:
+                return "cancelled", "cancelled by the user"
+            shard = self.state["jobs"][i]
+            if shard["id"] in src.squeue():
+                return None
+            rc = src.exit_code(i)
+            slurm = src.scontrol_state(shard)
+            said = ", ".join(x for x in (f"Slurm: {slurm}" if slurm else "", f"exit code {rc}" if rc else "") if x)
+            if not rc:      # no exit-code file: the holder never ended by itself (node lost, killed, purged)
+                return "lost", (f"lost: Slurm job {shard['id']} ({shard['name']}) on node {node} vanished without "
+                                f"an exit-code file" + (f" ({said})" if said else ""))
+            return "failed", f"Slurm job {shard['id']} ({shard['name']}) on node {node} ended under the work ({said})"
+        except TuneRemoteError:
+            return None
+        finally:
+            src.close()
+
     def open(self, ref: TargetRef) -> Target:
         host = SrunTransport(login_transport(self.spec, self.accept_new), self._shard(ref.node)["id"], ref.node)
         node = NodeSpec(name=ref.node, host=self.spec.login, docker=self.spec.docker)
         return Target(node, ContainerSpec(name=ref.container), host=host)
+
+
+def holder_argv(spec: SlurmSpec, d: str, job_id: str) -> list[str]:
+    """The batch script and its arguments (slurm_scripts.HOLDER's usage line)."""
+    return [f"{d}/holder.sh", d, spec.container, job_id, *spec.docker]
 
 
 def new_state(job_id: str, spec: SlurmSpec, nodes: int) -> dict:

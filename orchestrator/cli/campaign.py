@@ -145,9 +145,11 @@ def cancel_campaign(env: Env, job: JobState, grace: float) -> None:
     source = _source(env, job, inv, Settings()) if job.request["campaign"].get("slurm") else None
     runner = source.runner() if source else InventoryRunner(inv)
     try:
-        sig, killed = driver.cancel(job, env.workspace, runner, grace)
-        if source:
-            source.scancel()
+        if source:   # TERM to the whole Slurm job: its holder stops the container side, then scancel
+            sig, killed = source.cancel(grace)
+            driver.cancel(job, env.workspace, runner, grace, remote=False)
+        else:
+            sig, killed = driver.cancel(job, env.workspace, runner, grace)
     finally:
         if source:
             source.close()

@@ -7,8 +7,12 @@ node always runs inside the allocation Slurm granted, on the node Slurm chose.
 
 from __future__ import annotations
 
+from ..errors import AllocationEnded
 from .shell import Cmd, render
 from .transport import CommandResult, Transport, check_result
+
+# what srun says when the job (the allocation) is over: finished, cancelled, expired from slurmctld's memory
+ENDED = (b"has expired", b"Invalid job id", b"Expired or invalid job", b"already completing or completed")
 
 SRUN_PREFIX = ("env", "-u", "SLURM_JOB_ID", "-u", "SLURM_JOBID", "-u", "SLURM_STEP_ID", "srun")
 
@@ -28,6 +32,9 @@ class SrunTransport:
     def run(self, cmd: Cmd, *, stdin: bytes | None = None, timeout: float | None = None,
             check: bool = True) -> CommandResult:
         result = self.inner.run(self.wrap(cmd), stdin=stdin, timeout=timeout, check=False)
+        if result.exit_code != 0 and any(m in result.stderr for m in ENDED):
+            raise AllocationEnded(f"Slurm job {self.job_id} (node {self.node}) has ended",
+                                  hint="see `tune-remote status`; its Slurm state is in the report")
         result = CommandResult(cmd, result.exit_code, result.stdout, result.stderr)
         return check_result(result) if check else result
 

@@ -7,6 +7,10 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
+import re
+import subprocess
+import sys
 from contextlib import redirect_stdout
 from pathlib import Path
 
@@ -73,17 +77,24 @@ def test_resume_after_a_lost_sbatch_answer_submits_nothing_twice(inv, slurm_clus
     assert rc == 0 and not (inv.parent / "ws" / "sl2").exists()     # dry run: nothing submitted
     assert not [j for j in c.jobs() if j["name"].startswith("tr-sl2")]
     # a submission whose answer was lost: the job exists in Slurm, the laptop has no id for it
-    from orchestrator.campaign.slurm import HOLDER
+    import shlex
+    import shutil
+
+    from orchestrator.campaign.slurm import HOLDER, STOP, holder_argv
+    from orchestrator.inventory import load_inventory
     ws = inv.parent / "ws" / "sl3"
     ws.mkdir(parents=True)
     home = c.jobs_dir
-    (home / "holder.sh").write_text(HOLDER)
-    (home / "sl3" / "0").mkdir(parents=True)
-    import shutil
+    d = home / "sl3" / "0"
+    d.mkdir(parents=True)
+    (d / "holder.sh").write_text(HOLDER)
+    (d / "holder.sh").chmod(0o755)
+    (d / "stop.py").write_text(STOP)
     shutil.chown(home / "sl3", c.bed.user.name)
-    shutil.chown(home / "sl3" / "0", c.bed.user.name)
+    shutil.chown(d, c.bed.user.name)
+    argv = holder_argv(load_inventory(str(inv)).cluster("testslurm"), str(d), "sl3")
     sub = c.cmd("su", "-s", "/bin/sh", c.bed.user.name, "-c",
-                f"cd /tmp && sbatch --parsable -J tr-sl3-0 -N1 -o /dev/null {home}/holder.sh {home}/sl3/0")
+                f"cd /tmp && sbatch --parsable -J tr-sl3-0 -N1 -o /dev/null {shlex.join(argv)}")
     first = sub.stdout.strip()
     from orchestrator.state import JobState, Workspace
     job = JobState(job_id="sl3", node="slurm:testslurm", container="", variant="a8w8_blockscale", created=0,
@@ -99,3 +110,62 @@ def test_resume_after_a_lost_sbatch_answer_submits_nothing_twice(inv, slurm_clus
     st = json.loads((ws / "state.json").read_text())
     assert st["request"]["campaign"]["slurm"]["jobs"]["0"]["id"] == first     # found by name, not resubmitted
     assert st["state"] == "succeeded"
+
+
+TUNE_SCRIPT = "gemm_a8w8_blockscale_tune.py"
+
+
+def _tuners(container) -> list[dict]:
+    return [p for p in container.processes() if TUNE_SCRIPT in p["args"] and p["state"] != "Z"]
+
+
+def _marked(container) -> list[int]:
+    """Live container processes carrying a tune-remote job marker (the supervisor, pipeline, tuner...)."""
+    script = ("for d in /proc/[0-9]*; do s=$(cut -d' ' -f3 $d/stat 2>/dev/null); [ \"$s\" = Z ] && continue; "
+              "if tr '\\0' '\\n' < $d/environ 2>/dev/null | grep -q '^TUNE_REMOTE_JOB='; then "
+              "echo ${d#/proc/}; fi; done")
+    return [int(x) for x in container.sh(script).stdout.split()]
+
+
+def _run_in_background(inv: Path, *argv: str) -> subprocess.Popen:
+    log = open(inv.parent / "run.out", "wb")
+    return subprocess.Popen([sys.executable, "-m", "orchestrator", "--inventory", str(inv), "--workspace",
+                             str(inv.parent / "ws"), *argv], stdout=log, stderr=subprocess.STDOUT,
+                            env=dict(os.environ, TUNE_REMOTE_POLL_S="0.2", PYTHONFAULTHANDLER="1"))
+
+
+def test_cancel_during_tuning_leaves_no_slurm_job_and_no_tuner_in_any_container(inv, slurm_cluster):
+    """cancel = scancel --full --signal=TERM, wait, scancel: the holders' TERM trap is what stops the tuners
+    (docker exec's processes belong to the container runtime: Slurm's process tracking never sees them)."""
+    from tests.fake_remote.provision import poll
+    c = slurm_cluster
+    for n in c.computes:
+        c.container(n).slow(600)          # each tuner sits in its first shape until something stops it
+    try:
+        proc = _run_in_background(inv, "run", "--slurm", "testslurm", "--slurm-nodes", "2", "--variant",
+                                  "a8w8_blockscale", *NK, "--yes", "--job-id", "slc")
+        try:
+            poll(lambda: all(_tuners(c.container(n)) for n in c.computes), timeout=240, interval=0.5,
+                 what="a tuner running in both compute nodes' containers")
+            assert {j["name"] for j in c.jobs()} >= {"tr-slc-0", "tr-slc-1"}
+            rc, out = cli(inv, "cancel", "slc", "--grace", "5")
+            assert rc == 0, out
+            # nothing of the job is left in Slurm, nor in any container
+            assert not [j for j in c.jobs() if j["name"].startswith("tr-slc")], c.jobs()
+            for n in c.computes:
+                assert _tuners(c.container(n)) == [], n
+                assert _marked(c.container(n)) == [], n
+            signalled = re.search(r"cancelled \((\d+) process\(es\) signalled", out)
+            assert signalled and int(signalled.group(1)) >= 2, out     # the holders' traps reported them
+            proc.wait(timeout=180)
+        finally:
+            if proc.poll() is None:
+                import signal
+                proc.send_signal(signal.SIGABRT)
+                proc.wait(timeout=10)
+    finally:
+        for n in c.computes:
+            c.container(n).reset_control()
+    (row,) = [r for r in json.loads(cli(inv, "status", "--json")[1]) if r["job_id"] == "slc"]
+    assert row["state"] == "cancelled", (row, (inv.parent / "run.out").read_text()[-3000:])
+    assert {t["state"] for t in row["targets"]} == {"cancelled"}, row
