@@ -105,7 +105,7 @@ def run_compare(ctx: Ctx) -> None:
 
 
 def report_context(ctx: Ctx) -> dict:
-    """The report's context (keys documented in orchestrator/report.py)."""
+    """The report's context (keys documented in orchestrator/report/__init__.py)."""
     job, remote = ctx.job, ctx.job.remote
     comp_info = job.step_state("compare").info
     comparison = None

@@ -1,0 +1,96 @@
+"""Render the tuning report (markdown + self-contained HTML) from a plain context dict; pure, no I/O.
+
+``render_report(ctx) -> (markdown, html)``. Every key is optional: a missing section renders as
+"not recorded" so a failed or partial job still gets a report. The HTML has inline CSS and an
+inline SVG chart only: no script, no external asset, readable offline.
+
+Context keys (values are plain JSON-able data unless said otherwise)::
+
+    job:          {"id", "variant", "node", "container", "started", "finished", "state"}
+                  started/finished: ISO text, datetime or epoch seconds; duration is derived.
+    environment:  {"aiter_version", "pip_name", "install_mode", "aiter_root", "gfx", "cu_num",
+                   "gpu_count", "free_gpus": [int], "profile"}   (profile = AiterProfile name)
+    shapes:       {"source": str, "list": [shape dict]}  (a bare list of shape dicts is accepted)
+    bench:        {"before_command": str|[argv], "after_command": str|[argv], "env": {name: value}}
+    tuning:       {"command": str|[argv], "flags": {"--mp": 8, "--batch": 100, "--timeout": 600,
+                   "--libtype": "both", ...}, "env": {"HIP_VISIBLE_DEVICES": "0,1,..."},
+                   "duration_s": float, "rc": int, "rows_written": int,
+                   "no_kernel": [shape dict], "partial": bool}
+    comparison:   orchestrator.steps.compare.Comparison, or its ``to_dict()``, or None
+    warnings:     [str]   shown first, e.g. "MoE bypass on this AITER version: tuned rows for
+                  token*topk<=128 are ignored at runtime"
+    notes:        [str]   e.g. "benchmark script choices patched: ran a patched copy"
+    shape_notes:  [{"key": {col: value}, "note": str}]  per-shape remarks put in the table's note
+                  column (e.g. MoE bypass); a key matches a row on the columns they share
+    logs:         {name: {"node": path, "local": path}} | {name: path} | [{"name", "node", "local"}]
+    tuned_csv:    {"node_path", "backup_path", "rows_added", "local_path"}
+    generated_at: str|datetime (default: now, UTC);  tool_version: str
+
+Also accepted (spellings already in use): ``environment.version`` for ``aiter_version``;
+``shape_sources: [str]`` for ``shapes.source``; ``tuning.rows_before/rows_after`` (rows written =
+after - before) and ``tuning.started``; ``tuning.flags`` parsed from ``tuning.command`` when
+absent; ``tuned_csv.node/backup/local``; ``logs: {"node": {name: path}, "local": dir}``;
+``comparison`` as comparison.csv records ``{"rows": [...], "summary": {...}}`` or a path to
+comparison.csv (recomputed with ``Comparison.from_records``).
+
+Derived warnings are appended: partial tuning, non-zero tuner rc, shapes without a kernel,
+shapes missing from a benchmark, regressions, run-to-run spread wider than the noise band.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+from .fmt import column_decimals, fmt_pct, fmt_value
+from .view import build_view
+
+__all__ = ["render_report", "write_report", "build_view", "column_decimals", "fmt_pct", "fmt_value"]
+
+TEMPLATES_DIR = Path(__file__).resolve().parent.parent / "templates"
+
+
+def _environment(autoescape: bool) -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(TEMPLATES_DIR)),
+        autoescape=autoescape,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
+    env.filters["mdcode"] = _md_inline_code
+    return env
+
+
+def _md_inline_code(s: str) -> str:
+    """Inline code span that survives backticks in the text."""
+    s = str(s)
+    ticks = max((len(m) for m in re.findall(r"`+", s)), default=0)
+    fence = "`" * (ticks + 1)
+    pad = " " if s.startswith("`") or s.endswith("`") else ""
+    return f"{fence}{pad}{s}{pad}{fence}"
+
+
+def render_report(ctx: Mapping[str, Any]) -> tuple[str, str]:
+    """Return (markdown, html) for the context described in the module docstring."""
+    view = build_view(ctx)
+    md = _environment(False).get_template("report.md.j2").render(v=view)
+    md = re.sub(r"\n{3,}", "\n\n", md)
+    html = _environment(True).get_template("report.html.j2").render(v=view)
+    return md, html
+
+
+def write_report(ctx: Mapping[str, Any], directory: str | Path, stem: str = "report") -> tuple[Path, Path]:
+    """Render and write ``<stem>.md`` and ``<stem>.html`` into ``directory``; returns both paths."""
+    md, html = render_report(ctx)
+    d = Path(directory)
+    d.mkdir(parents=True, exist_ok=True)
+    md_path, html_path = d / f"{stem}.md", d / f"{stem}.html"
+    md_path.write_text(md, encoding="utf-8")
+    html_path.write_text(html, encoding="utf-8")
+    return md_path, html_path
