@@ -105,6 +105,8 @@ class SlurmSource:
             for i, shard in self.state["jobs"].items():
                 row = live.get(shard["id"])
                 if row is None:
+                    if not shard.get("node") and self._cancel_asked(i):
+                        raise Cancelled(f"Slurm job {shard['id']} ({shard['name']}) was cancelled before it ran")
                     if not shard.get("node"):
                         said_err = self.shard_error(i)
                         if said_err:
@@ -116,10 +118,13 @@ class SlurmSource:
                                        hint="see scontrol show job; resubmit with a new run")
                     continue
                 state, node, reason = row
+                if (shard.get("state"), shard.get("reason")) != (state, _reason(reason)):
+                    shard["state"], shard["reason"] = state, _reason(reason)   # for `status` while offline
+                    self.save()
                 if state != "RUNNING":
                     waiting = True
                     if said.get(i) != reason and reason not in ("None", ""):
-                        self.ui.event(f"slurm: job {shard['id']} {state.lower()} ({reason})")
+                        self.ui.event(f"slurm: job {shard['id']} ({shard['name']}) {state.lower()} ({reason})")
                         said[i] = reason
                     continue
                 if not shard.get("node"):
@@ -154,6 +159,18 @@ class SlurmSource:
             if len(parts) == 4:
                 rows[parts[0]] = (parts[1], parts[2], parts[3])
         return rows
+
+    def live(self) -> list[dict]:
+        """One row per Slurm job of the campaign, from one ``squeue`` call: job name, id, state, reason (why it
+        is pending: ``Resources``, ``Priority``...; None when running) and node. ``ENDED``: no longer in squeue."""
+        rows = self.squeue()
+        out = []
+        for i in sorted(self.state.get("jobs", {}), key=int):
+            s = self.state["jobs"][i]
+            state, node, reason = rows.get(s.get("id") or "", ("ENDED", "", ""))
+            out.append({"job": s["name"], "id": s.get("id"), "state": state, "reason": _reason(reason),
+                        "node": s.get("node") or node or None})
+        return out
 
     def final_state(self, shard: dict) -> str:
         """scontrol while Slurm remembers the job, else the job's own exit-code file, else lost."""
@@ -191,9 +208,22 @@ class SlurmSource:
     def runner(self, accept_new_host_key: bool = False) -> "SlurmRunner":
         return SlurmRunner(self.spec, self.state, accept_new_host_key)
 
+    def _cancel_asked(self, i: str) -> bool:
+        return self.login.run(Cmd(("test", "-e", f"{self.state['dir']}/{i}/cancel")), timeout=60,
+                              check=False).exit_code == 0
+
     def release(self) -> None:
-        for i in self.state["jobs"]:
-            self._run("sh", "-c", 'touch "$1/release"', "sh", f"{self.state['dir']}/{i}", check=False)
+        """The campaign is over: running holders end by themselves (exit-code file 0); a job still pending
+        (the campaign failed before it ran) is cancelled, so nothing is left queued."""
+        dirs = [f"{self.state['dir']}/{i}" for i in self.state["jobs"]]
+        if dirs:
+            self._run("sh", "-c", 'for d; do touch "$d/release"; done', "sh", *dirs, check=False)
+        ids = [s["id"] for s in self.state["jobs"].values() if s.get("id")]
+        if ids:
+            self._run("scancel", "--state=PENDING", *ids, check=False)
+        for s in self.state["jobs"].values():
+            s["state"], s["reason"] = "ENDED", None
+        self.save()
 
     def cancel(self, grace_s: float, wait_s: float = 60.0) -> tuple[int, int]:
         """TERM to the whole of every job (each holder's trap stops its container-side processes: TERM,
@@ -224,6 +254,10 @@ class SlurmSource:
             signalled += int(got.get("signalled") or 0)
             killed += int(got.get("killed") or 0)
         return signalled, killed
+
+
+class Cancelled(JobError):
+    """``tune-remote cancel`` ended the campaign's Slurm jobs before they ran."""
 
 
 class SlurmRunner(InventoryRunner):
@@ -269,8 +303,7 @@ class SlurmRunner(InventoryRunner):
             return None
         src = SlurmSource(self.spec, self.state, lambda: None, None, self.accept_new)
         try:
-            d = f"{self.state['dir']}/{i}"
-            if src.login.run(Cmd(("test", "-e", f"{d}/cancel")), timeout=60, check=False).exit_code == 0:
+            if src._cancel_asked(i):
                 return "cancelled", "cancelled by the user"
             shard = self.state["jobs"][i]
             if shard["id"] in src.squeue():
@@ -291,6 +324,16 @@ class SlurmRunner(InventoryRunner):
         host = SrunTransport(login_transport(self.spec, self.accept_new), self._shard(ref.node)["id"], ref.node)
         node = NodeSpec(name=ref.node, host=self.spec.login, docker=self.spec.docker)
         return Target(node, ContainerSpec(name=ref.container), host=host)
+
+
+def _reason(reason: str) -> str | None:
+    return None if reason in ("None", "", "(null)") else reason
+
+
+def saved_rows(state: dict) -> list[dict]:
+    """``live()``'s rows from what the run last saw (``status`` without reaching the login node)."""
+    return [{"job": s["name"], "id": s.get("id"), "state": s.get("state"), "reason": s.get("reason"),
+             "node": s.get("node")} for _, s in sorted(state.get("jobs", {}).items(), key=lambda kv: int(kv[0]))]
 
 
 def holder_argv(spec: SlurmSpec, d: str, job_id: str) -> list[str]:

@@ -117,6 +117,9 @@ def _carry(env: Env, job: JobState, inv: Inventory, settings, dry_run: bool = Fa
     except ConnectionLost:
         raise                                   # the nodes go on; resume re-attaches
     except BaseException as exc:
+        from ..campaign.slurm import Cancelled
+        if isinstance(exc, Cancelled):          # `tune-remote cancel` ended the Slurm jobs before they ran
+            job.state, job.error = "cancelled", "cancelled by the user"
         if job.state == "running" and not isinstance(exc, (KeyboardInterrupt, SystemExit)):
             job.state, job.error = "failed", exc.one_line() if hasattr(exc, "one_line") else str(exc)
         if job.state in TERMINAL and env.workspace.exists(job.job_id):
@@ -159,3 +162,31 @@ def cancel_campaign(env: Env, job: JobState, grace: float) -> None:
 def status_targets(env: Env, job: JobState) -> list[dict]:
     from ..campaign import driver
     return driver.targets_rows(job, env.workspace)
+
+
+def status_slurm(env: Env, job: JobState, targets: list[dict]) -> dict:
+    """A Slurm campaign's jobs as squeue shows them now (a running campaign; else as last seen): the job
+    row's ``slurm`` list, and each target's ``slurm`` (its job, state, pending reason). {} otherwise."""
+    from ..campaign.slurm import SlurmSource, saved_rows
+    from ..errors import TuneRemoteError
+    from ..inventory import load_inventory
+    state = job.request.get("campaign", {}).get("slurm")
+    if not state:
+        return {}
+    rows = saved_rows(state)
+    if job.state not in TERMINAL:
+        try:
+            source = SlurmSource(load_inventory(env.inventory_path).cluster(state["cluster"]), state, lambda: None,
+                                 env.ui())
+            try:
+                rows = source.live()
+            finally:
+                source.close()
+        except TuneRemoteError:
+            pass
+    by_node = {r["node"]: r for r in rows if r.get("node")}
+    for t in targets:
+        r = by_node.get(t["node"])
+        if r:
+            t["slurm"] = {k: r[k] for k in ("job", "id", "state", "reason")}
+    return {"slurm": rows}

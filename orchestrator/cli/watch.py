@@ -29,8 +29,9 @@ def _status_row(job: JobState, env: Env | None = None) -> dict:
     if job.state == "running" and node_state not in (None, "running", "starting"):
         row["node_state"] = node_state          # the node's truth, newer than this cache (R-12)
     if job.request.get("campaign") and env is not None:   # its targets live in the job's directory
-        from .campaign import status_targets
+        from .campaign import status_slurm, status_targets
         row["targets"] = status_targets(env, job)
+        row.update(status_slurm(env, job, row["targets"]))    # Slurm: its jobs' state, pending reason
     return row
 
 
@@ -58,6 +59,10 @@ def status(env: Env, job_id, as_json):
                 if r.get("node_state") else "")
         click.echo(f"{r['job_id']}  {r['state']:<9} {r['step']:<8}{extra}  {r['node']}/{r['container']}  "
                    f"{r['variant']}" + (f"  ({r['error']})" if r.get("error") else "") + node)
+        if r.get("slurm"):
+            click.echo("    slurm: " + ", ".join(f"{s['job']} {str(s['state']).lower()}" + (
+                f" ({s['reason']})" if s.get("reason") else "") + (f" on {s['node']}" if s.get("node") else "")
+                for s in r["slurm"]))
 
 
 def _refresh(env: Env, job: JobState, save: bool = True) -> None:

@@ -169,3 +169,49 @@ def test_cancel_during_tuning_leaves_no_slurm_job_and_no_tuner_in_any_container(
     (row,) = [r for r in json.loads(cli(inv, "status", "--json")[1]) if r["job_id"] == "slc"]
     assert row["state"] == "cancelled", (row, (inv.parent / "run.out").read_text()[-3000:])
     assert {t["state"] for t in row["targets"]} == {"cancelled"}, row
+
+
+def test_pending_jobs_show_slurm_reason_in_live_view_and_status_then_cancel_leaves_nothing_queued(inv,
+                                                                                                 slurm_cluster):
+    """Both compute nodes held by other users' jobs: ours pends; the run's live view, `status` and
+    `status --json` (job row "slurm", per target "slurm") say why, in Slurm's own words."""
+    from tests.fake_remote.provision import poll
+    c = slurm_cluster
+    blockers = [c.cmd("sbatch", "--parsable", "-J", f"other-{n}", "-N1", "--exclusive", "-w", n, "-o", "/dev/null",
+                      "--chdir", "/tmp", "--wrap", "sleep 600").stdout.strip() for n in c.computes]
+    proc = None
+    try:
+        poll(lambda: {j["id"] for j in c.jobs() if j["state"] == "RUNNING"} >= set(blockers), timeout=60,
+             what="the other jobs to hold both nodes")
+        proc = _run_in_background(inv, "run", "--slurm", "testslurm", "--variant", "a8w8_blockscale", *NK, "--yes",
+                                  "--job-id", "slp")
+
+        def pending_row():
+            rc, out = cli(inv, "status", "--json")
+            rows = [r for r in json.loads(out) if r["job_id"] == "slp"] if rc == 0 else []
+            if rows and rows[0].get("slurm") and rows[0]["slurm"][0]["state"] == "PENDING" \
+                    and rows[0]["slurm"][0]["reason"]:
+                return rows[0]
+            return None
+
+        row = poll(pending_row, timeout=120, interval=0.5, what="status --json to show the job pending")
+        (sj,) = row["slurm"]
+        assert sj["job"] == "tr-slp-0" and sj["reason"] in ("Resources", "Priority") and sj["node"] is None, sj
+        assert row["state"] == "running" and row["targets"] == []       # existing keys keep their meaning
+        rc, text = cli(inv, "status", "slp")
+        assert rc == 0 and f"tr-slp-0 pending ({sj['reason']})" in text, text
+        log = inv.parent / "run.out"
+        poll(lambda: f"(tr-slp-0) pending ({sj['reason']})" in log.read_text(), timeout=60,
+             what="the live view to print the pending reason")
+        rc, out = cli(inv, "cancel", "slp")
+        assert rc == 0, out
+        assert not [j for j in c.jobs() if j["name"].startswith("tr-slp")], c.jobs()
+        assert proc.wait(timeout=120) == 1, log.read_text()
+        (row,) = [r for r in json.loads(cli(inv, "status", "--json")[1]) if r["job_id"] == "slp"]
+        assert row["state"] == "cancelled", (row, log.read_text()[-2000:])
+        assert row["slurm"][0]["state"] == "ENDED"
+    finally:
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+        c.cmd("scancel", *blockers, check=False)
+        poll(lambda: not set(blockers) & set(c.squeue_ids()), timeout=60, what="the other jobs gone")
