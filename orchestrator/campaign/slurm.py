@@ -17,7 +17,7 @@ import json
 import time
 
 from ..context import Target
-from ..errors import AllocationEnded, JobError, TuneRemoteError
+from ..errors import AllocationEnded, JobError, TuneRemoteError, UsageError
 from ..inventory import ContainerSpec, NodeSpec, SlurmSpec
 from ..remote.shell import Cmd, sh
 from ..remote.srun import SrunTransport
@@ -87,12 +87,27 @@ class SlurmSource:
                     argv += [flag, value]
             if self.spec.gpus_per_node:
                 argv.append(f"--gres=gpu:{self.spec.gpus_per_node}")
-            out = self._run(*argv, *holder_argv(self.spec, d, self.state["job_id"])).strip()
+            res = self.login.run(Cmd((*argv, *holder_argv(self.spec, d, self.state["job_id"]))), timeout=60,
+                                 check=False)
+            out = res.text.strip()
+            if res.exit_code != 0 or not out.split(";")[0].isdigit():
+                self._refused(shard["name"], res)
             shard["id"] = out.split(";")[0]
-            if not shard["id"].isdigit():
-                raise JobError(f"sbatch answered {out!r}", hint="check the partition/account in the inventory")
             self.save()
             self.ui.event(f"slurm: submitted {shard['name']} as job {shard['id']}")
+
+    def _refused(self, name: str, res) -> None:
+        """sbatch said no (partition, account, time, GRES): cancel what this campaign already queued, then one
+        line with Slurm's own words. Bad input (exit 2): the inventory's cluster entry asks for what Slurm
+        does not give."""
+        ids = [s["id"] for s in self.state["jobs"].values() if s.get("id")]
+        if ids:
+            self._run("scancel", *ids, check=False)
+        said = [ln.split("error:", 1)[1].strip() for ln in res.err_text.splitlines() if "sbatch: error:" in ln]
+        said = said or [ln.strip() for ln in (res.err_text + res.text).splitlines() if ln.strip()][-1:]
+        raise UsageError(f"Slurm refused {name}: " + ("; ".join(said) or f"sbatch exit {res.exit_code}"),
+                         hint=f"check partition/account/time/gpus_per_node of slurm cluster {self.spec.name!r} "
+                              "in the inventory (sinfo, sacctmgr show assoc)")
 
     def wait_running(self, timeout_s: float = 3600) -> None:
         """Until every holder runs and has said where: prints Slurm's pending reason when it changes."""

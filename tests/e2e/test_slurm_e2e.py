@@ -215,3 +215,51 @@ def test_pending_jobs_show_slurm_reason_in_live_view_and_status_then_cancel_leav
             proc.kill()
         c.cmd("scancel", *blockers, check=False)
         poll(lambda: not set(blockers) & set(c.squeue_ids()), timeout=60, what="the other jobs gone")
+
+
+@pytest.mark.parametrize("field,value,slurm_says", [
+    ("partition", "nosuch", "Invalid partition name specified"),
+    ("time", "soon", "Invalid --time specification"),
+])
+def test_sbatch_refusing_the_job_is_one_line_with_slurms_words_exit_2_nothing_queued(tmp_path, slurm_cluster,
+                                                                                     capsys, field, value,
+                                                                                     slurm_says):
+    c = slurm_cluster
+    inv = tmp_path / "inventory.yaml"
+    inv.write_text(yaml.safe_dump(c.inventory("testslurm", gpus_per_node=2, **{field: value})))
+    capsys.readouterr()
+    rc, _ = cli(inv, "run", "--slurm", "testslurm", "--slurm-nodes", "2", "--variant", "a8w8_blockscale", *NK,
+                "--yes", "--job-id", f"slr{field[0]}")
+    err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert rc == 2, err
+    assert len(err) == 1 and "Slurm refused tr-slr" in err[0] and slurm_says in err[0], err
+    assert not [j for j in c.jobs() if j["name"].startswith("tr-slr")], c.jobs()
+
+
+def test_a_container_template_that_names_no_container_on_a_node_fails_fast_naming_that_node(inv, slurm_cluster,
+                                                                                            capsys):
+    """Node b's container is renamed away for the test: the template '<login>-{node}' resolves to nothing
+    there. The holder on b says so at once; the job fails naming b, and the holder on a is released."""
+    import time
+
+    from tests.fake_remote.provision import poll
+    from tests.fake_remote.provision import docker as docker_cli
+    c = slurm_cluster
+    b = c.container("b")
+    docker_cli("rename", b.name, b.name + "-away")
+    try:
+        capsys.readouterr()
+        t0 = time.monotonic()
+        rc, _ = cli(inv, "run", "--slurm", "testslurm", "--slurm-nodes", "2", "--variant", "a8w8_blockscale", *NK,
+                    "--yes", "--job-id", "slm")
+        took = time.monotonic() - t0
+    finally:
+        docker_cli("rename", b.name + "-away", b.name)
+    err = [line for line in capsys.readouterr().err.splitlines() if "error" in line]
+    assert rc == 1, err
+    assert len(err) == 1 and f"no running container {b.name} on node b" in err[0], err
+    assert took < 120, took            # not a 2-minute wait for a node file that never comes
+    poll(lambda: not [j for j in c.jobs() if j["name"].startswith("tr-slm")], timeout=60,
+         what="the campaign's jobs gone (a's holder released)")
+    (row,) = [r for r in json.loads(cli(inv, "status", "--json")[1]) if r["job_id"] == "slm"]
+    assert row["state"] == "failed" and "node b" in row["error"], row
