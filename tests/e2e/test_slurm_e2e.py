@@ -263,3 +263,63 @@ def test_a_container_template_that_names_no_container_on_a_node_fails_fast_namin
          what="the campaign's jobs gone (a's holder released)")
     (row,) = [r for r in json.loads(cli(inv, "status", "--json")[1]) if r["job_id"] == "slm"]
     assert row["state"] == "failed" and "node b" in row["error"], row
+
+
+def _report(inv: Path, job_id: str) -> str:
+    return (inv.parent / "ws" / job_id / "report.md").read_text()
+
+
+def test_a_job_failing_on_one_node_keeps_the_other_nodes_result_and_the_report_says_which(inv, slurm_cluster):
+    c = slurm_cluster
+    c.container("b").crash_after(0)           # b's tuner dies at its first shape (exit 139, like a GPU fault)
+    try:
+        rc, out = cli(inv, "run", "--slurm", "testslurm", "--slurm-nodes", "2", "--variant", "a8w8_blockscale",
+                      *NK, "--yes", "--job-id", "slf")
+    finally:
+        c.container("b").reset_control()
+    assert rc == 1, out
+    (row,) = [r for r in json.loads(cli(inv, "status", "--json")[1]) if r["job_id"] == "slf"]
+    states = {t["node"]: t["state"] for t in row["targets"]}
+    assert states == {"a": "succeeded", "b": "failed"}, row
+    assert "b/" in row["error"] and "a/" not in row["error"], row
+    comp = list(csv.DictReader((inv.parent / "ws" / "slf" / "comparison.csv").open()))
+    assert comp and {r["node"] for r in comp} == {"a"}, comp           # a's result kept
+    report = _report(inv, "slf")
+    assert "| a |" in report and "| b |" in report
+    b_row = next(line for line in report.splitlines() if line.startswith("| b |"))
+    assert "failed" in b_row, b_row
+    from tests.fake_remote.provision import poll
+    poll(lambda: not [j for j in c.jobs() if j["name"].startswith("tr-slf")], timeout=60, what="holders gone")
+
+
+def test_a_slurm_job_vanishing_without_an_exit_code_file_is_lost_and_the_report_says_so(inv, slurm_cluster):
+    """b's holder is SIGKILLed mid-tuning (its TERM trap cannot run, no exit-code file): b's target is lost,
+    its untuned shapes move to a (the survivor), and the report says b was lost and why."""
+    from tests.fake_remote.provision import poll
+    c = slurm_cluster
+    b = c.container("b")
+    b.slow(600)
+    proc = _run_in_background(inv, "run", "--slurm", "testslurm", "--slurm-nodes", "2", "--variant",
+                              "a8w8_blockscale", *NK, "--yes", "--job-id", "sll")
+    try:
+        poll(lambda: _tuners(b), timeout=240, interval=0.5, what="b's tuner running")
+        (jid,) = [j["id"] for j in c.jobs() if j["name"].startswith("tr-sll") and j["nodes"] == "b"]
+        c.cmd("scancel", "--batch", "--signal=KILL", jid)
+        assert proc.wait(timeout=300) == 1, (inv.parent / "run.out").read_text()[-3000:]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        b.reset_control()
+        pids = _marked(b)
+        if pids:
+            b.exec("kill", "-KILL", *map(str, pids), check=False)
+    (row,) = [r for r in json.loads(cli(inv, "status", "--json")[1]) if r["job_id"] == "sll"]
+    lost = [t for t in row["targets"] if t["state"] == "lost"]
+    assert [t["node"] for t in lost] == ["b"], row
+    sub = json.loads(next((inv.parent / "ws" / "sll" / "targets").glob("sll.b.*/state.json")).read_text())
+    assert "vanished without an exit-code file" in sub["error"], sub["error"]
+    comp = list(csv.DictReader((inv.parent / "ws" / "sll" / "comparison.csv").open()))
+    assert len(comp) == 4 and {r["node"] for r in comp} == {"a"}, comp    # b's shapes were tuned on a
+    b_row = next(line for line in _report(inv, "sll").splitlines() if line.startswith("| b |"))
+    assert "lost" in b_row and "vanished without an exit-code file" in b_row, b_row
+    poll(lambda: not [j for j in c.jobs() if j["name"].startswith("tr-sll")], timeout=60, what="holders gone")
