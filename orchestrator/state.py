@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import re
@@ -10,7 +12,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from .errors import JobNotFound, UsageError
+from .errors import JobError, JobNotFound, UsageError
 
 TERMINAL = ("succeeded", "failed", "cancelled", "lost")
 JOB_STATES = ("running",) + TERMINAL
@@ -57,6 +59,7 @@ class JobState:
     notes: list[str] = field(default_factory=list)
     error: str | None = None
     fetched: dict = field(default_factory=dict)    # node path -> sha256 of the local copy
+    rev: int = 0                                   # bumped by every save: who wrote since I loaded (R-05)
 
     def step_state(self, name: str) -> StepState:
         return self.steps.setdefault(name, StepState())
@@ -75,8 +78,74 @@ class JobState:
 
 
 class Workspace:
+    """Jobs on the laptop. One process *drives* a job (`run`, `resume`): it holds ``<job>/.lock`` (flock) and
+    its saves win. Others (`status JOB`, `logs -f`, `fetch`, `cancel`) never write over it: their save is
+    dropped while the job is driven elsewhere or when state.json changed since they loaded it; `cancel`
+    goes through ``update`` (re-read, change, write under ``<job>/.save.lock``), and the driver keeps a
+    cancellation it finds on disk (R-05)."""
+
     def __init__(self, root: Path):
         self.root = Path(root)
+        self._owned: dict[str, int] = {}      # job id -> fd holding <job>/.lock
+
+    def own(self, job_id: str, command: str) -> None:
+        """Become the process driving job_id until exit; another live driver -> JobError naming it."""
+        if job_id in self._owned:
+            return
+        d = self._dir(job_id)
+        fd = os.open(d / ".lock", os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            try:
+                who = json.loads(os.read(fd, 4096) or b"{}")
+            except ValueError:
+                who = {}
+            os.close(fd)
+            raise JobError(f"job {job_id} is being driven by another tune-remote process "
+                           f"(pid {who.get('pid', '?')}: tune-remote {who.get('command', '?')})",
+                           hint=f"follow it with `tune-remote logs {job_id} -f` or `tune-remote status {job_id}`; "
+                                "the job is free again as soon as that process ends") from None
+        os.ftruncate(fd, 0)
+        os.write(fd, json.dumps({"pid": os.getpid(), "command": command, "since": time.time()}).encode())
+        self._owned[job_id] = fd
+
+    def driven_elsewhere(self, job_id: str) -> bool:
+        if job_id in self._owned:
+            return False
+        try:
+            fd = os.open(self.job_dir(job_id) / ".lock", os.O_RDWR)
+        except OSError:
+            return False
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            return False
+        except OSError:
+            return True
+        finally:
+            os.close(fd)
+
+    def _dir(self, job_id: str) -> Path:
+        d = self.job_dir(job_id)
+        if not d.is_dir():   # private: logs and tables may name internal hosts and paths (S-08)
+            self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
+            d.mkdir(mode=0o700, parents=True, exist_ok=True)
+        return d
+
+    @contextlib.contextmanager
+    def _state_lock(self, d: Path):
+        fd = os.open(d / ".save.lock", os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)
+
+    def _disk(self, path: Path) -> dict | None:
+        try:
+            return json.loads(path.read_text())
+        except (OSError, ValueError):
+            return None
 
     def job_dir(self, job_id: str) -> Path:
         return self.root / check_job_id(job_id)
@@ -84,12 +153,33 @@ class Workspace:
     def exists(self, job_id: str) -> bool:
         return (self.job_dir(job_id) / "state.json").is_file()
 
-    def save(self, job: JobState) -> None:
-        d = self.job_dir(job.job_id)
-        if not d.is_dir():   # private: logs and tables may name internal hosts and paths (S-08)
-            self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
-            d.mkdir(mode=0o700, parents=True, exist_ok=True)
-        atomic_write(d / "state.json", job.to_json().encode())
+    def save(self, job: JobState) -> bool:
+        """Write job's state unless that would overwrite someone else's newer update (see the class)."""
+        d = self._dir(job.job_id)
+        path = d / "state.json"
+        with self._state_lock(d):
+            disk = self._disk(path)
+            disk_rev = int(disk.get("rev") or 0) if disk else 0
+            if job.job_id not in self._owned:
+                if self.driven_elsewhere(job.job_id) or (disk is not None and disk_rev != job.rev):
+                    return False
+            elif disk is not None and disk_rev != job.rev:
+                if disk.get("state") == "cancelled" and job.state == "running":   # `cancel` said so meanwhile
+                    job.state, job.error = "cancelled", disk.get("error")
+                job.fetched = {**(disk.get("fetched") or {}), **job.fetched}
+            job.rev = disk_rev + 1
+            atomic_write(path, job.to_json().encode())
+        return True
+
+    def update(self, job_id: str, change) -> JobState:
+        """Re-read, change (a function of the JobState), write: for a process that does not drive the job."""
+        d = self._dir(job_id)
+        with self._state_lock(d):
+            job = self.load(job_id)
+            change(job)
+            job.rev += 1
+            atomic_write(d / "state.json", job.to_json().encode())
+        return job
 
     def load(self, job_id: str) -> JobState:
         path = self.job_dir(job_id) / "state.json"

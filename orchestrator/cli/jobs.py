@@ -175,6 +175,7 @@ def _drive(env: Env, job: JobState, target: Target, settings: Settings) -> None:
     ui = env.ui()
     ctx = Ctx(job=job, workspace=env.workspace, target=target, settings=settings, ui=ui)
     target.connect()  # before the job is saved: a refused connection leaves no half-made job behind
+    env.workspace.own(job.job_id, "resume" if job.rev else "run")   # one driver per job (R-05)
     env.workspace.save(job)
     ui.event(f"job {job.job_id} ({job.variant} on {job.node}/{job.container}); "
              f"state in {env.workspace.job_dir(job.job_id)}")
@@ -195,7 +196,9 @@ def _drive(env: Env, job: JobState, target: Target, settings: Settings) -> None:
 @click.pass_obj
 def resume(env: Env, job_id, yes, accept_new_host_key, relaunch):
     """Re-attach to a job after a disconnect or a killed laptop process and carry it to the end."""
-    job = env.workspace.load(check_job_id(job_id))
+    env.workspace.load(check_job_id(job_id))            # no such job: say so before taking anything
+    env.workspace.own(job_id, "resume")                 # a second driver exits 1 naming the first (R-05)
+    job = env.workspace.load(job_id)                    # what the last driver left, read under the lock
     if job.state == "lost" and not job.request.get("campaign"):
         if not relaunch:
             raise JobError(f"job {job_id} was lost: {job.error or 'its process on the node is gone'}",

@@ -184,7 +184,7 @@ def cancel(env: Env, job_id, grace):
         return
     if not job.remote.get("run_dir"):
         job.state, job.error = "cancelled", "cancelled before anything ran on the node"
-        env.workspace.save(job)
+        env.workspace.update(job.job_id, _cancelled(job.error))
         click.echo(f"job {job_id} cancelled")
         return
     target = _target_for(env, job, False)
@@ -210,6 +210,12 @@ def _check_table_after_cancel(ctx: Ctx) -> dict | None:
                                     "keep_dir": f"{r['job_dir']}/damaged"})
 
 
+def _cancelled(error: str):
+    def change(job: JobState) -> None:
+        job.state, job.error = "cancelled", error
+    return change
+
+
 def _cancel_outcome(env: Env, job: JobState, res: dict) -> None:
     """Say what the node answered: a job that had already ended keeps its own state (its results are still
     worth a `resume`); processes that survived SIGKILL are named and the command exits 1."""
@@ -220,7 +226,7 @@ def _cancel_outcome(env: Env, job: JobState, res: dict) -> None:
                    f"`tune-remote resume {job.job_id}` collects its results")
         return
     job.state, job.error = "cancelled", "cancelled by the user"
-    env.workspace.save(job)
+    env.workspace.update(job.job_id, _cancelled(job.error))   # never over a driver's newer state (R-05)
     if remaining:
         raise JobError(f"job {job.job_id}: {len(remaining)} process(es) survived SIGKILL on the node "
                        f"(pids {', '.join(map(str, remaining))}; stuck in the kernel, e.g. a hung GPU)",

@@ -398,3 +398,34 @@ def test_a_running_jobs_gpus_are_reserved_on_the_node(node, tmp_path):
     cp = fourth.cli(*fourth.run_args("--gpus", "1,2", variant="a8w8"))
     assert cp.returncode == 0, desc(cp)
     assert first.c.launches()[-1]["physical_gpus"] == [1, 2]
+
+
+# ------------------------------------------------------------------------------------------------
+# two processes on one laptop
+# ------------------------------------------------------------------------------------------------
+
+def test_a_second_resume_of_a_driven_job_exits_1_naming_it_and_readers_never_revert_the_driver(node, tmp_path):
+    bed = Bed(node, tmp_path)
+    bed.c.slow(1.0)                                   # the tuning lasts until the checks below are done
+    proc = bed.popen(*bed.run_args())
+    bed.wait_tuning()
+    launches = len(bed.c.launches())
+    cp = bed.cli("resume", bed.job_id)
+    assert cp.returncode == 1, desc(cp)
+    (line,) = err_lines(cp)
+    assert f"job {bed.job_id} is being driven by another tune-remote process (pid {proc.pid}: tune-remote run)" \
+        in line, line
+    assert len(bed.c.launches()) == launches
+    # readers on the side while `run` drives: logs -f to the end, status JOB, fetch; none writes over it
+    follower = bed.popen("logs", bed.job_id, "-f")
+    assert bed.cli("status", bed.job_id).returncode == 0
+    assert bed.cli("fetch", bed.job_id).returncode == 0
+    bed.c.slow(0.0)
+    out, err = proc.communicate(timeout=240)
+    assert proc.returncode == 0, err.decode()[-2000:]
+    follower.communicate(timeout=240)
+    assert follower.returncode == 0
+    assert bed.state()["state"] == "succeeded" and len(bed.c.launches()) == launches
+    # the driver is gone: resume may drive again (a finished job: it collects, exit 0)
+    cp = bed.cli("resume", bed.job_id)
+    assert cp.returncode == 0, desc(cp)

@@ -238,3 +238,57 @@ def test_the_workspace_and_live_log_copies_are_private(tmp_path):
     remote._write_at(log, 0, b"abc")
     remote._write_at(log, 3, b"def")
     assert log.read_bytes() == b"abcdef" and stat.S_IMODE(log.stat().st_mode) == 0o600
+
+
+# ---- two processes on one laptop never overwrite each other's state.json updates ----------------
+# Two Workspace objects on one directory behave like two processes: flock locks belong to open files.
+
+def _job(ws, job_id="j1"):
+    from orchestrator.state import JobState
+    job = JobState(job_id=job_id, node="n", container="c", variant="a8w8", created=0.0, request={})
+    ws.own(job_id, "run")
+    assert ws.save(job)
+    return job
+
+
+def test_a_reader_never_writes_over_the_driver(tmp_path):
+    from orchestrator.state import Workspace
+    driver, reader = Workspace(tmp_path), Workspace(tmp_path)
+    job = _job(driver)
+    stale = reader.load("j1")                  # e.g. `logs -f` loaded it while `run` drives
+    job.state = "succeeded"
+    assert driver.save(job)
+    stale.notes.append("reader's poll")
+    assert not reader.save(stale)              # driven elsewhere: dropped
+    assert reader.load("j1").state == "succeeded"
+    import os
+    os.close(driver._owned.pop("j1"))          # the driver process ended (its lock with it)
+    assert not reader.save(stale)              # not driven, but changed since the reader loaded it
+    assert reader.load("j1").state == "succeeded"
+    fresh = reader.load("j1")
+    fresh.note("later")
+    assert reader.save(fresh) and reader.load("j1").notes == ["later"]
+
+
+def test_cancel_from_another_process_is_kept_by_the_driver(tmp_path):
+    from orchestrator.state import Workspace
+    driver, other = Workspace(tmp_path), Workspace(tmp_path)
+    job = _job(driver)
+
+    def cancel(j):
+        j.state, j.error = "cancelled", "cancelled by the user"
+    other.update("j1", cancel)
+    job.notes.append("driver's own update")    # the driver saves its older snapshot afterwards
+    assert driver.save(job)
+    on_disk = other.load("j1")
+    assert on_disk.state == "cancelled" and on_disk.notes == ["driver's own update"]
+
+
+def test_a_second_driver_exits_naming_the_first(tmp_path):
+    import os
+    from orchestrator.errors import JobError
+    from orchestrator.state import Workspace
+    _job(Workspace(tmp_path))
+    with pytest.raises(JobError) as exc:
+        Workspace(tmp_path).own("j1", "resume")
+    assert f"job j1 is being driven by another tune-remote process (pid {os.getpid()}: tune-remote run)" in str(exc.value)
