@@ -77,6 +77,9 @@ class JobState:
         return cls(steps=steps, **data)
 
 
+_OWNED: dict[str, int] = {}     # job dirs this process drives -> the fd holding their .lock (until exit)
+
+
 class Workspace:
     """Jobs on the laptop. One process *drives* a job (`run`, `resume`): it holds ``<job>/.lock`` (flock) and
     its saves win. Others (`status JOB`, `logs -f`, `fetch`, `cancel`) never write over it: their save is
@@ -86,11 +89,15 @@ class Workspace:
 
     def __init__(self, root: Path):
         self.root = Path(root)
-        self._owned: dict[str, int] = {}      # job id -> fd holding <job>/.lock
+
+    def _owned_here(self, job_id: str) -> bool:
+        """This process drives the job, or the campaign whose sub-job it is (<campaign>/targets/<sub>)."""
+        d = os.path.abspath(self.job_dir(job_id))
+        return any(d == o or d.startswith(o + os.sep) for o in _OWNED)
 
     def own(self, job_id: str, command: str) -> None:
         """Become the process driving job_id until exit; another live driver -> JobError naming it."""
-        if job_id in self._owned:
+        if os.path.abspath(self.job_dir(job_id)) in _OWNED:
             return
         d = self._dir(job_id)
         fd = os.open(d / ".lock", os.O_RDWR | os.O_CREAT, 0o600)
@@ -108,22 +115,27 @@ class Workspace:
                                 "the job is free again as soon as that process ends") from None
         os.ftruncate(fd, 0)
         os.write(fd, json.dumps({"pid": os.getpid(), "command": command, "since": time.time()}).encode())
-        self._owned[job_id] = fd
+        _OWNED[os.path.abspath(d)] = fd
 
     def driven_elsewhere(self, job_id: str) -> bool:
-        if job_id in self._owned:
+        """Another process drives the job (or the campaign it belongs to)."""
+        if self._owned_here(job_id):
             return False
-        try:
-            fd = os.open(self.job_dir(job_id) / ".lock", os.O_RDWR)
-        except OSError:
-            return False
-        try:
-            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-            return False
-        except OSError:
-            return True
-        finally:
-            os.close(fd)
+        d = self.job_dir(job_id)
+        for lock in (d / ".lock", d.parent.parent / ".lock" if d.parent.name == "targets" else None):
+            if lock is None:
+                continue
+            try:
+                fd = os.open(lock, os.O_RDWR)
+            except OSError:
+                continue
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except OSError:
+                return True
+            finally:
+                os.close(fd)
+        return False
 
     def _dir(self, job_id: str) -> Path:
         d = self.job_dir(job_id)
@@ -160,8 +172,13 @@ class Workspace:
         with self._state_lock(d):
             disk = self._disk(path)
             disk_rev = int(disk.get("rev") or 0) if disk else 0
-            if job.job_id not in self._owned:
+            if not self._owned_here(job.job_id):
                 if self.driven_elsewhere(job.job_id) or (disk is not None and disk_rev != job.rev):
+                    if job.state == "cancelled" and disk is not None and disk.get("state") not in TERMINAL:
+                        disk.update(state="cancelled", error=job.error, rev=disk_rev + 1)   # cancel is kept
+                        atomic_write(path, json.dumps(disk, indent=2, sort_keys=True).encode())
+                        job.rev = disk_rev + 1
+                        return True
                     return False
             elif disk is not None and disk_rev != job.rev:
                 if disk.get("state") == "cancelled" and job.state == "running":   # `cancel` said so meanwhile

@@ -70,12 +70,15 @@ def run_campaign(env: Env, inv: Inventory, nodes, container, variants, request, 
         job.node, job.container = f"slurm:{slurm}", spec.container
         job.request["campaign"]["slurm"] = new_state(job_id, spec, slurm_nodes)
         job.step = "submit"
+        env.workspace.own(job_id, "run")  # one driver per job (R-05)
         env.workspace.save(job)           # before sbatch: a resume after a lost answer submits nothing twice
     _carry(env, job, inv, settings, dry_run)
 
 
 def _carry(env: Env, job: JobState, inv: Inventory, settings, dry_run: bool = False) -> None:
     """Targets, plan, sub-jobs, drive: whatever of it is not done yet (run, and resume after a crash)."""
+    if not dry_run:
+        env.workspace.own(job.job_id, "run")   # one driver per job and its sub-jobs (R-05)
     from ..campaign import driver
     from ..campaign.plan import plan_lines
     source = _source(env, job, inv, settings)

@@ -241,7 +241,22 @@ def test_the_workspace_and_live_log_copies_are_private(tmp_path):
 
 
 # ---- two processes on one laptop never overwrite each other's state.json updates ----------------
-# Two Workspace objects on one directory behave like two processes: flock locks belong to open files.
+# flock locks belong to open files, so one test process can play both: `other()` hides this process's
+# ownership while the driver's lock stays held by its open file.
+
+import contextlib  # noqa: E402
+
+
+@contextlib.contextmanager
+def other():
+    from orchestrator import state
+    saved = dict(state._OWNED)
+    state._OWNED.clear()
+    try:
+        yield
+    finally:
+        state._OWNED.update(saved)
+
 
 def _job(ws, job_id="j1"):
     from orchestrator.state import JobState
@@ -252,36 +267,52 @@ def _job(ws, job_id="j1"):
 
 
 def test_a_reader_never_writes_over_the_driver(tmp_path):
-    from orchestrator.state import Workspace
-    driver, reader = Workspace(tmp_path), Workspace(tmp_path)
-    job = _job(driver)
-    stale = reader.load("j1")                  # e.g. `logs -f` loaded it while `run` drives
-    job.state = "succeeded"
-    assert driver.save(job)
-    stale.notes.append("reader's poll")
-    assert not reader.save(stale)              # driven elsewhere: dropped
-    assert reader.load("j1").state == "succeeded"
     import os
-    os.close(driver._owned.pop("j1"))          # the driver process ended (its lock with it)
-    assert not reader.save(stale)              # not driven, but changed since the reader loaded it
-    assert reader.load("j1").state == "succeeded"
-    fresh = reader.load("j1")
+    from orchestrator import state
+    ws = state.Workspace(tmp_path)
+    job = _job(ws)
+    with other():
+        stale = ws.load("j1")                  # e.g. `logs -f` loaded it while `run` drives
+    job.state = "succeeded"
+    assert ws.save(job)
+    with other():
+        stale.notes.append("reader's poll")
+        assert not ws.save(stale)              # driven elsewhere: dropped
+        assert ws.load("j1").state == "succeeded"
+    os.close(state._OWNED.pop(str(tmp_path / "j1")))   # the driver process ended (its lock with it)
+    assert not ws.save(stale)                  # not driven, but changed since the reader loaded it
+    assert ws.load("j1").state == "succeeded"
+    fresh = ws.load("j1")
     fresh.note("later")
-    assert reader.save(fresh) and reader.load("j1").notes == ["later"]
+    assert ws.save(fresh) and ws.load("j1").notes == ["later"]
 
 
 def test_cancel_from_another_process_is_kept_by_the_driver(tmp_path):
     from orchestrator.state import Workspace
-    driver, other = Workspace(tmp_path), Workspace(tmp_path)
-    job = _job(driver)
+    ws = Workspace(tmp_path)
+    job = _job(ws)
 
     def cancel(j):
         j.state, j.error = "cancelled", "cancelled by the user"
-    other.update("j1", cancel)
+    with other():
+        ws.update("j1", cancel)
     job.notes.append("driver's own update")    # the driver saves its older snapshot afterwards
-    assert driver.save(job)
-    on_disk = other.load("j1")
+    assert ws.save(job)
+    on_disk = ws.load("j1")
     assert on_disk.state == "cancelled" and on_disk.notes == ["driver's own update"]
+
+
+def test_a_stale_cancelled_snapshot_still_cancels_without_reverting_the_rest(tmp_path):
+    from orchestrator.state import JobState, Workspace
+    ws = Workspace(tmp_path)                   # nobody drives it (e.g. a campaign's `cancel` on its sub-jobs)
+    assert ws.save(JobState(job_id="j2", node="n", container="c", variant="a8w8", created=0.0, request={}))
+    mine, theirs = ws.load("j2"), ws.load("j2")
+    theirs.note("their poll")
+    assert ws.save(theirs)
+    mine.state, mine.error = "cancelled", "cancelled by the user"
+    assert ws.save(mine)
+    on_disk = ws.load("j2")
+    assert on_disk.state == "cancelled" and on_disk.notes == ["their poll"]
 
 
 def test_a_second_driver_exits_naming_the_first(tmp_path):
@@ -289,6 +320,20 @@ def test_a_second_driver_exits_naming_the_first(tmp_path):
     from orchestrator.errors import JobError
     from orchestrator.state import Workspace
     _job(Workspace(tmp_path))
-    with pytest.raises(JobError) as exc:
+    with other(), pytest.raises(JobError) as exc:
         Workspace(tmp_path).own("j1", "resume")
     assert f"job j1 is being driven by another tune-remote process (pid {os.getpid()}: tune-remote run)" in str(exc.value)
+
+
+def test_a_campaigns_sub_jobs_belong_to_its_driver(tmp_path):
+    from orchestrator.state import JobState, Workspace
+    top = Workspace(tmp_path)
+    _job(top, "camp")
+    subws = Workspace(tmp_path / "camp" / "targets")
+    sub = JobState(job_id="s1", node="n", container="c", variant="a8w8", created=0.0, request={})
+    assert subws.save(sub)
+    with other():
+        theirs = subws.load("s1")
+        assert subws.driven_elsewhere("s1") and not subws.save(theirs)
+    sub.state = "succeeded"
+    assert subws.save(sub) and subws.load("s1").state == "succeeded"
