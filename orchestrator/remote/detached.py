@@ -24,7 +24,7 @@ from .transport import TransportError, Transport
 # the helper package, pushed as one tarball: node_helper.py is the entry point, the rest are its modules
 HELPER_FILES = ("node_helper.py", "common.py", "text.py", "files.py", "discovery.py", "gpus.py", "argpatch.py",
                 "procs.py", "staging.py", "runlog.py", "killing.py", "tables.py", "locks.py", "watch.py",
-                "longpoll.py", "channel.py", "shapelog.py", "pipeline.sh")
+                "longpoll.py", "channel.py", "shapelog.py", "jitlogs.py", "pipeline.sh")
 _EXTRACT = (
     "import io,os,sys,tarfile\n"
     "d=sys.argv[1]; t=d+'.tmp'+str(os.getpid())\n"

@@ -12,6 +12,7 @@ from ..steps.compare import Comparison
 from .chart import _svg_chart
 from .fmt import (DASH, Table, _elapsed, _fmt_command, _fmt_time, _isnum, _key_label, _kv_table, _missing,
                   fmt_duration, fmt_int, fmt_key, fmt_pct, fmt_scalar)
+from .jit import jit_view
 from .outcome import outcome_view, verdict_method
 from .tables import (_as_comparison, _common_columns, _group_table, _logs_table, _rows_table, _shape_list,
                      _shape_table)
@@ -175,6 +176,7 @@ def build_view(ctx: Mapping[str, Any]) -> dict[str, Any]:
     v["warnings"] = warnings
     v["notes"] = [str(n) for n in (ctx.get("notes") or [])]
     v.update(outcome_view(ctx, Table))
+    v.update(jit_view(ctx, Table))
     return v
 
 

@@ -16,6 +16,7 @@ from ..state import atomic_write
 from .bench import measured
 from .compare import Comparison, compare, norm_key_value
 from .fetch import pull, wanted_files
+from .jitprofile import collect as jit_collect
 from .prepare import SAMPLE_MARK
 
 
@@ -143,6 +144,7 @@ def report_context(ctx: Ctx) -> dict:
         "comparison": comparison,
         "promotion": _promotion(job),
         "engaged": job.step_state("promote").info.get("engaged"),
+        "jit_profile": jit_collect(ctx),
         "notes": list(job.notes),
         "logs": {name: {"node": path, "local": str(ctx.job_dir / "logs" / Path(path).name)}
                  for name, path in logs.items()},

@@ -3,6 +3,7 @@
 import json
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from orchestrator.cli import main
@@ -42,6 +43,20 @@ def test_demo_runs_to_a_report_that_matches_the_perf_model(ws, capsys, profile, 
     assert "Verdicts rest on 3 before and 3 after runs per shape" in md
     assert f"Engaged at runtime: {promoted}/{promoted} promoted shapes" in md
     assert (job / "report.html").read_text().lstrip().lower().startswith("<!doctype html")
+    # JIT cold-build profile (seed 004): the after benchmark's private build and the promotion rebuild, from
+    # their .ninja_log (one CK instance per kernel of the table it was built from, then the link)
+    prof = json.loads((job / "jit_profile.json").read_text())
+    mods = {(m["phase"], m["module"]): m for m in prof["modules"]}
+    for phase in ("after benchmark", "promotion rebuild"):
+        m = mods[(phase, "module_gemm_a8w8_blockscale")]
+        assert m["cost_s"] >= m["wall_s"] > 0 and m["critical_path"][-1]["output"] == "module_gemm_a8w8_blockscale.so"
+        assert Path(m["local_log"]).read_text() == Path(m["node_log"]).read_text()
+    staging = pd.read_csv(job / Path(state["remote"]["tuned_csv"]).name)
+    kernels = {f"{k}.cuda.o" for k in staging[staging["libtype"].isin(["ck", "cktile"])]["kernelName"]}
+    after = mods[("after benchmark", "module_gemm_a8w8_blockscale")]
+    assert after["edges"] == len(kernels) + 3     # + dispatch TU, pybind TU, link
+    assert after["slowest"][0]["output"] in kernels
+    assert "## JIT cold builds" in md and "### Critical path" in md and 'id="jit"' in (job / "report.html").read_text()
     # the node has its own copy of the report next to the logs
     assert Path(state["remote"]["report_md"]).read_text() == md
     # the tuned CSV was backed up before the first write, and the backup was fetched

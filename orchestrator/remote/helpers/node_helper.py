@@ -39,6 +39,7 @@ if _HERE not in sys.path:
 import argpatch  # noqa: E402
 import discovery  # noqa: E402
 import files  # noqa: E402
+import jitlogs  # noqa: E402
 import killing  # noqa: E402
 import longpoll  # noqa: E402
 import procs  # noqa: E402
@@ -112,6 +113,7 @@ OPS = {
     "cancel": killing.op_cancel,
     "table_check": tables.op_table_check,
     "disk_free": tables.op_disk_free,
+    "jit_logs": jitlogs.op_jit_logs,
     INTERNAL_SUPERVISE: procs.op_supervise,
 }
 def run_op(op, req, timeout_s=None):

@@ -1,0 +1,92 @@
+"""JIT cold-build profile of the modules the job built (seed 004), for the report.
+
+Where the job builds modules: the before and after benchmarks in their private JIT dirs
+(``<job>/jit/before``, ``<job>/jit/after``; the after arm's first run with ``AITER_REBUILD=1``), the tuner's
+``module_*_tune`` and the promotion rebuild (the engaged-at-runtime fresh process builds the live module
+from the promoted table) in the live JIT dir. For each, the ``finish build [md], cost N s`` lines of that
+step's log and the module's ``.ninja_log`` (node op ``jit_logs``) give: wall time per module, the slowest
+translation units, the critical path (``orchestrator.parsing.ninjalog``). The logs are kept under
+``<job>/jit/<phase>/<module>.ninja_log``; the profile under ``<job>/jit_profile.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from ..context import Ctx
+from ..errors import RemoteCommandError
+from ..parsing.ninjalog import build_lines, parse_ninja_log, profile
+from ..state import atomic_write
+
+# phase label, the step's log (remote.logs key, or a file in the job dir), the bench arm whose JIT dir it is
+PHASES = (("before benchmark", "baseline", "before"), ("tuning", "tune", None),
+          ("after benchmark", "after", "after"), ("promotion rebuild", "engaged_at_runtime.log", None))
+
+
+def _log_text(ctx: Ctx, name: str) -> str:
+    if name.endswith(".log"):
+        path = ctx.job_dir / name
+    else:
+        node = (ctx.job.remote.get("logs") or {}).get(name)
+        if not node:
+            return ""
+        path = ctx.job_dir / "logs" / Path(node).name
+    return path.read_text(encoding="utf-8", errors="replace") if path.is_file() else ""
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", text).strip("_")
+
+
+def collect(ctx: Ctx) -> dict[str, Any] | None:
+    """The profile (``{"modules": [...], "missing": [...]}``) or None when the job built nothing."""
+    job, remote = ctx.job, ctx.job.remote
+    arms = remote.get("bench_env") or {}
+    env = {**(job.facts.get("env") or {}), **ctx.target.container.env}
+    builds: dict[str, list[dict]] = {}
+    dirs = []
+    for label, log, arm in PHASES:
+        builds[label] = build_lines(_log_text(ctx, log))
+        if arm:
+            jit_dir = (arms.get(arm) or {}).get("AITER_JIT_DIR")
+            if jit_dir:   # private: everything built there was built by this job
+                dirs.append({"label": label, "jit_dir": jit_dir, "modules": None})
+        elif builds[label]:
+            dirs.append({"label": label, "jit_dir": None, "package_dir": job.facts.get("package_dir"),
+                         "jit_dir_env": env.get("AITER_JIT_DIR"),
+                         "modules": sorted({b["module"] for b in builds[label]})})
+    if not dirs:
+        return None
+    try:
+        res = ctx.call("jit_logs", {"dirs": dirs})
+    except RemoteCommandError as exc:
+        job.note(f"JIT build profile missing: the node could not list the .ninja_log files ({exc.message})")
+        res = {"logs": [], "missing": []}
+    modules, seen = [], set()
+    for entry in res.get("logs") or []:
+        label, name = entry["label"], entry["module"]
+        edges, version = parse_ninja_log(entry.get("text") or "")
+        lines = [b for b in builds.get(label, []) if b["module"] == name]
+        last = lines[-1] if lines else {}
+        local = ctx.job_dir / "jit" / _slug(label) / f"{_slug(name)}.ninja_log"
+        local.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(local, (entry.get("text") or "").encode())
+        modules.append({"phase": label, "module": name, "cost_s": last.get("cost_s"), "failed": bool(last.get("failed")),
+                        "builds": len(lines), "node_log": entry.get("path"), "local_log": str(local),
+                        "truncated": bool(entry.get("truncated")), "log_version": version, **profile(edges)})
+        seen.add((label, name))
+    for label, lines in builds.items():   # a finish build line whose .ninja_log the node no longer has
+        for b in lines:
+            if (label, b["module"]) not in seen:
+                seen.add((label, b["module"]))
+                modules.append({"phase": label, "module": b["module"], "cost_s": b["cost_s"],
+                                "failed": b["failed"], "builds": 1, "node_log": None, "local_log": None,
+                                "truncated": False, "log_version": None, **profile([])})
+    if not modules:
+        return None
+    out = {"modules": modules, "missing": [m for m in res.get("missing") or [] if m.get("module")]}
+    atomic_write(ctx.job_dir / "jit_profile.json", json.dumps(out, indent=1).encode())
+    return out
