@@ -1,0 +1,72 @@
+"""The holder's stop.py (campaign/slurm_scripts.py) run here as it runs in a container: it ends every process
+group carrying the campaign's job marker, marks their runs cancelled, and leaves every other process alone."""
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+from orchestrator.campaign.slurm_scripts import HOLDER, STOP
+
+
+def _spawn(marker: str, run_dir, *, trap_term: bool = False) -> subprocess.Popen:
+    """A group leader (like the helper's supervisor) with a child (like the tuner), both carrying the marker."""
+    body = "trap '' TERM; " if trap_term else ""
+    env = dict(os.environ, TUNE_REMOTE_JOB=marker, TUNE_REMOTE_RUN_DIR=str(run_dir))
+    return subprocess.Popen(["sh", "-c", body + "sleep 300 & wait"], env=env, start_new_session=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except OSError:
+        return False
+
+
+def _children(pid: int) -> list[int]:
+    out = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout
+    return [int(x) for x in out.split()]
+
+
+def _wait_children(proc) -> list[int]:
+    deadline = time.monotonic() + 10
+    while not _children(proc.pid) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return _children(proc.pid)
+
+
+def test_stop_ends_the_campaigns_groups_and_nothing_else(tmp_path):
+    ours_dir, other_dir = tmp_path / "ours", tmp_path / "other"
+    ours_dir.mkdir()
+    other_dir.mkdir()
+    ours = _spawn("camp1.a.ctr.a8w8:pipeline", ours_dir)
+    stubborn = _spawn("camp1.b.ctr.moe:pipeline", ours_dir, trap_term=True)     # ignores TERM: KILLed
+    other = _spawn("camp10.a.ctr.a8w8:pipeline", other_dir)                    # another job, same prefix
+    kids = {p.pid: _wait_children(p) for p in (ours, stubborn, other)}
+    try:
+        out = subprocess.run([sys.executable, "-", "camp1", "1"], input=STOP, capture_output=True, text=True,
+                             timeout=30)
+        assert out.returncode == 0, out.stderr
+        report = json.loads(out.stdout.strip().splitlines()[-1])
+        for p in (ours, stubborn):
+            p.wait(timeout=10)
+            assert not any(_alive(k) for k in kids[p.pid]), "a child of the group survived"
+        assert report["remaining"] == [] and report["signalled"] >= 4 and report["killed"] >= 1, report
+        assert _alive(other.pid) and all(_alive(k) for k in kids[other.pid])
+        assert json.loads((ours_dir / "cancelled").read_text())["by"] == "slurm"
+        assert not (other_dir / "cancelled").exists()
+    finally:
+        for p in (ours, stubborn, other):
+            try:
+                os.killpg(p.pid, 9)
+            except OSError:
+                pass
+            p.wait(timeout=10)
+
+
+def test_holder_is_posix_sh_and_traps_term_around_a_background_wait():
+    assert HOLDER.startswith("#!/bin/sh\n")
+    assert "trap 'stop \"$@\"' TERM INT" in HOLDER and "sleep 1 &\n  wait $!" in HOLDER
+    subprocess.run(["sh", "-n"], input=HOLDER, text=True, check=True)
