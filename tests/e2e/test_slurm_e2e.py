@@ -24,6 +24,11 @@ pytestmark = pytest.mark.e2e
 NK = ["--nk", "7168,2048", "--m-preset", "1,16,64,256"]      # 4 shapes
 
 
+def nk(n_k: str) -> list[str]:
+    """4 shapes no other test tunes: a node skips shapes earlier tests promoted into its live table."""
+    return ["--nk", n_k, "--m-preset", "1,16,64,256"]
+
+
 @pytest.fixture
 def inv(tmp_path, slurm_cluster, monkeypatch):
     monkeypatch.setenv("TUNE_REMOTE_POLL_S", "0.2")
@@ -143,7 +148,7 @@ def test_cancel_during_tuning_leaves_no_slurm_job_and_no_tuner_in_any_container(
         c.container(n).slow(600)          # each tuner sits in its first shape until something stops it
     try:
         proc = _run_in_background(inv, "run", "--slurm", "testslurm", "--slurm-nodes", "2", "--variant",
-                                  "a8w8_blockscale", *NK, "--yes", "--job-id", "slc")
+                                  "a8w8_blockscale", *nk("4608,7168"), "--yes", "--job-id", "slc")
         try:
             poll(lambda: all(_tuners(c.container(n)) for n in c.computes), timeout=240, interval=0.5,
                  what="a tuner running in both compute nodes' containers")
@@ -274,7 +279,7 @@ def test_a_job_failing_on_one_node_keeps_the_other_nodes_result_and_the_report_s
     c.container("b").crash_after(0)           # b's tuner dies at its first shape (exit 139, like a GPU fault)
     try:
         rc, out = cli(inv, "run", "--slurm", "testslurm", "--slurm-nodes", "2", "--variant", "a8w8_blockscale",
-                      *NK, "--yes", "--job-id", "slf")
+                      *nk("2112,7168"), "--yes", "--job-id", "slf")
     finally:
         c.container("b").reset_control()
     assert rc == 1, out
@@ -300,7 +305,7 @@ def test_a_slurm_job_vanishing_without_an_exit_code_file_is_lost_and_the_report_
     b = c.container("b")
     b.slow(600)
     proc = _run_in_background(inv, "run", "--slurm", "testslurm", "--slurm-nodes", "2", "--variant",
-                              "a8w8_blockscale", *NK, "--yes", "--job-id", "sll")
+                              "a8w8_blockscale", *nk("3072,1536"), "--yes", "--job-id", "sll")
     try:
         poll(lambda: _tuners(b), timeout=240, interval=0.5, what="b's tuner running")
         (jid,) = [j["id"] for j in c.jobs() if j["name"].startswith("tr-sll") and j["nodes"] == "b"]
