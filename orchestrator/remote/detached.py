@@ -25,16 +25,57 @@ from .transport import TransportError, Transport
 HELPER_FILES = ("node_helper.py", "common.py", "text.py", "files.py", "discovery.py", "gpus.py", "argpatch.py",
                 "procs.py", "staging.py", "runlog.py", "killing.py", "tables.py", "locks.py", "watch.py",
                 "longpoll.py", "channel.py", "shapelog.py", "jitlogs.py", "pipeline.sh")
+# push: the base dir is made 0700 and must be ours (S-01); a helper dir whose content went bad is replaced
 _EXTRACT = (
-    "import io,os,sys,tarfile\n"
-    "d=sys.argv[1]; t=d+'.tmp'+str(os.getpid())\n"
+    "import io,os,shutil,stat,sys,tarfile\n"
+    "d=sys.argv[1]; b=os.path.dirname(d); t=d+'.tmp'+str(os.getpid())\n"
+    "try:\n os.makedirs(b,0o700)\nexcept OSError:\n pass\n"
+    "st=os.lstat(b)\n"
+    "if st.st_uid!=os.getuid() or not stat.S_ISDIR(st.st_mode) or st.st_mode&0o022:\n"
+    " sys.stderr.write('untrusted helper base %s\\n'%b); sys.exit(3)\n"
+    "os.chmod(b,0o700)\n"
     "tarfile.open(fileobj=io.BytesIO(sys.stdin.buffer.read())).extractall(t)\n"
-    "os.makedirs(os.path.dirname(d),exist_ok=True)\n"
-    "try:\n os.rename(t,d)\nexcept OSError:\n import shutil; shutil.rmtree(t,ignore_errors=True)\n"
+    "try:\n os.rename(t,d)\nexcept OSError:\n"
+    " o=d+'.old'+str(os.getpid())\n"
+    " try:\n  os.rename(d,o); os.rename(t,d)\n except OSError:\n  pass\n"
+    " shutil.rmtree(o,ignore_errors=True); shutil.rmtree(t,ignore_errors=True)\n"
 )
+# run: before any code of the helper dir runs, its base dir, the dir and every file are ours and not writable
+# by others, and the files hash to the bundle's full sha256 (S-01); then node_helper.py runs as __main__.
+# argv: DIGEST NAMES <dir>/node_helper.py ARGS... (so ps still shows `node_helper.py --serve`).
+# Missing or different content in our own dir: exit 2 "can't open file" (the laptop pushes again); a dir
+# that is not ours: an ok:false answer with "untrusted" (the laptop moves to /tmp/tune-remote-<uid>).
+_RUN = (
+    "import sys\n"
+    "sys.path[:]=[p for p in sys.path if p not in ('','.')]\n"   # -c puts the cwd first: nothing from there
+    "import hashlib,json,os,stat\n"
+    "want,names,e=sys.argv[1],sys.argv[2].split(','),sys.argv[3]; d=os.path.dirname(e); me=os.getuid()\n"
+    "def no(p,why):\n"
+    " print(json.dumps({'ok':False,'untrusted':True,'uid':me,'error':'refusing to run the node helper from %s: %s'%(p,why),"
+    "'hint':'remove it if it is not yours; tune-remote runs its helper only from a directory of its own'})); sys.exit(0)\n"
+    "def gone(p):\n"
+    " sys.stderr.write(\"can't open file %s\\n\"%p); sys.exit(2)\n"
+    "h=hashlib.sha256()\n"
+    "for p in [os.path.dirname(d),d]+[os.path.join(d,n) for n in names]:\n"
+    " try:\n  st=os.lstat(p)\n except OSError:\n  gone(p)\n"
+    " if st.st_uid!=me: no(p,'owned by uid %d, not %d'%(st.st_uid,me))\n"
+    " if st.st_mode&0o022: no(p,'writable by others')\n"
+    " if not (stat.S_ISDIR if p in (d,os.path.dirname(d)) else stat.S_ISREG)(st.st_mode): no(p,'not a plain file or dir')\n"
+    " if p not in (d,os.path.dirname(d)):\n"
+    "  with open(p,'rb') as f: h.update(os.path.basename(p).encode()+b'\\0'+f.read())\n"
+    "if h.hexdigest()!=want: gone(d+' (content differs)')\n"
+    "import runpy\n"
+    "sys.argv=[e]+sys.argv[4:]; sys.path.insert(0,d); runpy.run_path(e,run_name='__main__')\n"
+)
+_RUN_LINE = "exec(%r)" % _RUN   # one line: ps and /proc/PID/cmdline readers see one process per line
 
 
 def _bundle() -> tuple[str, bytes]:
+    full, tarball = _bundle_full()
+    return full[:12], tarball
+
+
+def _bundle_full() -> tuple[str, bytes]:
     pkg = resources.files("orchestrator.remote.helpers")
     digest = hashlib.sha256()
     buf = io.BytesIO()
@@ -47,7 +88,7 @@ def _bundle() -> tuple[str, bytes]:
             info.mode = 0o644
             info.mtime = 0
             tar.addfile(info, io.BytesIO(data))
-    return digest.hexdigest()[:12], buf.getvalue()
+    return digest.hexdigest(), buf.getvalue()
 
 
 class HelperCallError(RemoteCommandError):
@@ -73,7 +114,9 @@ class NodeHelper:
     def __init__(self, transport: Transport, python: str = "python3", base_dir: str = "/tmp/tune-remote"):
         self.transport = transport
         self.python = python
-        self.version, self._tarball = _bundle()
+        self.digest, self._tarball = _bundle_full()
+        self.version = self.digest[:12]
+        self.base_dir = base_dir
         self.dir = f"{base_dir}/helper-{self.version}"
         self.path = f"{self.dir}/node_helper.py"
         self.calls = 0
@@ -92,6 +135,21 @@ class NodeHelper:
 
     def push(self) -> None:
         self.transport.run(Cmd((self.python, "-c", _EXTRACT, self.dir)), stdin=self._tarball, timeout=120)
+
+    def _checked(self, *args: str) -> Cmd:
+        """python -c _RUN: node_helper.py ARGS, run only after the dir and its content were checked."""
+        return Cmd((self.python, *(("-u",) if args[:1] == ("--serve",) else ()), "-c", _RUN_LINE, self.digest,
+                    ",".join(HELPER_FILES), self.path, *args))
+
+    def _per_user(self, answer: dict | None) -> bool:
+        """The shared base dir belongs to someone else (or others may write it): use /tmp/tune-remote-<uid>."""
+        if not (answer and answer.get("untrusted")) or self.base_dir != "/tmp/tune-remote":
+            return False
+        self.base_dir = f"/tmp/tune-remote-{int(answer.get('uid', 0))}"
+        self.dir = f"{self.base_dir}/helper-{self.version}"
+        self.path = f"{self.dir}/node_helper.py"
+        self.push()
+        return True
 
     def call(self, op: str, request: dict | None = None, *, timeout: float | None = 300) -> dict:
         with self._lock:
@@ -139,7 +197,7 @@ class NodeHelper:
             return None
         if self._stream_failed_at is not None and time.monotonic() - self._stream_failed_at < self.RETRY_STREAM_S:
             return None
-        cmd = Cmd((self.python, "-u", self.path, "--serve", "--idle", f"{idle_s():g}"))
+        cmd = self._checked("--serve", "--idle", f"{idle_s():g}")
         for attempt in (1, 2):
             try:
                 stream = opener(cmd)
@@ -174,11 +232,12 @@ class NodeHelper:
     # ---- one exec per op -----------------------------------------------------------------------
     def _call_exec(self, op: str, request: dict, timeout: float | None) -> dict:
         payload = json.dumps(request).encode()
-        cmd = Cmd((self.python, self.path, op))
-        result = self.transport.run(cmd, stdin=payload, timeout=timeout, check=False)
+        result = self.transport.run(self._checked(op), stdin=payload, timeout=timeout, check=False)
+        if result.exit_code == 0 and self._per_user(_last_json(result.stdout)):
+            result = self.transport.run(self._checked(op), stdin=payload, timeout=timeout, check=False)
         if result.exit_code == 2 and b"can't open file" in result.stderr:
             self.push()
-            result = self.transport.run(cmd, stdin=payload, timeout=timeout, check=False)
+            result = self.transport.run(self._checked(op), stdin=payload, timeout=timeout, check=False)
         if result.exit_code == 127 and not result.stdout:
             raise JobError(
                 f"{self.python} is not available in {self.transport.label}",

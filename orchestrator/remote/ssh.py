@@ -9,9 +9,12 @@ stdin/stdout are bytes and every wait has a deadline.
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import logging
 import os
 import select
+import sys
 import socket
 import time
 from dataclasses import dataclass
@@ -46,28 +49,59 @@ class SshTarget:
     connect_timeout: int | None = None
 
 
+def fingerprint(key: paramiko.PKey) -> str:
+    """OpenSSH's form (`ssh-keygen -lf`): SHA256:<base64 of the sha256 of the key blob, no padding> (S-03)."""
+    return "SHA256:" + base64.b64encode(hashlib.sha256(key.asbytes()).digest()).decode().rstrip("=")
+
+
 class _RefuseUnknown(paramiko.MissingHostKeyPolicy):
+    def __init__(self, cert_authority: bool = False):
+        self.cert_authority = cert_authority
+
     def missing_host_key(self, client, hostname, key):
         raise HostKeyError(
-            f"host key for {hostname} is not known ({key.get_name()} "
-            f"{key.get_fingerprint().hex()})",
-            hint="verify the fingerprint, then add it to known_hosts (e.g. ssh-keyscan), "
-                 "or rerun with --accept-new-host-key",
+            f"host key for {hostname} is not known ({key.get_name()} {fingerprint(key)})",
+            hint=("known_hosts trusts a host certificate authority (@cert-authority), which tune-remote's SSH "
+                  "library cannot check: add the host's own key (ssh-keyscan) or " if self.cert_authority else
+                  "verify the fingerprint, then add it to known_hosts (e.g. ssh-keyscan), or ")
+            + "rerun with --accept-new-host-key",
         )
+
+
+class _WarnUnknown(paramiko.MissingHostKeyPolicy):
+    """StrictHostKeyChecking no: accepted, but said on one visible line with the fingerprint (S-02)."""
+
+    def missing_host_key(self, client, hostname, key):
+        sys.stderr.write(f"tune-remote: warning: accepting the unknown host key of {hostname} ({key.get_name()} "
+                         f"{fingerprint(key)}) because ssh_config says StrictHostKeyChecking no\n")
 
 
 class _AcceptNew(paramiko.MissingHostKeyPolicy):
     """OpenSSH's accept-new: remember an unknown key; a changed key is still refused (by paramiko)."""
 
-    def __init__(self, save_to: str):
+    def __init__(self, save_to: str, hashed: bool = False):
         self.save_to = save_to
+        self.hashed = hashed
 
     def missing_host_key(self, client, hostname, key):
         client.get_host_keys().add(hostname, key.get_name(), key)
         os.makedirs(os.path.dirname(self.save_to) or ".", exist_ok=True)
-        line = f"{hostname} {key.get_name()} {key.get_base64()}\n"
+        name = paramiko.HostKeys.hash_host(hostname) if self.hashed else hostname   # HashKnownHosts yes
+        line = f"{name} {key.get_name()} {key.get_base64()}\n"
         with open(self.save_to, "a", encoding="utf-8") as fh:
             fh.write(line)
+        sys.stderr.write(f"tune-remote: added {hostname} ({key.get_name()} {fingerprint(key)}) to {self.save_to}\n")
+
+
+def _has_cert_authority(files: list[str]) -> bool:
+    for path in files:
+        try:
+            with open(path, encoding="utf-8", errors="replace") as fh:
+                if any(line.lstrip().startswith("@cert-authority") for line in fh):
+                    return True
+        except OSError:
+            continue
+    return False
 
 
 def _known_hosts_files(conn: fabric.Connection) -> list[str]:
@@ -89,11 +123,11 @@ def _secure(conn: fabric.Connection, accept_new: bool) -> None:
     if os.path.exists("/etc/ssh/ssh_known_hosts"):
         client.load_system_host_keys("/etc/ssh/ssh_known_hosts")
     if strict in ("no", "off"):
-        policy: paramiko.MissingHostKeyPolicy = paramiko.WarningPolicy()
+        policy: paramiko.MissingHostKeyPolicy = _WarnUnknown()
     elif strict == "accept-new" or accept_new:
-        policy = _AcceptNew(files[0])
+        policy = _AcceptNew(files[0], str(conn.ssh_config.get("hashknownhosts", "no")).lower() == "yes")
     else:  # yes / ask (non-interactive: refuse)
-        policy = _RefuseUnknown()
+        policy = _RefuseUnknown(_has_cert_authority(files + ["/etc/ssh/ssh_known_hosts"]))
     client.set_missing_host_key_policy(policy)
     client._host_keys_filename = None  # paramiko must never save over the user's known_hosts
     if isinstance(conn.gateway, fabric.Connection):

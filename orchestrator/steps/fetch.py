@@ -26,22 +26,28 @@ def _sha(path: Path) -> str | None:
     return h.hexdigest()
 
 
+def _name(node_path: str, fallback: str) -> str:
+    """A node path's file name as a local name: never empty, '.', '..' or hidden (S-04)."""
+    name = os.path.basename(node_path)
+    return name if name and not name.startswith(".") else fallback
+
+
 def wanted_files(ctx: Ctx, dest: Path) -> dict[str, Path]:
     """node path -> local path, for everything a job produced that exists so far."""
     r = ctx.job.remote
     out: dict[str, Path] = {}
     for node_path in (r.get("logs") or {}).values():
-        out[node_path] = dest / "logs" / os.path.basename(node_path)
+        out[node_path] = dest / "logs" / _name(node_path, "step.log")
     if r.get("pipeline_log"):
         out[r["pipeline_log"]] = dest / "logs" / "pipeline.log"
     if r.get("tuned_csv"):
-        out[r["tuned_csv"]] = dest / os.path.basename(r["tuned_csv"])
+        out[r["tuned_csv"]] = dest / os.path.basename(r["tuned_csv"])   # prepare.staging_name: a safe name
     if r.get("untuned_csv"):
-        out[r["untuned_csv"]] = dest / "untuned" / os.path.basename(r["untuned_csv"])
+        out[r["untuned_csv"]] = dest / "untuned" / _name(r["untuned_csv"], "untuned.csv")
     if r.get("tuned_backup"):
-        out[r["tuned_backup"]] = dest / "backup" / os.path.basename(r["tuned_backup"])
+        out[r["tuned_backup"]] = dest / "backup" / _name(r["tuned_backup"], "backup.csv")
     if r.get("report_md"):
-        out[r["report_md"]] = dest / "logs" / os.path.basename(r["report_md"])
+        out[r["report_md"]] = dest / "logs" / _name(r["report_md"], "node_report.md")
     return out
 
 

@@ -4,6 +4,7 @@ our values), build the tune command. Nothing long-running starts here."""
 from __future__ import annotations
 
 import os
+import re
 import time
 from pathlib import Path
 
@@ -25,6 +26,20 @@ def tuned_csv_path(ctx: Ctx, variant: KernelVariant) -> str:
     if configured:
         return configured.split(":")[0]
     return f"{ctx.job.remote['aiter_root']}/{variant.tuned_csv}"
+
+
+_SAFE_CSV = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]{0,120}\.csv$")
+LOCAL_NAMES = ("comparison.csv", "serving.csv")   # what the job writes into its local directory
+
+
+def staging_name(live: str, variant: KernelVariant) -> str:
+    """The staging table's file name, which is also its local name after fetch: the live table's name when
+    that is a plain CSV name, else the variant's default one. The node controls the live path (its
+    AITER_CONFIG_*); it must not name a laptop file (state.json, report.md, comparison.csv, `..`; S-04)."""
+    name = os.path.basename(live)
+    if _SAFE_CSV.match(name) and name not in LOCAL_NAMES:
+        return name
+    return os.path.basename(variant.tuned_csv)
 
 
 def tune_script(ctx: Ctx, variant: KernelVariant) -> str:
@@ -133,7 +148,7 @@ def run(ctx: Ctx) -> None:
     remote = job.remote
     root, job_dir = remote["aiter_root"], remote["job_dir"]
     live = tuned_csv_path(ctx, variant)
-    staging = f"{job_dir}/staging/{os.path.basename(live)}"
+    staging = f"{job_dir}/staging/{staging_name(live, variant)}"
     script = tune_script(ctx, variant)
     script_path = f"{remote['meta_root']}/{script}"
     calls = plan_bench(variant, job.shapes)

@@ -171,8 +171,10 @@ def test_a_crashing_helper_while_watching_is_retried_never_a_verdict_on_the_job(
     proc = bed.popen(*bed.run_args())
     err = _stderr_lines(proc)
     bed.wait_tuning()
-    procs_py = bed.c.sh("ls -d /tmp/tune-remote/helper-*/procs.py").stdout.split()[0]
-    bed.c.sh(f"cp {procs_py} {procs_py}.good && echo 'raise SystemExit(\"boom\")' > {procs_py}")
+    # a module the helper imports crashes (its own files are checked before it runs: a changed procs.py
+    # would just be pushed again, S-01), so a stdlib module is shadowed in its dir
+    hdir = bed.c.sh("ls -d /tmp/tune-remote/helper-*/").stdout.split()[0].rstrip("/")
+    bed.c.sh(f"echo 'raise SystemExit(\"boom\")' > {hdir}/platform.py")
     # the persistent helper imported procs.py already: kill it, so the next helper (and each exec) crashes
     bed.c.sh("pkill -KILL -f '[n]ode_helper.py --serve' || true")
     try:   # every status poll now crashes in the container (exit 1, no JSON answer)
@@ -181,7 +183,7 @@ def test_a_crashing_helper_while_watching_is_retried_never_a_verdict_on_the_job(
         assert proc.poll() is None, "".join(err)[-2000:]
         assert bed.state()["state"] == "running"
     finally:
-        bed.c.sh(f"mv -f {procs_py}.good {procs_py}")
+        bed.c.sh(f"rm -f {hdir}/platform.py")
     proc.wait(timeout=180)
     assert proc.returncode == 0, "".join(err)[-3000:]
     assert any("could not read the job's state" in line and "crashed" in line for line in err)
@@ -429,3 +431,111 @@ def test_a_second_resume_of_a_driven_job_exits_1_naming_it_and_readers_never_rev
     # the driver is gone: resume may drive again (a finished job: it collects, exit 0)
     cp = bed.cli("resume", bed.job_id)
     assert cp.returncode == 0, desc(cp)
+
+
+# ------------------------------------------------------------------------------------------------
+# S-01: the helper runs only from a directory of ours, with the bundle's content
+# ------------------------------------------------------------------------------------------------
+
+TROJAN = "import os\nopen('/tmp/pwned', 'w').write('x')\n"
+
+
+def test_a_helper_dir_planted_by_another_user_or_changed_never_runs(node, tmp_path):
+    from orchestrator.remote.detached import HELPER_FILES, _bundle
+    version = _bundle()[0]
+    bed = Bed(node, tmp_path)
+
+    def pwned() -> bool:
+        return bed.c.exec("sh", "-c", "test -e /tmp/pwned && echo yes || echo no").stdout.strip() == "yes"
+
+    assert bed.cli(*bed.run_args()).returncode == 0
+    ours = f"/tmp/tune-remote/helper-{version}"
+    assert bed.c.exec("stat", "-c", "%u %a", "/tmp/tune-remote").stdout.split() == ["0", "700"]
+    # our own dir with changed content (an edit, a partial push): pushed again, the changed code never runs
+    bed.c.exec("sh", "-c", f'printf %s "$1" > {ours}/discovery.py', "sh", TROJAN)
+    bed.job_id = "job2"
+    cp = bed.cli(*bed.run_args())
+    assert cp.returncode == 0, desc(cp)
+    assert not pwned()
+    # another user owns the shared base dir (world-writable) and planted the whole helper in it
+    files = " ".join(f"{ours}/{n}" for n in HELPER_FILES)
+    bed.c.exec("sh", "-c", f'rm -rf /tmp/tune-remote && mkdir -p {ours} && for f in {files}; do printf %s "$1" > $f; '
+               "done && chown -R 1234:1234 /tmp/tune-remote && chmod -R 0777 /tmp/tune-remote", "sh", TROJAN)
+    bed.job_id = "job3"
+    cp = bed.cli(*bed.run_args())
+    assert cp.returncode == 0, desc(cp)
+    assert not pwned()
+    # it ran from a per-user dir of its own instead (0700, ours)
+    assert bed.c.exec("stat", "-c", "%u %a", "/tmp/tune-remote-0").stdout.split() == ["0", "700"]
+    assert bed.c.exec("sh", "-c", f"test -f /tmp/tune-remote-0/helper-{version}/node_helper.py && echo ok"
+                      ).stdout.strip() == "ok"
+
+
+# ------------------------------------------------------------------------------------------------
+# S-02 / S-03: host keys are named the way OpenSSH names them, and accepting one is never silent
+# ------------------------------------------------------------------------------------------------
+
+def _openssh_fingerprint(node) -> str:
+    import subprocess
+    out = subprocess.run(["ssh-keygen", "-lf", f"{node.host_key_file}.pub"], capture_output=True, text=True,
+                         check=True).stdout
+    return out.split()[1]                                  # "256 SHA256:... comment (ED25519)"
+
+
+def test_host_keys_show_openssh_sha256_fingerprints_and_strict_no_warns_visibly(node, tmp_path):
+    from tests.e2e.test_reliability_e2e import _ssh_config
+    fp = _openssh_fingerprint(node)
+    assert fp.startswith("SHA256:")
+    kh = tmp_path / "known_hosts"
+    kh.write_text("")
+    bed = Bed(node, tmp_path, ssh_config=_ssh_config(node, tmp_path / "ssh_config", kh, "yes"))
+    cp = bed.cli(*bed.run_args())
+    assert cp.returncode == 3 and fp in err_lines(cp)[0], desc(cp)     # the user can compare it with ssh-keygen
+    # StrictHostKeyChecking no: it connects, but one visible line says so, with the fingerprint
+    bed = Bed(node, tmp_path, ssh_config=_ssh_config(node, tmp_path / "ssh_config_no", kh, "no"))
+    cp = bed.cli(*bed.run_args())
+    assert cp.returncode == 0, desc(cp)
+    warned = [l for l in cp.stderr.decode().splitlines() if "accepting the unknown host key" in l]
+    assert warned and all(fp in l and "StrictHostKeyChecking no" in l for l in warned), desc(cp)
+    assert kh.read_text() == ""                                       # and nothing is recorded
+
+
+def test_accept_new_honours_hash_known_hosts(node, tmp_path):
+    from tests.e2e.test_reliability_e2e import _ssh_config
+    kh = tmp_path / "known_hosts"
+    kh.write_text("")
+    cfg = _ssh_config(node, tmp_path / "ssh_config", kh, "accept-new")
+    cfg.write_text(cfg.read_text() + "    HashKnownHosts yes\n")
+    bed = Bed(node, tmp_path, ssh_config=cfg)
+    cp = bed.cli(*bed.run_args())
+    assert cp.returncode == 0, desc(cp)
+    (line,) = kh.read_text().splitlines()
+    assert line.startswith("|1|") and node.host not in line and line.split()[1:3] == node.host_public_key.split()[:2]
+    import subprocess
+    found = subprocess.run(["ssh-keygen", "-F", f"[{node.host}]:{node.port}", "-f", str(kh)],
+                           capture_output=True, text=True)
+    assert found.returncode == 0, found                                # OpenSSH finds the hashed entry
+    bed.job_id = "job2"
+    assert bed.cli(*bed.run_args()).returncode == 0 and len(kh.read_text().splitlines()) == 1
+
+
+# ------------------------------------------------------------------------------------------------
+# S-04: the node cannot name a laptop file
+# ------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("live", ["/opt/aiter-sim/state.json", "/opt/aiter-sim/x/comparison.csv"])
+def test_a_table_path_from_the_node_never_names_a_laptop_file(node, tmp_path, live):
+    import yaml
+    bed = Bed(node, tmp_path)
+    inv = yaml.safe_load(bed.inv.read_text())
+    inv["nodes"][node.alias]["containers"][bed.c.name] = {"env": {"AITER_CONFIG_GEMM_A8W8_BLOCKSCALE": live}}
+    bed.inv.write_text(yaml.safe_dump(inv))
+    cp = bed.cli(*bed.run_args("--promote", "none"))
+    assert cp.returncode == 0, desc(cp)
+    st = bed.state()                                  # state.json is still the job's state
+    assert st["state"] == "succeeded" and st["remote"]["live_csv"] == live
+    assert st["remote"]["tuned_csv"].endswith("/staging/a8w8_blockscale_tuned_gemm.csv")
+    assert (bed.job_dir / "a8w8_blockscale_tuned_gemm.csv").is_file()
+    import csv
+    header = next(csv.reader((bed.job_dir / "comparison.csv").open()))
+    assert "kernelName" not in header and any("before" in h for h in header), header   # the comparison
