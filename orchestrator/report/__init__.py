@@ -64,7 +64,30 @@ def _environment(autoescape: bool) -> jinja2.Environment:
         keep_trailing_newline=True,
     )
     env.filters["mdcode"] = _md_inline_code
+    env.filters["mdtext"] = _md_text
     return env
+
+
+NOTE_MAX = 1000   # characters of one note or warning in report.md
+_CODE_SPAN = re.compile(r"(`+)(?:(?!\1).)+?\1")
+
+
+def _md_text(s: str) -> str:
+    """One line of text that may quote the node (log lines, paths, tool output) as plain Markdown text: no
+    raw HTML, no links or images, no line breaks, bounded (S-05). Code spans (`...`) stay as they are."""
+    s = " ".join(str(s).split())
+    if len(s) > NOTE_MAX:
+        s = s[:NOTE_MAX] + " [...]"
+    out, last = [], 0
+    for m in _CODE_SPAN.finditer(s):
+        out += [_md_escape(s[last:m.start()]), m.group(0)]
+        last = m.end()
+    return "".join(out + [_md_escape(s[last:])])
+
+
+def _md_escape(s: str) -> str:
+    return (s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+            .replace("[", "\\[").replace("]", "\\]"))
 
 
 def _md_inline_code(s: str) -> str:

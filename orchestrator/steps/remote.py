@@ -54,6 +54,7 @@ def launch(ctx: Ctx) -> dict:
     if not ctx.target.helper.calls:  # a resumed process: make sure pipeline.sh (beside the helper) is there
         ctx.call("version")
     carried = job.remote.pop("carry_rc", None)
+    launched_before = bool(ctx.job.step_state("remote").info.get("launched")) and carried is None
     if carried:
         ctx.call("write_files", {"files": [{"path": f"{run_dir}/{name}.rc", "content": "0\n", "backup_dir": None}
                                            for name in carried]})
@@ -62,7 +63,7 @@ def launch(ctx: Ctx) -> dict:
         # inventory env travels in the launch request only: the node keeps its names, never its values
         "argv": pipeline_argv(ctx, run_dir), "cwd": job.remote["aiter_root"],
         "env": dict(ctx.target.container.env),
-        "log_path": job.remote["pipeline_log"],
+        "log_path": job.remote["pipeline_log"], "must_exist": launched_before,
         "lock": {"aiter_root": job.remote["aiter_root"], "variant": job.variant, "owner": owner(ctx),
                  "gpus": job.facts.get("tune_gpus") or []},
     })

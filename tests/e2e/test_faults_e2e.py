@@ -539,3 +539,22 @@ def test_a_table_path_from_the_node_never_names_a_laptop_file(node, tmp_path, li
     import csv
     header = next(csv.reader((bed.job_dir / "comparison.csv").open()))
     assert "kernelName" not in header and any("before" in h for h in header), header   # the comparison
+
+
+# ------------------------------------------------------------------------------------------------
+# C-06: a job whose run directory vanished is never launched again silently
+# ------------------------------------------------------------------------------------------------
+
+def test_resume_of_a_job_whose_run_dir_vanished_launches_nothing(node, tmp_path):
+    bed = Bed(node, tmp_path)
+    cp = bed.cli(*bed.run_args("--detach"))
+    assert cp.returncode == 0, desc(cp)
+    run_dir = bed.state()["remote"]["run_dir"]
+    poll(bed.c.host_path(f"{run_dir}/rc").exists, timeout=120, what="the node pipeline to finish")
+    bed.c.exec("rm", "-rf", run_dir)                  # tune_logs cleaned (or the container recreated)
+    launches = len(bed.c.launches())
+    cp = bed.cli("resume", bed.job_id)
+    assert cp.returncode == 1, desc(cp)
+    (line,) = err_lines(cp)
+    assert "is gone from the node" in line and "not launched again" in line, line
+    assert len(bed.c.launches()) == launches and not bed.node_exists(run_dir)

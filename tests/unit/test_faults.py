@@ -337,3 +337,58 @@ def test_a_campaigns_sub_jobs_belong_to_its_driver(tmp_path):
         assert subws.driven_elsewhere("s1") and not subws.save(theirs)
     sub.state = "succeeded"
     assert subws.save(sub) and subws.load("s1").state == "succeeded"
+
+
+# ---- S-05: node text in report.md is text -----------------------------------------------------------
+
+def test_node_text_in_report_notes_is_escaped_bounded_and_code_spans_survive():
+    from orchestrator.report import render_report
+    hostile = "shapelog: odd line '<img src=x onerror=alert(1)> [click](http://evil)\n# heading' " + "x" * 5000
+    md, _ = render_report({"notes": [hostile, "run `tune-remote resume J --relaunch` <now>"]})
+    notes = [l for l in md.splitlines() if l.startswith("- ")]
+    assert len(notes) == 2 and all(len(l) < 1100 for l in notes)
+    assert "<img" not in md and "&lt;img" in notes[0] and "\\[click\\](http://evil)" in notes[0]
+    assert "\n# heading" not in md
+    assert "`tune-remote resume J --relaunch` &lt;now&gt;" in notes[1]
+
+
+# ---- the progress scan reads only the bytes that are new since the last poll -----------------
+
+def test_progress_is_scanned_only_in_new_bytes(tmp_path):
+    import importlib
+    import sys
+    helpers = str(PIPELINE.parent)
+    sys.path.insert(0, helpers)
+    try:
+        runlog = importlib.import_module("runlog")
+    finally:
+        sys.path.remove(helpers)
+    log = tmp_path / "bench.log"
+    log.write_bytes(b"x" * (3 << 20) + b"\nprocessed 1 batches of 4\n")
+
+    class Counting:
+        def __init__(self, f):
+            self.f, self.read_bytes = f, 0
+
+        def read(self, n=-1):
+            data = self.f.read(n)
+            self.read_bytes += len(data)
+            return data
+
+        def __getattr__(self, name):
+            return getattr(self.f, name)
+
+    def poll():
+        with open(log, "rb") as raw:
+            f = Counting(raw)
+            got = runlog._progress_cached(f, log.stat().st_size, str(log))
+        return got, f.read_bytes
+
+    got, first = poll()
+    assert got["done"] == 1 and first >= 256 * 1024                   # the first poll scans back
+    got, again = poll()
+    assert got["done"] == 1 and again == 0                             # nothing new: nothing read
+    with open(log, "ab") as fh:
+        fh.write(b"bench output\n" * 10 + b"processed 2 batches of 4\n")
+    got, more = poll()
+    assert got["done"] == 2 and more < 8192                            # only the new bytes (+ overlap)

@@ -132,6 +132,10 @@ def op_launch(req):
     existing = _existing_launch(paths)
     if existing is not None:
         return existing
+    if req.get("must_exist"):   # the laptop launched this run already: never launch it again silently (C-06)
+        raise HelperError("the job's run directory %s is gone from the node (the container was recreated or "
+                          "its tune_logs cleaned): its pipeline was launched before and is not launched again"
+                          % run_dir, hint="start a new run; rows it had promoted are in the live table")
     lock = req.get("lock")
     if lock:   # one running job per (container, variant), whichever laptop launched it
         import locks  # noqa: PLC0415

@@ -40,13 +40,35 @@ def _last_line(f, size):
     return None
 
 
-def _progress(f, size):
-    """Last `processed X batches of Y` line, scanning backwards from the end in 256 KiB chunks."""
+_SCANNED = {}    # (path, inode) -> (bytes scanned, progress): a persistent helper reads only new bytes (R-11)
+SCAN_OVERLAP = 4096   # re-read before the old end: a progress line that was half written is seen whole
+
+
+def _progress_cached(f, size, path):
+    try:
+        key = (path, os.fstat(f.fileno()).st_ino)
+    except OSError:
+        return _progress(f, size)
+    prev = _SCANNED.get(key)
+    if prev is not None and prev[0] <= size:
+        found = _progress(f, size, floor=max(0, prev[0] - SCAN_OVERLAP)) if size > prev[0] else None
+        result = found or prev[1]
+    else:
+        result = _progress(f, size)
+    if len(_SCANNED) > 256:
+        _SCANNED.clear()
+    _SCANNED[key] = (size, result)
+    return result
+
+
+def _progress(f, size, floor=0):
+    """Last `processed X batches of Y` line, scanning backwards from the end in 256 KiB chunks (not
+    below ``floor``)."""
     end = size
     scanned = 0
     carry = b""
-    while end > 0 and scanned < PROGRESS_SCAN_LIMIT:
-        start = max(0, end - PROGRESS_CHUNK)
+    while end > floor and scanned < PROGRESS_SCAN_LIMIT:
+        start = max(floor, end - PROGRESS_CHUNK)
         f.seek(start)
         chunk = f.read(end - start) + carry
         scanned += end - start
@@ -128,7 +150,7 @@ def _read_log(log_path, offset, limit):
             out["next_offset"] = offset + len(data)
             out["eof"] = out["next_offset"] >= size
             out["last_line"] = _last_line(f, size)
-            out["progress"] = _progress(f, size)
+            out["progress"] = _progress_cached(f, size, log_path)
     except FileNotFoundError:
         pass
     except OSError as exc:
