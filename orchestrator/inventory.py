@@ -12,7 +12,7 @@ import yaml
 from .errors import InventoryError
 
 NODE_KEYS = {"host", "port", "user", "identity_file", "docker", "containers", "ssh_config", "local"}
-CONTAINER_KEYS = {"aiter_path", "env", "python", "user"}
+CONTAINER_KEYS = {"aiter_path", "env", "python", "user", "workdir"}
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 
@@ -23,6 +23,7 @@ class ContainerSpec:
     env: dict[str, str] = field(default_factory=dict)
     python: str = "python3"
     user: str | None = None
+    workdir: str | None = None      # node work dir for job files (default: see helpers/discovery._workdir)
 
 
 @dataclass(frozen=True)
@@ -300,4 +301,14 @@ def _container(path: str, node: str, name: str, knode, vnode) -> ContainerSpec:
         env={k: str(v) for k, v in env.items()},
         python=str(value.get("python") or "python3"),
         user=value.get("user"),
+        workdir=_workdir(value.get("workdir"), path, knode, name),
     )
+
+
+def _workdir(value, path, knode, name):
+    if value is None:
+        return None
+    if not isinstance(value, str) or not (value.startswith("/") or value.startswith("~")):
+        raise InventoryError(f"{path}{_line(knode)}: workdir of container {name!r} must be an absolute path",
+                             hint="e.g. workdir: /scratch/tune-remote")
+    return value

@@ -50,6 +50,7 @@ def run(ctx: Ctx) -> None:
     req = ctx.job.request
     env = {k: v for k, v in ctx.target.container.env.items() if k in VISIBLE_ENV}
     facts = ctx.call("discover", {"aiter_path": ctx.target.container.aiter_path,
+                                  "workdir": ctx.target.container.workdir,
                                   "busy_threshold": FREE_GPU_BUSY_PCT, "env": env,
                                   "lock": {"variant": ctx.job.variant, "job_id": ctx.job.job_id,
                                            "owner": owner(ctx)}})
@@ -95,8 +96,8 @@ def run(ctx: Ctx) -> None:
     ctx.job.remote.update({
         "aiter_root": root,
         "meta_root": facts.get("meta_root") or root,
-        "logs_dir": f"{root}/tune_logs",
-        "job_dir": f"{root}/tune_logs/.tune-remote/{ctx.job.job_id}",
+        "logs_dir": facts.get("workdir") or f"{root}/tune_logs",     # never site-packages
+        "job_dir": f"{facts.get('workdir') or f'{root}/tune_logs'}/.tune-remote/{ctx.job.job_id}",
     })
     profile = probe(ctx, variant)
     if profile.moe_blockscale_bypass != "none" and variant.family == "moe":

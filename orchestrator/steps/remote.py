@@ -64,7 +64,8 @@ def launch(ctx: Ctx) -> dict:
         "argv": pipeline_argv(ctx, run_dir), "cwd": job.remote["aiter_root"],
         "env": dict(ctx.target.container.env),
         "log_path": job.remote["pipeline_log"], "must_exist": launched_before,
-        "lock": {"aiter_root": job.remote["aiter_root"], "variant": job.variant, "owner": owner(ctx),
+        "lock": {"aiter_root": job.remote["aiter_root"], "workdir": job.remote.get("logs_dir"),
+                 "variant": job.variant, "owner": owner(ctx),
                  "gpus": job.facts.get("tune_gpus") or []},
     })
     info = ctx.job.step_state("remote").info

@@ -558,3 +558,30 @@ def test_resume_of_a_job_whose_run_dir_vanished_launches_nothing(node, tmp_path)
     (line,) = err_lines(cp)
     assert "is gone from the node" in line and "not launched again" in line, line
     assert len(bed.c.launches()) == launches and not bed.node_exists(run_dir)
+
+
+# ------------------------------------------------------------------------------------------------
+# job files never go into site-packages
+# ------------------------------------------------------------------------------------------------
+
+def test_install_mode_keeps_job_files_out_of_site_packages_and_workdir_moves_them(make_node, tmp_path):
+    import yaml
+    node = make_node({"install_mode": "install"})
+    bed = Bed(node, tmp_path)
+    cp = bed.cli(*bed.run_args())
+    assert cp.returncode == 0, desc(cp)
+    remote = bed.state()["remote"]
+    assert remote["job_dir"] == f"/root/.tune-remote/tune_logs/.tune-remote/{bed.job_id}", remote["job_dir"]
+    assert remote["logs"]["tune"].startswith("/root/.tune-remote/tune_logs/")
+    site = remote["aiter_root"]
+    assert site.endswith("site-packages")
+    assert bed.c.exec("test", "-e", f"{site}/tune_logs", check=False).returncode != 0   # nothing written there
+    # the inventory's workdir: wins
+    inv = yaml.safe_load(bed.inv.read_text())
+    inv["nodes"][node.alias]["containers"][bed.c.name] = {"workdir": "/opt/tr-work"}
+    bed.inv.write_text(yaml.safe_dump(inv))
+    bed.job_id = "job2"
+    cp = bed.cli(*bed.run_args())
+    assert cp.returncode == 0, desc(cp)
+    assert bed.state()["remote"]["job_dir"] == "/opt/tr-work/.tune-remote/job2"
+    assert bed.c.exec("test", "-f", "/opt/tr-work/.tune-remote/locks/a8w8_blockscale.lock", check=False).returncode == 0

@@ -144,6 +144,21 @@ def _package_from_path(path):
         hint="point aiter_path at the aiter repo root (develop mode) or the site-packages dir")
 
 
+def _workdir(given, res, problems):
+    """Where jobs keep their files on the node (R-10): the inventory's workdir; else, in develop mode,
+    <checkout>/tune_logs (AITER's own habit); in install mode never site-packages: ~/.tune-remote/tune_logs."""
+    if given:
+        return os.path.abspath(os.path.expanduser(given))
+    if res.get("install_mode") != "install":
+        return os.path.join(res["aiter_root"], "tune_logs")
+    home = os.path.expanduser("~")
+    if os.path.isdir(home) and os.access(home, os.W_OK):
+        return os.path.join(home, ".tune-remote", "tune_logs")
+    problems.append("install mode and the home directory %s is not writable: job files go to %s/tune_logs "
+                    "(set workdir: for this container in inventory.yaml)" % (home, res["aiter_root"]))
+    return os.path.join(res["aiter_root"], "tune_logs")
+
+
 def op_discover(req):
     problems = []
     threshold = req.get("busy_threshold", req.get("free_below_pct", 10))
@@ -252,12 +267,13 @@ def op_discover(req):
     res["python_version"] = platform.python_version()
     res["busy_threshold"] = threshold
     res["problems"] = problems
+    res["workdir"] = _workdir(req.get("workdir"), res, problems) if res.get("aiter_root") else None
     lock = req.get("lock")
     if lock and res.get("aiter_root"):      # a running job of this variant here: fail before anything is written
         import locks  # noqa: PLC0415
-        locks.check(locks.lock_path(res["aiter_root"], lock["variant"]), lock["variant"], lock.get("job_id"),
+        locks.check(locks.lock_path(res["workdir"], lock["variant"]), lock["variant"], lock.get("job_id"),
                     lock.get("owner"))
-        held = locks.gpus_held(res["aiter_root"], lock.get("job_id"), lock.get("owner"))
+        held = locks.gpus_held(res["workdir"], lock.get("job_id"), lock.get("owner"))
         res["reserved_gpus"] = {str(g): rec.get("job_id") for g, rec in sorted(held.items())}
         for g, rec in held.items():         # another running job's GPUs are not free, whatever they show
             info = res["gpus"].get(str(g))

@@ -1,6 +1,6 @@
 """Node-side ownership: one running job per (container, variant), across laptops.
 
-The lock is a file ``<aiter root>/tune_logs/.tune-remote/locks/<variant>.lock`` holding the owning job's
+The lock is a file ``<work dir>/.tune-remote/locks/<variant>.lock`` (develop: <aiter root>/tune_logs) holding the owning job's
 id, run dir and owner (laptop user@host, pid). It is *held* while that job's pipeline is starting or
 running (``procs.run_state``); a lock whose run has ended is stale and taken over. Creation is
 O_EXCL; a takeover writes a temp file and renames it, then reads it back to see who won.
@@ -15,8 +15,9 @@ from files import atomic_write, exclusive_write
 LIVE = ("starting", "running")
 
 
-def lock_path(aiter_root, variant):
-    return os.path.join(aiter_root, "tune_logs", ".tune-remote", "locks", "%s.lock" % variant)
+def lock_path(workdir, variant):
+    """``workdir``: the node work dir (develop: <aiter root>/tune_logs; install: ~/.tune-remote/tune_logs)."""
+    return os.path.join(workdir, ".tune-remote", "locks", "%s.lock" % variant)
 
 
 def holder(path):
@@ -92,13 +93,13 @@ def check(path, variant, job_id, owner=None):
 
 # ---- GPU reservations: gpu-<physical index>.lock, same record, held while the owning run lives ----
 
-def gpu_lock_path(aiter_root, gpu):
-    return os.path.join(os.path.dirname(lock_path(aiter_root, "x")), "gpu-%d.lock" % int(gpu))
+def gpu_lock_path(workdir, gpu):
+    return os.path.join(os.path.dirname(lock_path(workdir, "x")), "gpu-%d.lock" % int(gpu))
 
 
-def gpus_held(aiter_root, job_id=None, owner=None):
+def gpus_held(workdir, job_id=None, owner=None):
     """{physical gpu: record} of the GPUs a live job other than (job_id, owner) holds."""
-    d = os.path.dirname(lock_path(aiter_root, "x"))
+    d = os.path.dirname(lock_path(workdir, "x"))
     try:
         names = os.listdir(d)
     except OSError:
@@ -113,12 +114,12 @@ def gpus_held(aiter_root, job_id=None, owner=None):
     return held
 
 
-def acquire_gpus(aiter_root, gpus, variant, job_id, run_dir, owner):
+def acquire_gpus(workdir, gpus, variant, job_id, run_dir, owner):
     """Reserve every GPU of a run or none: a GPU a live other job holds refuses the launch naming both."""
     taken = []
     try:
         for g in sorted(set(int(x) for x in gpus)):
-            path = gpu_lock_path(aiter_root, g)
+            path = gpu_lock_path(workdir, g)
             acquire(path, variant, job_id, run_dir, owner, what="on GPU %d in this container" % g)
             taken.append(path)
     except HelperError:

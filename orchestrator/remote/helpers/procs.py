@@ -139,14 +139,14 @@ def op_launch(req):
     lock = req.get("lock")
     if lock:   # one running job per (container, variant), whichever laptop launched it
         import locks  # noqa: PLC0415
-        locks.acquire(locks.lock_path(lock["aiter_root"], lock["variant"]), lock["variant"], req["job_id"],
+        work = lock.get("workdir") or os.path.join(lock["aiter_root"], "tune_logs")
+        locks.acquire(locks.lock_path(work, lock["variant"]), lock["variant"], req["job_id"],
                       run_dir, lock.get("owner"))
         if lock.get("gpus"):   # and the GPUs it tunes on: another variant's job does not pick them
             try:
-                locks.acquire_gpus(lock["aiter_root"], lock["gpus"], lock["variant"], req["job_id"], run_dir,
-                                   lock.get("owner"))
+                locks.acquire_gpus(work, lock["gpus"], lock["variant"], req["job_id"], run_dir, lock.get("owner"))
             except HelperError:
-                locks.release(locks.lock_path(lock["aiter_root"], lock["variant"]), req["job_id"], run_dir)
+                locks.release(locks.lock_path(work, lock["variant"]), req["job_id"], run_dir)
                 raise
     if not os.path.isdir(cwd):
         raise HelperError("launch: cwd %s does not exist" % cwd, hint="discover the aiter root first")
