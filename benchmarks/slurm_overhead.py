@@ -1,7 +1,8 @@
 """Overhead of the Slurm path (issue 11): the same shapes tuned on the same two containers, once as two
 inventory nodes (SSH + docker exec, persistent helper channel) and once through Slurm (`run --slurm`:
-sbatch of two holder jobs through the login node, every command an `srun --overlap --jobid J -w NODE
-docker exec` step), measured in one run, alternating, median of --repeats.
+sbatch of two holder jobs through the login node; the persistent helper is one long `srun --overlap
+--jobid J -w NODE docker exec` step per node, other commands one step each), measured in one run,
+alternating, median of --repeats.
 
 The test bed gives both paths the very same sshd (the Slurm login node) and the very same containers
 (`<login>-a`, `<login>-b`, one per Slurm compute node), so the difference is Slurm's alone.

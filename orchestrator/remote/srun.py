@@ -2,7 +2,8 @@
 one of its nodes: ``srun --overlap --jobid J -N1 -n1 -w NODE sh -c '<inner line>'`` (quoted once, here).
 
 The step shares the job's allocation (``--overlap``), so the container work tune-remote does on a compute
-node always runs inside the allocation Slurm granted, on the node Slurm chose.
+node always runs inside the allocation Slurm granted, on the node Slurm chose. The persistent node helper
+is one long-lived step (``open_stream``); one-off commands are one step each.
 """
 
 from __future__ import annotations
@@ -37,6 +38,15 @@ class SrunTransport:
                                   hint="see `tune-remote status`; its Slurm state is in the report")
         result = CommandResult(cmd, result.exit_code, result.stdout, result.stderr)
         return check_result(result) if check else result
+
+    def open_stream(self, cmd: Cmd):
+        """The persistent node helper as one long-lived step (its requests then cost no new step each).
+        When the job has ended the step cannot start: the helper falls back to one step per op, and that
+        raises AllocationEnded."""
+        opener = getattr(self.inner, "open_stream", None)
+        if opener is None:
+            raise NotImplementedError(f"{self.inner.label} has no long-lived channels")
+        return opener(self.wrap(cmd))
 
     def connect(self) -> None:
         connect = getattr(self.inner, "connect", None)

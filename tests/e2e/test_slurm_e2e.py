@@ -328,3 +328,38 @@ def test_a_slurm_job_vanishing_without_an_exit_code_file_is_lost_and_the_report_
     b_row = next(line for line in _report(inv, "sll").splitlines() if line.startswith("| b |"))
     assert "lost" in b_row and "vanished without an exit-code file" in b_row, b_row
     poll(lambda: not [j for j in c.jobs() if j["name"].startswith("tr-sll")], timeout=60, what="holders gone")
+
+
+def test_laptop_killed_mid_run_then_resume_submits_nothing_and_tunes_each_shard_once(inv, slurm_cluster):
+    """The laptop's `run` is SIGKILLed while both nodes tune; `resume` re-attaches to the same Slurm jobs (no
+    sbatch), the tuners go on where they are (no second launch) and the campaign completes."""
+    from tests.fake_remote.provision import poll
+    c = slurm_cluster
+    launches = {n: len(c.container(n).launches()) for n in c.computes}
+    for n in c.computes:
+        c.container(n).slow(8)            # 2 shapes per node: ~16 s of tuning to kill the laptop in
+    try:
+        proc = _run_in_background(inv, "run", "--slurm", "testslurm", "--slurm-nodes", "2", "--variant",
+                                  "a8w8_blockscale", *nk("1536,7168"), "--yes", "--job-id", "slk")
+        try:
+            poll(lambda: all(_tuners(c.container(n)) for n in c.computes), timeout=240, interval=0.3,
+                 what="a tuner running in both compute nodes' containers")
+        finally:
+            proc.kill()
+            proc.wait(timeout=30)
+        state = json.loads((inv.parent / "ws" / "slk" / "state.json").read_text())
+        before = {i: s["id"] for i, s in state["request"]["campaign"]["slurm"]["jobs"].items()}
+        assert len(before) == 2 and {j["id"] for j in c.jobs() if j["name"].startswith("tr-slk")} == set(
+            before.values())
+        rc, out = cli(inv, "resume", "slk", "--yes")
+    finally:
+        for n in c.computes:
+            c.container(n).reset_control()
+    assert rc == 0, out
+    state = json.loads((inv.parent / "ws" / "slk" / "state.json").read_text())
+    assert {i: s["id"] for i, s in state["request"]["campaign"]["slurm"]["jobs"].items()} == before
+    assert state["state"] == "succeeded"
+    assert all(len(c.container(n).launches()) == launches[n] + 1 for n in c.computes)   # no second launch
+    comp = list(csv.DictReader((inv.parent / "ws" / "slk" / "comparison.csv").open()))
+    assert len(comp) == 4 and {r["node"] for r in comp} == {"a", "b"}
+    poll(lambda: not [j for j in c.jobs() if j["name"].startswith("tr-slk")], timeout=60, what="holders gone")
