@@ -232,12 +232,14 @@ class NodeHelper:
     # ---- one exec per op -----------------------------------------------------------------------
     def _call_exec(self, op: str, request: dict, timeout: float | None) -> dict:
         payload = json.dumps(request).encode()
-        result = self.transport.run(self._checked(op), stdin=payload, timeout=timeout, check=False)
+        # the helper stops the op itself a little before the laptop gives up: nothing stays behind
+        args = (op,) if timeout is None else (op, "--timeout", f"{max(1.0, timeout - 5):g}")
+        result = self.transport.run(self._checked(*args), stdin=payload, timeout=timeout, check=False)
         if result.exit_code == 0 and self._per_user(_last_json(result.stdout)):
-            result = self.transport.run(self._checked(op), stdin=payload, timeout=timeout, check=False)
+            result = self.transport.run(self._checked(*args), stdin=payload, timeout=timeout, check=False)
         if result.exit_code == 2 and b"can't open file" in result.stderr:
             self.push()
-            result = self.transport.run(self._checked(op), stdin=payload, timeout=timeout, check=False)
+            result = self.transport.run(self._checked(*args), stdin=payload, timeout=timeout, check=False)
         if result.exit_code == 127 and not result.stdout:
             raise JobError(
                 f"{self.python} is not available in {self.transport.label}",

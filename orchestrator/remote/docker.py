@@ -26,7 +26,7 @@ class DockerExecTransport:
         if self.user:
             argv += ["-u", self.user]
         argv += [self.container, "sh", "-c", render(cmd)]
-        return Cmd(tuple(argv), secret_env=cmd.secret_env)
+        return Cmd(tuple(argv))
 
     def run(self, cmd: Cmd, *, stdin: bytes | None = None, timeout: float | None = None,
             check: bool = True) -> CommandResult:
@@ -41,7 +41,7 @@ class DockerExecTransport:
             raise NotImplementedError(f"{self.inner.label} has no long-lived channels")
         wrapped = self.wrap(cmd)   # `sh -c 'exec ...'`: the helper is the exec'd process (a kill reaches it)
         argv = wrapped.argv[:-1] + ("exec " + wrapped.argv[-1],)
-        return inner_open(Cmd(argv, secret_env=wrapped.secret_env))
+        return inner_open(Cmd(argv))
 
     def close(self) -> None:
         self.inner.close()

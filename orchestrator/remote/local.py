@@ -8,6 +8,7 @@ import subprocess
 import time
 from typing import Mapping
 
+from ..errors import CommandTimeout
 from .shell import Cmd
 from .transport import CommandResult, TransportError, check_result
 
@@ -34,7 +35,7 @@ class LocalTransport:
                 cwd=cmd.cwd or None, env=env, timeout=timeout,
             )
         except subprocess.TimeoutExpired as exc:
-            raise TransportError(f"local command timed out after {timeout}s: {cmd.argv[0]}") from exc
+            raise CommandTimeout(f"local command did not finish within {timeout:g}s: {cmd.argv[0]}") from exc
         except FileNotFoundError as exc:
             result = CommandResult(cmd, 127, b"", str(exc).encode())
             return check_result(result) if check else result

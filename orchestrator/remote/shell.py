@@ -6,20 +6,14 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Mapping
 
-MASK = "******"
-
-
 @dataclass(frozen=True)
 class Cmd:
-    """An argv list with optional environment and working directory.
-
-    ``secret_env`` names environment variables whose values never appear in ``display()``.
-    """
+    """An argv list with optional environment and working directory. No secret ever goes into one: the
+    inventory's env values travel only in the launch request's JSON on stdin (S-06)."""
 
     argv: tuple[str, ...]
     env: Mapping[str, str] = field(default_factory=dict)
     cwd: str | None = None
-    secret_env: frozenset[str] = frozenset()
 
     def __post_init__(self):
         object.__setattr__(self, "argv", tuple(str(a) for a in self.argv))
@@ -32,15 +26,15 @@ def quote(value: str) -> str:
     return shlex.quote(str(value))
 
 
-def _render(cmd: Cmd, mask: bool) -> str:
+def render(cmd: Cmd) -> str:
+    """The shell line that runs ``cmd`` exactly (no globbing, no expansion of any value)."""
     parts: list[str] = []
     if cmd.env:
         parts.append("env")
         for key, value in cmd.env.items():
             if not key.replace("_", "a").isalnum():
                 raise ValueError(f"invalid environment variable name {key!r}")
-            shown = MASK if (mask and key in cmd.secret_env) else value
-            parts.append(quote(f"{key}={shown}"))
+            parts.append(quote(f"{key}={value}"))
     parts.extend(quote(a) for a in cmd.argv)
     line = " ".join(parts)
     if cmd.cwd:
@@ -48,14 +42,9 @@ def _render(cmd: Cmd, mask: bool) -> str:
     return line
 
 
-def render(cmd: Cmd) -> str:
-    """The shell line that runs ``cmd`` exactly (no globbing, no expansion of any value)."""
-    return _render(cmd, mask=False)
-
-
 def display(cmd: Cmd) -> str:
-    """The same line for logs and reports, with secret values masked."""
-    return _render(cmd, mask=True)
+    """The same line, for logs and error messages."""
+    return render(cmd)
 
 
 def sh(script: str, *args: str) -> Cmd:

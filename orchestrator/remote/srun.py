@@ -28,7 +28,7 @@ class SrunTransport:
     def wrap(self, cmd: Cmd) -> Cmd:
         argv = [*SRUN_PREFIX, "--overlap", "--quiet", "--jobid", self.job_id, "-N1", "-n1", "-w", self.node,
                 "--cpu-bind=none", "sh", "-c", render(cmd)]
-        return Cmd(tuple(argv), secret_env=cmd.secret_env)
+        return Cmd(tuple(argv))
 
     def run(self, cmd: Cmd, *, stdin: bytes | None = None, timeout: float | None = None,
             check: bool = True) -> CommandResult:

@@ -23,7 +23,7 @@ import fabric
 import paramiko
 from fabric.config import Config as FabricConfig
 
-from ..errors import ConnectError, HostKeyError
+from ..errors import CommandTimeout, ConnectError, HostKeyError
 from .shell import Cmd, render
 from .transport import CommandResult, TransportError, check_result
 
@@ -231,6 +231,13 @@ class SshTransport:
         self.conn = None
 
     # -- commands ---------------------------------------------------------------------------
+    def _alive_or_lost(self) -> None:
+        """The peer answers a channel open within 5 s, or the connection is presumed dead (TransportError)."""
+        try:
+            self.conn.transport.open_session(timeout=5).close()
+        except (OSError, EOFError, paramiko.SSHException, socket.timeout) as exc:
+            raise TransportError(f"connection to {self.label} lost (no answer after a command timed out)") from exc
+
     def _connection_died(self, chan: paramiko.Channel) -> bool:
         """No exit status: the connection dropped, unless the command was killed by a signal (sshd sends
         exit-signal, which paramiko does not record, after EOF on a live connection)."""
@@ -281,7 +288,10 @@ class SshTransport:
                     raise TransportError(f"connection to {self.label} lost")
                 if deadline is not None and time.monotonic() > deadline:
                     chan.close()
-                    raise TransportError(f"command on {self.label} timed out after {timeout}s")
+                    self._alive_or_lost()   # a black hole is a lost connection; a slow command is not (R-04)
+                    raise CommandTimeout(f"command on {self.label} did not finish within {timeout:g}s "
+                                         "(the connection is fine)",
+                                         hint="the node is busy or the step is slow; run again or resume")
                 select.select([chan], [], [], 1.0)
             code = chan.recv_exit_status()
             if code == -1 and self._connection_died(chan):

@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 
 from ..context import Ctx
-from ..errors import JobError
+from ..errors import CommandTimeout, JobError
 from ..remote.transport import TransportError, get_bytes
 from ..state import atomic_write
 
@@ -94,7 +94,7 @@ def _get_verified(ctx: Ctx, node_path: str, sha: str, *, growing: bool = False) 
     for attempt in range(3):
         try:
             data = get_bytes(ctx.target.ctr, node_path)
-        except TransportError:
+        except (TransportError, CommandTimeout):
             ctx.call("version")  # reconnect with back-off, then try again
             continue
         if hashlib.sha256(data).hexdigest() == sha:

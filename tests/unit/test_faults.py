@@ -392,3 +392,34 @@ def test_progress_is_scanned_only_in_new_bytes(tmp_path):
         fh.write(b"bench output\n" * 10 + b"processed 2 batches of 4\n")
     got, more = poll()
     assert got["done"] == 2 and more < 8192                            # only the new bytes (+ overlap)
+
+
+# ---- a command timeout is not a lost connection, and what timed out does not stay behind ---------
+
+def test_a_slow_command_is_a_timeout_not_a_lost_connection():
+    from orchestrator.errors import CommandTimeout, ConnectionLost
+    from orchestrator.remote.local import LocalTransport
+    from orchestrator.remote.shell import Cmd
+    with pytest.raises(CommandTimeout) as exc:
+        LocalTransport().run(Cmd(("sleep", "5")), timeout=0.5)
+    assert not isinstance(exc.value, ConnectionLost)
+
+
+def test_a_helper_op_past_its_time_is_stopped_by_the_helper_itself(tmp_path, monkeypatch):
+    import os
+    import time
+    from orchestrator.errors import ConnectionLost
+    from orchestrator.remote.detached import HelperCallError, NodeHelper
+    from orchestrator.remote.local import LocalTransport
+    monkeypatch.setenv("TUNE_REMOTE_HELPER_CHANNEL", "0")            # one exec per op
+    script = tmp_path / f"slow_tune_{os.getpid()}.py"
+    script.write_text("import time\ntime.sleep(60)\n")
+    helper = NodeHelper(LocalTransport(), base_dir=str(tmp_path / "helpers"))
+    t0 = time.monotonic()
+    with pytest.raises(HelperCallError) as exc:
+        helper.call("probe", {"tune_script": str(script), "help_timeout": 120}, timeout=6)
+    assert not isinstance(exc.value, ConnectionLost) and "did not finish within 1" in str(exc.value)
+    assert time.monotonic() - t0 < 6
+    import subprocess
+    left = subprocess.run(["pgrep", "-f", script.name], capture_output=True, text=True).stdout.split()
+    assert left == [], left                                            # its child was stopped too

@@ -46,10 +46,10 @@ def test_sh_passes_values_as_positional_args(tmp_path):
     assert res.stdout.decode() == value
 
 
-def test_display_masks_secrets_and_render_does_not():
-    cmd = Cmd(("tool",), env={"TOKEN": "s3cret", "A": "1"}, secret_env=frozenset({"TOKEN"}))
-    assert "s3cret" not in display(cmd)
-    assert "s3cret" in render(cmd)
+def test_display_is_the_line_that_runs():
+    # no masking pretence (S-06): secrets never enter a Cmd (inventory env goes in the launch request on stdin)
+    cmd = Cmd(("tool",), env={"A": "1 2"}, cwd="/x y")
+    assert display(cmd) == render(cmd) == "cd '/x y' && exec env 'A=1 2' tool"
 
 
 def test_invalid_env_name_is_refused():
