@@ -193,8 +193,11 @@ def _drive(env: Env, job: JobState, target: Target, settings: Settings) -> None:
 @click.option("--relaunch", is_flag=True,
               help="a lost job (container restarted, process killed): launch it again; only the shapes not "
                    "tuned yet are tuned, the first baseline is kept")
+@click.option("--retry", is_flag=True,
+              help="a job that failed in a laptop step after its node pipeline succeeded (compare, promote, "
+                   "report, fetch): run that step again")
 @click.pass_obj
-def resume(env: Env, job_id, yes, accept_new_host_key, relaunch):
+def resume(env: Env, job_id, yes, accept_new_host_key, relaunch, retry):
     """Re-attach to a job after a disconnect or a killed laptop process and carry it to the end."""
     env.workspace.load(check_job_id(job_id))            # no such job: say so before taking anything
     env.workspace.own(job_id, "resume")                 # a second driver exits 1 naming the first (R-05)
@@ -213,6 +216,8 @@ def resume(env: Env, job_id, yes, accept_new_host_key, relaunch):
     elif relaunch:
         raise UsageError(f"job {job_id} is {job.state}, not lost: nothing to relaunch",
                          hint=f"`tune-remote resume {job_id}` re-attaches to a running job")
+    if retry:
+        _retry(job)
     if job.state in TERMINAL:
         _finish(job, env)
         return
@@ -222,6 +227,23 @@ def resume(env: Env, job_id, yes, accept_new_host_key, relaunch):
         return
     job.request["detach"] = False
     _drive(env, job, _target_for(env, job, accept_new_host_key), _settings(yes, accept_new_host_key))
+
+def _retry(job: JobState) -> None:
+    """R-01: hours of tuning are not thrown away for a laptop-side failure after the node finished."""
+    from ..workflow import STEPS
+    if job.state != "failed" or job.request.get("campaign"):
+        raise UsageError(f"job {job.job_id} is {job.state}, not a failed single job: nothing to retry",
+                         hint=f"`tune-remote resume {job.job_id}` carries a running job on")
+    failed = [n for n in STEPS if job.step_state(n).status == "failed"]
+    step = failed[0] if failed else job.step
+    if step not in STEPS or STEPS.index(step) <= STEPS.index("remote") or job.step_state("remote").status != "done":
+        raise JobError(f"job {job.job_id} failed at {step}, before its node pipeline succeeded: a retry would "
+                       "not help", hint="start a new run")
+    job.state, job.error = "running", None
+    for name in STEPS[STEPS.index(step):]:
+        job.step_state(name).status = "pending"
+    job.note(f"{step} retried after it failed on the laptop (resume --retry)")
+
 
 @cli.command()
 @click.option("--variant", default="a8w8_blockscale", show_default=True, help="variant to demo")

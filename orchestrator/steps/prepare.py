@@ -23,9 +23,15 @@ def tuned_csv_path(ctx: Ctx, variant: KernelVariant) -> str:
     """The file AITER reads at runtime: the container's AITER_CONFIG_* (first path) or the default."""
     env = {**(ctx.job.facts.get("env") or {}), **ctx.target.container.env}
     configured = env.get(variant.config_env)
+    root = ctx.job.remote["aiter_root"]
     if configured:
-        return configured.split(":")[0]
-    return f"{ctx.job.remote['aiter_root']}/{variant.tuned_csv}"
+        first = configured.split(":")[0]
+        if not first.startswith("/"):     # the tuner and benches run in the aiter root: resolve it there (C-21)
+            ctx.job.note(f"{variant.config_env}={configured} is a relative path: AITER resolves it against the "
+                         f"server's working directory; tune-remote used {root}/{first} (the aiter root)")
+            first = f"{root}/{first}"
+        return first
+    return f"{root}/{variant.tuned_csv}"
 
 
 _SAFE_CSV = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]{0,120}\.csv$")

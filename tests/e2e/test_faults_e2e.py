@@ -585,3 +585,37 @@ def test_install_mode_keeps_job_files_out_of_site_packages_and_workdir_moves_the
     assert cp.returncode == 0, desc(cp)
     assert bed.state()["remote"]["job_dir"] == "/opt/tr-work/.tune-remote/job2"
     assert bed.c.exec("test", "-f", "/opt/tr-work/.tune-remote/locks/a8w8_blockscale.lock", check=False).returncode == 0
+
+
+def test_a_relative_table_path_is_resolved_in_the_aiter_root_and_said(node, tmp_path):
+    import yaml
+    bed = Bed(node, tmp_path)
+    rel = "aiter/configs/a8w8_blockscale_tuned_gemm.csv"
+    inv = yaml.safe_load(bed.inv.read_text())
+    inv["nodes"][node.alias]["containers"][bed.c.name] = {"env": {"AITER_CONFIG_GEMM_A8W8_BLOCKSCALE": rel}}
+    bed.inv.write_text(yaml.safe_dump(inv))
+    cp = bed.cli(*bed.run_args("--promote", "none"))
+    assert cp.returncode == 0, desc(cp)
+    st = bed.state()
+    assert st["remote"]["live_csv"] == f"{st['remote']['aiter_root']}/{rel}" and st["remote"]["tuned_backup"]
+    assert any("is a relative path" in n for n in st["notes"]), st["notes"]
+
+
+def test_resume_retry_runs_a_failed_laptop_step_again_without_touching_the_node(node, tmp_path):
+    bed = Bed(node, tmp_path)
+    cp = bed.cli(*bed.run_args("--promote", "none"))
+    assert cp.returncode == 0, desc(cp)
+    # a laptop-side bug in compare after hours of tuning: the job is failed, the node's work is done
+    st = bed.state()
+    st.update(state="failed", error="compare: internal error", step="compare")
+    for name in ("compare", "promote", "report", "fetch"):
+        st["steps"][name]["status"] = "pending"
+    st["steps"]["compare"]["status"] = "failed"
+    (bed.job_dir / "state.json").write_text(json.dumps(st))
+    (bed.job_dir / "report.md").unlink()
+    launches = len(bed.c.launches())
+    assert bed.cli("resume", bed.job_id).returncode == 1            # a failed job stays failed by default
+    cp = bed.cli("resume", bed.job_id, "--retry")
+    assert cp.returncode == 0, desc(cp)
+    assert bed.state()["state"] == "succeeded" and (bed.job_dir / "report.md").is_file()
+    assert len(bed.c.launches()) == launches                          # nothing ran again on the node
