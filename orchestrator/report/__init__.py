@@ -85,9 +85,12 @@ def _md_text(s: str) -> str:
     return "".join(out + [_md_escape(s[last:])])
 
 
+_TAG_START = re.compile(r"<(?=[A-Za-z/!?])")   # what CommonMark reads as raw HTML or an autolink
+
+
 def _md_escape(s: str) -> str:
-    return (s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-            .replace("[", "\\[").replace("]", "\\]"))
+    """`<` that would open a tag or autolink, and link/image brackets; `<= 128` stays as it is."""
+    return _TAG_START.sub("&lt;", s).replace("[", "\\[").replace("]", "\\]")
 
 
 def _md_inline_code(s: str) -> str:

@@ -344,12 +344,12 @@ def test_a_campaigns_sub_jobs_belong_to_its_driver(tmp_path):
 def test_node_text_in_report_notes_is_escaped_bounded_and_code_spans_survive():
     from orchestrator.report import render_report
     hostile = "shapelog: odd line '<img src=x onerror=alert(1)> [click](http://evil)\n# heading' " + "x" * 5000
-    md, _ = render_report({"notes": [hostile, "run `tune-remote resume J --relaunch` <now>"]})
+    md, _ = render_report({"notes": [hostile, "run `tune-remote resume J --relaunch` <now>, token*topk <= 128"]})
     notes = [l for l in md.splitlines() if l.startswith("- ")]
     assert len(notes) == 2 and all(len(l) < 1100 for l in notes)
     assert "<img" not in md and "&lt;img" in notes[0] and "\\[click\\](http://evil)" in notes[0]
     assert "\n# heading" not in md
-    assert "`tune-remote resume J --relaunch` &lt;now&gt;" in notes[1]
+    assert "`tune-remote resume J --relaunch` &lt;now>, token*topk <= 128" in notes[1]
 
 
 # ---- the progress scan reads only the bytes that are new since the last poll -----------------
