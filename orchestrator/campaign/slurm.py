@@ -223,6 +223,13 @@ class SlurmSource:
     def runner(self, accept_new_host_key: bool = False) -> "SlurmRunner":
         return SlurmRunner(self.spec, self.state, accept_new_host_key)
 
+    def cancel_requested(self) -> bool:
+        """`tune-remote cancel` asked for this campaign (a `cancel` file in any job's directory)."""
+        try:
+            return bool(self.state.get("dir")) and any(self._cancel_asked(i) for i in self.state["jobs"])
+        except TuneRemoteError:
+            return False
+
     def _cancel_asked(self, i: str) -> bool:
         return self.login.run(Cmd(("test", "-e", f"{self.state['dir']}/{i}/cancel")), timeout=60,
                               check=False).exit_code == 0
@@ -336,7 +343,9 @@ class SlurmRunner(InventoryRunner):
             src.close()
 
     def open(self, ref: TargetRef) -> Target:
-        host = SrunTransport(login_transport(self.spec, self.accept_new), self._shard(ref.node)["id"], ref.node)
+        i = next(k for k, s in self.state["jobs"].items() if s.get("node") == ref.node)
+        host = SrunTransport(login_transport(self.spec, self.accept_new), self._shard(ref.node)["id"], ref.node,
+                             guard=f"{self.state['dir']}/{i}/cancel" if self.state.get("dir") else None)
         node = NodeSpec(name=ref.node, host=self.spec.login, docker=self.spec.docker)
         return Target(node, ContainerSpec(name=ref.container), host=host)
 

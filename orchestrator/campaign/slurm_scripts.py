@@ -83,26 +83,44 @@ def signal_all(procs, sig):
                     pass
 
 
-found = ours()
-for pgid, rd in found.values():   # the run reads 'cancelled', not 'failed', like the helper's own cancel
-    if rd and os.path.isdir(rd) and not os.path.exists(os.path.join(rd, "cancelled")):
-        tmp = os.path.join(rd, ".cancelled.slurm")
-        with open(tmp, "w") as fh:
-            json.dump({"at": time.time(), "grace_s": grace, "by": "slurm"}, fh)
-        os.replace(tmp, os.path.join(rd, "cancelled"))
-signalled, killed = set(found), set()
-deadline = time.time() + grace
-live = found
-while live and time.time() < deadline:
-    signal_all(live, signal.SIGTERM)
+# A launch already in flight when the TERM came (a helper op whose docker exec client died with the step
+# goes on in the container) starts its processes a moment later: scan until nothing of ours has been seen
+# for a second (and at least QUIET s), TERMing what appears; KILL what is left at the grace's end.
+QUIET = min(grace, 2.0)
+start = time.time()
+deadline, last_seen = start + grace, start
+signalled, killed, marked = set(), set(), set()
+live = ours()
+while time.time() < deadline:
+    for pgid, rd in live.values():   # the run reads 'cancelled', not 'failed', like the helper's own cancel
+        if rd and rd not in marked and os.path.isdir(rd) and not os.path.exists(os.path.join(rd, "cancelled")):
+            tmp = os.path.join(rd, ".cancelled.slurm")
+            with open(tmp, "w") as fh:
+                json.dump({"at": time.time(), "grace_s": grace, "by": "slurm"}, fh)
+            os.replace(tmp, os.path.join(rd, "cancelled"))
+            marked.add(rd)
+    if live:
+        signal_all(live, signal.SIGTERM)
+        signalled.update(live)
+        last_seen = time.time()
+    elif time.time() - start >= QUIET and time.time() - last_seen >= 1.0:
+        break
     time.sleep(0.1)
     live = ours()
-    signalled.update(live)
 end = time.time() + 5
 while live and time.time() < end:
     signal_all(live, signal.SIGKILL)
     killed.update(live)
     time.sleep(0.1)
     live = ours()
-print(json.dumps({"signalled": len(signalled), "killed": len(killed), "remaining": sorted(live)}))
+others = set()
+for name in os.listdir("/proc"):      # for the record: other jobs' markers seen here (left alone)
+    try:
+        with open("/proc/%s/environ" % name, "rb") as fh:
+            others.update(e.decode("utf-8", "replace") for e in fh.read().split(b"\0")
+                          if e.startswith(b"TUNE_REMOTE_JOB=") and not e.startswith(WANT))
+    except (OSError, ValueError):
+        continue
+print(json.dumps({"at": round(time.time(), 3), "signalled": len(signalled), "killed": len(killed),
+                  "remaining": sorted(live), "other_jobs": sorted(others)[:20]}))
 '''

@@ -5,7 +5,7 @@ import time
 
 import click
 
-from ..errors import ConnectionLost, UsageError
+from ..errors import ConnectionLost, TuneRemoteError, UsageError
 from ..inventory import Inventory
 from ..state import TERMINAL, JobState
 from ..variants import get_variant
@@ -121,7 +121,8 @@ def _carry(env: Env, job: JobState, inv: Inventory, settings, dry_run: bool = Fa
         raise                                   # the nodes go on; resume re-attaches
     except BaseException as exc:
         from ..campaign.slurm import Cancelled
-        if isinstance(exc, Cancelled):          # `tune-remote cancel` ended the Slurm jobs before they ran
+        if isinstance(exc, Cancelled) or (slurm and isinstance(exc, TuneRemoteError) and job.state == "running"
+                                          and source.cancel_requested()):   # `cancel` ended the Slurm jobs
             job.state, job.error = "cancelled", "cancelled by the user"
         if job.state == "running" and not isinstance(exc, (KeyboardInterrupt, SystemExit)):
             job.state, job.error = "failed", exc.one_line() if hasattr(exc, "one_line") else str(exc)

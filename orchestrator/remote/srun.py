@@ -18,16 +18,25 @@ ENDED = (b"has expired", b"Invalid job id", b"Expired or invalid job", b"already
 SRUN_PREFIX = ("env", "-u", "SLURM_JOB_ID", "-u", "SLURM_JOBID", "-u", "SLURM_STEP_ID", "srun")
 
 
+# a step refuses to start work once `cancel` asked for the job (the file exists): nothing new is launched
+# while the holder's TERM trap is stopping what runs
+GUARD = ('[ -e "$1" ] && { echo "tune-remote: cancel requested for this Slurm job" >&2; exit 143; }; '
+         'exec sh -c "$2"')
+CANCELLED = b"tune-remote: cancel requested for this Slurm job"
+
+
 class SrunTransport:
-    def __init__(self, inner: Transport, job_id: str, node: str):
+    def __init__(self, inner: Transport, job_id: str, node: str, guard: str | None = None):
         self.inner = inner
         self.job_id = str(job_id)
         self.node = node
+        self.guard = guard          # a file on the shared filesystem: while it exists, steps do nothing
         self.label = f"{node}(slurm job {job_id})"
 
     def wrap(self, cmd: Cmd) -> Cmd:
         argv = [*SRUN_PREFIX, "--overlap", "--quiet", "--jobid", self.job_id, "-N1", "-n1", "-w", self.node,
-                "--cpu-bind=none", "sh", "-c", render(cmd)]
+                "--cpu-bind=none", "sh", "-c"]
+        argv += [GUARD, "sh", self.guard, render(cmd)] if self.guard else [render(cmd)]
         return Cmd(tuple(argv))
 
     def run(self, cmd: Cmd, *, stdin: bytes | None = None, timeout: float | None = None,
@@ -36,6 +45,9 @@ class SrunTransport:
         if result.exit_code != 0 and any(m in result.stderr for m in ENDED):
             raise AllocationEnded(f"Slurm job {self.job_id} (node {self.node}) has ended",
                                   hint="see `tune-remote status`; its Slurm state is in the report")
+        if result.exit_code == 143 and CANCELLED in result.stderr:
+            raise AllocationEnded(f"Slurm job {self.job_id} (node {self.node}) is being cancelled",
+                                  hint="`tune-remote cancel` asked for it")
         result = CommandResult(cmd, result.exit_code, result.stdout, result.stderr)
         return check_result(result) if check else result
 

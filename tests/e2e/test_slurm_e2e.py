@@ -121,7 +121,14 @@ TUNE_SCRIPT = "gemm_a8w8_blockscale_tune.py"
 
 
 def _tuners(container) -> list[dict]:
+    """Live processes naming the tune script (the tuner, its pipeline and watchdog, a --help probe)."""
     return [p for p in container.processes() if TUNE_SCRIPT in p["args"] and p["state"] != "Z"]
+
+
+def _tuning(container) -> list[dict]:
+    """The tuner itself (`python3 .../..._tune.py -i ...`), not discover's `--help` probe of it."""
+    return [p for p in _tuners(container)
+            if p["args"].startswith("python3 ") and p["args"].split()[1].endswith(TUNE_SCRIPT) and " -i " in p["args"]]
 
 
 def _marked(container) -> list[int]:
@@ -150,18 +157,20 @@ def test_cancel_during_tuning_leaves_no_slurm_job_and_no_tuner_in_any_container(
         proc = _run_in_background(inv, "run", "--slurm", "testslurm", "--slurm-nodes", "2", "--variant",
                                   "a8w8_blockscale", *nk("4608,7168"), "--yes", "--job-id", "slc")
         try:
-            poll(lambda: all(_tuners(c.container(n)) for n in c.computes), timeout=240, interval=0.5,
+            poll(lambda: all(_tuning(c.container(n)) for n in c.computes), timeout=240, interval=0.5,
                  what="a tuner running in both compute nodes' containers")
             assert {j["name"] for j in c.jobs()} >= {"tr-slc-0", "tr-slc-1"}
             rc, out = cli(inv, "cancel", "slc", "--grace", "5")
             assert rc == 0, out
             # nothing of the job is left in Slurm, nor in any container
             assert not [j for j in c.jobs() if j["name"].startswith("tr-slc")], c.jobs()
+            st = json.loads((inv.parent / "ws" / "slc" / "state.json").read_text())["request"]["campaign"]["slurm"]
+            stopped = {i: (Path(st["dir"]) / i / "stopped").read_text() for i in st["jobs"]}   # the traps' account
             for n in c.computes:
-                assert _tuners(c.container(n)) == [], n
+                assert _tuners(c.container(n)) == [], (n, stopped)
                 assert _marked(c.container(n)) == [], n
             signalled = re.search(r"cancelled \((\d+) process\(es\) signalled", out)
-            assert signalled and int(signalled.group(1)) >= 2, out     # the holders' traps reported them
+            assert signalled and int(signalled.group(1)) >= 2, (out, stopped)     # the holders' traps counted them
             proc.wait(timeout=180)
         finally:
             if proc.poll() is None:
@@ -307,7 +316,7 @@ def test_a_slurm_job_vanishing_without_an_exit_code_file_is_lost_and_the_report_
     proc = _run_in_background(inv, "run", "--slurm", "testslurm", "--slurm-nodes", "2", "--variant",
                               "a8w8_blockscale", *nk("3072,1536"), "--yes", "--job-id", "sll")
     try:
-        poll(lambda: _tuners(b), timeout=240, interval=0.5, what="b's tuner running")
+        poll(lambda: _tuning(b), timeout=240, interval=0.5, what="b's tuner running")
         (jid,) = [j["id"] for j in c.jobs() if j["name"].startswith("tr-sll") and j["nodes"] == "b"]
         c.cmd("scancel", "--batch", "--signal=KILL", jid)
         assert proc.wait(timeout=300) == 1, (inv.parent / "run.out").read_text()[-3000:]
@@ -342,7 +351,7 @@ def test_laptop_killed_mid_run_then_resume_submits_nothing_and_tunes_each_shard_
         proc = _run_in_background(inv, "run", "--slurm", "testslurm", "--slurm-nodes", "2", "--variant",
                                   "a8w8_blockscale", *nk("1536,7168"), "--yes", "--job-id", "slk")
         try:
-            poll(lambda: all(_tuners(c.container(n)) for n in c.computes), timeout=240, interval=0.3,
+            poll(lambda: all(_tuning(c.container(n)) for n in c.computes), timeout=240, interval=0.3,
                  what="a tuner running in both compute nodes' containers")
         finally:
             proc.kill()
@@ -363,3 +372,40 @@ def test_laptop_killed_mid_run_then_resume_submits_nothing_and_tunes_each_shard_
     comp = list(csv.DictReader((inv.parent / "ws" / "slk" / "comparison.csv").open()))
     assert len(comp) == 4 and {r["node"] for r in comp} == {"a", "b"}
     poll(lambda: not [j for j in c.jobs() if j["name"].startswith("tr-slk")], timeout=60, what="holders gone")
+
+
+def test_cancel_while_the_campaign_is_still_planning_leaves_no_pipeline_behind(inv, slurm_cluster):
+    """cancel as soon as both holders run (discovery/plan under way): a launch in flight is still stopped by the
+    holders' traps, and no srun step starts new work once cancel asked (the step guard)."""
+    from tests.fake_remote.provision import poll
+    c = slurm_cluster
+    for n in c.computes:
+        c.container(n).slow(600)
+    try:
+        proc = _run_in_background(inv, "run", "--slurm", "testslurm", "--slurm-nodes", "2", "--variant",
+                                  "a8w8_blockscale", *nk("1024,7168"), "--yes", "--job-id", "slq")
+        state = inv.parent / "ws" / "slq" / "state.json"
+
+        def both_placed():
+            try:
+                jobs = json.loads(state.read_text())["request"]["campaign"]["slurm"]["jobs"]
+            except (OSError, ValueError, KeyError):
+                return False
+            return len(jobs) == 2 and all(s.get("node") for s in jobs.values())
+
+        try:
+            poll(both_placed, timeout=240, interval=0.2, what="both holders running")
+            rc, out = cli(inv, "cancel", "slq", "--grace", "3")
+            assert rc == 0, out
+            proc.wait(timeout=180)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+        assert not [j for j in c.jobs() if j["name"].startswith("tr-slq")], c.jobs()
+        for n in c.computes:
+            assert _tuners(c.container(n)) == [] and _marked(c.container(n)) == [], n
+    finally:
+        for n in c.computes:
+            c.container(n).reset_control()
+    (row,) = [r for r in json.loads(cli(inv, "status", "--json")[1]) if r["job_id"] == "slq"]
+    assert row["state"] == "cancelled", (row, (inv.parent / "run.out").read_text()[-3000:])
