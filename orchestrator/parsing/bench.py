@@ -12,6 +12,13 @@ Two output styles (``BenchSpec.output``):
   ``None`` become None, anything else (``torch.bfloat16``, ``True``) stays a string. A row whose cell count
   differs from the header is skipped.
 
+``"markdown"`` also reads the pre-0.1.10 form, ``summary:\n{df}`` (a pandas repr, not markdown): the
+  record's line ends in ``summary:``; the next line is the header (column names right-aligned over their
+  columns, so ``"ck us"`` keeps its space), then one line per row led by the integer index. Columns are
+  found by their common right edge (pandas right-aligns every cell and header); a frame wider than the
+  display is printed in blocks whose headers end in a backslash and that are separated by a blank line: their
+  columns are joined by index. Which form a log holds is read from the log itself, not the version.
+
 ``"perf_lines"`` (test_batched_gemm_a8w8, test_batched_gemm_bf16 <= v0.1.16): one line per shape,
   ``[perf] dim: (16, 1, 1280, 8192) dtype: torch.bfloat16, torch avg: 123.45 us, ck avg: 12.34 us,
   uplift: 900.4%`` -> ``{"b", "m", "n", "k", "dtype", "torch avg", "ck avg", "uplift"}`` (dims int, times
@@ -33,7 +40,8 @@ from typing import Any, Iterable
 
 from ..variants import BenchSpec
 
-__all__ = ["parse_bench_log", "parse_markdown_tables", "parse_perf_lines", "bench_results"]
+__all__ = ["parse_bench_log", "parse_markdown_tables", "parse_pandas_tables", "parse_perf_lines",
+           "bench_results"]
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _PREFIX = re.compile(
@@ -117,6 +125,71 @@ def parse_markdown_tables(text: str) -> list[dict]:
     return rows
 
 
+_PANDAS_SUMMARY = re.compile(r"(?:^|\s)summary:\s*$")
+_INDEX_ROW = re.compile(r"^(\d+)\s")
+_TOKEN = re.compile(r"\S+")
+
+
+def _pandas_block(header: str, data: list[str]) -> list[tuple[str, dict]]:
+    """(index, row) of one repr block: columns split at the right edges every data line shares."""
+    spans = [[(m.start(), m.end(), m.group()) for m in _TOKEN.finditer(line)][1:] for line in data]
+    edges = set.intersection(*(set(e for _, e, _ in toks) for toks in spans))
+    edges = sorted(edges | {max(e for _, e, _ in spans[0])} if spans[0] else edges)
+
+    def cells(tokens) -> list[str]:
+        out: dict[int, list[str]] = {}
+        for _, end, text in tokens:
+            edge = next((e for e in edges if e >= end), None)
+            if edge is None:
+                return []
+            out.setdefault(edge, []).append(text)
+        return [" ".join(out[e]) if e in out else "" for e in edges]
+
+    names = cells([(m.start(), m.end(), m.group()) for m in _TOKEN.finditer(header)])
+    rows = []
+    for line, toks in zip(data, spans):
+        vals = cells(toks)
+        if not names or len(vals) != len(names):
+            continue
+        rows.append((line.split(None, 1)[0], {h: _cell(c) for h, c in zip(names, vals)}))
+    return rows
+
+
+def parse_pandas_tables(text: str) -> list[dict]:
+    """Rows of every pre-0.1.10 ``summary:`` pandas-repr table in ``text``, in order."""
+    rows: list[dict] = []
+    lines = [_clean(line) for line in text.splitlines()]
+    i, n = 0, len(lines)
+    while i < n:
+        if not _PANDAS_SUMMARY.search(lines[i]):
+            i += 1
+            continue
+        i += 1
+        merged: dict[str, dict] = {}
+        while True:
+            while i < n and not lines[i].strip():
+                i += 1
+            if i >= n or lines[i].startswith("Empty DataFrame"):
+                break
+            header = lines[i].rstrip()
+            more = header.endswith("\\")
+            if more:
+                header = header[:-1].rstrip()
+            i += 1
+            data = []
+            while i < n and _INDEX_ROW.match(lines[i]):
+                data.append(lines[i].rstrip().rstrip("\\").rstrip())
+                i += 1
+            if not data:
+                break
+            for idx, row in _pandas_block(header, data):
+                merged.setdefault(idx, {}).update(row)
+            if not more:
+                break
+        rows.extend(merged.values())
+    return rows
+
+
 def _num(text: str) -> float | None:
     try:
         v = float(text.strip())
@@ -154,7 +227,7 @@ def parse_perf_lines(text: str) -> list[dict]:
 def parse_bench_log(text: str, bench: BenchSpec) -> list[dict]:
     """Raw rows of an op_test log, per ``bench.output``."""
     if bench.output == "markdown":
-        return parse_markdown_tables(text)
+        return parse_markdown_tables(text) + parse_pandas_tables(text)
     if bench.output == "perf_lines":
         return parse_perf_lines(text)
     raise ValueError(f"unknown bench output style {bench.output!r}")

@@ -102,3 +102,16 @@ def test_q_dtype_key_normalised():
 def test_unknown_output_style():
     with pytest.raises(ValueError):
         parse_bench_log("", dataclasses.replace(get_variant("a8w8").bench, output="xml"))
+
+
+def test_pre_0110_pandas_repr_summary_wrapped_blocks_and_spaced_names():
+    # v0.1.5-v0.1.9 op_tests print `summary:\n{df}` (a pandas repr); the fixture is pandas' own repr at
+    # display.width 80, wrapped into two blocks joined by index; 'ck us' keeps its space
+    text = (BENCH / "gemm_a8w8_blockscale_v019_pandas.log").read_text()
+    assert parse_markdown_tables(text) == []
+    rows = parse_bench_log(text, get_variant("a8w8_blockscale").bench)
+    assert len(rows) == 4 and rows[1]["ck us"] == 13.01 and rows[1]["asm TFLOPS"] == 62.94
+    assert rows[0]["asm us"] is None and rows[2]["ck_preshuffle"] == "True"
+    # the tuner's 'Tuning results Summary:' banner is not a table
+    assert parse_bench_log("[aiter] ============= Tuning results Summary: ==============\n",
+                           get_variant("a8w8").bench) == []
