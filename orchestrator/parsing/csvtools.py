@@ -54,6 +54,7 @@ from typing import Any, Iterable
 
 import pandas as pd
 
+from ..errors import UsageError
 from ..variants import MOE_KEY, KernelVariant, get_variant
 
 __all__ = [
@@ -108,8 +109,20 @@ def _to_number(series: pd.Series) -> pd.Series:
     return out.astype("float64")
 
 
+_CONFLICT = re.compile(r"^(<{7}|={7}|>{7})(?:\s|$)", re.M)
+
+
 def read_tuned_csv(path_or_text: str | os.PathLike) -> pd.DataFrame:
+    """A tuned table by its header. A table holding git-conflict markers is refused (UsageError), as AITER's
+    op_tests/tuning_tests/test_csv_validation (newest releases) fails it: pandas would read the marker
+    lines as rows and AITER would load them."""
     text, label = _read_text(path_or_text)
+    bad = _CONFLICT.search(text)
+    if bad:
+        line = text.count("\n", 0, bad.start()) + 1
+        raise UsageError(f"{label} has a git-conflict marker at line {line} ({bad.group(1)})",
+                         hint="resolve the merge conflict in the table first (AITER's tuning_tests "
+                              "test_csv_validation rejects it too)")
     if not text.strip():
         return pd.DataFrame()
     try:

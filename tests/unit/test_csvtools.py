@@ -191,3 +191,18 @@ def test_read_shapes_csv_case_and_missing(tmp_path):
     bad.write_text("M,N,K\n1,x,3\n")
     with pytest.raises(ValueError, match="line 2: bad N"):
         ct.read_shapes_csv(bad, "a8w8_blockscale")
+
+
+def test_git_conflict_markers_refused_like_aiters_csv_validation(tmp_path):
+    # op_tests/tuning_tests/test_csv_validation (AITER after v0.1.20) fails a table with conflict markers;
+    # pandas alone would read '<<<<<<< HEAD' as a row of a one-column-filled key
+    from orchestrator.errors import ExitCode, UsageError
+    p = tmp_path / "a8w8_tuned_gemm.csv"
+    p.write_text("cu_num,M,N,K,kernelId,splitK,us,kernelName\n"
+                 "<<<<<<< HEAD\n256,16,1280,8192,3,0,10.5,k3\n=======\n256,16,1280,8192,4,0,9.5,k4\n"
+                 ">>>>>>> theirs\n")
+    with pytest.raises(UsageError) as exc:
+        ct.read_tuned_csv(p)
+    assert "line 2" in str(exc.value) and exc.value.exit_code == ExitCode.USAGE
+    # '=======' inside a cell is no marker
+    assert len(ct.read_tuned_csv("cu_num,M,N,K,us,kernelName\n256,1,2,3,4.0,a=======b\n")) == 1
