@@ -41,10 +41,19 @@ def plan_bench(variant: KernelVariant, shapes: list[dict]) -> list[BenchCall]:
     extra = tuple(bench.extra_args)
     calls: list[BenchCall] = []
     if bench.style == "m_nk":
-        ms = sorted({int(s["m"]) for s in shapes})
-        nks = list(dict.fromkeys(f"{s['n']},{s['k']}" for s in shapes))
-        args = ("-m", *map(str, ms), "-nk", *nks, *extra)
-        calls.append(BenchCall(bench.script, args, {"-m": [str(m) for m in ms]}, tuple(shapes)))
+        # the script crosses every -m with every -nk: one call per set of (N,K) pairs sharing the same Ms,
+        # so no combination nobody asked for is measured (review C-17)
+        nk = lambda s: f"{s['n']},{s['k']}"  # noqa: E731
+        ms_of: dict[str, set] = {}
+        for s in shapes:
+            ms_of.setdefault(nk(s), set()).add(int(s["m"]))
+        by_ms: dict[tuple, list[str]] = {}
+        for pair, ms_set in ms_of.items():
+            by_ms.setdefault(tuple(sorted(ms_set)), []).append(pair)
+        for ms, nks in by_ms.items():
+            args = ("-m", *map(str, ms), "-nk", *nks, *extra)
+            group = tuple(s for s in shapes if nk(s) in nks)
+            calls.append(BenchCall(bench.script, args, {"-m": [str(m) for m in ms]}, group))
     elif bench.style == "mnk":
         quant = "quantDtype" in bench.key_columns
         for q, group in _group(shapes, _a8w8_q if quant else (lambda s: None)).items():

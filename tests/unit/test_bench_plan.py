@@ -20,6 +20,18 @@ def test_m_nk_style_passes_ms_and_nks_once_with_preshuffle_inferred():
     assert call.args[-2:] == ("--ck_preshuffle", "True")
 
 
+def test_m_nk_style_groups_nk_pairs_by_identical_m_sets():
+    # C-17: the script crosses every -m with every -nk; (N,K) pairs with different Ms get their own call
+    shapes = [{"m": 16, "n": 1536, "k": 7168}, {"m": 32, "n": 1536, "k": 7168},
+              {"m": 64, "n": 7168, "k": 2048}, {"m": 16, "n": 4096, "k": 512}, {"m": 32, "n": 4096, "k": 512}]
+    calls = plan_bench(v("a8w8_blockscale"), shapes)
+    assert [c.args[:-2] for c in calls] == [("-m", "16", "32", "-nk", "1536,7168", "4096,512"),
+                                             ("-m", "64", "-nk", "7168,2048")]
+    assert [len(c.shapes) for c in calls] == [4, 1]
+    crossed = sum((c.args.index("-nk") - 1) * (len(c.args) - 3 - c.args.index("-nk")) for c in calls)
+    assert crossed == len(shapes)  # nothing measured that nobody asked for
+
+
 def test_mnk_style_groups_by_quant_dtype():
     shapes = [{"m": 1, "n": 2, "k": 3, "q_dtype_w": "torch.int8"},
               {"m": 4, "n": 5, "k": 6, "q_dtype_w": "torch.float8_e4m3fnuz"}]
