@@ -6,6 +6,7 @@ back to the requested shapes so that every key column (q_dtype_w, MoE quant fiel
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from .compare import norm_key_value
@@ -121,4 +122,28 @@ def measured(bench: BenchSpec, shapes: list[dict], rows: list[dict]) -> list[dic
                   if all(t is None or col not in s or dtype_family(str(s[col])) == t
                          for t, col in zip(tag, _ROW_DTYPE_COLUMNS.values()))]
         out.extend(match_results(bench, wanted, bench_results(part, bench)))
+    return out
+
+
+CALL_MARK = "== tune-remote call"   # one line before each benchmark call's output: `<mark> <i>` (C-19)
+_CALL_LINE = re.compile(rf"^{re.escape(CALL_MARK)} (\d+)\s*$", re.M)
+
+
+def measured_by_call(bench: BenchSpec, shapes: list[dict], text: str,
+                     call_shapes: list | None = None) -> list[dict]:
+    """``measured`` per benchmark call: ``text`` is cut at ``CALL_MARK`` lines and section ``i`` is matched
+    only against ``call_shapes[i]`` (the shapes call i measures), so two MoE configs with the same dims but
+    another activation, weighting, g1u1 or quant type (other calls) keep their own results (review C-19).
+    A log without call markers (an older job) is matched as one section against ``shapes``."""
+    from ..parsing.bench import parse_bench_log
+
+    found = list(_CALL_LINE.finditer(text))
+    if not found:
+        return measured(bench, shapes, parse_bench_log(text, bench))
+    out = []
+    for j, m in enumerate(found):
+        section = text[m.end():found[j + 1].start() if j + 1 < len(found) else len(text)]
+        i = int(m.group(1))
+        group = list(call_shapes[i]) if call_shapes is not None and i < len(call_shapes) else shapes
+        out.extend(measured(bench, group, parse_bench_log(section, bench)))
     return out

@@ -13,9 +13,8 @@ from __future__ import annotations
 import re
 
 from ..context import Ctx
-from ..parsing.bench import parse_bench_log
 from ..remote.shell import Cmd
-from .bench import measured, plan_bench
+from .bench import CALL_MARK, measured_by_call, plan_bench
 from .compare import norm_key_value
 
 # GEMM / batched hit and miss lines (aiter-formats.md §3.1); MoE (§3.2) is judged by its time alone
@@ -68,13 +67,14 @@ def check(ctx: Ctx, promoted_keys: list[list], comparison_rows: dict[tuple, dict
             script = prep.get("script") or script
         res = ctx.target.ctr.run(Cmd((ctx.target.container.python, script, *call.args), env=env, cwd=root),
                                  timeout=3600, check=False)
-        texts.append(res.text + "\n" + res.err_text)
+        texts.append(f"{CALL_MARK} {len(texts)}\n" + res.text + "\n" + res.err_text)
+    calls = plan_bench(variant, shapes)
     text = "\n".join(texts)
     log = ctx.job_dir / "engaged_at_runtime.log"   # not under logs/: that mirrors the node's logs
     log.write_text(text, encoding="utf-8")
     out["log"] = str(log)
     values = {tuple(norm_key_value(r["key"][c]) for c in cols): r["value"]
-              for r in measured(variant.bench, shapes, parse_bench_log(text, variant.bench))}
+              for r in measured_by_call(variant.bench, shapes, text, [c.shapes for c in calls])}
     hits = _hits(text)
     skipped_keys = {tuple(norm_key_value(v) for v in k[-len(cols):]) for k in skipped}
     for s in shapes:

@@ -13,7 +13,7 @@ from ..errors import JobError
 from ..remote.shell import Cmd, quote, render
 from ..variants import KernelVariant
 from ..workflow import LOG_STEP_NAMES
-from .bench import plan_bench
+from .bench import CALL_MARK, plan_bench
 
 DEFAULT_REPEATS = 3  # benchmark runs per arm (run --repeats)
 DEFAULT_TIMEOUT_S = 600  # per-task watchdog; older AITER has none by default (aiter-formats.md §1.1)
@@ -124,7 +124,8 @@ SAMPLE_MARK = "== tune-remote sample"   # one line before every benchmark run: `
 
 def _sample(arm: str, n: int, cmds: list[Cmd], log: str | None = None) -> str:
     """One benchmark run of every call, announced by a marker line; appended to `log` when given."""
-    body = f"echo {quote(f'{SAMPLE_MARK} {arm} {n}')}; " + "; ".join(f"( {render(c)} ) || rc=$?" for c in cmds)
+    body = f"echo {quote(f'{SAMPLE_MARK} {arm} {n}')}; " + "; ".join(
+        f"echo {quote(f'{CALL_MARK} {i}')}; ( {render(c)} ) || rc=$?" for i, c in enumerate(cmds))  # C-19
     return f"{{ {body}; }} >> {quote(log)} 2>&1" if log else body
 
 

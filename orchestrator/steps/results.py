@@ -9,11 +9,10 @@ import time
 from pathlib import Path
 
 from ..context import Ctx
-from ..parsing.bench import parse_bench_log
 from ..parsing.csvtools import read_tuned_csv
 from ..report import render_report
 from ..state import atomic_write
-from .bench import measured
+from .bench import measured_by_call, plan_bench
 from .compare import Comparison, compare, norm_key_value
 from .fetch import pull, wanted_files
 from .jitprofile import collect as jit_collect
@@ -85,12 +84,14 @@ def run_compare(ctx: Ctx) -> None:
     errors: dict[str, list[dict]] = {}
     # the error column next to the metric (`ck us` -> `ck err`, `us` -> `err`; aiter-formats.md §4), P-05
     err_spec = dataclasses.replace(variant.bench, metric=" ".join([*variant.bench.metric.split()[:-1], "err"]))
+    # each call's output section is matched against that call's shapes only (C-19): bench_argv[i] is call i
+    by_args = {c.args: c.shapes for c in plan_bench(variant, job.shapes)}
+    call_shapes = [by_args.get(tuple(a[1:]), job.shapes) for a in job.remote.get("bench_argv") or []]
     for side, path in (("before", before_log), ("after", after_log)):
         results[side], errors[side] = [], []
         for text in split_samples(path.read_text(encoding="utf-8", errors="replace"), side):
-            rows = parse_bench_log(text, variant.bench)
-            results[side].extend(measured(variant.bench, job.shapes, rows))
-            errors[side].extend(measured(err_spec, job.shapes, rows))
+            results[side].extend(measured_by_call(variant.bench, job.shapes, text, call_shapes))
+            errors[side].extend(measured_by_call(err_spec, job.shapes, text, call_shapes))
     comp = compare(results["before"], results["after"], key_columns=variant.key_columns,
                    metric=variant.bench.metric, higher_is_better=variant.bench.higher_is_better, judge=True)
     comp.set_errors(errors["before"], errors["after"])

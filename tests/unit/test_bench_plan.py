@@ -68,3 +68,28 @@ def test_results_are_matched_back_to_full_shapes():
     got = match_results(bench, shapes, [{"key": {"m": 1.0, "n": 2, "k": 3, "q_dtype_w": "torch.int8"}, "value": 5.0},
                                         {"key": {"m": 9, "n": 2, "k": 3}, "value": 1.0}])
     assert got == [{"key": shapes[0], "value": 5.0}]
+
+
+def test_moe_configs_with_same_dims_keep_their_own_results_per_call_section():
+    # C-19: Silu and Gelu experts with the same dims/dtypes are two bench calls; each call's section (the
+    # '== tune-remote call i' line prepare prints) is matched only against that call's shapes
+    from orchestrator.steps.bench import CALL_MARK, measured_by_call
+    base = {"model_dim": 7168, "inter_dim": 256, "expert": 256, "topk": 8, "dtype": "torch.bfloat16",
+            "q_dtype_a": "torch.bfloat16", "q_dtype_w": "torch.bfloat16", "q_type": "QuantType.No",
+            "use_g1u1": 1, "doweight_stage1": 0}
+    shapes = [{"token": 16, **base, "act_type": "ActivationType.Silu"},
+              {"token": 16, **base, "act_type": "ActivationType.Gelu"}]
+    calls = plan_bench(v("moe_2stages"), shapes)
+    assert len(calls) == 2 and ("-a", "gelu") == calls[1].args[calls[1].args.index("-a"):][:2]
+
+    def table(us):
+        return ("[aiter] moe_2stage summary (markdown):\n"
+                "| dtype | token | model_dim | inter_dim | E | topk | AQDType | WQDType | us |\n"
+                "|:--|--:|--:|--:|--:|--:|:--|:--|--:|\n"
+                f"| torch.bfloat16 | 16 | 7168 | 256 | 256 | 8 | torch.bfloat16 | torch.bfloat16 | {us} |\n")
+    text = f"{CALL_MARK} 0\n{table(10.0)}{CALL_MARK} 1\n{table(20.0)}"
+    got = measured_by_call(v("moe_2stages").bench, shapes, text, [c.shapes for c in calls])
+    assert sorted((r["key"]["act_type"], r["value"]) for r in got) == [
+        ("ActivationType.Gelu", 20.0), ("ActivationType.Silu", 10.0)]
+    # a log without call markers (older job) is one section: the dims collapse, as before
+    assert len(measured_by_call(v("moe_2stages").bench, shapes, table(10.0) + table(20.0))) == 1
