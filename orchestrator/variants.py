@@ -67,6 +67,9 @@ class KernelVariant:
     requires_gfx: frozenset[str] | None = None
     since: Version | None = None     # first AITER release that ships its tuner (None = all supported)
     log_gate_env: str | None = None  # env var without which the runtime prints no miss lines for it
+    # the runtime tries M, then gemm_common getPaddedM(M,N,K,0) (aiter-formats.md §3.1): rows are tuned on
+    # that padded-M grid only with run --padded-m (steps/shapes.runtime_lookups)
+    padded_m_lookup: bool = False
     # version overrides: list of (since, until, {field: value}) applied in order
     overrides: tuple[tuple[Version, Version, dict], ...] = ()
 
@@ -104,6 +107,7 @@ VARIANTS: dict[str, KernelVariant] = {
         KernelVariant(
             name="a8w8",
             family="gemm",
+            padded_m_lookup=True,
             tune_script="csrc/ck_gemm_a8w8/gemm_a8w8_tune.py",
             untuned_csv="aiter/configs/a8w8_untuned_gemm.csv",
             tuned_csv="aiter/configs/a8w8_tuned_gemm.csv",
@@ -122,6 +126,7 @@ VARIANTS: dict[str, KernelVariant] = {
         KernelVariant(
             name="a8w8_blockscale",
             family="gemm",
+            padded_m_lookup=True,
             tune_script="csrc/ck_gemm_a8w8_blockscale/gemm_a8w8_blockscale_tune.py",
             untuned_csv="aiter/configs/a8w8_blockscale_untuned_gemm.csv",
             tuned_csv="aiter/configs/a8w8_blockscale_tuned_gemm.csv",
@@ -132,6 +137,7 @@ VARIANTS: dict[str, KernelVariant] = {
         KernelVariant(
             name="a8w8_blockscale_bpreshuffle",
             family="gemm",
+            padded_m_lookup=True,
             # today: the blockscale script + --preshuffle, with explicit -i/-o (aiter-formats.md §1.2)
             tune_script="csrc/ck_gemm_a8w8_blockscale/gemm_a8w8_blockscale_tune.py",
             tune_flags=("--preshuffle",),
@@ -153,6 +159,7 @@ VARIANTS: dict[str, KernelVariant] = {
         KernelVariant(
             name="a8w8_bpreshuffle",
             family="gemm",
+            padded_m_lookup=True,
             tune_script="csrc/ck_gemm_a8w8_bpreshuffle/gemm_a8w8_bpreshuffle_tune.py",
             untuned_csv="aiter/configs/a8w8_bpreshuffle_untuned_gemm.csv",
             tuned_csv="aiter/configs/a8w8_bpreshuffle_tuned_gemm.csv",
@@ -170,6 +177,7 @@ VARIANTS: dict[str, KernelVariant] = {
         KernelVariant(
             name="a4w4_blockscale",
             family="gemm",
+            padded_m_lookup=True,
             tune_script="csrc/ck_gemm_a4w4_blockscale/gemm_a4w4_blockscale_tune.py",
             untuned_csv="aiter/configs/a4w4_blockscale_untuned_gemm.csv",
             tuned_csv="aiter/configs/a4w4_blockscale_tuned_gemm.csv",

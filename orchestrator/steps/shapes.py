@@ -55,12 +55,35 @@ def next_pow2(x: int) -> int:
     return 1 << max(0, int(x) - 1).bit_length()
 
 
-def runtime_lookups(shapes: list[dict], family: str, max_m: int | None = None) -> tuple[list[dict], list[str]]:
+def padded_m(m: int) -> int:
+    """gemm_common.cu getPaddedM(M, N, K, 0): M <= 256 up to a multiple of 16, <= 1024 of 32, <= 4096 of 64,
+    else of 128 (aiter-formats.md §3.1)."""
+    m = int(m)
+    step = 16 if m <= 256 else 32 if m <= 1024 else 64 if m <= 4096 else 128
+    return -(-m // step) * step
+
+
+def runtime_lookups(shapes: list[dict], family: str, max_m: int | None = None,
+                    padded: bool = False) -> tuple[list[dict], list[str]]:
     """The shapes the runtime will really look up: MoE tokens snapped to AITER's power-of-two buckets
-    (a row for token 96 is never read: the runtime asks for 128; review C-09), M/token above the
-    server's batch limit (--max-m) dropped. Returns (shapes, notes)."""
+    (a row for token 96 is never read: the runtime asks for 128; review C-09); with ``padded`` (GEMMs whose
+    lookup falls back to getPaddedM) M snapped up to the padded-M grid and deduplicated: a row at M=16 is
+    what every M in 1..16 without its own row reads, so 1, 2, 4, 8, 16 are one tuning, not five; M/token
+    above the server's batch limit (--max-m) dropped. Returns (shapes, notes)."""
     notes: list[str] = []
     out = shapes
+    if padded and family == "gemm":
+        moved: dict[int, int] = {}
+        for s in shapes:
+            if padded_m(s["m"]) != int(s["m"]):
+                moved[int(s["m"])] = padded_m(s["m"])
+        out = _dedupe([{**s, "m": padded_m(s["m"])} for s in shapes])
+        if moved:
+            pairs = ", ".join(f"{a}->{b}" for a, b in sorted(moved.items())[:6])
+            notes.append(f"{len(moved)} M value(s) snapped to AITER's padded-M grid ({pairs}"
+                         f"{', ...' if len(moved) > 6 else ''}): a shape without its own row reads the row at "
+                         f"its padded M, so {len(shapes) - len(out)} tuning(s) that the runtime would not look "
+                         "up distinctly are dropped")
     if family == "moe":
         snapped: dict[int, int] = {}
         out = []
@@ -161,7 +184,8 @@ def collect(ctx: Ctx) -> tuple[list[dict], list[str]]:
                 b["q_dtype_w"] = req.get("q_dtype_w") or "torch.int8"
         described.append(f"--nk: {len(bases)} (N,K) pairs")
         shapes.extend(expand(bases, "gemm", preset if preset != "logged" else "pow2"))
-    shapes, notes = runtime_lookups(_dedupe(shapes), variant.family, req.get("max_m"))
+    shapes, notes = runtime_lookups(_dedupe(shapes), variant.family, req.get("max_m"),
+                                    padded=bool(req.get("padded_m")) and variant.padded_m_lookup)
     for n in notes:
         ctx.job.note(n)
         ctx.ui.event(n)

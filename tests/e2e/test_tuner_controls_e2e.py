@@ -103,6 +103,16 @@ def test_moe_tokens_snapped_and_capped(cnode, env):
     assert untuned.endswith("untuned_fmoe.csv")
 
 
+def test_padded_m_tunes_one_row_per_padded_bucket(cnode, env):
+    # run --padded-m: 1, 8, 16 are one padded-M bucket (16), 24 goes to 32 (aiter-formats.md §3.1)
+    ctr = _ctr(cnode)
+    rc, job = run_cli(env, cnode, ctr, "a8w8_blockscale", "--nk", "1536,7168", "--padded-m", m_preset="1,8,16,24")
+    st = state_of(job)
+    assert rc == 0, (st.get("error"), st.get("notes"))
+    assert sorted(s["m"] for s in st["shapes"]) == [16, 32]
+    assert any("padded-M grid" in n and "24->32" in n for n in st["notes"])
+
+
 # ------------------------------------------------------------------------------------------------
 # GPU kinds: a partitioned node (CPX GPUs report fewer CUs) serving on full GPUs
 # ------------------------------------------------------------------------------------------------

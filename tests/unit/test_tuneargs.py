@@ -72,3 +72,19 @@ def test_runtime_lookups_snap_moe_tokens_and_cap_m():
     got, notes = runtime_lookups(gemm, "gemm", max_m=1024)
     assert [s["m"] for s in got] == [1, 24] and len(notes) == 1   # GEMM M is looked up exactly first
     assert runtime_lookups(gemm, "gemm") == (gemm, [])
+
+
+def test_gemm_m_snapped_to_the_padded_m_grid_and_deduplicated():
+    # aiter-formats.md §3.1: the lookup tries M, then getPaddedM(M,N,K,0) (16/32/64/128 steps); one row at
+    # the padded M serves the whole bucket, so the pow2 Ms 1..16 are one tuning
+    from orchestrator.steps.shapes import padded_m, runtime_lookups
+    assert [padded_m(m) for m in (1, 16, 17, 24, 256, 257, 1000, 1025, 4097, 8192)] == \
+        [16, 16, 32, 32, 256, 288, 1024, 1088, 4224, 8192]
+    gemm = [{"m": m, "n": 1536, "k": 7168} for m in (1, 2, 4, 8, 16, 24, 32, 48, 300)]
+    got, notes = runtime_lookups(gemm, "gemm", padded=True)
+    assert [s["m"] for s in got] == [16, 32, 48, 320]
+    assert "padded-M grid" in notes[0] and "5 tuning(s)" in notes[0]
+    # variants whose runtime does not pad (batched, A6W6's own tile rule) are left alone
+    from orchestrator.variants import get_variant
+    assert get_variant("a8w8_blockscale").padded_m_lookup and not get_variant("a6w6").padded_m_lookup
+    assert runtime_lookups(gemm, "gemm") == (gemm, [])
