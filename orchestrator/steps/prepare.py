@@ -21,6 +21,8 @@ DEFAULT_TIMEOUT_S = 600  # per-task watchdog; older AITER has none by default (a
 
 def tuned_csv_path(ctx: Ctx, variant: KernelVariant) -> str:
     """The file AITER reads at runtime: the container's AITER_CONFIG_* (first path) or the default."""
+    if ctx.job.remote.get("table_from_log"):   # run --table-from-log: the table the server's log named (C-12)
+        return ctx.job.remote["table_from_log"]
     env = {**(ctx.job.facts.get("env") or {}), **ctx.target.container.env}
     configured = env.get(variant.config_env)
     root = ctx.job.remote["aiter_root"]

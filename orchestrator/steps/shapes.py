@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from ..context import Ctx
@@ -109,6 +110,28 @@ def runtime_lookups(shapes: list[dict], family: str, max_m: int | None = None,
     return out, notes
 
 
+def consulted_table(consulted: dict[str, int], target: str, root: str, config_env: str,
+                    use: bool) -> tuple[str | None, str | None]:
+    """(table to tune instead or None, note) from the tables the miss lines named (C-12): AITER prints the file
+    it consulted; a server that sets its own AITER_CONFIG_* reads another table than the container's env
+    names. With ``use`` (run --table-from-log) the most-consulted one is tuned."""
+    def absolute(p: str) -> str:
+        return os.path.normpath(p if p.startswith("/") else f"{root}/{p}")
+    # a merge of several tables (/tmp/aiter_configs/, aiter-formats.md §5.1) and the pre-0.1.10 'CKGEMM or
+    # asmGEMM' are no table one could tune
+    real = {f: n for f, n in consulted.items() if f.endswith(".csv") and not f.startswith("/tmp/aiter_configs/")}
+    others = {absolute(f): n for f, n in real.items() if absolute(f) != os.path.normpath(target)}
+    if not others:
+        return None, None
+    top = max(others, key=lambda f: others[f])
+    named = ", ".join(f"{f} ({n} shape(s))" for f, n in sorted(others.items(), key=lambda x: -x[1])[:3])
+    if use:
+        return top, (f"tuning {top}, the table the server's log says AITER consulted (--table-from-log), "
+                     f"not {target}")
+    return None, (f"the server's log says AITER consulted {named}, not {target} which this job would tune: "
+                  f"rerun with --table-from-log to tune {top}, or set {config_env} in the inventory")
+
+
 def _dedupe(shapes: list[dict]) -> list[dict]:
     seen, out = set(), []
     for s in shapes:
@@ -128,22 +151,28 @@ def collect(ctx: Ctx) -> tuple[list[dict], list[str]]:
     sources = split_log_sources(req.get("logs") or [])
     found: list[dict] = []
     described: list[str] = []
+    consulted: dict[str, int] = {}
     for where, paths in sources.items():
         if not paths:
             continue
         if where == "local":
-            res = shapelog.parse_files(paths, variant.name).to_json()
+            res = shapelog.parse_files(paths, variant.name, keep_meta=True).to_json()
             res["missing"] = []
         else:
-            res = ctx.call("shapes", {"logs": paths, "variant": variant.name}, host=(where == "node"),
-                           timeout=3600)
+            res = ctx.call("shapes", {"logs": paths, "variant": variant.name, "meta": True},
+                           host=(where == "node"), timeout=3600)
         if res.get("missing"):
             raise JobError(f"log file not found on the {where}: {res['missing'][0]}",
                            hint="paths without a prefix are inside the container; use node:PATH for the "
                                 "node's host and local:PATH for this machine")
         for w in res.get("warnings") or []:
             ctx.job.note(w)
-        got = (res.get("shapes") or {}).get(variant.name, [])
+        got = []
+        for shape in (res.get("shapes") or {}).get(variant.name, []):
+            consulted_file = (shape.get("_meta") or {}).get("file")
+            if consulted_file:
+                consulted[consulted_file] = consulted.get(consulted_file, 0) + 1
+            got.append({k: v for k, v in shape.items() if k != "_meta"})
         if variant.log_gate_env and not ((res.get("misses") or {}).get(variant.name)
                                          or (res.get("hits") or {}).get(variant.name)):
             # e.g. A6W6 prints its lookups only with AITER_LOG_TUNED_CONFIG=1 (aiter-after-v0.1.20.md §3)
@@ -155,6 +184,15 @@ def collect(ctx: Ctx) -> tuple[list[dict], list[str]]:
         described.append(f"{len(paths)} {where} log(s): {len(got)} untuned {variant.name} shapes "
                          f"({res.get('lines', 0)} lines)")
         found.extend(got)
+    if consulted:
+        from .prepare import tuned_csv_path
+        chosen, msg = consulted_table(consulted, tuned_csv_path(ctx, variant), ctx.job.remote["aiter_root"],
+                                      variant.config_env, bool(req.get("table_from_log")))
+        if chosen:
+            ctx.job.remote["table_from_log"] = chosen
+        if msg:
+            ctx.job.note(msg)
+            ctx.ui.event(msg)
     # GEMM: sweep M per (N,K) (powers of two by default); MoE: the (already padded) logged tokens
     preset = req.get("m_preset") or ("logged" if variant.family == "moe" else "pow2")
     shapes = expand(found, variant.family, preset) if found else []

@@ -88,3 +88,19 @@ def test_gemm_m_snapped_to_the_padded_m_grid_and_deduplicated():
     from orchestrator.variants import get_variant
     assert get_variant("a8w8_blockscale").padded_m_lookup and not get_variant("a6w6").padded_m_lookup
     assert runtime_lookups(gemm, "gemm") == (gemm, [])
+
+
+def test_table_the_log_says_aiter_consulted_is_warned_and_used_on_request():
+    # C-12: miss lines name the file AITER consulted; a server with its own AITER_CONFIG_* reads another table
+    from orchestrator.steps.shapes import consulted_table
+    root, target = "/aiter", "/aiter/aiter/configs/a8w8_blockscale_tuned_gemm.csv"
+    assert consulted_table({target: 3, "aiter/configs/a8w8_blockscale_tuned_gemm.csv": 1}, target, root,
+                           "AITER_CONFIG_GEMM_A8W8_BLOCKSCALE", False) == (None, None)
+    # merged tables and the old 'CKGEMM or asmGEMM' name no tunable table
+    assert consulted_table({"/tmp/aiter_configs/a8w8_blockscale_tuned_gemm.csv": 2, "CKGEMM or asmGEMM": 1},
+                           target, root, "AITER_CONFIG_GEMM_A8W8_BLOCKSCALE", False) == (None, None)
+    chosen, msg = consulted_table({"/srv/my_tuned.csv": 5, target: 1}, target, root,
+                                  "AITER_CONFIG_GEMM_A8W8_BLOCKSCALE", False)
+    assert chosen is None and "/srv/my_tuned.csv (5 shape(s))" in msg and "--table-from-log" in msg
+    chosen, msg = consulted_table({"/srv/my_tuned.csv": 5}, target, root, "AITER_CONFIG_GEMM_A8W8_BLOCKSCALE", True)
+    assert chosen == "/srv/my_tuned.csv" and msg.startswith("tuning /srv/my_tuned.csv")
