@@ -110,6 +110,14 @@ def runtime_lookups(shapes: list[dict], family: str, max_m: int | None = None,
     return out, notes
 
 
+def probe_moe_tuple(facts: dict, forms: list[bool]) -> None:
+    """The MoE tuple form seen in the log (leading 'gfx…' or a cu_num) is a probe, not a version guess."""
+    from ..aiter_profiles import profile_from_facts
+    facts.setdefault("probes", {})["moe_tuple_gfx"] = max(set(forms), key=forms.count)
+    profile = profile_from_facts(facts)
+    facts["probed"], facts["assumed"] = list(profile.probed), list(profile.assumed)
+
+
 def consulted_table(consulted: dict[str, int], target: str, root: str, config_env: str,
                     use: bool) -> tuple[str | None, str | None]:
     """(table to tune instead or None, note) from the tables the miss lines named (C-12): AITER prints the file
@@ -152,6 +160,7 @@ def collect(ctx: Ctx) -> tuple[list[dict], list[str]]:
     found: list[dict] = []
     described: list[str] = []
     consulted: dict[str, int] = {}
+    tuple_gfx: list[bool] = []
     for where, paths in sources.items():
         if not paths:
             continue
@@ -169,7 +178,10 @@ def collect(ctx: Ctx) -> tuple[list[dict], list[str]]:
             ctx.job.note(w)
         got = []
         for shape in (res.get("shapes") or {}).get(variant.name, []):
-            consulted_file = (shape.get("_meta") or {}).get("file")
+            meta = shape.get("_meta") or {}
+            consulted_file = meta.get("file")
+            if variant.family == "moe" and ("gfx" in meta or "cu_num" in meta):
+                tuple_gfx.append("gfx" in meta)   # the [fused_moe] tuple's form, read from the log (C-20)
             if consulted_file:
                 consulted[consulted_file] = consulted.get(consulted_file, 0) + 1
             got.append({k: v for k, v in shape.items() if k != "_meta"})
@@ -184,6 +196,8 @@ def collect(ctx: Ctx) -> tuple[list[dict], list[str]]:
         described.append(f"{len(paths)} {where} log(s): {len(got)} untuned {variant.name} shapes "
                          f"({res.get('lines', 0)} lines)")
         found.extend(got)
+    if tuple_gfx:
+        probe_moe_tuple(ctx.job.facts, tuple_gfx)
     if consulted:
         from .prepare import tuned_csv_path
         chosen, msg = consulted_table(consulted, tuned_csv_path(ctx, variant), ctx.job.remote["aiter_root"],

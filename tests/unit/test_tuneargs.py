@@ -104,3 +104,13 @@ def test_table_the_log_says_aiter_consulted_is_warned_and_used_on_request():
     assert chosen is None and "/srv/my_tuned.csv (5 shape(s))" in msg and "--table-from-log" in msg
     chosen, msg = consulted_table({"/srv/my_tuned.csv": 5}, target, root, "AITER_CONFIG_GEMM_A8W8_BLOCKSCALE", True)
     assert chosen == "/srv/my_tuned.csv" and msg.startswith("tuning /srv/my_tuned.csv")
+
+
+def test_moe_tuple_form_from_the_log_is_a_probe_not_a_version_guess():
+    from orchestrator.aiter_profiles import profile_from_facts
+    from orchestrator.steps.shapes import probe_moe_tuple
+    facts = {"version": "0.1.20"}
+    assert profile_from_facts(facts).moe_tuple_has_gfx   # assumed from the version
+    probe_moe_tuple(facts, [False, False, True])           # the log shows (256, 16, ...) tuples
+    assert facts["probes"]["moe_tuple_gfx"] is False and not profile_from_facts(facts).moe_tuple_has_gfx
+    assert "MoE tuple form (server log)" in facts["probed"]
