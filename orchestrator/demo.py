@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import sys
 from pathlib import Path
 
@@ -36,6 +37,14 @@ def prepare_demo(directory: Path, *, profile: str = "current", variant: str = "a
     (directory / NODE_FILE).write_text(json.dumps({"env": env, "aiter_root": inst.aiter_root}, indent=2))
     log = _log_with(inst, variant)
     return directory, log
+
+
+def serve_cmd(variant: str) -> str | None:
+    """The demo's --serve-cmd: the simulated serving benchmark (a vLLM-style decode loop over a8w8 block-scale
+    GEMMs of the demo's shapes) that reads the live table and module like a fresh server."""
+    if variant != "a8w8_blockscale":
+        return None
+    return f"{shlex.quote(sys.executable)} -m aiter._sim.serve --nk 7168,2048 --nk 2112,7168 --m 1,64,1024"
 
 
 def _log_with(inst, variant: str) -> str:

@@ -261,7 +261,7 @@ def _retry(job: JobState) -> None:
 @click.pass_obj
 def demo(env: Env, variant, profile, repeats, noise):
     """The whole pipeline against a local simulated node: no GPU, no SSH, no docker."""
-    from ..demo import demo_target, prepare_demo
+    from ..demo import demo_target, prepare_demo, serve_cmd
     get_variant(variant)
     job_id = new_job_id(variant, "demo")
     demo_dir, log_path = prepare_demo(env.workspace.root / ".demo-nodes" / job_id, profile=profile, variant=variant,
@@ -269,7 +269,8 @@ def demo(env: Env, variant, profile, repeats, noise):
     job = JobState(job_id=job_id, node="demo", container="simulated", variant=variant, created=time.time(),
                    request={"logs": [log_path], "demo_dir": str(demo_dir), "detach": False,
                             "m_preset": None, "nk": [], "shapes_csv": None, "gpus": None,
-                            "batch": None, "timeout": None, "repeats": repeats, "promote": "proven"})
+                            "batch": None, "timeout": None, "repeats": repeats, "promote": "proven",
+                            "serve_cmd": serve_cmd(variant)})
     _drive(env, job, demo_target(str(demo_dir)), Settings(yes=True, poll_s=0.2))
     jd = env.workspace.job_dir(job_id)
     if not env.quiet:

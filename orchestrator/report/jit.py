@@ -37,9 +37,9 @@ def jit_view(ctx: Mapping[str, Any], table_cls) -> dict[str, Any]:
     v["jit_headline"] = (f"{len(mods)} module build(s) during the job, {total:.1f} s in total (AITER's "
                          f"'finish build' cost); the longest: {worst['module']} ({worst['phase']}, "
                          f"{_s(worst.get('cost_s') or worst.get('wall_s'))} s).")
-    if any(m["phase"] == "promotion rebuild" for m in mods):
-        v["jit_headline"] += (" The promotion rebuild was paid by the engaged-at-runtime check: the next server "
-                              "start imports the live module instead of building it.")
+    if any(m["phase"] == "after promotion" for m in mods):
+        v["jit_headline"] += (" The builds after promotion were paid by the engaged-at-runtime check (a fresh "
+                              "process on the live configuration): the next server start imports those modules.")
     t = table_cls(["phase", "module", "finish build s", "ninja wall s", "edges", "parallelism",
                    "critical path s", "slowest unit"],
                   [False, False, True, True, True, True, True, False])

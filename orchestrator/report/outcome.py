@@ -9,6 +9,8 @@ Context keys read (all optional)::
     engaged:   {"engaged": int, "total": int, "log": path,
                 "shapes": [{"key": {...}, "engaged": bool, "reason": str, "hit": bool|None,
                             "value", "before", "after"}]}
+    serving:   {"command": str, "rows": [{"metric", "before", "after", "change_pct"}] or None}
+               (rows None: the figures are missing; the notes say why)
 """
 
 from __future__ import annotations
@@ -77,6 +79,32 @@ def outcome_view(ctx: Mapping[str, Any], table_cls) -> dict[str, Any]:
                    _num(s.get("value")), _num(s.get("before")), _num(s.get("after")), s.get("reason") or ""],
                   row_class="improved" if s.get("engaged") else "regressed")
         v["engaged"] = t
+    return v
+
+
+def serving_view(ctx: Mapping[str, Any], table_cls) -> dict[str, Any]:
+    """``serving_line`` and ``serving`` (a Table of serving.csv) for the templates."""
+    from .. import serving
+    from .fmt import fmt_value
+    srv = dict(ctx.get("serving") or {})
+    v: dict[str, Any] = {"has_serving": bool(srv.get("command")), "serving_line": "", "serving": None}
+    if not v["has_serving"]:
+        return v
+    rows = srv.get("rows")
+    if not rows:
+        v["serving_line"] = (f"--serve-cmd ran before tuning and after promotion, but the comparison is missing "
+                             "(see the notes for why): {}".format(srv["command"]))
+        return v
+    v["serving_line"] = ("Your serving benchmark (--serve-cmd), run in the container before tuning and again "
+                         f"after promotion (a fresh server on the live table and module): {srv['command']}")
+    t = table_cls(["metric", "before", "after", "change", "better"], [False, True, True, True, False])
+    for r in rows:
+        ch = r.get("change_pct")
+        good = None if ch is None else serving.better(r["metric"], ch)
+        t.add([r["metric"], fmt_value(r.get("before")), fmt_value(r.get("after")), "—" if ch is None else f"{ch:+.2f}%",
+               "" if good is None else ("yes" if good else "no")],
+              row_class="" if good is None or ch == 0 else ("improved" if good else "regressed"))
+    v["serving"] = t
     return v
 
 

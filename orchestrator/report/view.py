@@ -13,7 +13,8 @@ from .chart import _svg_chart
 from .fmt import (DASH, Table, _elapsed, _fmt_command, _fmt_time, _isnum, _key_label, _kv_table, _missing,
                   fmt_duration, fmt_int, fmt_key, fmt_pct, fmt_scalar)
 from .jit import jit_view
-from .outcome import outcome_view, verdict_method
+from .mchart import group_charts
+from .outcome import outcome_view, serving_view, verdict_method
 from .tables import (_as_comparison, _common_columns, _group_table, _logs_table, _rows_table, _shape_list,
                      _shape_table)
 
@@ -73,9 +74,13 @@ def build_view(ctx: Mapping[str, Any]) -> dict[str, Any]:
         if cmp.judged:
             v["metric_line"] = (f"{cmp.metric}, {cmp.direction}. speedup % = ({formula}) x 100 of the medians: "
                                 "positive = faster. " + verdict_method(cmp.summary))
+        v["values_are"] = ("medians of the runs per arm" if cmp.judged
+                           else "means when a shape ran more than once")
         v["headline"] = (
             f"{sm.get('shapes', 0)} shapes: {sm.get('improved', 0)} improved, "
-            f"{sm.get('regressed', 0)} regressed, {sm.get('unchanged', 0)} unchanged, "
+            f"{sm.get('regressed', 0)} regressed, {sm.get('unchanged', 0)} "
+            f"{'within noise' if cmp.judged else 'unchanged'}, "
+            + (f"{sm.get('promoted', 0)} promoted, " if cmp.judged else "") +
             f"{sm.get('missing', 0)} missing; geomean {fmt_pct(sm.get('geomean_speedup_pct'))}, "
             f"mean {fmt_pct(sm.get('avg_speedup_pct'))} "
             f"(min {fmt_pct(sm.get('min_speedup_pct'))}, max {fmt_pct(sm.get('max_speedup_pct'))})"
@@ -94,9 +99,7 @@ def build_view(ctx: Mapping[str, Any]) -> dict[str, Any]:
             ("metric", f"{cmp.metric} ({cmp.direction})"),
             ("shapes in table", fmt_int(sm.get("shapes"))),
             ("compared (both sides)", fmt_int(sm.get("compared"))),
-            (f"improved (> +{cmp.noise_pct:g}%)", fmt_int(sm.get("improved"))),
-            (f"regressed (< -{cmp.noise_pct:g}%)", fmt_int(sm.get("regressed"))),
-            (f"unchanged (within ±{cmp.noise_pct:g}%)", fmt_int(sm.get("unchanged"))),
+            *_count_rows(cmp, sm),
             ("missing (no speedup)", fmt_int(sm.get("missing"))),
             ("only in before / only in after",
              f"{fmt_int(sm.get('only_before'))} / {fmt_int(sm.get('only_after'))}"),
@@ -119,6 +122,9 @@ def build_view(ctx: Mapping[str, Any]) -> dict[str, Any]:
         )
         v["rows"] = _rows_table(cmp, no_kernel or [], shape_notes, common)
         v["chart"] = _svg_chart(cmp)
+        v["mcharts"] = group_charts(cmp, common)
+        v["mchart_title"] = (f"({', '.join(c for c in cmp.group_columns if c not in common)})"
+                             if cmp.group_columns else "shape")
         v["band_label"] = ("the practical bar a verdict must clear (max(1 %, 3 x the measured noise))"
                            if cmp.judged else "noise band")
     else:
@@ -127,6 +133,7 @@ def build_view(ctx: Mapping[str, Any]) -> dict[str, Any]:
         v["headline"] = "no comparison: the after benchmark did not run or produced no results"
         v["cards"] = []
         v["chart"] = None
+        v["mcharts"] = []
 
     # shapes
     v["shapes_source"] = shapes_source
@@ -177,6 +184,7 @@ def build_view(ctx: Mapping[str, Any]) -> dict[str, Any]:
     v["notes"] = [str(n) for n in (ctx.get("notes") or [])]
     v.update(outcome_view(ctx, Table))
     v.update(jit_view(ctx, Table))
+    v.update(serving_view(ctx, Table))
     return v
 
 
@@ -274,3 +282,14 @@ def _derived_warnings(tuning: Mapping[str, Any], no_kernel: list | None, cmp: Co
                            f"±{cmp.noise_pct:g}% "
                            "noise band: their status is not reliable")
     return out
+
+
+def _count_rows(cmp: Comparison, sm: Mapping[str, Any]) -> list[tuple[str, str]]:
+    if cmp.judged:   # counts of the verdicts (see the metric line for the bar and the test)
+        return [("improved (verdict)", fmt_int(sm.get("improved"))),
+                ("regressed (verdict)", fmt_int(sm.get("regressed"))),
+                ("within noise (verdict)", fmt_int(sm.get("unchanged"))),
+                ("promoted", fmt_int(sm.get("promoted")))]
+    return [(f"improved (> +{cmp.noise_pct:g}%)", fmt_int(sm.get("improved"))),
+            (f"regressed (< -{cmp.noise_pct:g}%)", fmt_int(sm.get("regressed"))),
+            (f"unchanged (within ±{cmp.noise_pct:g}%)", fmt_int(sm.get("unchanged")))]

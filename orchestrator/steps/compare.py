@@ -340,7 +340,7 @@ def compare(
             after_n=a.n if a else 0,
             before_spread_pct=b.spread_pct if b else None,
             after_spread_pct=a.spread_pct if a else None,
-            note=_note(b, a),
+            note=_note(b, a, judge),
             _in_before=b is not None,
             _in_after=a is not None,
         )

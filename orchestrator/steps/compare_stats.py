@@ -11,7 +11,7 @@ from .compare_values import (SIZE_CLASS_NA, SIZE_CLASSES, STATUSES, _group_frame
                              size_class_range)
 
 
-def _note(b: _Side | None, a: _Side | None) -> str:
+def _note(b: _Side | None, a: _Side | None, judged: bool = False) -> str:
     parts = []
     if b is None:
         parts.append("not in before run")
@@ -27,7 +27,7 @@ def _note(b: _Side | None, a: _Side | None) -> str:
         parts.append("after value not positive")
     for name, s in (("before", b), ("after", a)):
         if s is not None and s.n > 1:
-            txt = f"{name}: mean of {s.n}"
+            txt = f"{name}: {'median' if judged else 'mean'} of {s.n}"
             if s.spread_pct is not None:
                 txt += f" (spread {s.spread_pct:.2f}%)"
             parts.append(txt)

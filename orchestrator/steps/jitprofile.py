@@ -2,8 +2,8 @@
 
 Where the job builds modules: the before and after benchmarks in their private JIT dirs
 (``<job>/jit/before``, ``<job>/jit/after``; the after arm's first run with ``AITER_REBUILD=1``), the tuner's
-``module_*_tune`` and the promotion rebuild (the engaged-at-runtime fresh process builds the live module
-from the promoted table) in the live JIT dir. For each, the ``finish build [md], cost N s`` lines of that
+``module_*_tune`` and, after promotion, the engaged-at-runtime fresh process (it rebuilds the live module
+from the promoted table, and builds any module the live dir lacked) in the live JIT dir. For each, the ``finish build [md], cost N s`` lines of that
 step's log and the module's ``.ninja_log`` (node op ``jit_logs``) give: wall time per module, the slowest
 translation units, the critical path (``orchestrator.parsing.ninjalog``). The logs are kept under
 ``<job>/jit/<phase>/<module>.ninja_log``; the profile under ``<job>/jit_profile.json``.
@@ -23,7 +23,7 @@ from ..state import atomic_write
 
 # phase label, the step's log (remote.logs key, or a file in the job dir), the bench arm whose JIT dir it is
 PHASES = (("before benchmark", "baseline", "before"), ("tuning", "tune", None),
-          ("after benchmark", "after", "after"), ("promotion rebuild", "engaged_at_runtime.log", None))
+          ("after benchmark", "after", "after"), ("after promotion", "engaged_at_runtime.log", None))
 
 
 def _log_text(ctx: Ctx, name: str) -> str:

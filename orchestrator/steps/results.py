@@ -146,6 +146,8 @@ def report_context(ctx: Ctx) -> dict:
         "promotion": _promotion(job),
         "engaged": job.step_state("promote").info.get("engaged"),
         "jit_profile": jit_collect(ctx),
+        "serving": {"command": job.request.get("serve_cmd"),
+                    "rows": job.step_state("promote").info.get("serving")},
         "notes": list(job.notes),
         "logs": {name: {"node": path, "local": str(ctx.job_dir / "logs" / Path(path).name)}
                  for name, path in logs.items()},

@@ -130,18 +130,18 @@ def test_staging_noise_verdicts_and_promote_proven(node, tmp_path):
     html = (bed.job_dir / "report.html").read_text()
     assert 'id="engaged"' in html and "http://" not in html.replace("http://www.w3.org", "")
     # JIT cold-build profile (seed 004), read from the node through op jit_logs: the after arm built in its
-    # private dir; the promotion rebuild appended an incremental build to the live module's .ninja_log (its
+    # private dir; the after promotion appended an incremental build to the live module's .ninja_log (its
     # build dir was kept), and only that last build is profiled
     prof = json.loads((bed.job_dir / "jit_profile.json").read_text())
     mods = {(m["phase"], m["module"]): m for m in prof["modules"]}
     after = mods[("after benchmark", "module_gemm_a8w8_blockscale")]
     assert after["node_log"].startswith(bed.state()["remote"]["job_dir"]) and after["edges"] > 3
-    promo = mods[("promotion rebuild", "module_gemm_a8w8_blockscale")]
+    promo = mods[("after promotion", "module_gemm_a8w8_blockscale")]
     live_log = bed.node_bytes(f"{root}/aiter/jit/build/module_gemm_a8w8_blockscale/build/.ninja_log").decode()
     assert promo["local_log"] and open(promo["local_log"]).read() == live_log
     assert 3 <= promo["edges"] < live_log.count("\n") - 1     # not the first build's lines
     assert promo["critical_path"][-1]["output"] == "module_gemm_a8w8_blockscale.so"
-    assert "## JIT cold builds" in md and "promotion rebuild" in md and 'id="jit"' in html
+    assert "## JIT cold builds" in md and "after promotion" in md and 'id="jit"' in html
 
 
 def test_promote_none_leaves_live_table_and_modules_untouched(node, tmp_path):

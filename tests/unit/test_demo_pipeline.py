@@ -43,11 +43,11 @@ def test_demo_runs_to_a_report_that_matches_the_perf_model(ws, capsys, profile, 
     assert "Verdicts rest on 3 before and 3 after runs per shape" in md
     assert f"Engaged at runtime: {promoted}/{promoted} promoted shapes" in md
     assert (job / "report.html").read_text().lstrip().lower().startswith("<!doctype html")
-    # JIT cold-build profile (seed 004): the after benchmark's private build and the promotion rebuild, from
+    # JIT cold-build profile (seed 004): the after benchmark's private build and the after promotion, from
     # their .ninja_log (one CK instance per kernel of the table it was built from, then the link)
     prof = json.loads((job / "jit_profile.json").read_text())
     mods = {(m["phase"], m["module"]): m for m in prof["modules"]}
-    for phase in ("after benchmark", "promotion rebuild"):
+    for phase in ("after benchmark", "after promotion"):
         m = mods[(phase, "module_gemm_a8w8_blockscale")]
         assert m["cost_s"] >= m["wall_s"] > 0 and m["critical_path"][-1]["output"] == "module_gemm_a8w8_blockscale.so"
         assert Path(m["local_log"]).read_text() == Path(m["node_log"]).read_text()

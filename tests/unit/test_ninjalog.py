@@ -69,7 +69,7 @@ def test_build_lines_of_every_aiter_form():
 
 def test_report_section_from_a_profile_in_markdown_and_html():
     p = profile(parse_ninja_log((FIX / "seed004_moe_ck2stages.ninja_log").read_text())[0])
-    ctx = {"jit_profile": {"modules": [{"phase": "promotion rebuild", "module": MD, "cost_s": 59.8, "failed": False,
+    ctx = {"jit_profile": {"modules": [{"phase": "after promotion", "module": MD, "cost_s": 59.8, "failed": False,
                                         "builds": 1, "node_log": "/x/.ninja_log", "local_log": None,
                                         "truncated": False, **p}],
                            "missing": [{"label": "after benchmark", "jit_dir": "/j/jit/after", "module": "module_x"}]}}

@@ -257,14 +257,15 @@ def test_markdown_escapes_pipes_in_cells():
 
 
 def test_html_is_well_formed(rendered):
-    _, _, html = rendered
+    cmp, _, html = rendered
     p = parse_html(html)
     assert p.errors == []
     assert p.stack == []
     assert p.doctype and p.doctype.lower() == "doctype html"
     for tag in ("html", "head", "body", "doc-title", "style", "main"):
         assert p.tags[tag] == 1, tag
-    assert p.tags["svg"] == 1
+    # the speedup chart + one before/after chart per (n, k)
+    assert p.tags["svg"] == 1 + len({(r["n"], r["k"]) for _, r in cmp.rows.iterrows()})
     assert len(p.ids) == len(set(p.ids))
     for section in ("warnings", "notes", "job", "environment", "summary", "groups", "shapes-results",
                     "no-kernel", "tuning", "benchmarks", "tuned-csv", "input-shapes", "logs"):

@@ -85,5 +85,15 @@ def test_report_dom_after_parsing_has_one_chart_bar_per_compared_shape(demo_repo
     assert svg, "no chart in the parsed DOM"
     bars = Counter(re.findall(r'<rect class="(improved|regressed|unchanged)"', svg.group(0)))
     assert bars == {k: status[k] for k in ("improved", "regressed", "unchanged") if status[k]}
-    for section in ("summary", "chart", "promotion", "engaged", "jit"):
+    # one before/after chart per (n, k), with one after dot per shape coloured by its verdict
+    groups: dict[str, Counter] = {}
+    for r in comp["rows"]:
+        groups.setdefault(f"n={r['n']} k={r['k']}", Counter())[r["verdict"]] += 1
+    found = {m.group(1): m.group(0) for m in re.finditer(r'<svg class="mchart" data-group="([^"]+)".*?</svg>', dom, re.S)}
+    assert set(found) == set(groups), (sorted(found), sorted(groups))
+    for label, svg_text in found.items():
+        dots = Counter(re.findall(r'<circle class="after (\w+)"', svg_text))
+        assert dots == groups[label], label
+        assert '<polygon class="mband"' in svg_text and '<polyline class="after"' in svg_text
+    for section in ("summary", "chart", "group-charts", "promotion", "engaged", "serving", "jit"):
         assert f'id="{section}"' in dom, section

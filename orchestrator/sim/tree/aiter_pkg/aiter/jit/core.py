@@ -212,11 +212,34 @@ def _units(md_name, rows):
             if k and k not in kernels and not k.startswith("_Z"):
                 kernels.append(k)
     if not kernels and "moe_ck2stages" in md_name:
-        return (["moe_ck2stages_%s_v3_%s.cuda.o" % (t, base.replace("moe_ck2stages_", "")) for t in _MOE_TILES]
-                + ["gemm_moe_ck2stages.cuda.o", "moe_ck_2stages_pybind.cuda.o"])
+        return ["%s.cuda.o" % n for n in _moe_instances(md_name)] + ["gemm_moe_ck2stages.cuda.o",
+                                                                    "moe_ck_2stages_pybind.cuda.o"]
     if not kernels and md_name.endswith("_tune"):
         kernels = ["%s_%s_intrawave_v%d" % (base[:-5], t, 1 + i % 3) for i, t in enumerate(_TUNE_TILES)]
     return ["%s.cuda.o" % k for k in kernels] + ["%s.cuda.o" % base, "%s_pybind.cuda.o" % base]
+
+
+def _moe_instances(md_name):
+    """gen_instances.py's instance names for module_moe_ck2stages_<a>_<b>_preshuffle_<on|off>_<c>_<act>_<q>_
+    mulWeightStage<n> (seed 004: moe_ck2stages_gemm1_256x128x128x128_1x4_MulABScaleShuffled_v3_Nswizzle0_
+    Quant3_MulRoutedWeight0_silu_FP4X2_FP4X2_B16)."""
+    m = re.match(r"module_moe_ck2stages_(\w+?)_(\w+?)_preshuffle_(on|off)_(\w+?)_(\w+?)_(per_\w+?|no)_mulWeightStage(\d)",
+                 md_name)
+    if not m:
+        return ["moe_ck2stages_%s_v3" % t for t in _MOE_TILES]
+    a, b, shuf, c, act, q, stage = m.groups()
+    quant = {"no": 0, "per_tensor": 1, "per_token": 2, "per_1x32": 3, "per_1x128": 4}.get(q.lower(), 3)
+    sh = "Shuffled" if shuf == "on" else ""
+    dt = "_".join(x.upper() for x in (a, b, c))
+    out = []
+    for t in _MOE_TILES:
+        if t.startswith("gemm1"):
+            out.append("moe_ck2stages_%s_MulABScale%s_v3_Nswizzle0_Quant%d_MulRoutedWeight%d_%s_%s"
+                       % (t, sh, quant, int(stage == "1"), act, dt))
+        else:
+            out.append("moe_ck2stages_%s_MulABScaleExpertWeight%s_v3_Nswizzle0_Quant%d_MulRoutedWeight%d_%s"
+                       % (t, sh, quant, int(stage == "2"), dt))
+    return out
 
 
 def _compile_ms(unit):
