@@ -8,6 +8,8 @@ container is whatever an earlier run left: the model check reads the job's own b
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import os
 from pathlib import Path
@@ -200,6 +202,53 @@ def test_variant_end_to_end_matches_model(vnode, env, profile, variant):
     assert argv[argv.index("-i") + 1] == st["remote"]["untuned_csv"]
     assert argv[argv.index("-o") + 1] == st["remote"]["tuned_csv"]
     assert ("--timeout" in argv) == prof.has_flag("--timeout")
+    _assert_outcome(ctr, st, got, v)
+
+
+def _csv_rows(ctr, path: str) -> tuple[list[str], list[list[str]]]:
+    rows = list(csv.reader(io.StringIO(ctr.exec("cat", path).stdout)))
+    return [h.strip().lower() for h in rows[0]], [r for r in rows[1:] if r]
+
+
+def _assert_outcome(ctr, st: dict, got, v) -> None:
+    """Issue 7's contract on every variant and profile: the tuner wrote the job's staging table, never the
+    live one; only rows judged 'improved' were promoted (an improved row left out is one another config file
+    already covers); the live table = its backup with exactly the promoted staging rows merged in."""
+    r = st["remote"]
+    assert r["tuned_csv"].startswith(r["job_dir"] + "/") and r["tuned_csv"] != r["live_csv"], r
+    cols, n = list(v.key_columns), len(v.key_columns)
+    keyed = {tuple(_n(x[c]) for c in cols): x for _, x in got.iterrows()}
+    prom = {k for k, x in keyed.items() if x["promoted"] == "true"}
+    improved = {k for k, x in keyed.items() if x["verdict"] == "improved"}
+    assert prom <= improved, prom - improved
+    rec = r.get("promotion") or {}
+    full = {tuple(_n(x) for x in k) for k in rec.get("promoted") or []}
+    assert {k[-n:] for k in full} == prom
+    skipped = {tuple(_n(x) for x in k)[-n:] for k in rec.get("skipped_duplicates") or []}
+    assert not rec or improved - prom <= skipped, (improved - prom, skipped)
+    if not prom:
+        return
+    l_head, live = _csv_rows(ctr, r["live_csv"])
+    _, backup = _csv_rows(ctr, rec["backup"]) if rec.get("backup") else (l_head, [])
+    s_head, staging = _csv_rows(ctr, r["tuned_csv"])
+
+    def key_of(head):
+        names = [c for c in ("gfx", "cu_num") if c in head] + cols
+        return names, (lambda row: tuple(_n(row[head.index(c)]) for c in names))
+
+    (l_names, lk), (s_names, sk) = key_of(l_head), key_of(s_head)
+
+    def on_live(k):     # a staging key on the live table's key columns (a table may lack the gfx column)
+        d = dict(zip(s_names, k))
+        return tuple(d[c] for c in l_names)
+
+    full_live = {on_live(k) for k in full}
+    assert [x for x in live if lk(x) not in full_live] == [x for x in backup if lk(x) not in full_live]
+    newest = {on_live(sk(x)): dict(zip(s_head, x)) for x in staging}
+    merged = {lk(x): dict(zip(l_head, x)) for x in live if lk(x) in full_live}
+    assert set(merged) == full_live and len(merged) == sum(lk(x) in full_live for x in live)
+    for k, row in merged.items():
+        assert row == {h: newest[k].get(h, "") for h in l_head}, (k, row, newest[k])
 
 
 # ------------------------------------------------------------------------------------------------

@@ -63,6 +63,13 @@ def _keyer(header, key_columns):
     return cols, lambda row: tuple(_key_value(row[i] if i < len(row) else "") for i in idx)
 
 
+def _common(key, cols, other_cols):
+    """`key` (over `cols`) on the key columns `other_cols` has too: a table without a gfx column (an older
+    AITER's, or one shipped that way) keys its rows by cu_num only, so a staging row with a gfx matches it
+    there; without this a promoted key already in such a live table would be appended as a duplicate."""
+    return tuple(v for c, v in zip(cols, key) if c in other_cols)
+
+
 def _read_record(path):
     try:
         with open(path) as fh:
@@ -109,22 +116,23 @@ def op_promote(req):
     prefix = tuple(v for c, v in (("gfx", gfx), ("cu_num", cu_num)) if c in s_cols)
     wanted = set(prefix + tuple(_key_value(str(v)) for v in k) for k in req.get("keys") or [])
     # keys another table already covers: AITER >= 0.1.12 raises on a duplicate key when it merges them
-    taken = set()
+    taken = []          # (the key columns shared with another table, its keys on them)
     others = sorted(set(p for pattern in req.get("others") or [] for p in glob.glob(pattern)))
     for other in others:
         if "untuned" in os.path.basename(other) or os.path.realpath(other) == os.path.realpath(live) or not os.path.isfile(other):
             continue
         o_head, o_rows = _read(other)
         try:
-            _, o_key = _keyer(o_head, key_columns)
+            o_cols, o_key = _keyer(o_head, key_columns)
         except HelperError:
             continue
-        taken.update(o_key(r) for r in o_rows)
+        common = [c for c in s_cols if c in o_cols]
+        taken.append((common, set(_common(o_key(r), o_cols, common) for r in o_rows)))
     chosen, skipped = {}, []
     for r in s_rows:
         k = s_key(r)
         if k in wanted:
-            if k in taken:
+            if any(_common(k, s_cols, common) in keys for common, keys in taken):
                 skipped.append(list(k))
             else:
                 chosen[k] = r  # the newest staging row of a key wins, as in AITER's sortResults
@@ -133,9 +141,11 @@ def op_promote(req):
     existed = os.path.isfile(live)
     if existed:
         l_head, l_rows = _read(live)
-        _, l_key = _keyer(l_head, key_columns)
+        l_cols, l_key = _keyer(l_head, key_columns)
     else:
-        l_head, l_rows, l_key = s_head, [], s_key
+        l_head, l_rows, l_cols, l_key = s_head, [], s_cols, s_key
+    common = [c for c in s_cols if c in l_cols]
+    by_live = {_common(k, s_cols, common): k for k in chosen}
     pos = {h.lower(): i for i, h in enumerate(s_head)}
 
     def as_live(row):
@@ -143,11 +153,13 @@ def op_promote(req):
 
     out, replaced, done = [], 0, set()
     for r in l_rows:
-        k = l_key(r)
-        if k in chosen:
+        k = by_live.get(_common(l_key(r), l_cols, common))
+        if k is not None and k not in done:
             out.append(as_live(chosen[k]))
             done.add(k)
             replaced += 1
+        elif k is not None:
+            continue            # a second live row of a promoted key: the promoted row replaced the first
         else:
             out.append(r)
     added = [k for k in chosen if k not in done]
