@@ -157,6 +157,9 @@ def build_view(ctx: Mapping[str, Any]) -> dict[str, Any]:
         tp.append(("started", _fmt_time(tuning["started"])))
     tp += [("duration", fmt_duration(tuning.get("duration_s"))),
            ("tuned rows written", fmt_scalar(tuning.get("rows_written")))]
+    if tuning.get("keys_added_changed_removed"):
+        tp.append(("keys added / changed / removed (table before vs after tuning)",
+                   " / ".join(fmt_scalar(x) for x in tuning["keys_added_changed_removed"])))
     if tuning.get("rows_before") is not None or tuning.get("rows_after") is not None:
         tp.append(("tuned CSV rows before / after",
                    f"{fmt_scalar(tuning.get('rows_before'))} / {fmt_scalar(tuning.get('rows_after'))}"))

@@ -241,8 +241,16 @@ def run(ctx: Ctx) -> None:
     remote["tune_argv"] = list(tcmd.argv)
     remote["tune_env"] = {"HIP_VISIBLE_DEVICES": tcmd.env["HIP_VISIBLE_DEVICES"]}
     remote["bench_argv"] = [list(c.argv[1:]) for c in bench_cmds]
+    # every call of each arm as it runs on the node (interpreter, env, cwd), for the report (C-18)
+    remote["bench_display"] = {"before": [_shown(c) for c in bench_cmds],
+                               "after": [_shown(c) for c in first] if bench_cmds else []}
     ctx.ui.event(f"live table {live}" + (f" (backup {backup})" if backup else " (does not exist yet)")
                  + f"; tuning into the staging table {staging}")
+
+
+def _shown(cmd: Cmd) -> str:
+    """A command as a user would paste it into a shell in the container (no ``exec``)."""
+    return (f"cd {quote(cmd.cwd)} && " if cmd.cwd else "") + render(Cmd(cmd.argv, env=cmd.env))
 
 
 def local_log_path(ctx: Ctx, node_path: str) -> Path:

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 from ..context import Ctx
-from ..parsing.csvtools import read_tuned_csv
+from ..parsing.csvtools import diff_tuned, read_tuned_csv
 from ..report import render_report
 from ..state import atomic_write
 from .bench import measured_by_call, plan_bench
@@ -49,13 +49,32 @@ def tuned_outcome(ctx: Ctx) -> dict:
     tuned, missing = [], []
     for s in job.shapes:
         (tuned if tuple(norm_key_value(s[c]) for c in keys) in have else missing).append(s)
-    before = 0
+    out = {"tuned": tuned, "no_kernel": missing, "rows_before": 0, "rows_after": len(full)}
     backup = job.remote.get("tuned_backup")
-    if backup:
-        bpath = ctx.job_dir / "backup" / Path(backup).name
-        if bpath.is_file():
-            before = len(read_tuned_csv(str(bpath)))
-    return {"tuned": tuned, "no_kernel": missing, "rows_before": before, "rows_after": len(full)}
+    bpath = ctx.job_dir / "backup" / Path(backup).name if backup else None
+    if bpath is not None and bpath.is_file():
+        old = read_tuned_csv(str(bpath))
+        out["rows_before"] = len(old)
+        out.update(_key_changes(ctx, old, full))
+    return out
+
+
+def _key_changes(ctx: Ctx, old, new) -> dict:
+    """Keys added / changed (kernel or config) / removed between the table before tuning and after (C-11):
+    a row count hides replaced rows and rows the tuner dropped (FmoeTuner drops `_tag` rows, sortResults
+    dedups). A key that vanished is said in a note."""
+    d = diff_tuned(old, new)
+    counts = d["status"].value_counts().to_dict() if len(d) else {}
+    res = {"keys_added": int(counts.get("only_b", 0)), "keys_changed": int(counts.get("changed", 0)),
+           "keys_removed": int(counts.get("only_a", 0))}
+    if res["keys_removed"]:
+        gone = d[d["status"] == "only_a"]
+        cols = [c for c in d.columns if c.lower() in ("gfx", "cu_num", *ctx.variant.key_columns)]
+        sample = "; ".join(" ".join(f"{c}={norm_key_value(r[c])}" for c in cols) for _, r in gone.head(3).iterrows())
+        ctx.job.note(f"{res['keys_removed']} key(s) of {Path(ctx.job.remote['tuned_csv']).name} as it was before "
+                     f"tuning are gone from the tuned table (e.g. {sample}); the promoted live table keeps them "
+                     "(promotion merges rows in, it never drops any)")
+    return res
 
 
 def split_samples(text: str, arm: str) -> list[str]:
@@ -139,7 +158,9 @@ def report_context(ctx: Ctx) -> dict:
             "rc": sub.get("tune", {}).get("rc"),
             "partial": bool(job.step_state("remote").info.get("partial")),
             "duration_s": _duration(sub),
-            "rows_written": max(0, (tuned.get("rows_after") or 0) - (tuned.get("rows_before") or 0)),
+            "rows_written": _rows_written(tuned),
+            "keys_added_changed_removed": ([tuned.get(k) for k in ("keys_added", "keys_changed", "keys_removed")]
+                                           if "keys_added" in tuned else None),
             "no_kernel": tuned.get("no_kernel", []),
         },
         "comparison": comparison,
@@ -152,12 +173,27 @@ def report_context(ctx: Ctx) -> dict:
         "logs": {name: {"node": path, "local": str(ctx.job_dir / "logs" / Path(path).name)}
                  for name, path in logs.items()},
         "tuned_csv": {"node_path": remote.get("tuned_csv"), "backup_path": remote.get("tuned_backup"),
-                      "rows_added": max(0, (tuned.get("rows_after") or 0) - (tuned.get("rows_before") or 0)),
+                      "rows_added": tuned.get("keys_added", _rows_written(tuned)),
                       "local_path": str(ctx.job_dir / Path(remote.get("tuned_csv") or "-").name)},
     }
 
 
+def _rows_written(tuned: dict) -> int:
+    """Rows the tuner wrote: keys added + keys whose row changed (the row-count difference for jobs from
+    before C-11)."""
+    if "keys_added" in tuned:
+        return int(tuned["keys_added"]) + int(tuned["keys_changed"])
+    return max(0, (tuned.get("rows_after") or 0) - (tuned.get("rows_before") or 0))
+
+
 def _bench_view(remote: dict) -> dict:
+    shown = remote.get("bench_display")
+    if shown:   # every call, exactly as the node ran it (C-18)
+        return {"before_command": "\n".join(shown.get("before") or []),
+                "after_command": "\n".join(shown.get("after") or []),
+                "env": {"runs per arm (interleaved)": remote.get("repeats"), "pinned GPU": remote.get("bench_gpu"),
+                        "calls per run": len(shown.get("before") or []),
+                        "AITER_REBUILD": "1 on the first after run only"}}
     argv = ["python3", *(remote.get("bench_argv") or [[]])[0]]
     arms = remote.get("bench_env") or {}
 

@@ -1,6 +1,8 @@
 """`tune-remote demo`: the whole pipeline against the local simulated node, checked against the model."""
 
 import json
+import re
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -41,6 +43,11 @@ def test_demo_runs_to_a_report_that_matches_the_perf_model(ws, capsys, profile, 
     assert promoted and promoted == state["steps"]["promote"]["info"]["promoted"]
     assert not ((got["promoted"] == "true") & (got["verdict"] != "improved")).any()
     assert "Verdicts rest on 3 before and 3 after runs per shape" in md
+    # C-11: keys added / changed / removed, not a row count; C-18: the bench calls as the node ran them
+    assert re.search(r"\| keys added / changed / removed \(table before vs after tuning\) +\| \d+ / \d+ / 0 +\|", md)
+    bench = md[md.index("## Benchmarks"):md.index("## Tuned CSV")]
+    assert "exec env" not in bench and bench.count("HIP_VISIBLE_DEVICES=") == 2
+    assert "AITER_REBUILD=1 " in bench and f"{sys.executable} " in bench
     assert f"Engaged at runtime: {promoted}/{promoted} promoted shapes" in md
     assert (job / "report.html").read_text().lstrip().lower().startswith("<!doctype html")
     # JIT cold-build profile (seed 004): the after benchmark's private build and the after promotion, from

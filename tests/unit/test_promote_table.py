@@ -48,3 +48,24 @@ def test_a_key_another_table_covers_without_a_gfx_column_is_never_duplicated(sta
     res = staging_mod.op_promote(_req(tmp_path, others=[str(tmp_path / "model_*.csv")]))
     assert res["skipped_duplicates"] == [["gfx950", "256", "2", "7168"]]
     assert (tmp_path / "live.csv").read_text() == GFX_HEAD + "gfx950,256,1,7168,7.0,new1\n"
+
+
+def test_key_changes_counts_added_changed_removed_and_notes_a_vanished_key():
+    """C-11: the report counts keys, not rows; a key the tuner dropped is said."""
+    import types
+
+    import pandas as pd
+
+    from orchestrator.steps.results import _key_changes, _rows_written
+    notes = []
+    ctx = types.SimpleNamespace(variant=types.SimpleNamespace(key_columns=("m", "n", "k")),
+                                job=types.SimpleNamespace(note=notes.append, remote={"tuned_csv": "/x/t.csv"}))
+    head = ["gfx", "cu_num", "M", "N", "K", "kernelId", "splitK", "us", "kernelName"]   # as AITER writes it
+    old = pd.DataFrame([["gfx950", 256, 1, 512, 7168, 3, 0, 9.0, "a"], ["gfx950", 256, 2, 512, 7168, 3, 0, 9.0, "a"],
+                        ["gfx950", 256, 4, 512, 7168, 3, 0, 9.0, "a"]], columns=head)
+    new = pd.DataFrame([["gfx950", 256, 1, 512, 7168, 3, 0, 9.0, "a"], ["gfx950", 256, 2, 512, 7168, 5, 0, 7.0, "b"],
+                        ["gfx950", 256, 8, 512, 7168, 3, 0, 9.0, "a"]], columns=head)
+    res = _key_changes(ctx, old, new)
+    assert res == {"keys_added": 1, "keys_changed": 1, "keys_removed": 1}
+    assert _rows_written({**res, "rows_before": 3, "rows_after": 3}) == 2     # a row count would say 0
+    assert len(notes) == 1 and "1 key(s) of t.csv" in notes[0] and "M=4 N=512 K=7168" in notes[0]
