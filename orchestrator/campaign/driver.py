@@ -92,14 +92,17 @@ def create_sub_jobs(job: JobState, workspace: Workspace, plan: dict) -> list[Job
     return subs
 
 
-def drive(job: JobState, workspace: Workspace, runner: Runner, settings: Settings, ui) -> str:
-    """Run (or resume) every unfinished sub-job: targets in parallel, a target's variants in order."""
+def drive(job: JobState, workspace: Workspace, runner: Runner, settings: Settings, ui, only: tuple = ()) -> str:
+    """Run (or resume) every unfinished sub-job: targets in parallel, a target's variants in order.
+    ``only``: the nodes to drive (resume --node); the others are left as they are, and the job-wide
+    steps (moving a lost target's shapes, promotion across a GPU kind) wait for a resume of the whole job."""
     subws = sub_workspace(workspace, job)
     ids = job.request["campaign"]["sub_jobs"]
     by_target: dict[str, list[str]] = {}
     for sid in ids:
         sub = subws.load(sid)
-        by_target.setdefault(f"{sub.node}/{sub.container}", []).append(sid)
+        if not only or sub.node in only:
+            by_target.setdefault(f"{sub.node}/{sub.container}", []).append(sid)
     lock = threading.Lock()
     sub_settings = Settings(poll_s=settings.poll_s, reconnect_s=settings.reconnect_s,
                             accept_new_host_key=settings.accept_new_host_key, yes=True, interactive=False)
@@ -128,6 +131,8 @@ def drive(job: JobState, workspace: Workspace, runner: Runner, settings: Setting
 
     with ThreadPoolExecutor(max_workers=max(1, len(by_target))) as pool:
         list(pool.map(one_target, list(by_target)))
+    if only and any(s.state not in TERMINAL for s in sub_jobs(job, workspace)):
+        return finish(job, workspace)
     from .reshard import reshard
     for _ in range(3):   # a lost target's untuned shapes go to the survivors of its kind (bounded)
         new = reshard(job, workspace, subws, runner, sub_jobs(job, workspace), ui)
@@ -192,19 +197,24 @@ def targets_rows(job: JobState, workspace: Workspace) -> list[dict]:
 
 
 def cancel(job: JobState, workspace: Workspace, runner: Runner, grace_s: float,
-           remote: bool = True) -> tuple[int, int]:
-    """``remote=False``: the processes were stopped another way (Slurm); only the states are written."""
+           remote: bool = True, nodes: tuple = ()) -> tuple[int, int]:
+    """``remote=False``: the processes were stopped another way (Slurm); only the states are written.
+    ``nodes``: only the sub-jobs on them; the campaign stays running while others are."""
     signalled = killed = 0
     subws = sub_workspace(workspace, job)
     for sub in sub_jobs(job, workspace):
-        if sub.state in TERMINAL:
+        if sub.state in TERMINAL or (nodes and sub.node not in nodes):
             continue
         if remote and sub.remote.get("run_dir"):
             res = runner.cancel(sub, subws, grace_s)
             signalled += len(res.get("signalled") or [])
             killed += len(res.get("killed") or [])
+            if res.get("already_finished") and res.get("state") in ("succeeded", "failed"):
+                continue     # it ended on its own first: its results stay for the driver (or a resume)
         sub.state, sub.error = "cancelled", "cancelled by the user"
         subws.save(sub)
+    if nodes and any(s.state not in TERMINAL for s in sub_jobs(job, workspace)):
+        return signalled, killed                 # the other targets go on
     job.state, job.error, job.step = "cancelled", "cancelled by the user", "done"
     workspace.save(job)
     return signalled, killed

@@ -75,7 +75,7 @@ def run_campaign(env: Env, inv: Inventory, nodes, container, variants, request, 
     _carry(env, job, inv, settings, dry_run)
 
 
-def _carry(env: Env, job: JobState, inv: Inventory, settings, dry_run: bool = False) -> None:
+def _carry(env: Env, job: JobState, inv: Inventory, settings, dry_run: bool = False, only: tuple = ()) -> None:
     """Targets, plan, sub-jobs, drive: whatever of it is not done yet (run, and resume after a crash)."""
     if not dry_run:
         env.workspace.own(job.job_id, "run")   # one driver per job and its sub-jobs (R-05)
@@ -112,7 +112,7 @@ def _carry(env: Env, job: JobState, inv: Inventory, settings, dry_run: bool = Fa
             env.workspace.save(job)
             ui.event(f"job {job.job_id}: {len(subs)} target job(s) on {len(refs)} target(s); "
                      f"state in {env.workspace.job_dir(job.job_id)}")
-        driver.drive(job, env.workspace, runner, settings, ui)
+        driver.drive(job, env.workspace, runner, settings, ui, only=only)
         unreachable = job.request["campaign"].get("unreachable")
         if unreachable and job.state == "succeeded":
             job.state, job.error = "failed", "unreachable: " + "; ".join(unreachable)
@@ -138,29 +138,36 @@ def _carry(env: Env, job: JobState, inv: Inventory, settings, dry_run: bool = Fa
         _finish(job, env)
 
 
-def resume_campaign(env: Env, job: JobState, settings) -> None:
+def resume_campaign(env: Env, job: JobState, settings, nodes=()) -> None:
+    """Re-attach to every unfinished target job, or only to those on `nodes`."""
     from ..inventory import load_inventory
-    _carry(env, job, load_inventory(env.inventory_path), settings)
+    _carry(env, job, load_inventory(env.inventory_path), settings, only=tuple(nodes))
 
 
-def cancel_campaign(env: Env, job: JobState, grace: float) -> None:
+def cancel_campaign(env: Env, job: JobState, grace: float, nodes=()) -> None:
+    """Cancel every target, or only those on `nodes` (the others go on; the job ends when they do)."""
     from ..campaign import driver
     from ..campaign.targets import InventoryRunner
     from ..context import Settings
     from ..inventory import load_inventory
     inv = load_inventory(env.inventory_path)
-    source = _source(env, job, inv, Settings()) if job.request["campaign"].get("slurm") else None
+    slurm = job.request["campaign"].get("slurm")
+    if slurm and nodes:
+        raise UsageError("a Slurm campaign is cancelled as a whole (its batch jobs share one allocation plan)",
+                         hint=f"tune-remote cancel {job.job_id}")
+    source = _source(env, job, inv, Settings()) if slurm else None
     runner = source.runner() if source else InventoryRunner(inv)
     try:
         if source:   # TERM to the whole Slurm job: its holder stops the container side, then scancel
             sig, killed = source.cancel(grace)
             driver.cancel(job, env.workspace, runner, grace, remote=False)
         else:
-            sig, killed = driver.cancel(job, env.workspace, runner, grace)
+            sig, killed = driver.cancel(job, env.workspace, runner, grace, nodes=nodes)
     finally:
         if source:
             source.close()
-    click.echo(f"job {job.job_id} cancelled ({sig} process(es) signalled, {killed} killed)")
+    what = f"job {job.job_id}" + (f" on {', '.join(nodes)}" if nodes else "")
+    click.echo(f"{what} cancelled ({sig} process(es) signalled, {killed} killed)")
 
 
 def status_targets(env: Env, job: JobState) -> list[dict]:

@@ -203,10 +203,13 @@ def _drive(env: Env, job: JobState, target: Target, settings: Settings) -> None:
 @click.option("--retry", is_flag=True,
               help="a job that failed in a laptop step after its node pipeline succeeded (compare, promote, "
                    "report, fetch): run that step again")
+@click.option("--node", "nodes", multiple=True, metavar="NODE",
+              help="a campaign: re-attach only to its targets on this node (repeatable)")
 @click.pass_obj
-def resume(env: Env, job_id, yes, accept_new_host_key, relaunch, retry):
+def resume(env: Env, job_id, yes, accept_new_host_key, relaunch, retry, nodes):
     """Re-attach to a job after a disconnect or a killed laptop process and carry it to the end."""
-    env.workspace.load(check_job_id(job_id))            # no such job: say so before taking anything
+    from .pick import check_nodes
+    check_nodes(env, env.workspace.load(check_job_id(job_id)), nodes)   # no such job/node: say so first
     env.workspace.own(job_id, "resume")                 # a second driver exits 1 naming the first (R-05)
     job = env.workspace.load(job_id)                    # what the last driver left, read under the lock
     if job.state == "lost" and not job.request.get("campaign"):
@@ -230,7 +233,7 @@ def resume(env: Env, job_id, yes, accept_new_host_key, relaunch, retry):
         return
     if job.request.get("campaign"):
         from .campaign import resume_campaign
-        resume_campaign(env, job, _settings(yes, accept_new_host_key))
+        resume_campaign(env, job, _settings(yes, accept_new_host_key), nodes)
         return
     job.request["detach"] = False
     _drive(env, job, _target_for(env, job, accept_new_host_key), _settings(yes, accept_new_host_key))

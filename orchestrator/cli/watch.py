@@ -35,17 +35,30 @@ def _status_row(job: JobState, env: Env | None = None) -> dict:
     return row
 
 
+NODE_OPTION = click.option("--node", "nodes", multiple=True, metavar="NODE",
+                           help="only the targets on this node (repeatable; a campaign's targets)")
+
+
 @cli.command()
 @click.argument("job_id", required=False)
 @click.option("--json", "as_json", is_flag=True, help="print a JSON list of jobs")
+@NODE_OPTION
 @click.pass_obj
-def status(env: Env, job_id, as_json):
+def status(env: Env, job_id, as_json, nodes):
     """Show jobs (from the workspace; a running job is checked against its node)."""
+    from .pick import check_nodes, job_nodes
     jobs = [env.workspace.load(check_job_id(job_id))] if job_id else env.workspace.jobs()
+    if job_id and nodes:
+        check_nodes(env, jobs[0], nodes)
+    elif nodes:
+        jobs = [j for j in jobs if set(nodes) & set(job_nodes(env, j))]
     for job in jobs:   # running jobs are asked on their node; only `status JOB` saves what it learned
         if job.state == "running" and job.remote.get("run_dir") and not job.request.get("campaign"):
             _refresh(env, job, save=bool(job_id))
     rows = [_status_row(j, env) for j in jobs]
+    for r in rows:
+        if nodes and r.get("targets") is not None:
+            r["targets"] = [t for t in r["targets"] if t["node"] in nodes]
     if as_json:
         click.echo(json.dumps(rows, indent=2))
         return
@@ -95,38 +108,64 @@ def _refresh(env: Env, job: JobState, save: bool = True) -> None:
 @click.option("--step", "step", default="tune", metavar="STEP",
               help="baseline|tune|after (also bench_before|tuning|bench_after) or pipeline")
 @click.option("--follow", "-f", is_flag=True, help="keep printing new lines until the job ends")
+@NODE_OPTION
+@click.option("--variant", default=None, help="a campaign: only the target jobs of this variant")
 @click.pass_obj
-def logs(env: Env, job_id, step, follow):
-    """Print a step's log (the local copy; --follow polls the node)."""
+def logs(env: Env, job_id, step, follow, nodes, variant):
+    """Print a step's log (the local copy; --follow polls the node). A campaign: every target job's log,
+    each under a '==> node/container variant: step <==' line; --node/--variant choose which."""
     job = env.workspace.load(check_job_id(job_id))
     names = {v: k for k, v in LOG_STEP_NAMES.items()}
     step = names.get(step, step)
     if step not in (*REMOTE_STEPS, "pipeline"):
         raise UsageError(f"unknown step {step!r}", hint="choose baseline, tune, after or pipeline")
+    if not job.request.get("campaign"):
+        from .pick import check_nodes
+        check_nodes(env, job, nodes)
+        _one_log(env, env.workspace, job, step, follow, lambda: _target_for(env, job, False))
+        return
+    from .pick import header, opener, select
+    subws, subs = select(env, job, nodes, variant)
+    if follow and len(subs) > 1:
+        raise UsageError(f"--follow follows one target job; {len(subs)} match",
+                         hint="choose one with --node NODE (and --variant V): "
+                              + ", ".join(f"{s.node} {s.variant}" for s in subs))
+    with opener(env, job) as open_target:
+        for sub in subs:
+            if len(subs) > 1:
+                click.echo(header(sub, step))
+            _one_log(env, subws, sub, step, follow, lambda sub=sub: open_target(sub), missing_ok=len(subs) > 1)
+
+
+def _one_log(env: Env, ws, job: JobState, step: str, follow: bool, open_target, missing_ok: bool = False) -> None:
     node_path = job.remote.get("pipeline_log") if step == "pipeline" else (job.remote.get("logs") or {}).get(step)
     if not node_path:
-        raise UsageError(f"job {job_id} has no {step} log yet", hint=f"tune-remote status {job_id}")
-    local = env.workspace.job_dir(job.job_id) / "logs" / Path(node_path).name
+        if missing_ok:
+            click.echo(f"(no {step} log yet: {job.state}, step {job.step})")
+            return
+        raise UsageError(f"job {job.job_id} has no {step} log yet", hint=f"tune-remote status {job.job_id}")
+    local = ws.job_dir(job.job_id) / "logs" / Path(node_path).name
     if step == "pipeline":
-        local = env.workspace.job_dir(job.job_id) / "pipeline.log"
+        local = ws.job_dir(job.job_id) / "pipeline.log"
     if job.state not in TERMINAL and job.remote.get("run_dir"):
-        _refresh_log(env, job, step, node_path, local)
+        _refresh_log(ws, job, step, node_path, local, open_target)
     printed = 0
     if local.is_file():
+        sys.stdout.flush()
         data = local.read_bytes()
         sys.stdout.buffer.write(data)
         printed = len(data)
     if not follow or job.state in TERMINAL:
         sys.stdout.flush()
         return
-    target = _target_for(env, job, False)
+    target = open_target()
     settings = Settings()
-    ctx = Ctx(job=job, workspace=env.workspace, target=target, settings=settings, ui=Ui(quiet=True))
+    ctx = Ctx(job=job, workspace=ws, target=target, settings=settings, ui=Ui(quiet=True))
     from ..steps import remote as remote_step
     try:
         while True:
             run = remote_step.poll_once(ctx)
-            env.workspace.save(job)
+            ws.save(job)
             if local.is_file() and local.stat().st_size > printed:
                 with open(local, "rb") as fh:
                     fh.seek(printed)
@@ -142,17 +181,17 @@ def logs(env: Env, job_id, step, follow):
         target.close()
 
 
-def _refresh_log(env: Env, job: JobState, step: str, node_path: str, local: Path) -> None:
+def _refresh_log(ws, job: JobState, step: str, node_path: str, local: Path, open_target) -> None:
     """Bring the local copy of a running (or detached) job's log up to date from the node; on a
     connection problem say so and show the local copy. state.json is not saved here (a `run` or
     `resume` may own the job right now); the polls' write-at-offset keeps the copies consistent."""
     from ..steps import fetch as fetch_step
     from ..steps import remote as remote_step
     try:
-        target = _target_for(env, job, False)
+        target = open_target()
     except TuneRemoteError:
         return
-    ctx = Ctx(job=job, workspace=env.workspace, target=target, settings=Settings(reconnect_s=0),
+    ctx = Ctx(job=job, workspace=ws, target=target, settings=Settings(reconnect_s=0),
               ui=Ui(quiet=True))
     try:
         if step == "pipeline":   # through the poll, which also records the sub-step markers
@@ -171,16 +210,20 @@ def _refresh_log(env: Env, job: JobState, step: str, node_path: str, local: Path
 @click.argument("job_id")
 @click.option("--grace", type=click.FloatRange(0), default=10.0, show_default=True,
               help="seconds between SIGTERM and SIGKILL")
+@NODE_OPTION
 @click.pass_obj
-def cancel(env: Env, job_id, grace):
-    """Stop a job's whole process tree in the container (TERM, grace, KILL)."""
+def cancel(env: Env, job_id, grace, nodes):
+    """Stop a job's whole process tree in the container (TERM, grace, KILL). A campaign: every target, or
+    only those on --node (the others go on)."""
+    from .pick import check_nodes
     job = env.workspace.load(check_job_id(job_id))
+    check_nodes(env, job, nodes)
     if job.state in TERMINAL:
         click.echo(f"job {job_id} is already {job.state}")
         return
     if job.request.get("campaign"):
         from .campaign import cancel_campaign
-        cancel_campaign(env, job, grace)
+        cancel_campaign(env, job, grace, nodes)
         return
     if not job.remote.get("run_dir"):
         job.state, job.error = "cancelled", "cancelled before anything ran on the node"
@@ -240,18 +283,45 @@ def _cancel_outcome(env: Env, job: JobState, res: dict) -> None:
 @click.argument("job_id")
 @click.option("--dest", type=click.Path(file_okay=False), default=None, help="default: the job's directory")
 @click.option("--accept-new-host-key", is_flag=True)
+@NODE_OPTION
 @click.pass_obj
-def fetch(env: Env, job_id, dest, accept_new_host_key):
-    """Bring logs, CSVs and reports home (sha256-verified; unchanged files are skipped)."""
-    from ..steps import fetch as fetch_step
+def fetch(env: Env, job_id, dest, accept_new_host_key, nodes):
+    """Bring logs, CSVs and reports home (sha256-verified; unchanged files are skipped). A campaign: every
+    target job (or those on --node) into its own directory under <job>/targets/ (or DEST/<target job>)."""
     job = env.workspace.load(check_job_id(job_id))
-    if not job.remote.get("job_dir"):
-        raise JobError(f"job {job_id} produced nothing on the node yet", hint=f"tune-remote status {job_id}")
-    target = _target_for(env, job, accept_new_host_key)
-    ctx = Ctx(job=job, workspace=env.workspace, target=target, settings=Settings(), ui=env.ui())
+    if not job.request.get("campaign"):
+        from .pick import check_nodes
+        check_nodes(env, job, nodes)
+        if not job.remote.get("job_dir"):
+            raise JobError(f"job {job_id} produced nothing on the node yet", hint=f"tune-remote status {job_id}")
+        outcome = _one_fetch(env.workspace, job, Path(dest) if dest else None,
+                             lambda: _target_for(env, job, accept_new_host_key), env.ui())
+        env.workspace.save(job)
+        click.echo(json.dumps({"job_id": job_id, "files": outcome}, indent=2))
+        return
+    from .pick import opener, select
+    subws, subs = select(env, job, nodes)
+    rows = []
+    with opener(env, job, accept_new_host_key) as open_target:
+        for sub in subs:
+            row = {"node": sub.node, "container": sub.container, "variant": sub.variant, "job_id": sub.job_id}
+            if sub.remote.get("job_dir"):
+                row["files"] = _one_fetch(subws, sub, Path(dest) / sub.job_id if dest else None,
+                                          lambda sub=sub: open_target(sub), env.ui())
+                subws.save(sub)
+            else:
+                row["files"], row["note"] = {}, "nothing on the node yet"
+            rows.append(row)
+    if not any(r.get("files") for r in rows) and all(r.get("note") for r in rows):
+        raise JobError(f"job {job_id} produced nothing on its nodes yet", hint=f"tune-remote status {job_id}")
+    click.echo(json.dumps({"job_id": job_id, "targets": rows}, indent=2))
+
+
+def _one_fetch(ws, job: JobState, dest: Path | None, open_target, ui) -> dict:
+    from ..steps import fetch as fetch_step
+    target = open_target()
+    ctx = Ctx(job=job, workspace=ws, target=target, settings=Settings(), ui=ui)
     try:
-        outcome = fetch_step.run(ctx, Path(dest) if dest else None)
+        return fetch_step.run(ctx, dest)
     finally:
         target.close()
-    env.workspace.save(job)
-    click.echo(json.dumps({"job_id": job_id, "files": outcome}, indent=2))

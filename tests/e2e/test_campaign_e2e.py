@@ -163,3 +163,113 @@ def test_a_target_lost_mid_run_has_its_untuned_shapes_moved_to_the_survivor(inv,
     wanted = {(m, n, k) for m in (1, 16, 64, 256) for n, k in ((7168, 2048), (2048, 7168))}
     assert wanted <= set(keys) | on_n2
     assert len(c1.launches()) == before[c1.name] + 2 and len(c2.launches()) == before[c2.name] + 1
+
+
+# ------------------------------------------------------------------------------------------------
+# --node: status, logs, fetch, cancel and resume of one target of a campaign (issue 10)
+# ------------------------------------------------------------------------------------------------
+
+NK_FILTER = ["--nk", "3072,1536", "--nk", "1536,3072", "--m-preset", "1,16,64,256"]   # shapes no other test tunes
+
+
+def _tr(inv: Path, *argv: str, timeout: float = 300):
+    import os
+    import subprocess
+    from tests.e2e.test_reliability_e2e import TR
+    return subprocess.run([*TR, "--inventory", str(inv), "--workspace", str(inv.parent / "ws"), *argv],
+                          capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL,
+                          env=dict(os.environ, TUNE_REMOTE_POLL_S="0.2"))
+
+
+def _start(inv: Path, job_id: str, *extra: str):
+    import os
+    import subprocess
+    from tests.e2e.test_reliability_e2e import TR
+    return subprocess.Popen([*TR, "--inventory", str(inv), "--workspace", str(inv.parent / "ws"), "run", "--node",
+                             "pair", "--variant", "a8w8_blockscale", *NK_FILTER, "--yes", "--job-id", job_id, *extra],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                            env=dict(os.environ, TUNE_REMOTE_POLL_S="0.2"))
+
+
+def _tuning(c) -> list[dict]:
+    return [p for p in c.processes() if "_tune.py" in p["args"] and p["state"] != "Z"]
+
+
+def test_node_filter_on_status_logs_fetch_and_cancel_of_a_running_campaign(inv, fleet):
+    from tests.fake_remote.provision import poll
+    a, b = fleet[0].alias, fleet[1].alias
+    c1, c2 = (next(iter(n.containers.values())) for n in fleet[:2])
+    before = {c.name: len(c.launches()) for c in (c1, c2)}
+    for c in (c1, c2):
+        c.slow(3.0)                               # 4 shapes each: ~12 s of tuning, time for the commands
+    proc = _start(inv, "nodef1")
+    try:
+        poll(lambda: (_tuning(c1) and _tuning(c2)) or proc.poll() is not None, timeout=120,
+             what="both targets tuning")
+        assert proc.poll() is None, proc.communicate()
+        st = _tr(inv, "status", "nodef1", "--json", "--node", a)
+        assert st.returncode == 0, st.stderr
+        (row,) = json.loads(st.stdout)
+        assert row["targets"] and {t["node"] for t in row["targets"]} == {a}
+        lg = _tr(inv, "logs", "nodef1", "--node", a, "--step", "tune")
+        assert lg.returncode == 0 and "module_gemm_a8w8_blockscale_tune" in lg.stdout and f"==> {a}/" not in lg.stdout, lg.stderr
+        both = _tr(inv, "logs", "nodef1", "--step", "tune")
+        assert both.returncode == 0, both.stderr
+        assert f"==> {a}/" in both.stdout and f"==> {b}/" in both.stdout
+        fe = _tr(inv, "fetch", "nodef1", "--node", b)
+        assert fe.returncode == 0, fe.stderr
+        (frow,) = json.loads(fe.stdout)["targets"]
+        assert frow["node"] == b and frow["files"]
+        bad = _tr(inv, "logs", "nodef1", "--node", "no-such-node")
+        assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1 and a in bad.stderr
+        ca = _tr(inv, "cancel", "nodef1", "--node", b)
+        assert ca.returncode == 0 and f"on {b} cancelled" in ca.stdout, ca.stderr
+        assert not _tuning(c2)                   # b's tuner is gone at once; a goes on (its end state below)
+        c1.slow(0.0)
+        (row,) = json.loads(_tr(inv, "status", "nodef1", "--json").stdout)
+        assert {t["node"]: t["state"] for t in row["targets"]}[a] in ("running", "succeeded"), row
+    finally:
+        for c in (c1, c2):
+            c.slow(0.0)
+        out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 1, err.decode()[-2000:]        # one target cancelled by the user
+    (row,) = json.loads(_tr(inv, "status", "nodef1", "--json").stdout)
+    states = {t["node"]: t["state"] for t in row["targets"]}
+    assert states == {a: "succeeded", b: "cancelled"} and row["state"] == "cancelled", row
+    comp = rows(inv.parent / "ws" / "nodef1" / "comparison.csv")
+    assert comp and {r["node"] for r in comp} == {a}
+    assert len(c1.launches()) == before[c1.name] + 1 and len(c2.launches()) == before[c2.name] + 1
+
+
+def test_resume_node_drives_one_target_then_the_whole_job_finishes_it(inv, fleet):
+    import signal
+    from tests.fake_remote.provision import poll
+    a, b = fleet[0].alias, fleet[1].alias
+    c1, c2 = (next(iter(n.containers.values())) for n in fleet[:2])
+    before = {c.name: len(c.launches()) for c in (c1, c2)}
+    for c in (c1, c2):
+        c.slow(0.3)
+    proc = _start(inv, "nodef2", "--m-preset", "2,32,128,512")
+    try:
+        poll(lambda: (_tuning(c1) and _tuning(c2)) or proc.poll() is not None, timeout=120,
+             what="both targets tuning")
+        assert proc.poll() is None, proc.communicate()
+        proc.send_signal(signal.SIGKILL)          # the laptop process dies; both nodes go on
+        proc.wait(timeout=30)
+    finally:
+        for c in (c1, c2):
+            c.slow(0.0)
+    assert _tr(inv, "resume", "nodef2", "--node", "no-such-node").returncode == 2
+    one = _tr(inv, "resume", "nodef2", "--node", a, "--yes")
+    assert one.returncode == 0, one.stderr[-2000:]
+    (row,) = json.loads(_tr(inv, "status", "nodef2", "--json").stdout)
+    states = {t["node"]: t["state"] for t in row["targets"]}
+    assert states[a] == "succeeded" and states[b] == "running" and row["state"] == "running", row
+    assert not (inv.parent / "ws" / "nodef2" / "comparison.csv").exists()   # the job is not over
+    whole = _tr(inv, "resume", "nodef2", "--yes")
+    assert whole.returncode == 0, whole.stderr[-2000:]
+    (row,) = json.loads(_tr(inv, "status", "nodef2", "--json").stdout)
+    assert row["state"] == "succeeded" and {t["state"] for t in row["targets"]} == {"succeeded"}, row
+    comp = rows(inv.parent / "ws" / "nodef2" / "comparison.csv")
+    assert {r["node"] for r in comp} == {a, b} and len(comp) == 8
+    assert len(c1.launches()) == before[c1.name] + 1 and len(c2.launches()) == before[c2.name] + 1
