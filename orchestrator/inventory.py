@@ -37,11 +37,14 @@ class NodeSpec:
     ssh_config: str | None = None
     local: bool = False  # run on this machine without SSH (tests, demo)
     containers: dict[str, ContainerSpec] = field(default_factory=dict)
+    any_container: bool = False   # an Ansible host without tune_remote_containers: --container names it
 
     def container(self, name: str) -> ContainerSpec:
         try:
             return self.containers[name]
         except KeyError:
+            if self.any_container and _NAME.match(name):
+                return ContainerSpec(name=name)
             raise InventoryError(
                 f"node {self.name!r} has no container {name!r} in the inventory",
                 hint="containers of this node: " + (", ".join(self.containers) or "none"),
@@ -146,6 +149,11 @@ def load_inventory(path: str) -> Inventory:
         raise InventoryError(f"{path}: top level must be a mapping with a 'nodes:' key",
                              hint="see the commented example inventory.yaml")
     top = _mapping_items(root)
+    if "nodes" not in top and "slurm" not in top:
+        from .inventory_ansible import load_ansible, looks_like_ansible
+        data = yaml.safe_load(text)
+        if looks_like_ansible(data):
+            return load_ansible(str(p), data)
     if "nodes" not in top and "slurm" in top:
         return Inventory(path=str(p), nodes={}, slurm=_slurm(path, top["slurm"]))
     if "nodes" not in top:
@@ -280,35 +288,40 @@ def _node(path: str, name: str, knode, vnode) -> NodeSpec:
 
 
 def _container(path: str, node: str, name: str, knode, vnode) -> ContainerSpec:
-    if not _NAME.match(name):
-        raise InventoryError(f"{path}{_line(knode)}: invalid container name {name!r}")
     value = yaml.safe_load(yaml.serialize(vnode)) if vnode is not None else None
+    return _container_from_value(path, node, name, value, _line(knode))
+
+
+def _container_from_value(path: str, node: str, name: str, value, where: str) -> ContainerSpec:
+    """A container's options (inventory.yaml's, or an Ansible host's tune_remote_containers)."""
+    if not _NAME.match(name):
+        raise InventoryError(f"{path}{where}: invalid container name {name!r}")
     if value is None:
         value = {}
     if not isinstance(value, dict):
-        raise InventoryError(f"{path}{_line(knode)}: options of container {name!r} must be a mapping "
+        raise InventoryError(f"{path}{where}: options of container {name!r} must be a mapping "
                              "({} = discover everything)")
     unknown = set(value) - CONTAINER_KEYS
     if unknown:
-        raise InventoryError(f"{path}{_line(knode)}: unknown option {sorted(unknown)[0]!r} for "
+        raise InventoryError(f"{path}{where}: unknown option {sorted(unknown)[0]!r} for "
                              f"container {name!r}", hint="allowed: " + ", ".join(sorted(CONTAINER_KEYS)))
     env = value.get("env") or {}
     if not isinstance(env, dict) or not all(isinstance(k, str) for k in env):
-        raise InventoryError(f"{path}{_line(knode)}: env of container {name!r} must map names to values")
+        raise InventoryError(f"{path}{where}: env of container {name!r} must map names to values")
     return ContainerSpec(
         name=name,
         aiter_path=value.get("aiter_path"),
         env={k: str(v) for k, v in env.items()},
         python=str(value.get("python") or "python3"),
         user=value.get("user"),
-        workdir=_workdir(value.get("workdir"), path, knode, name),
+        workdir=_workdir(value.get("workdir"), path, where, name),
     )
 
 
-def _workdir(value, path, knode, name):
+def _workdir(value, path, where, name):
     if value is None:
         return None
     if not isinstance(value, str) or not (value.startswith("/") or value.startswith("~")):
-        raise InventoryError(f"{path}{_line(knode)}: workdir of container {name!r} must be an absolute path",
+        raise InventoryError(f"{path}{where}: workdir of container {name!r} must be an absolute path",
                              hint="e.g. workdir: /scratch/tune-remote")
     return value

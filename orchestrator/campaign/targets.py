@@ -60,6 +60,9 @@ class InventorySource:
                 refs.append(TargetRef(node.name, self.container))
             elif len(node.containers) == 1:
                 refs.append(TargetRef(node.name, next(iter(node.containers))))
+            elif not node.containers:
+                raise UsageError(f"node {node.name!r} names no container (no tune_remote_containers in the "
+                                 "Ansible inventory)", hint="add --container NAME")
             else:
                 raise UsageError(f"node {node.name!r} has {len(node.containers)} containers; say which",
                                  hint="add --container NAME (one of: " + ", ".join(node.containers) + ")")

@@ -123,7 +123,8 @@ def run(env: Env, node, container, variant, dry_run, slurm, slurm_nodes, logs, s
             container = next(iter(node_spec.containers))
         if container is None:
             raise UsageError(f"node {node!r} has {len(node_spec.containers)} containers; say which",
-                             hint="add --container NAME (one of: " + ", ".join(node_spec.containers) + ")")
+                             hint="add --container NAME" + (" (one of: " + ", ".join(node_spec.containers) + ")"
+                                                            if node_spec.containers else ""))
         ctr = node_spec.container(container)
         _validate_local_inputs(variant, logs, shapes_csv, nk, model)
     gpu_list = _parse_gpus(gpus)

@@ -273,3 +273,27 @@ def test_resume_node_drives_one_target_then_the_whole_job_finishes_it(inv, fleet
     comp = rows(inv.parent / "ws" / "nodef2" / "comparison.csv")
     assert {r["node"] for r in comp} == {a, b} and len(comp) == 8
     assert len(c1.launches()) == before[c1.name] + 1 and len(c2.launches()) == before[c2.name] + 1
+
+
+def test_a_campaign_over_an_ansible_inventory(tmp_path, fleet, monkeypatch):
+    """--inventory takes the Ansible YAML inventory a fleet already has: ansible_host/port/user/key per host,
+    a group of them as --node, tune_remote_containers per host (issue 10)."""
+    monkeypatch.setenv("TUNE_REMOTE_POLL_S", "0.2")
+    a, b = fleet[:2]
+    known = tmp_path / "known_hosts"
+    known.write_text("".join(n.known_hosts_line + "\n" for n in (a, b)))
+    cfg = tmp_path / "ssh_config"
+    cfg.write_text(f"Host *\n    UserKnownHostsFile {known}\n    StrictHostKeyChecking yes\n"
+                   "    IdentitiesOnly yes\n    BatchMode yes\n")
+    hosts = {n.alias: {"ansible_host": n.host, "ansible_port": n.port, "ansible_ssh_private_key_file":
+                       str(n.identity_file), "tune_remote_containers": list(n.containers)} for n in (a, b)}
+    inv = tmp_path / "hosts.yml"
+    inv.write_text(yaml.safe_dump({"all": {"vars": {"ansible_user": a.user, "tune_remote_ssh_config": str(cfg)},
+                                           "children": {"lab": {"hosts": hosts}}}}))
+    rc, _ = cli(inv, "run", "--node", "lab", "--variant", "a8w8_blockscale", "--nk", "2560,1024",
+                "--m-preset", "1,16,64,256", "--yes", "--job-id", "ansible1")
+    assert rc == 0
+    (row,) = [r for r in json.loads(cli(inv, "status", "--json")[1]) if r["job_id"] == "ansible1"]
+    assert {t["node"] for t in row["targets"]} == {a.alias, b.alias}
+    comp = rows(tmp_path / "ws" / "ansible1" / "comparison.csv")
+    assert len(comp) == 4 and len({key(r) for r in comp}) == 4 and {r["node"] for r in comp} == {a.alias, b.alias}
