@@ -24,10 +24,10 @@ DEMO_LOG = "vllm_tp8_dsv3.log"
 
 
 def prepare_demo(directory: Path, *, profile: str = "current", variant: str = "a8w8_blockscale",
-                 noise_pct: float = 0.0) -> tuple[Path, str]:
+                 noise_pct: float = 0.0, cu_num: int = 256) -> tuple[Path, str]:
     """Install a simulated node under ``directory``; return it and the server log to mine."""
     directory = Path(directory).resolve()
-    inst = install(directory, SimSpec(profile=profile))
+    inst = install(directory, SimSpec(profile=profile, cu_num=cu_num))
     if noise_pct:
         Path(inst.control_path).write_text(json.dumps({"bench_noise_pct": float(noise_pct)}))
     env = dict(inst.env)
@@ -55,9 +55,44 @@ def _log_with(inst, variant: str) -> str:
     raise ValueError(f"the simulated logs have no untuned {variant} shapes")
 
 
-def demo_target(directory: str) -> Target:
+def demo_target(directory: str, name: str = "demo") -> Target:
     node_info = json.loads((Path(directory) / NODE_FILE).read_text())
-    node = NodeSpec(name="demo", host="localhost", local=True,
+    node = NodeSpec(name=name, host="localhost", local=True,
                     containers={"simulated": ContainerSpec(name="simulated", python=sys.executable)})
-    host = LocalTransport(base_env=node_info["env"], label="demo")
+    host = LocalTransport(base_env=node_info["env"], label=name)
     return Target(node, node.containers["simulated"], host=host, in_container=False)
+
+
+# ------------------------------------------------------------------------------------------------ campaigns
+def demo_nodes(root: Path, count: int, *, profile: str, variant: str, noise_pct: float) -> tuple[dict, str]:
+    """``count`` simulated nodes under ``root`` (demo1..N); from the third on, every third one has its GPUs
+    partitioned (cu_num 64: a GPU kind of its own). Returns {node: dir} and the first node's server log."""
+    dirs, log = {}, None
+    for i in range(1, count + 1):
+        d, node_log = prepare_demo(Path(root) / f"demo{i}", profile=profile, variant=variant, noise_pct=noise_pct,
+                                   cu_num=64 if i % 3 == 0 else 256)
+        dirs[f"demo{i}"] = str(d)
+        log = log or node_log
+    return dirs, log
+
+
+class DemoSource:
+    """The campaign seam (orchestrator/campaign/targets.py) over the demo's simulated nodes: each node one
+    'simulated' container reached through LocalTransport."""
+
+    def __init__(self, dirs: dict[str, str]):
+        self.dirs = dict(dirs)
+
+    def targets(self):
+        from .campaign.targets import TargetRef
+        return [TargetRef(node, "simulated") for node in self.dirs]
+
+    def runner(self, accept_new_host_key: bool = False):
+        from .campaign.targets import InventoryRunner
+        dirs = self.dirs
+
+        class DemoRunner(InventoryRunner):
+            def open(self, ref):
+                return demo_target(dirs[ref.node], name=ref.node)
+
+        return DemoRunner(None)

@@ -79,6 +79,9 @@ def mine(runner: Runner, probe_: Probe, request: dict, variants: list[str], sett
     target = runner.open(probe_.ref)
     job = JobState(job_id="probe", node=probe_.ref.node, container=probe_.ref.container, variant="a8w8",
                    created=0, request=dict(request), facts=dict(probe_.facts))
+    root = probe_.facts.get("aiter_root")
+    if root:   # what discover records for a job: the shapes step compares the table a log names with it (C-12)
+        job.remote.update({"aiter_root": root, "meta_root": probe_.facts.get("meta_root") or root})
     ctx = Ctx(job=job, workspace=None, target=target, settings=settings, ui=Ui(quiet=True))
     try:
         if variants == ["auto"]:

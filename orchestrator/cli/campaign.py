@@ -41,8 +41,19 @@ def validate_campaign_inputs(inv: Inventory, nodes, container, variants, logs, s
                          hint="run it in the foreground (tmux/nohup); `resume JOB` re-attaches after a disconnect")
 
 
+def campaign_inventory(env: Env, job: JobState) -> Inventory:
+    """The inventory a campaign's targets come from (none for the demo's simulated nodes)."""
+    if job.request.get("demo_nodes"):
+        return Inventory(path="(demo)", nodes={})
+    from ..inventory import load_inventory
+    return load_inventory(env.inventory_path)
+
+
 def _source(env: Env, job: JobState, inv: Inventory, settings, nodes=None, container=None):
     from ..campaign import InventorySource
+    if job.request.get("demo_nodes"):
+        from ..demo import DemoSource
+        return DemoSource(job.request["demo_nodes"])
     slurm = job.request["campaign"].get("slurm")
     if slurm:
         from ..campaign.slurm import SlurmSource
@@ -140,23 +151,21 @@ def _carry(env: Env, job: JobState, inv: Inventory, settings, dry_run: bool = Fa
 
 def resume_campaign(env: Env, job: JobState, settings, nodes=()) -> None:
     """Re-attach to every unfinished target job, or only to those on `nodes`."""
-    from ..inventory import load_inventory
-    _carry(env, job, load_inventory(env.inventory_path), settings, only=tuple(nodes))
+    _carry(env, job, campaign_inventory(env, job), settings, only=tuple(nodes))
 
 
 def cancel_campaign(env: Env, job: JobState, grace: float, nodes=()) -> None:
     """Cancel every target, or only those on `nodes` (the others go on; the job ends when they do)."""
     from ..campaign import driver
-    from ..campaign.targets import InventoryRunner
     from ..context import Settings
-    from ..inventory import load_inventory
-    inv = load_inventory(env.inventory_path)
+    inv = campaign_inventory(env, job)
     slurm = job.request["campaign"].get("slurm")
     if slurm and nodes:
         raise UsageError("a Slurm campaign is cancelled as a whole (its batch jobs share one allocation plan)",
                          hint=f"tune-remote cancel {job.job_id}")
-    source = _source(env, job, inv, Settings()) if slurm else None
-    runner = source.runner() if source else InventoryRunner(inv)
+    plain = _source(env, job, inv, Settings())
+    source = plain if slurm else None
+    runner = plain.runner()
     try:
         if source:   # TERM to the whole Slurm job: its holder stops the container side, then scancel
             sig, killed = source.cancel(grace)

@@ -262,11 +262,16 @@ def _retry(job: JobState) -> None:
 @click.option("--repeats", type=click.IntRange(1), default=3, show_default=True, help="benchmark runs per arm")
 @click.option("--noise", type=click.FloatRange(0, 50), default=0.0, show_default=True, metavar="PCT",
               help="simulated run-to-run benchmark noise, uniform +-PCT %")
+@click.option("--nodes", type=click.IntRange(1, 12), default=1, show_default=True,
+              help="simulated nodes: 2 or more run a campaign (every third node a partitioned GPU kind)")
 @click.pass_obj
-def demo(env: Env, variant, profile, repeats, noise):
+def demo(env: Env, variant, profile, repeats, noise, nodes):
     """The whole pipeline against a local simulated node: no GPU, no SSH, no docker."""
     from ..demo import demo_target, prepare_demo, serve_cmd
     get_variant(variant)
+    if nodes > 1:
+        _demo_campaign(env, variant, profile, repeats, noise, nodes)
+        return
     job_id = new_job_id(variant, "demo")
     demo_dir, log_path = prepare_demo(env.workspace.root / ".demo-nodes" / job_id, profile=profile, variant=variant,
                                       noise_pct=noise)
@@ -276,6 +281,24 @@ def demo(env: Env, variant, profile, repeats, noise):
                             "batch": None, "timeout": None, "repeats": repeats, "promote": "proven",
                             "serve_cmd": serve_cmd(variant)})
     _drive(env, job, demo_target(str(demo_dir)), Settings(yes=True, poll_s=0.2))
+    jd = env.workspace.job_dir(job_id)
+    if not env.quiet:
+        click.echo(f"report: {jd / 'report.md'}\n        {jd / 'report.html'}\ncomparison: {jd / 'comparison.csv'}")
+
+
+def _demo_campaign(env: Env, variant: str, profile: str, repeats: int, noise: float, count: int) -> None:
+    """`demo --nodes N`: a campaign over N simulated nodes (the campaign code, the demo's transport)."""
+    from ..demo import demo_nodes
+    from ..inventory import Inventory
+    from .campaign import run_campaign
+    job_id = new_job_id(variant, f"demo{count}")
+    dirs, log_path = demo_nodes(env.workspace.root / ".demo-nodes" / job_id, count, profile=profile,
+                                variant=variant, noise_pct=noise)
+    request = {"logs": [log_path], "demo_nodes": dirs, "detach": False, "m_preset": None, "nk": [],
+               "shapes_csv": None, "gpus": None, "batch": None, "timeout": None, "repeats": repeats,
+               "promote": "proven"}
+    run_campaign(env, Inventory(path="(demo)", nodes={}), list(dirs), "simulated", [variant], request, job_id,
+                 Settings(yes=True, poll_s=0.2), False)
     jd = env.workspace.job_dir(job_id)
     if not env.quiet:
         click.echo(f"report: {jd / 'report.md'}\n        {jd / 'report.html'}\ncomparison: {jd / 'comparison.csv'}")

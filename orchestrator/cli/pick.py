@@ -49,18 +49,15 @@ def select(env: Env, job: JobState, nodes=(), variant: str | None = None) -> tup
 @contextmanager
 def opener(env: Env, job: JobState, accept_new_host_key: bool = False) -> Iterator[Callable]:
     """``open(sub) -> Target`` through the campaign's runner; the runner's source is closed afterwards."""
-    from ..campaign.targets import InventoryRunner, TargetRef
+    from ..campaign.targets import TargetRef
     from ..context import Settings
-    from ..inventory import load_inventory
-    from .campaign import _source
-    inv = load_inventory(env.inventory_path)
-    source = (_source(env, job, inv, Settings(accept_new_host_key=accept_new_host_key))
-              if job.request["campaign"].get("slurm") else None)
-    runner = source.runner(accept_new_host_key) if source else InventoryRunner(inv, accept_new_host_key)
+    from .campaign import _source, campaign_inventory
+    source = _source(env, job, campaign_inventory(env, job), Settings(accept_new_host_key=accept_new_host_key))
+    runner = source.runner(accept_new_host_key)
     try:
         yield lambda sub: runner.open(TargetRef(sub.node, sub.container))
     finally:
-        if source is not None:
+        if hasattr(source, "close"):
             source.close()
 
 

@@ -68,3 +68,35 @@ def test_demo_runs_to_a_report_that_matches_the_perf_model(ws, capsys, profile, 
     assert Path(state["remote"]["report_md"]).read_text() == md
     # the tuned CSV was backed up before the first write, and the backup was fetched
     assert state["remote"]["tuned_backup"] and list((job / "backup").iterdir())
+
+
+def test_demo_nodes_3_runs_a_campaign_over_two_gpu_kinds(ws, capsys):
+    """`demo --nodes 3` (issue 10's 'Done when'): demo1 and demo2 share a GPU kind and split its shapes,
+    demo3 (cu_num 64) is a kind of its own and tunes every shape; one job, one comparison, one report."""
+    assert main(["--workspace", str(ws), "demo", "--nodes", "3", "--repeats", "1"]) == 0
+    job = only_job(ws)
+    state = json.loads((job / "state.json").read_text())
+    assert state["state"] == "succeeded" and state["node"] == "demo1,demo2,demo3"
+    comp = pd.read_csv(job / "comparison.csv", dtype=str, keep_default_na=False)
+    keys = {n: {(r["m"], r["n"], r["k"]) for _, r in comp[comp["node"] == n].iterrows()}
+            for n in ("demo1", "demo2", "demo3")}
+    assert keys["demo1"] and keys["demo2"] and not keys["demo1"] & keys["demo2"]
+    assert keys["demo1"] | keys["demo2"] == keys["demo3"]          # each kind tunes every shape once
+    rows = json.loads(capsys.readouterr().out.splitlines()[0])
+    assert rows["state"] == "succeeded"
+    targets = {t["node"]: t["state"] for t in json.loads(_status(ws))[0]["targets"]}
+    assert targets == {"demo1": "succeeded", "demo2": "succeeded", "demo3": "succeeded"}
+    md = (job / "report.md").read_text()
+    assert "demo3" in md and (job / "report.html").is_file()
+    # the campaign's other commands work on the demo's targets too
+    assert main(["--workspace", str(ws), "fetch", job.name, "--node", "demo3"]) == 0
+    assert main(["--workspace", str(ws), "logs", job.name, "--node", "nosuch"]) == 2
+
+
+def _status(ws: Path) -> str:
+    import io
+    from contextlib import redirect_stdout
+    out = io.StringIO()
+    with redirect_stdout(out):
+        assert main(["--workspace", str(ws), "status", "--json"]) == 0
+    return out.getvalue()
