@@ -73,14 +73,20 @@ class Ui:
         return answer.strip().lower() in ("y", "yes")
 
     # -- live progress -------------------------------------------------------------------------
-    def progress(self, job, info: dict) -> None:
-        if self.quiet:
-            return
+    def _fields(self, info: dict) -> tuple:
+        """(current step, batches done, total, pct, ETA s, last-line age s, last line) of a poll's info."""
         current = info.get("current") or "starting"
         tail = info.get("tail") or {}
         prog = (tail.get("progress") or {}) if tail.get("step", current) == current else {}
         done, total, pct = prog.get("done"), prog.get("total"), prog.get("pct")
         eta = self._eta(pct) if current == "tune" else None
+        return current, done, total, pct, eta, tail.get("age_s"), tail.get("last_line")
+
+    def progress(self, job, info: dict) -> None:
+        if self.quiet:
+            return
+        current, done, total, pct, eta, _age, _last = self._fields(info)
+        tail = info.get("tail") or {}
         line = (f"{job.job_id}: {current}"
                 + (f" batches {done}/{total} ({pct:.1f}%)" if total else "")
                 + (f" ETA {_fmt_age(eta)}" if eta is not None else "")
@@ -124,3 +130,62 @@ class Ui:
         if self._live is not None:
             self._live.stop()
             self._live = None
+
+
+class TargetsView:
+    """A campaign's live view (issue 10): one line per target job with its step, batches done/total, ETA and
+    the age of its last log line. On a TTY a rich table redrawn in place; otherwise a line per target when
+    its step or its batch count changes (never for the age alone)."""
+
+    def __init__(self, ui: Ui):
+        import threading
+        self.ui = ui
+        self.rows: dict[str, tuple] = {}
+        self.lock = threading.Lock()
+        self._said: dict[str, tuple] = {}
+        self._live: Live | None = None
+
+    def ui_for(self, sub) -> "Ui":
+        return _TargetUi(self, f"{sub.node}/{sub.container} {sub.variant}")
+
+    def update(self, label: str, fields: tuple) -> None:
+        if self.ui.quiet:
+            return
+        current, done, total, pct, eta, age, _last = fields
+        with self.lock:
+            self.rows[label] = fields
+            if not self.ui.tty:
+                key = (current, done, total)
+                if self._said.get(label) != key:
+                    self._said[label] = key
+                    print(f"tune-remote: {label}: {current}" + (f" batches {done}/{total} ({pct:.1f}%)" if total else "")
+                          + (f" ETA {_fmt_age(eta)}" if eta is not None else ""), file=self.ui.stream, flush=True)
+                return
+            table = Table(show_header=True, header_style="bold", box=None, padding=(0, 2))
+            for col in ("target", "step", "batches", "ETA", "last line"):
+                table.add_column(col)
+            for name, (cur, d, t, p, e, a, _l) in self.rows.items():
+                table.add_row(name, cur, f"{d}/{t} ({p:.0f}%)" if t else "-", _fmt_age(e) if e is not None else "-",
+                              f"{_fmt_age(a)} ago")
+            if self._live is None:
+                self._live = Live(table, console=self.ui.console, refresh_per_second=4, transient=True)
+                self._live.start()
+            else:
+                self._live.update(table)
+
+    def stop(self) -> None:
+        with self.lock:
+            if self._live is not None:
+                self._live.stop()
+                self._live = None
+
+
+class _TargetUi(Ui):
+    """A target job's Ui inside a campaign: its progress goes to the shared view, its events stay quiet."""
+
+    def __init__(self, view: TargetsView, label: str):
+        super().__init__(quiet=True, tty=False, stream=view.ui.stream)
+        self.view, self.label = view, label
+
+    def progress(self, job, info: dict) -> None:
+        self.view.update(self.label, self._fields(info))

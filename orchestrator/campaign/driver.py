@@ -104,6 +104,10 @@ def drive(job: JobState, workspace: Workspace, runner: Runner, settings: Setting
         if not only or sub.node in only:
             by_target.setdefault(f"{sub.node}/{sub.container}", []).append(sid)
     lock = threading.Lock()
+    from ..ui import TargetsView
+    view = TargetsView(ui) if hasattr(ui, "stream") else None
+    if view is not None:
+        runner.ui_for = view.ui_for
     sub_settings = Settings(poll_s=settings.poll_s, reconnect_s=settings.reconnect_s,
                             accept_new_host_key=settings.accept_new_host_key, yes=True, interactive=False)
 
@@ -129,8 +133,12 @@ def drive(job: JobState, workspace: Workspace, runner: Runner, settings: Setting
             with lock:
                 ui.event(f"{label}: {sub.variant} {sub.state}" + (f" ({sub.error})" if sub.error else ""))
 
-    with ThreadPoolExecutor(max_workers=max(1, len(by_target))) as pool:
-        list(pool.map(one_target, list(by_target)))
+    try:
+        with ThreadPoolExecutor(max_workers=max(1, len(by_target))) as pool:
+            list(pool.map(one_target, list(by_target)))
+    finally:
+        if view is not None:
+            view.stop()
     if only and any(s.state not in TERMINAL for s in sub_jobs(job, workspace)):
         return finish(job, workspace)
     from .reshard import reshard
@@ -141,8 +149,13 @@ def drive(job: JobState, workspace: Workspace, runner: Runner, settings: Setting
         by_target = {}
         for sub in new:
             by_target.setdefault(f"{sub.node}/{sub.container}", []).append(sub.job_id)
-        with ThreadPoolExecutor(max_workers=max(1, len(by_target))) as pool:
-            list(pool.map(one_target, list(by_target)))
+        try:
+            with ThreadPoolExecutor(max_workers=max(1, len(by_target))) as pool:
+                list(pool.map(one_target, list(by_target)))
+        finally:
+            if view is not None:
+                view.stop()
+    runner.ui_for = None
     from .spread import spread
     done = job.request["campaign"].setdefault("spread", [])
     if not done:   # once: a resumed campaign does not promote the same rows again

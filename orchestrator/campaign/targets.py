@@ -81,10 +81,13 @@ class InventoryRunner:
         node = self.inventory.node(ref.node)
         return Target(node, node.container(ref.container), accept_new_host_key=self.accept_new)
 
+    ui_for = None     # the campaign's live view sets this: sub-job -> its Ui (one line per target)
+
     def run(self, sub: JobState, workspace: Workspace, settings: Settings) -> str:
         from ..engine import run_job
         target = self.open(TargetRef(sub.node, sub.container))
-        ctx = Ctx(job=sub, workspace=workspace, target=target, settings=settings, ui=Ui(quiet=True))
+        ui = self.ui_for(sub) if self.ui_for else Ui(quiet=True)
+        ctx = Ctx(job=sub, workspace=workspace, target=target, settings=settings, ui=ui)
         try:
             target.connect()
             return run_job(ctx)
