@@ -44,25 +44,31 @@ class Ui:
     def step(self, name: str) -> None:
         self.event(f"step {name}")
 
-    def show_shapes(self, variant, shapes: list[dict], described: list[str]) -> None:
+    def show_shapes(self, variant, shapes: list[dict], described: list[str], misses=None) -> None:
+        """The shapes to tune, in the order they are tuned; ``misses``: how often the log missed each."""
         if self.quiet:
             return
         for d in described:
             self.event(d)
         cols = list(variant.key_columns)
+        rows = [[str(s.get(c, "")) for c in cols] for s in shapes]
+        if misses:
+            cols.append("misses")
+            for r, n in zip(rows, misses):
+                r.append(str(n))
         if self.tty:
             table = Table(title=f"{len(shapes)} {variant.name} shapes to tune", show_lines=False)
             for c in cols:
                 table.add_column(c, justify="right")
-            for s in shapes[:200]:
-                table.add_row(*(str(s.get(c, "")) for c in cols))
+            for r in rows[:200]:
+                table.add_row(*r)
             self.console.print(table)
             if len(shapes) > 200:
                 self.console.print(f"... and {len(shapes) - 200} more")
         else:
             print(f"tune-remote: {len(shapes)} {variant.name} shapes: " + ",".join(cols), file=self.stream)
-            for s in shapes:
-                print("  " + ",".join(str(s.get(c, "")) for c in cols), file=self.stream)
+            for r in rows:
+                print("  " + ",".join(r), file=self.stream)
 
     def confirm(self, question: str) -> bool:
         self.console.print(f"{question} [y/N] ", end="")

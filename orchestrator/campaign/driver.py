@@ -17,6 +17,8 @@ from ..context import Settings
 from ..errors import JobError, TuneRemoteError, UsageError
 from ..parsing.csvtools import write_untuned_csv
 from ..state import TERMINAL, JobState, Workspace, atomic_write
+from ..steps.budget import parse_duration, seconds_per_shape, within
+from ..variants import get_variant
 from . import plan as planning
 from .targets import Runner, TargetRef
 
@@ -37,7 +39,7 @@ def sub_job_id(job_id: str, ref: TargetRef, variant: str) -> str:
 
 
 def make_plan(job: JobState, runner: Runner, refs: list[TargetRef], variants: list[str], settings: Settings,
-              ui) -> dict:
+              ui, workspace: Workspace | None = None) -> dict:
     probes = planning.probe(runner, refs, settings, job.request.get("gpus"))
     reachable = [p for p in probes if not p.error]
     unreachable = [f"{p.ref.label}: {p.error}" for p in probes if p.error]
@@ -61,8 +63,20 @@ def make_plan(job: JobState, runner: Runner, refs: list[TargetRef], variants: li
             raise UsageError(f"no target can tune {variant}: " + "; ".join(excluded or unreachable),
                              hint="choose nodes whose GPUs run it (a4w4 needs gfx950)")
         out["variants"][variant] = {}
+        v = get_variant(variant)
+        rate, source = seconds_per_shape(workspace, variant, v.family, None)
+        out.setdefault("rates", {})[variant] = [rate, source]
         for kind, members in groups.items():
-            shards = planning.shard(shapes, {p.ref: max(1, len(p.gpus)) for p in members})
+            weights = {p.ref: max(1, len(p.gpus)) for p in members}
+            rows = shapes
+            if job.request.get("budget"):     # the kind's GPUs together: the most-missed shapes that fit
+                rows, left = within(shapes, parse_duration(job.request["budget"]), sum(weights.values()), rate)
+                if left:
+                    out.setdefault("budget", []).append(
+                        f"--budget {job.request['budget']}: {variant} on {'/'.join(map(str, kind))}: the "
+                        f"{len(rows)} most-missed shape(s) fit, {len(left)} left for another job")
+            shards = planning.shard(rows, weights)
+            out.setdefault("gpus", {}).update({ref.label: n for ref, n in weights.items()})
             out["variants"][variant]["/".join(map(str, kind))] = {
                 ref.label: rows for ref, rows in shards.items()}
     if not out["variants"]:
@@ -84,7 +98,7 @@ def create_sub_jobs(job: JobState, workspace: Workspace, plan: dict) -> list[Job
                 sid = sub_job_id(job.job_id, ref, variant)
                 csv_path = shards_dir / f"{sid}.csv"
                 atomic_write(csv_path, write_untuned_csv(rows, variant).encode())
-                request = dict(job.request, logs=[], nk=[], shapes_csv=str(csv_path), m_preset="logged",
+                request = dict(job.request, logs=[], nk=[], shapes_csv=str(csv_path), m_preset="logged", budget=None,
                                detach=False, campaign=None, parent=job.job_id)
                 request["gpus"] = plan["facts"][label].get("free_gpus")
                 subs.append(JobState(job_id=sid, node=node, container=container, variant=variant,

@@ -16,6 +16,7 @@ from ..state import JobState
 from ..ui import Ui
 from ..variants import VARIANTS, format_version, get_variant, is_dev_build, parse_version, profile_for
 from .targets import Runner, TargetRef
+from ..steps.budget import shape_cost
 
 FREE_GPU_BUSY_PCT = 10
 
@@ -115,21 +116,6 @@ def _variants_in_logs(ctx: Ctx, logs: list[str]) -> list[str]:
     return [v for v in VARIANTS if v in seen]
 
 
-def shape_cost(shape: dict) -> float:
-    """Relative tuning time of one shape: a fixed part (candidates compiled and launched) plus a part
-    growing with the work per launch. Only the ratios matter."""
-    def num(key, default=1):
-        try:
-            return max(1, int(shape.get(key, default)))
-        except (TypeError, ValueError):
-            return default
-    if "token" in shape:
-        work = num("token") * num("model_dim") * num("inter_dim") * num("topk")
-    else:
-        work = num("b") * num("m") * num("n") * num("k")
-    return 1.0 + work / float(2 ** 34)
-
-
 def shard(shapes: list[dict], weights: dict[TargetRef, int]) -> dict[TargetRef, list[dict]]:
     """Longest-processing-time-first: each shape (costliest first) goes to the target that would finish
     it first, a target's speed being its number of GPUs. Deterministic for equal inputs."""
@@ -162,14 +148,20 @@ def group(probes: list[Probe], variant: str) -> tuple[dict[tuple, list[Probe]], 
 
 
 def plan_lines(plan: dict) -> list[str]:
-    lines = []
+    from ..steps.budget import estimate, fmt_duration
+    lines = list(plan.get("budget", []))
     for variant, groups in plan["variants"].items():
+        rate, source = (plan.get("rates") or {}).get(variant) or [None, ""]
         for kind, shards in groups.items():
             total = sum(len(s) for s in shards.values())
             lines.append(f"{variant} on {kind} ({len(shards)} target(s), {total} shapes):")
             for label, rows in shards.items():
                 cost = sum(shape_cost(r) for r in rows)
-                lines.append(f"  {label}: {len(rows)} shapes (est. cost {cost:.1f})")
+                est = (f", est. tuning time {fmt_duration(estimate(rows, plan['gpus'][label], rate))} on "
+                       f"{plan['gpus'][label]} GPU(s)" if rate and label in plan.get("gpus", {}) else "")
+                lines.append(f"  {label}: {len(rows)} shapes (est. cost {cost:.1f}{est})")
+        if rate:
+            lines.append(f"  ({variant} tuning time per shape and GPU: {source})")
     for why in plan.get("excluded", []):
         lines.append(f"excluded: {why}")
     for p in plan.get("unreachable", []):

@@ -101,7 +101,7 @@ def _carry(env: Env, job: JobState, inv: Inventory, settings, dry_run: bool = Fa
         if not job.request["campaign"]["sub_jobs"]:
             job.node = ",".join(dict.fromkeys(r.node for r in refs))
             job.container = ",".join(dict.fromkeys(r.container for r in refs))
-            plan = driver.make_plan(job, runner, refs, job.request["variants"], settings, ui)
+            plan = driver.make_plan(job, runner, refs, job.request["variants"], settings, ui, env.workspace)
             lines = plan_lines(plan)
             click.echo("plan:\n  " + "\n  ".join(lines), err=True)
             if dry_run:

@@ -60,6 +60,9 @@ def _validate_local_inputs(variant_name: str, logs, shapes_csv, nk, model=None) 
 @click.option("--max-m", type=click.IntRange(1), default=None, metavar="M",
               help="largest M (MoE: token count) the server runs, e.g. its max_num_batched_tokens; "
                    "larger shapes are not tuned")
+@click.option("--budget", default=None, metavar="DURATION",
+              help="tune only the most-missed shapes whose estimated tuning time fits, e.g. 2h, 90m, 1h30m "
+                   "(the plan shows the estimate; the rest are left for another job)")
 @click.option("--table-from-log", is_flag=True,
               help="tune the table the log's miss lines say AITER consulted, when it differs from the "
                    "container's AITER_CONFIG_* / default table")
@@ -97,7 +100,7 @@ def _validate_local_inputs(variant_name: str, logs, shapes_csv, nk, model=None) 
 @click.option("--accept-new-host-key", is_flag=True, help="trust an unknown host key and add it to known_hosts")
 @click.pass_obj
 def run(env: Env, node, container, variant, dry_run, slurm, slurm_nodes, logs, shapes_csv, nk, model, tp, m_preset,
-        max_m, table_from_log, padded_m, gpus,
+        max_m, budget, table_from_log, padded_m, gpus,
         force_cu_num, batch, timeout,
         tune_arg, splitk, libtype, err_ratio, q_dtype_w,
         stall_timeout, repeats, promote_mode, serve_cmd, job_id, yes, detach, accept_new_host_key):
@@ -128,6 +131,9 @@ def run(env: Env, node, container, variant, dry_run, slurm, slurm_nodes, logs, s
         ctr = node_spec.container(container)
         _validate_local_inputs(variant, logs, shapes_csv, nk, model)
     gpu_list = _parse_gpus(gpus)
+    if budget is not None:
+        from ..steps.budget import parse_duration
+        parse_duration(budget)            # a bad duration: one line, exit 2, before anything remote
     from ..steps.tuneargs import compose, normalize_q_dtype_w
     tune_args = compose(tune_arg, splitk=splitk, libtype=libtype, err_ratio=err_ratio)
     q_dtype_w = normalize_q_dtype_w(q_dtype_w, variants) if q_dtype_w else None
@@ -140,7 +146,7 @@ def run(env: Env, node, container, variant, dry_run, slurm, slurm_nodes, logs, s
                "nk": list(nk), "m_preset": m_preset, "gpus": gpu_list, "batch": batch, "timeout": timeout,
                "stall_timeout": stall_timeout, "detach": detach, "repeats": repeats, "promote": promote_mode,
                "serve_cmd": serve_cmd, "tune_args": tune_args, "q_dtype_w": q_dtype_w,
-               "max_m": max_m, "padded_m": padded_m, "table_from_log": table_from_log,
+               "max_m": max_m, "budget": budget, "padded_m": padded_m, "table_from_log": table_from_log,
                "force_cu_num": force_cu_num, "model": _read_model(model), "tp": tp}
     if campaign:
         from .campaign import run_campaign

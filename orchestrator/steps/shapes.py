@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from . import budget
 from ..context import Ctx
 from ..errors import JobError, UsageError
 from ..parsing.csvtools import read_shapes_csv, write_untuned_csv
@@ -161,6 +162,7 @@ def collect(ctx: Ctx) -> tuple[list[dict], list[str]]:
     described: list[str] = []
     consulted: dict[str, int] = {}
     tuple_gfx: list[bool] = []
+    looked_up: list[tuple[dict, int]] = []
     for where, paths in sources.items():
         if not paths:
             continue
@@ -177,8 +179,10 @@ def collect(ctx: Ctx) -> tuple[list[dict], list[str]]:
         for w in res.get("warnings") or []:
             ctx.job.note(w)
         got = []
-        for shape in (res.get("shapes") or {}).get(variant.name, []):
+        counts = (res.get("counts") or {}).get(variant.name) or []
+        for i, shape in enumerate((res.get("shapes") or {}).get(variant.name, [])):
             meta = shape.get("_meta") or {}
+            looked_up.append((shape, counts[i] if i < len(counts) else 1))   # an older helper: 1 each
             consulted_file = meta.get("file")
             if variant.family == "moe" and ("gfx" in meta or "cu_num" in meta):
                 tuple_gfx.append("gfx" in meta)   # the [fused_moe] tuple's form, read from the log (C-20)
@@ -242,7 +246,22 @@ def collect(ctx: Ctx) -> tuple[list[dict], list[str]]:
         ctx.job.note(n)
         ctx.ui.event(n)
     shapes = [_order(s, variant.key_columns) for s in shapes]
+    if looked_up:   # the most-missed first (P-07): a budget, a cancel or a failure leaves the rarest untuned
+        pairs = [(_order(_snap(sh, variant, req), variant.key_columns), n) for sh, n in looked_up]
+        exact, family = budget.miss_counts(pairs)
+        shapes, missed = budget.rank(shapes, exact, family)
+        ctx.job.step_state("shapes").info["misses"] = missed
     return shapes, described
+
+
+def _snap(shape: dict, variant, req: dict) -> dict:
+    """A logged shape as the runtime looks it up (the same snapping ``runtime_lookups`` does)."""
+    s = {k: v for k, v in shape.items() if k != "_meta"}
+    if variant.family == "moe" and int(s.get("token", 0)) < MOE_PADDED_MAX and "token" in s:
+        s["token"] = next_pow2(int(s["token"]))
+    elif variant.family == "gemm" and req.get("padded_m") and variant.padded_m_lookup and "m" in s:
+        s["m"] = padded_m(s["m"])
+    return s
 
 
 def drop_tuned_in_model_configs(ctx: Ctx, shapes: list[dict]) -> list[dict]:
@@ -285,10 +304,36 @@ def drop_tuned_in_model_configs(ctx: Ctx, shapes: list[dict]) -> list[dict]:
     return shapes
 
 
+def plan_time(ctx: Ctx, shapes: list[dict], described: list[str]) -> list[dict]:
+    """The plan's estimated tuning time; with --budget, the most-missed shapes that fit it (P-07)."""
+    variant, job = ctx.variant, ctx.job
+    info = job.step_state("shapes").info
+    missed = dict(zip(map(budget.exact_key, shapes), info.get("misses") or []))
+    gpus = len(job.facts.get("tune_gpus") or []) or 1
+    rate, source = budget.seconds_per_shape(ctx.workspace, variant.name, variant.family, job.facts.get("gfx"))
+    if job.request.get("budget"):
+        limit = budget.parse_duration(job.request["budget"])
+        shapes, left = budget.within(shapes, limit, gpus, rate)
+        if left:
+            msg = (f"--budget {job.request['budget']}: the {len(shapes)} most-missed shape(s) fit, "
+                   f"{len(left)} left for another job (least missed last)")
+            job.note(msg)
+            described.append(msg)
+    if missed:
+        info["misses"] = [missed.get(budget.exact_key(s), 0) for s in shapes]
+    est = budget.estimate(shapes, gpus, rate)
+    info["estimate_s"] = round(est, 1)
+    described.append(f"estimated tuning time: {budget.fmt_duration(est)} for {len(shapes)} shape(s) on "
+                     f"{gpus} GPU(s) ({source})")
+    return shapes
+
+
 def run(ctx: Ctx) -> None:
     variant = ctx.variant
     shapes, described = collect(ctx)
     shapes = drop_tuned_in_model_configs(ctx, shapes)
+    if shapes:
+        shapes = plan_time(ctx, shapes, described)
     if not shapes:
         raise JobError(f"no {variant.name} shapes to tune",
                        hint="the logs had no untuned shapes of this variant; check --variant, or give "
@@ -300,7 +345,7 @@ def run(ctx: Ctx) -> None:
                        hint="give them in --shapes-csv (AITER untuned CSV format)")
     ctx.job.shapes = shapes
     ctx.job.step_state("shapes").info["sources"] = described
-    ctx.ui.show_shapes(variant, shapes, described)
+    ctx.ui.show_shapes(variant, shapes, described, ctx.job.step_state("shapes").info.get("misses"))
     if not ctx.settings.yes and ctx.settings.interactive and not ctx.ui.confirm(
             f"Tune these {len(shapes)} {variant.name} shapes on {ctx.job.node}/{ctx.job.container}?"):
         ctx.job.state = "cancelled"

@@ -113,6 +113,19 @@ def test_dry_run_prints_the_plan_and_launches_nothing(inv, fleet, capsys):
     assert [len(n.containers[next(iter(n.containers))].launches()) for n in fleet] == before
 
 
+def test_a_budget_cuts_each_gpu_kind_to_what_fits_and_the_plan_gives_times(inv, fleet, capsys):
+    # 8 shapes; nothing measured in this workspace: 90 s per small shape and GPU; a budget of one shape's
+    # time on a kind's GPUs together leaves each kind with the shapes that fit, and the plan says so
+    rc, _ = cli(inv, "run", "--node", "all", "--variant", "a8w8_blockscale", *NK, "--dry-run", "--budget", "1s",
+                "--job-id", "dryb")
+    assert rc == 0
+    err = capsys.readouterr().err
+    assert err.count("--budget 1s: a8w8_blockscale on ") == 2 and "most-missed shape(s) fit, 7 left" in err
+    assert "est. tuning time" in err and "assumed 90 s per shape-GPU" in err
+    rc, _ = cli(inv, "run", "--node", "all", "--variant", "a8w8_blockscale", *NK, "--budget", "2 hours", "--yes")
+    assert rc == 2 and "--budget '2 hours' is not a duration" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("argv, needle", [
     (["--node", "nosuch", "--variant", "a8w8_blockscale"], "unknown node 'nosuch'"),
     (["--node", "pair", "--variant", "auto"], "--variant auto finds the variants in server logs"),

@@ -86,7 +86,7 @@ def op_shapes(req):
     # meta: each shape's first sighting keeps "_meta" (the table AITER consulted, C-12)
     kw = {"keep_meta": True} if req.get("meta") else {}
     result = shapelog.parse_files(paths, variant=req.get("variant"), **kw)
-    return {"shapes": result.shapes, "hits": result.hits, "misses": result.misses,
+    return {"shapes": result.shapes, "counts": getattr(result, "counts", {}), "hits": result.hits, "misses": result.misses,
             "warnings": list(result.warnings), "lines": result.lines, "bytes": result.bytes,
             "missing": missing, "files": paths}
 

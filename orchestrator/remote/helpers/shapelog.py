@@ -368,17 +368,24 @@ class ShapeLogResult(object):
         self.bytes = 0
         self.files = []
         self.missing = []
-        self._seen = {}                              # (table, variant) -> set of keys
+        self._seen = {}                              # (table, variant) -> {key: index in the table}
+        self.counts = collections.OrderedDict()      # variant -> [lookups of shapes[variant][i]]
 
     # -- building ------------------------------------------------------------------------
-    def _add(self, table, variant, shape, key=None):
-        seen = self._seen.setdefault((table, variant), set())
+    def _add(self, table, variant, shape, key=None, times=1):
+        seen = self._seen.setdefault((table, variant), {})
         if key is None:
             key = _shape_key(shape)
-        if key in seen:
+        at = seen.get(key)
+        if at is not None:
+            if table == "shapes":
+                self.counts[variant][at] += times
             return False
-        seen.add(key)
-        getattr(self, table).setdefault(variant, []).append(shape)
+        rows = getattr(self, table).setdefault(variant, [])
+        seen[key] = len(rows)
+        rows.append(shape)
+        if table == "shapes":
+            self.counts.setdefault(variant, []).append(times)
         return True
 
     @staticmethod
@@ -397,6 +404,7 @@ class ShapeLogResult(object):
     def to_dict(self):
         return {
             "shapes": {v: list(s) for v, s in self.shapes.items()},
+            "counts": {v: list(c) for v, c in self.counts.items()},   # how often each shape was looked up
             "hit_shapes": {v: list(s) for v, s in self.hit_shapes.items()},
             "hits": dict(self.hits),
             "misses": dict(self.misses),
@@ -420,7 +428,7 @@ class ShapeLogResult(object):
     @classmethod
     def from_dict(cls, d):
         r = cls()
-        for name in ("shapes", "hit_shapes", "hits", "misses", "dumps", "notes"):
+        for name in ("shapes", "counts", "hit_shapes", "hits", "misses", "dumps", "notes"):
             getattr(r, name).update(d.get(name) or {})
         r.dispatch = list(d.get("dispatch") or [])
         r.warnings = list(d.get("warnings") or [])
@@ -580,8 +588,11 @@ class _Parser(object):
         for name, v, n in counts:
             counter = getattr(r, name)
             counter[v] = counter.get(v, 0) + n * times
-        for table, v, shape in adds:
-            r._add(table, v, dict(shape))
+        for add in adds:
+            if add[2] is None:                   # (table, variant, None, key): a shape already added
+                r._add(add[0], add[1], None, add[3], times)
+            else:
+                r._add(add[0], add[1], dict(add[2]), times=times)
 
     @property
     def pending(self):
@@ -988,8 +999,8 @@ class _Scanner(object):
             counted.append((line, eff, count))
         for line, eff, count in counted:
             p.apply_effect(eff, count)
-            if eff[2]:
-                effects[line] = (eff[0], eff[1], ())   # its shapes are in the result now: count only
+            if eff[2] and len(eff[2][0]) == 3:   # its shapes are in the result now: count them by key only
+                effects[line] = (eff[0], eff[1], tuple((t, v, None, _shape_key(sh)) for t, v, sh in eff[2]))
         # no record here is SGLang's, so none was an echo: only the window's final content matters
         p._recent.clear()
         p._recent_counts.clear()
