@@ -28,8 +28,13 @@ from .base import cli
 @click.option("--gemm-variant", default=None, metavar="VARIANT",
               help="with --model: the GEMM variant the server dispatches FP8 linears to "
                    "(e.g. a8w8_blockscale_bpreshuffle)")
-def shapes(logs, variant, csv_out, as_json, model, tp, m_preset, gfx, ep, fuse_shared_experts, gemm_variant):
-    """Offline: untuned shapes from server logs (or from a model config), as JSON or AITER CSV."""
+@click.option("--node", default=None, metavar="NODE",
+              help="with --model: ask this inventory node's container for its gfx (one round trip) instead of --gfx")
+@click.option("--container", default=None, metavar="NAME", help="with --node: the container (if it has several)")
+@click.pass_obj
+def shapes(env, logs, variant, csv_out, as_json, model, tp, m_preset, gfx, ep, fuse_shared_experts, gemm_variant,
+           node, container):
+    """Untuned shapes from server logs (or from a model config), as JSON or AITER CSV; no node needed."""
     from ..parsing.csvtools import write_untuned_csv
     from ..remote.helpers import shapelog
     if variant and variant != "bf16":  # bf16 (a16w16) shapes are mined, not tuned, by tune-remote
@@ -51,6 +56,10 @@ def shapes(logs, variant, csv_out, as_json, model, tp, m_preset, gfx, ep, fuse_s
             cfg = json.loads(Path(model).read_text())
         except ValueError as exc:
             raise UsageError(f"{model} is not valid JSON: {exc}") from None
+        if node and gfx:
+            raise UsageError("give --gfx or --node, not both", hint="--node asks the node for its gfx")
+        if node:
+            gfx = _gfx_of(env, node, container)
         if gfx is not None and not re.fullmatch(r"gfx\w+", gfx):
             raise UsageError(f"--gfx {gfx!r} is not a gfx name", hint="e.g. --gfx gfx942 (MI300X) or gfx950 (MI355X)")
         if gemm_variant:
@@ -59,6 +68,8 @@ def shapes(logs, variant, csv_out, as_json, model, tp, m_preset, gfx, ep, fuse_s
                                          gemm_variant=gemm_variant).items():
             if variant is None or v == variant:
                 found.setdefault(v, []).extend(rows)
+    elif node:
+        raise UsageError("--node applies to --model (it discovers the gfx)", hint="add --model config.json")
     for w in warnings:
         click.echo(f"warning: {w}", err=True)
     if csv_out:
@@ -72,6 +83,30 @@ def shapes(logs, variant, csv_out, as_json, model, tp, m_preset, gfx, ep, fuse_s
         Path(csv_out).write_text(write_untuned_csv(rows, chosen))
     if as_json or not csv_out:
         click.echo(json.dumps(found, indent=None if as_json else 2))
+
+
+def _gfx_of(env, node: str, container: str | None) -> str:
+    """The gfx of an inventory node's container: one discover round trip (its errors keep their exit codes)."""
+    from ..campaign.targets import InventorySource
+    from ..context import Ctx, Settings
+    from ..errors import JobError
+    from ..inventory import load_inventory
+    from ..state import JobState
+    from ..ui import Ui
+    source = InventorySource(load_inventory(env.inventory_path), [node], container)
+    ref = source.targets()[0]
+    target = source.runner().open(ref)
+    try:
+        target.connect()
+        job = JobState(job_id="shapes", node=ref.node, container=ref.container, variant="a8w8", created=0, request={})
+        ctx = Ctx(job=job, workspace=None, target=target, settings=Settings(), ui=Ui(quiet=True))
+        gfx = ctx.call("discover", {"aiter_path": target.container.aiter_path}).get("gfx")
+    finally:
+        target.close()
+    if not gfx:
+        raise JobError(f"{ref.label} shows no gfx (rocminfo found no GPU agent)", hint="give --gfx gfx942 or gfx950")
+    click.echo(f"{ref.label}: {gfx}", err=True)
+    return gfx
 
 
 @cli.group()

@@ -168,3 +168,26 @@ def test_run_takes_a_model_config_as_shape_source(cnode, env):
     # the node is a gfx950: OCP FP8 (a gfx942 node would give the fnuz types)
     assert {s["q_dtype_w"] for s in st["shapes"]} == {"torch.float8_e4m3fn"}
     assert {(s["model_dim"], s["expert"], s["topk"]) for s in st["shapes"]} == {(7168, 256, 8)}
+
+
+def test_shapes_model_node_asks_the_node_for_its_gfx(pnode, env, capsys):
+    # C-10: `shapes --model --node N` discovers the gfx (gfx942 here: the fnuz FP8 dtypes), one round trip;
+    # --gfx and --node together, or --node without --model, are usage errors
+    import json
+    from pathlib import Path
+
+    from orchestrator.cli import main
+    from tests.e2e.test_variants_e2e import write_inventory
+    inv = write_inventory(env / "inventory.yaml", pnode)
+    model = Path(__file__).resolve().parents[1] / "fixtures" / "models" / "llama3_1_70b_fp8_dynamic.json"
+    capsys.readouterr()
+    rc = main(["--inventory", str(inv), "shapes", "--model", str(model), "--tp", "8", "--node", pnode.alias, "--json"])
+    out, err = capsys.readouterr()
+    assert rc == 0, err
+    assert f"{pnode.alias}/{_ctr(pnode).name}: gfx942" in err
+    assert {s["q_dtype_w"] for s in json.loads(out)["a8w8"]} == {"torch.float8_e4m3fnuz"}
+    for argv, needle in ((["--model", str(model), "--gfx", "gfx950", "--node", pnode.alias], "not both"),
+                         (["server.log", "--node", pnode.alias], "--node applies to --model")):
+        (env / "server.log").write_text("")
+        assert main(["--inventory", str(inv), "shapes", *argv]) == 2
+        assert needle in capsys.readouterr().err
