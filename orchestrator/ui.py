@@ -31,6 +31,7 @@ class Ui:
         self._live: Live | None = None
         self._last_line = ""
         self._eta_base: tuple[float, float] | None = None
+        self._results_shown = 0      # per-shape tuning results printed so far
 
     # -- events --------------------------------------------------------------------------------
     def event(self, text: str) -> None:
@@ -101,6 +102,8 @@ class Ui:
             if line != self._last_line:
                 print(f"tune-remote: {line}", file=self.stream, flush=True)
                 self._last_line = line
+            for r in self._new_results(info):
+                print(f"tune-remote: {_result_text(r)}", file=self.stream, flush=True)
             return
         table = Table.grid(padding=(0, 2))
         table.add_row("[bold]job[/]", job.job_id)
@@ -114,11 +117,28 @@ class Ui:
                 extra = f"batches {done}/{total}  {pct:.1f}%" + (f"  ETA {_fmt_age(eta)}" if eta else "")
             table.add_row(f"[bold]{name}[/]", f"{mark}  {extra}")
         table.add_row("[bold]last line[/]", f"{_fmt_age(tail.get('age_s'))} ago: {(tail.get('last_line') or '')[:100]}")
+        self._new_results(info)
+        results = (info.get("results") or [])[-8:]
+        if results:    # the live tuning table (P-11): the newest per-shape results as the tuner prints them
+            rt = Table(title=f"tuned so far: {info.get('results_seen', len(results))} shape(s) (newest last)",
+                       show_lines=False, title_justify="left")
+            for c, j in (("shape", "left"), ("kernel", "left"), ("us", "right"), ("TFLOPS", "right")):
+                rt.add_column(c, justify=j)
+            for r in results:
+                rt.add_row(r["shape"], (r["kernel"] or "[red]no kernel[/]")[:60], _num(r["us"]), _num(r["tflops"]))
+            table.add_row("", rt)
         if self._live is None:
             self._live = Live(table, console=self.console, refresh_per_second=4, transient=True)
             self._live.start()
         else:
             self._live.update(table)
+
+    def _new_results(self, info: dict) -> list[dict]:
+        """Per-shape results not shown yet (``results_seen`` counts every one parsed, the list keeps the newest)."""
+        seen = int(info.get("results_seen") or 0)
+        new = seen - self._results_shown
+        self._results_shown = seen
+        return (info.get("results") or [])[-new:] if new > 0 else []
 
     def _eta(self, pct):
         if pct is None:
@@ -195,3 +215,13 @@ class _TargetUi(Ui):
 
     def progress(self, job, info: dict) -> None:
         self.view.update(self.label, self._fields(info))
+
+
+def _num(x) -> str:
+    return "-" if x is None else f"{x:.4g}"
+
+
+def _result_text(r: dict) -> str:
+    if not r.get("kernel"):
+        return f"no kernel for {r['shape']}"
+    return f"tuned {r['shape']}: {r['kernel']} {_num(r['us'])} us, {_num(r['tflops'])} TFLOPS"

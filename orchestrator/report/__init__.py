@@ -15,7 +15,8 @@ Context keys (values are plain JSON-able data unless said otherwise)::
     tuning:       {"command": str|[argv], "flags": {"--mp": 8, "--batch": 100, "--timeout": 600,
                    "--libtype": "both", ...}, "env": {"HIP_VISIBLE_DEVICES": "0,1,..."},
                    "duration_s": float, "rc": int, "rows_written": int,
-                   "no_kernel": [shape dict], "partial": bool}
+                   "no_kernel": [shape dict], "partial": bool,
+                   "kernels": [shape dict + kernel, splitK, us, tflops]}   (the kernel chosen per shape)
     comparison:   orchestrator.steps.compare.Comparison, or its ``to_dict()``, or None
     warnings:     [str]   shown first, e.g. "MoE bypass on this AITER version: tuned rows for
                   token*topk<=128 are ignored at runtime"

@@ -169,6 +169,7 @@ def build_view(ctx: Mapping[str, Any]) -> dict[str, Any]:
     v["has_tuning"] = bool(tuning)
     v["no_kernel_known"] = no_kernel is not None
     v["no_kernel"] = _shape_table(no_kernel or [])
+    v["kernels"] = _shape_table(tuning["kernels"]) if tuning.get("kernels") else None
     v["bench_before"] = _fmt_command(bench.get("before_command"))
     v["bench_after"] = _fmt_command(bench.get("after_command"))
     bt = Table(["variable", "value"], [False, False])

@@ -127,5 +127,5 @@ def seconds_per_shape(workspace, variant: str, family: str, gfx: str | None) -> 
     if rates:
         rates.sort()
         return rates[len(rates) // 2], f"measured: median of {len(rates)} earlier {variant} job(s) here"
-    return ASSUMED_S.get(family, ASSUMED_S["gemm"]), f"assumed {ASSUMED_S.get(family, 90):.0f} s per shape-GPU " \
-        f"(no finished {variant} job in this workspace to measure it from)"
+    return ASSUMED_S.get(family, ASSUMED_S["gemm"]), f"assumed {ASSUMED_S.get(family, 90):.0f} s per shape-GPU: " \
+        f"no finished {variant} job in this workspace to measure it from"

@@ -161,12 +161,26 @@ def poll_once(ctx: Ctx, wait: bool = True) -> dict:
             at = f.get("offset")
             _write_at(local_log_path(ctx, f["path"]), asked["offset"] if at is None else at, chunk)
             offsets[f["path"]] = f["next_offset"]
+            if asked.get("step") == "tune":
+                _tuning_results(info, chunk)
         info["tail"] = {k: f.get(k) for k in ("progress", "last_line", "age_s", "size")}
         info["tail"]["step"] = current
     info["state"] = run["state"]
     more = bool(data) and run.get("next_offset", 0) < run.get("log_size", 0)
     run["more"] = more or any((f.get("next_offset", 0) < f.get("size", 0)) for f in res.get("files") or [])
     return run
+
+
+LIVE_RESULTS = 200    # the live tuning table keeps the newest per-shape results (the report reads the table)
+
+
+def _tuning_results(info: dict, chunk: bytes) -> None:
+    """The tuner's per-shape result lines in new tuning-log bytes -> ``info["results"]`` (P-11)."""
+    from ..parsing.tuneresults import feed
+    got, info["results_pending"] = feed(info.get("results_pending") or "", chunk.decode("utf-8", "replace"))
+    if got:
+        info["results"] = ((info.get("results") or []) + got)[-LIVE_RESULTS:]
+        info["results_seen"] = int(info.get("results_seen") or 0) + len(got)
 
 
 def _poll_watching(ctx: Ctx, since: list) -> dict | None:

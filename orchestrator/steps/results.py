@@ -49,13 +49,33 @@ def tuned_outcome(ctx: Ctx) -> dict:
     tuned, missing = [], []
     for s in job.shapes:
         (tuned if tuple(norm_key_value(s[c]) for c in keys) in have else missing).append(s)
-    out = {"tuned": tuned, "no_kernel": missing, "rows_before": 0, "rows_after": len(full)}
+    out = {"tuned": tuned, "no_kernel": missing, "rows_before": 0, "rows_after": len(full),
+           "kernels": _kernels(df, cols, keys, job.shapes)}
     backup = job.remote.get("tuned_backup")
     bpath = ctx.job_dir / "backup" / Path(backup).name if backup else None
     if bpath is not None and bpath.is_file():
         old = read_tuned_csv(str(bpath))
         out["rows_before"] = len(old)
         out.update(_key_changes(ctx, old, full))
+    return out
+
+
+def _kernels(df, cols: dict, keys: list[str], shapes: list[dict]) -> list[dict]:
+    """The kernel the table now holds for each of the job's shapes (P-11): kernelName (MoE: stage 1 + 2),
+    splitK, the tuner's us and TFLOPS, in the order the shapes were tuned."""
+    names = [cols[c] for c in sorted(cols) if c.startswith("kernelname")]
+    rows = {}
+    for _, r in df.iterrows():
+        rows[tuple(norm_key_value(r[cols[c]]) for c in keys)] = r
+    out = []
+    for s in shapes:
+        r = rows.get(tuple(norm_key_value(s[c]) for c in keys))
+        if r is None:
+            continue
+        out.append({**{c: s[c] for c in keys},
+                    "kernel": " + ".join(str(r[n]) for n in names if str(r[n]) not in ("", "nan", "None")) or None,
+                    **{k: norm_key_value(r[cols[k.lower()]]) for k in ("splitK", "us", "tflops")
+                       if k.lower() in cols}})
     return out
 
 
@@ -162,6 +182,7 @@ def report_context(ctx: Ctx) -> dict:
             "keys_added_changed_removed": ([tuned.get(k) for k in ("keys_added", "keys_changed", "keys_removed")]
                                            if "keys_added" in tuned else None),
             "no_kernel": tuned.get("no_kernel", []),
+            "kernels": tuned.get("kernels"),
         },
         "comparison": comparison,
         "promotion": _promotion(job),

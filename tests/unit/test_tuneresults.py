@@ -1,0 +1,70 @@
+"""The live tuning table (review P-11): the tuner's per-shape result lines, parsed as they arrive."""
+
+import io
+import types
+
+from orchestrator.parsing.tuneresults import feed, parse_line
+from orchestrator.steps.remote import _tuning_results
+from orchestrator.ui import Ui
+
+GEMM = ("Tuning result for 'gfx': 'gfx950', 'cu_num': 256, 'M': 16, 'N': 1536, 'K': 7168, 'q_dtype_w': 'torch.int8' "
+        "is kernelId=8 a8w8_blockscale_1x128x128_256x16x64x256 splitK=0, 4.8294us, err_ratio=0.0, tflops=2.61 "
+        "TFLOPS, bw=1304.22 GB/s")
+NUMPY2 = ("Tuning result for 'gfx': 'gfx942', 'cu_num': 304, 'M': np.int64(64), 'N': np.int64(512), 'K': np.int64(7168) "
+          "is kernelId=3 k3 splitK=2, infus, err_ratio=1.0, tflops=0 TFLOPS, bw=0 GB/s")
+MOE = ("Tuning result for ('gfx950', 256, 8192, 7168, 256, 256, 8, 'ActivationType.Silu', 'torch.bfloat16') is "
+       "(128, 'moe_gemm1_a', 'moe_gemm2_b', '0.0%', '0.0%', False) 81.2 us, 512.5 TFLOPS, 1234.0 GB/s")
+NONE = "[aiter] No kernel can be used for ('gfx950', 256, 1, 7168, 256, 256, 8, 'ActivationType.Silu')"
+
+
+def test_gemm_moe_and_no_kernel_lines():
+    assert parse_line(GEMM) == {"shape": "M=16 N=1536 K=7168 q_dtype_w=torch.int8",
+                                "kernel": "a8w8_blockscale_1x128x128_256x16x64x256", "splitk": 0, "us": 4.8294,
+                                "err_ratio": 0.0, "tflops": 2.61}
+    r = parse_line(NUMPY2)
+    assert r["shape"] == "M=64 N=512 K=7168" and r["splitk"] == 2 and r["us"] == float("inf")
+    assert parse_line(MOE) == {"shape": "8192,7168,256,256,8,ActivationType.Silu,torch.bfloat16",
+                               "kernel": "moe_gemm1_a + moe_gemm2_b", "splitk": None, "us": 81.2,
+                               "err_ratio": None, "tflops": 512.5}
+    assert parse_line(NONE)["kernel"] is None and parse_line(NONE)["shape"] == "1,7168,256,256,8,ActivationType.Silu"
+    assert parse_line("Tuning result for garbage") is None and parse_line("processed 1 batches of 4") is None
+
+
+def test_lines_cut_by_a_chunk_boundary_are_read_once_whole():
+    text = "\n".join(["noise", GEMM, MOE, NONE, "tail"]) + "\n"
+    for cut in range(0, len(text), 37):
+        pending, got = "", []
+        for part in (text[:cut], text[cut:]):
+            new, pending = feed(pending, part)
+            got += new
+        assert [g["kernel"] for g in got] == ["a8w8_blockscale_1x128x128_256x16x64x256", "moe_gemm1_a + moe_gemm2_b",
+                                              None]
+
+
+def test_plain_output_prints_each_result_once_as_it_arrives():
+    out = io.StringIO()
+    ui = Ui(tty=False, stream=out)
+    info = {"current": "tune"}
+    job = types.SimpleNamespace(job_id="j")
+    _tuning_results(info, (GEMM + "\n" + NONE[:30]).encode())
+    ui.progress(job, info)
+    ui.progress(job, info)                                  # nothing new: printed once
+    _tuning_results(info, (NONE[30:] + "\n").encode())
+    ui.progress(job, info)
+    lines = [ln for ln in out.getvalue().splitlines() if "tuned" in ln or "no kernel" in ln]
+    assert lines == ["tune-remote: tuned M=16 N=1536 K=7168 q_dtype_w=torch.int8: "
+                     "a8w8_blockscale_1x128x128_256x16x64x256 4.829 us, 2.61 TFLOPS",
+                     "tune-remote: no kernel for 1,7168,256,256,8,ActivationType.Silu"]
+    assert info["results_seen"] == 2
+
+
+def test_a_tty_shows_the_newest_results_in_a_table():
+    out = io.StringIO()
+    ui = Ui(tty=True, stream=out)
+    info = {"current": "tune"}
+    _tuning_results(info, (GEMM + "\n" + MOE + "\n").encode())
+    ui.progress(types.SimpleNamespace(job_id="j"), info)
+    ui.stop()
+    import re
+    text = re.sub(r"\x1b\[[0-9;?]*[a-zA-Z]", "", out.getvalue())
+    assert "tuned so far: 2 shape(s)" in text and "moe_gemm1_a +" in text and "512.5" in text and "4.829" in text
