@@ -79,7 +79,7 @@ class Bench:
     def run_args(self, job: str) -> list[str]:
         return [*TR, "--inventory", str(self.inv), "--workspace", str(self.ws), "-q", "run", "--node",
                 self.node.alias, "--container", self.ctr.name, "--variant", VARIANT, *NK,
-                "--m-preset", M_PRESET, "--yes", "--job-id", job]   # (run has no --repeats flag)
+                "--m-preset", M_PRESET, "--repeats", "1", "--yes", "--job-id", job]   # as the issue says
 
     def restore_tables(self) -> None:
         """Every run (ours or the bash one) tunes the same shapes: the AITER config tables as provisioned."""

@@ -11,9 +11,6 @@ from typing import Callable
 
 from .errors import ConnectionLost, ConnectError, HostKeyError
 from .inventory import ContainerSpec, NodeSpec
-from .remote.detached import NodeHelper
-from .remote.docker import DockerExecTransport
-from .remote.local import LocalTransport
 from .remote.transport import Transport, TransportError
 from .state import JobState, Workspace
 from .variants import AiterProfile, KernelVariant, get_variant, profile_from_facts
@@ -45,8 +42,11 @@ class Target:
                  host: Transport | None = None, in_container: bool = True):
         self.node = node
         self.container = container
+        from .remote.detached import NodeHelper
+        from .remote.docker import DockerExecTransport
         if host is None:
             if node.local:
+                from .remote.local import LocalTransport
                 host = LocalTransport(label=node.name)
             else:
                 from .remote.ssh import SshTarget, SshTransport  # fabric + paramiko: only for SSH nodes
@@ -61,6 +61,7 @@ class Target:
     @property
     def host_helper(self) -> NodeHelper:
         if self._host_helper is None:
+            from .remote.detached import NodeHelper
             self._host_helper = NodeHelper(self.host)
         return self._host_helper
 

@@ -7,9 +7,19 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import yaml
-
 from .errors import InventoryError
+
+
+class _YamlOnUse:
+    """PyYAML, imported the first time a file is read (commands that read no inventory start faster)."""
+
+    def __getattr__(self, name):
+        import yaml as module
+        globals()["yaml"] = module
+        return getattr(module, name)
+
+
+yaml = _YamlOnUse()
 
 NODE_KEYS = {"host", "port", "user", "identity_file", "docker", "containers", "ssh_config", "local"}
 CONTAINER_KEYS = {"aiter_path", "env", "python", "user", "workdir"}

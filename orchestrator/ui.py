@@ -5,11 +5,24 @@ from __future__ import annotations
 import sys
 import time
 
-from rich.console import Console
-from rich.live import Live
-from rich.table import Table
-
 from .workflow import REMOTE_STEPS
+
+# rich is imported when something is drawn, not when the CLI starts (`status --json` never draws)
+
+
+def Table(*args, **kwargs):  # noqa: N802 - rich's class, imported on first use
+    from rich.table import Table as _Table
+    return _Table(*args, **kwargs)
+
+
+def _grid(**kwargs):
+    from rich.table import Table as _Table
+    return _Table.grid(**kwargs)
+
+
+def Live(*args, **kwargs):  # noqa: N802
+    from rich.live import Live as _Live
+    return _Live(*args, **kwargs)
 
 
 def _fmt_age(seconds) -> str:
@@ -26,12 +39,20 @@ class Ui:
         self.stream = stream or sys.stderr
         self.tty = self.stream.isatty() if tty is None else tty
         self.quiet = quiet
-        self.console = Console(file=self.stream, force_terminal=self.tty, highlight=False,
-                               soft_wrap=not self.tty)
-        self._live: Live | None = None
+        self._console = None
+        self._console_args = dict(file=self.stream, force_terminal=self.tty, highlight=False,
+                                  soft_wrap=not self.tty)
+        self._live = None
         self._last_line = ""
         self._eta_base: tuple[float, float] | None = None
         self._results_shown = 0      # per-shape tuning results printed so far
+
+    @property
+    def console(self):
+        if self._console is None:
+            from rich.console import Console
+            self._console = Console(**self._console_args)
+        return self._console
 
     # -- events --------------------------------------------------------------------------------
     def event(self, text: str) -> None:
@@ -105,7 +126,7 @@ class Ui:
             for r in self._new_results(info):
                 print(f"tune-remote: {_result_text(r)}", file=self.stream, flush=True)
             return
-        table = Table.grid(padding=(0, 2))
+        table = _grid(padding=(0, 2))
         table.add_row("[bold]job[/]", job.job_id)
         sub = info.get("sub", {})
         for name in REMOTE_STEPS:
@@ -169,7 +190,7 @@ class TargetsView:
         self.rows: dict[str, tuple] = {}
         self.lock = threading.Lock()
         self._said: dict[str, tuple] = {}
-        self._live: Live | None = None
+        self._live = None
 
     def ui_for(self, sub) -> "Ui":
         return _TargetUi(self, f"{sub.node}/{sub.container} {sub.variant}")
