@@ -1227,6 +1227,7 @@ def main(argv=None):
     if args.summary:
         d["shapes"] = {v: len(s) for v, s in d["shapes"].items()}
         d["hit_shapes"] = {v: len(s) for v, s in d["hit_shapes"].items()}
+        d["counts"] = {v: sum(c) for v, c in d["counts"].items()}
     json.dump(d, sys.stdout, indent=1)
     sys.stdout.write("\n")
     return 0
