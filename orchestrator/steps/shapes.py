@@ -119,6 +119,20 @@ def probe_moe_tuple(facts: dict, forms: list[bool]) -> None:
     facts["probed"], facts["assumed"] = list(profile.probed), list(profile.assumed)
 
 
+def reprobe_header(ctx: Ctx, table: str) -> None:
+    """--table-from-log: the capability probe read the header of the env/default table; the job tunes
+    another one, whose header decides the gfx column (one round trip)."""
+    from ..aiter_profiles import profile_from_facts
+    header = ctx.call("probe", {"tuned_csv": table}).get("tuned_header")
+    probes = ctx.job.facts.setdefault("probes", {})
+    if header:
+        probes["tuned_header"] = header
+    else:
+        probes.pop("tuned_header", None)     # a table not written yet: the version decides
+    profile = profile_from_facts(ctx.job.facts)
+    ctx.job.facts["probed"], ctx.job.facts["assumed"] = list(profile.probed), list(profile.assumed)
+
+
 def consulted_table(consulted: dict[str, int], target: str, root: str, config_env: str,
                     use: bool) -> tuple[str | None, str | None]:
     """(table to tune instead or None, note) from the tables the miss lines named (C-12): AITER prints the file
@@ -208,6 +222,7 @@ def collect(ctx: Ctx) -> tuple[list[dict], list[str]]:
                                       variant.config_env, bool(req.get("table_from_log")))
         if chosen:
             ctx.job.remote["table_from_log"] = chosen
+            reprobe_header(ctx, chosen)
         if msg:
             ctx.job.note(msg)
             ctx.ui.event(msg)

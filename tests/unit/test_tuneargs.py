@@ -114,3 +114,21 @@ def test_moe_tuple_form_from_the_log_is_a_probe_not_a_version_guess():
     probe_moe_tuple(facts, [False, False, True])           # the log shows (256, 16, ...) tuples
     assert facts["probes"]["moe_tuple_gfx"] is False and not profile_from_facts(facts).moe_tuple_has_gfx
     assert "MoE tuple form (server log)" in facts["probed"]
+
+
+def test_table_from_log_reads_the_header_of_the_table_it_will_tune():
+    # the capability probe read the env/default table's header (with gfx); the log's table has none
+    import types
+
+    from orchestrator.state import JobState
+    from orchestrator.steps.shapes import reprobe_header
+    job = JobState(job_id="j", node="n", container="c", variant="a8w8_blockscale", created=0, request={},
+                   facts={"version": "0.1.20", "probes": {"tuned_header": ["gfx", "cu_num", "M", "N", "K"]}})
+    asked = []
+    ctx = types.SimpleNamespace(job=job, call=lambda op, req: asked.append((op, req)) or
+                                {"tuned_header": ["cu_num", "M", "N", "K", "kernelId"]})
+    reprobe_header(ctx, "/srv/tables/mine.csv")
+    assert asked == [("probe", {"tuned_csv": "/srv/tables/mine.csv"})]
+    from orchestrator.aiter_profiles import profile_from_facts
+    assert profile_from_facts(job.facts).gfx_column is False
+    assert "gfx column (tuned CSV header)" in job.facts["probed"]
