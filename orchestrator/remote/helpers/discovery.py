@@ -7,6 +7,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import threading
 import platform
 
 from common import HelperError, _read_text, _run_tool, _which, boot_id
@@ -169,6 +170,20 @@ def op_discover(req):
     res = {"pip_name": None, "version": None, "install_mode": None, "editable": None,
            "aiter_root": None, "package_dir": None, "meta_root": None, "has_csrc": False,
            "has_configs": False, "git_describe": None}
+    # the GPU samples (0.5 s apart) are taken while AITER is looked for, not after it (issue 9)
+    import gpus  # noqa: PLC0415
+    job_env = dict(os.environ)
+    job_env.update({k: str(v) for k, v in (req.get("env") or {}).items()})   # the inventory's env wins, as in the job
+    gpu_problems, gpu_out = [], {}
+
+    def sample():
+        try:
+            gpu_out["facts"] = gpus.gpu_facts(gpu_problems, threshold, samples=req.get("gpu_samples", 3),
+                                              interval=req.get("gpu_sample_interval", 0.5), env=job_env)
+        except Exception as exc:  # noqa: BLE001 - raised again in the op's own thread below
+            gpu_out["error"] = exc
+    sampler = threading.Thread(target=sample, name="gpu-samples", daemon=True)
+    sampler.start()
 
     cands, probs = _dist_candidates()
     problems.extend(probs)
@@ -248,11 +263,11 @@ def op_discover(req):
         if not res["has_csrc"]:
             problems.append("no csrc/ under meta_root %s: tune scripts are not available" % meta)
 
-    import gpus  # noqa: PLC0415
-    job_env = dict(os.environ)
-    job_env.update({k: str(v) for k, v in (req.get("env") or {}).items()})   # the inventory's env wins, as in the job
-    res.update(gpus.gpu_facts(problems, threshold, samples=req.get("gpu_samples", 3),
-                              interval=req.get("gpu_sample_interval", 0.5), env=job_env))
+    sampler.join()
+    if "error" in gpu_out:
+        raise gpu_out["error"]
+    problems.extend(gpu_problems)
+    res.update(gpu_out.get("facts") or {})
     env = {}
     for key, value in os.environ.items():
         if key.startswith("AITER_") or key in ("CU_NUM", "GPU_ARCHS"):
