@@ -106,11 +106,19 @@ class Ctx:
     def call(self, op: str, request: dict | None = None, *, host: bool = False, timeout: float = 300) -> dict:
         """One helper round trip, retried with back-off across transport failures (ops are idempotent)."""
         helper = self.target.host_helper if host else self.target.helper
+        return self._retrying(lambda: helper.call(op, request, timeout=timeout))
+
+    def call_batch(self, calls: list[tuple[str, dict]], *, timeout: float = 300) -> list[dict]:
+        """Several container ops in ONE round trip, in order (each may depend on the one before); retried
+        like ``call``. The first failed op raises as its own ``call`` would."""
+        return self._retrying(lambda: self.target.helper.call_batch(calls, timeout=timeout))
+
+    def _retrying(self, attempt):
         deadline = time.monotonic() + self.settings.reconnect_s
         delay = 0.5
         while True:
             try:
-                return helper.call(op, request, timeout=timeout)
+                return attempt()
             except (TransportError, ConnectError) as exc:
                 if isinstance(exc, HostKeyError):
                     raise

@@ -165,6 +165,23 @@ class NodeHelper:
             )
         return answer
 
+    def call_batch(self, calls: list[tuple[str, dict]], *, timeout: float | None = 300) -> list[dict]:
+        """Several ops in one round trip (op ``batch``), in order; the first failed one raises as ``call``
+        would, and the ops after it were not run."""
+        answer = self.call("batch", {"ops": [{"op": op, "req": req or {}} for op, req in calls]}, timeout=timeout)
+        self.ops["batch"] -= 1            # counted as the ops it carries (it is still one round trip)
+        if not self.ops["batch"]:
+            del self.ops["batch"]
+        answers = answer.get("answers") or []
+        for (op, _req), a in zip(calls, answers):
+            self.ops[op] += 1
+            if not a.get("ok", False):
+                raise HelperCallError(f"{op} on {self.transport.label}: {a.get('error', 'failed')}",
+                                      hint=a.get("hint"))
+        if len(answers) != len(calls):
+            raise HelperCallError(f"batch on {self.transport.label}: {len(answers)} answers for {len(calls)} ops")
+        return answers
+
     def close(self) -> None:
         """Drop the persistent channel (the helper exits on its stdin EOF)."""
         if self.channel is not None:

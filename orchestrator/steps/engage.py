@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 
 from ..context import Ctx
-from ..remote.shell import Cmd
+from ..remote.shell import Cmd, quote, render
 from .bench import CALL_MARK, measured_by_call, plan_bench
 from .compare import norm_key_value
 
@@ -58,18 +58,17 @@ def check(ctx: Ctx, promoted_keys: list[list], comparison_rows: dict[tuple, dict
     # AITER_LOG_TUNED_CONFIG exists from v0.1.6 on (older than every supported profile)
     env = {"HIP_VISIBLE_DEVICES": str(remote.get("bench_gpu") or job.facts["tune_gpus"][0]),
            "AITER_LOG_TUNED_CONFIG": "1"}
-    texts = []
-    for call in plan_bench(variant, shapes):
-        script = f"{root}/{call.script}"
-        if call.checked:
-            prep = ctx.call("bench_prepare", {"script": script, "args": call.checked,
-                                              "patched_dir": f"{remote['job_dir']}/patched"})
-            script = prep.get("script") or script
-        res = ctx.target.ctr.run(Cmd((ctx.target.container.python, script, *call.args), env=env, cwd=root),
-                                 timeout=3600, check=False)
-        texts.append(f"{CALL_MARK} {len(texts)}\n" + res.text + "\n" + res.err_text)
     calls = plan_bench(variant, shapes)
-    text = "\n".join(texts)
+    checked = [c for c in calls if c.checked]
+    prepared = dict(zip(map(id, checked), ctx.call_batch(
+        [("bench_prepare", {"script": f"{root}/{c.script}", "args": c.checked,
+                            "patched_dir": f"{remote['job_dir']}/patched"}) for c in checked]) if checked else []))
+    cmds = [Cmd((ctx.target.container.python, prepared.get(id(c), {}).get("script") or f"{root}/{c.script}",
+                 *c.args), env=env, cwd=root) for c in calls]
+    # every call in one exec (one round trip, issue 9), each announced by its call mark (C-19)
+    line = "; ".join(f"echo {quote(f'{CALL_MARK} {i}')}; ( {render(c)} ) 2>&1" for i, c in enumerate(cmds))
+    res = ctx.target.ctr.run(Cmd(("sh", "-c", line)), timeout=3600, check=False)
+    text = res.text + ("\n" + res.err_text if res.err_text else "")
     log = ctx.job_dir / "engaged_at_runtime.log"   # not under logs/: that mirrors the node's logs
     log.write_text(text, encoding="utf-8")
     out["log"] = str(log)

@@ -99,12 +99,10 @@ def space_needed(table_bytes: int, shapes: int) -> int:
     return 4 * table_bytes + shapes * LOG_BYTES_PER_SHAPE + HEADROOM_BYTES
 
 
-def check_space(ctx: Ctx, tuned: str, table_bytes: int) -> None:
+def check_space(ctx: Ctx, tuned: str, table_bytes: int, free: dict) -> None:
     """Refuse to start on a node whose disk is (almost) full: a full disk mid-run truncates AITER's table
-    and kills the pipeline's bookkeeping. Says how much the job needs."""
-    job_dir = ctx.job.remote["job_dir"]
+    and kills the pipeline's bookkeeping. Says how much the job needs. ``free``: the disk_free op's answer."""
     need = space_needed(table_bytes, len(ctx.job.shapes))
-    free = ctx.call("disk_free", {"paths": [job_dir, tuned]})["free"]
     mib = 1024 * 1024
     ctx.job.remote["space_needed_bytes"] = need
     for path, f in free.items():
@@ -162,16 +160,25 @@ def run(ctx: Ctx) -> None:
     script_path = f"{remote['meta_root']}/{script}"
     calls = plan_bench(variant, job.shapes)
     bench_scripts = sorted({f"{root}/{c.script}" for c in calls})
-    files = ctx.call("manifest", {"paths": [script_path, *bench_scripts, live]})["files"]
+    # round trip 1: what is there and how much room (issue 9: a run's round trips)
+    manifest, free = ctx.call_batch([("manifest", {"paths": [script_path, *bench_scripts, live]}),
+                                     ("disk_free", {"paths": [job_dir, live]})])
+    files = manifest["files"]
     if files.get(script_path) is None:
         raise JobError(f"tune script {script} not found under {remote['meta_root']} "
                        f"(AITER {job.facts.get('version')})",
                        hint="this AITER install has no csrc/; use a develop (source) install of aiter")
-    check_space(ctx, live, (files.get(live) or {}).get("size") or 0)
-    backup = ctx.call("backup", {"paths": [live], "backup_dir": f"{job_dir}/backup"})["backups"].get(live)
-    # the tuner never writes the live table: it tunes a staging copy in the job dir (same rows, so it
+    check_space(ctx, live, (files.get(live) or {}).get("size") or 0, free["free"])
+    # round trip 2: back up the live table, stage the copy the tuner tunes, check the bench scripts' argparse.
+    # The tuner never writes the live table: it tunes a staging copy in the job dir (same rows, so it
     # skips what is tuned already); only promotion changes the live table
-    ctx.call("stage", {"live": live, "staging": staging})
+    checked = [c for c in calls if c.checked and files.get(f"{root}/{c.script}") is not None]
+    answers = ctx.call_batch([("backup", {"paths": [live], "backup_dir": f"{job_dir}/backup"}),
+                              ("stage", {"live": live, "staging": staging}),
+                              *(("bench_prepare", {"script": f"{root}/{c.script}", "args": c.checked,
+                                                   "patched_dir": f"{job_dir}/patched"}) for c in checked)])
+    backup = answers[0]["backups"].get(live)
+    prepared = dict(zip(map(id, checked), answers[2:]))
     remote.update({"live_csv": live, "tuned_csv": staging, "tuned_backup": backup})
     ts = time.strftime("%Y%m%d_%H%M%S", time.localtime(job.created))
     logs = {step: f"{remote['logs_dir']}/{variant.name}_{LOG_STEP_NAMES[step]}_{ts}.log"
@@ -188,8 +195,7 @@ def run(ctx: Ctx) -> None:
             continue
         to_run = path
         if call.checked:
-            prep = ctx.call("bench_prepare", {"script": path, "args": call.checked,
-                                              "patched_dir": f"{job_dir}/patched"})
+            prep = prepared[id(call)]
             if prep.get("patched"):
                 to_run = prep["script"]
                 patched.append(f"{call.script}: argparse choices of {', '.join(prep['removed_choices'])} "

@@ -216,12 +216,12 @@ def test_a_node_without_the_space_a_job_needs_is_refused_saying_how_much(tmp_pat
     assert need == 40 * (1 << 20) + 100 * 64 * 1024 + (64 << 20)
     answers = {"free": {"/aiter/tune_logs/.tune-remote/j1": {"free_bytes": need - 1, "checked": "/aiter"},
                         "/aiter/t.csv": {"free_bytes": need - 1, "checked": "/aiter"}}}
-    ctx = SimpleNamespace(job=job, call=lambda op, req: answers)
+    ctx = SimpleNamespace(job=job)
     with pytest.raises(JobError) as ei:
-        prepare.check_space(ctx, "/aiter/t.csv", 10 << 20)
+        prepare.check_space(ctx, "/aiter/t.csv", 10 << 20, answers["free"])
     assert f"this job needs about {need / (1 << 20):.0f} MiB" in ei.value.message and "MiB free in /aiter" in ei.value.message
     answers["free"] = {k: dict(v, free_bytes=need) for k, v in answers["free"].items()}
-    prepare.check_space(ctx, "/aiter/t.csv", 10 << 20)          # exactly enough: goes on
+    prepare.check_space(ctx, "/aiter/t.csv", 10 << 20, answers["free"])          # exactly enough: goes on
     assert job.remote["space_needed_bytes"] == need
 
 

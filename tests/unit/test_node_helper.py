@@ -825,3 +825,19 @@ def test_python38_smoke(tmp_path):
     assert ok("launch", req, python=py)["launched"] is True
     wait_for(lambda: ok("status", {"runs": [{"run_dir": str(run_dir), "offset": 0}]}, python=py)
              ["runs"][0]["state"] == "succeeded", what="py38 job")
+
+
+def test_a_batch_runs_its_ops_in_order_in_one_request_and_stops_at_the_first_failure(tmp_path):
+    # issue 9: several ops in one round trip; an op after a failed one is not run (it depends on it)
+    a, b = tmp_path / "a.txt", tmp_path / "b.txt"
+    res = call("batch", {"ops": [
+        {"op": "write_files", "req": {"files": [{"path": str(a), "content": "1\n", "backup_dir": None}]}},
+        {"op": "manifest", "req": {"paths": [str(a)]}},
+        {"op": "nosuch", "req": {}},
+        {"op": "write_files", "req": {"files": [{"path": str(b), "content": "2\n", "backup_dir": None}]}},
+    ]})
+    answers = res["answers"]
+    assert [x["ok"] for x in answers] == [True, True, False] and "unknown op" in answers[2]["error"]
+    assert answers[1]["files"][str(a)]["size"] == 2 and not b.exists()
+    bad = call("batch", {"ops": [{"op": "batch", "req": {"ops": []}}]})
+    assert bad["ok"] is False and "cannot hold a batch" in bad["error"]

@@ -96,8 +96,27 @@ def op_shapes(req):
 # ------------------------------------------------------------------------------------------------
 
 
+def op_batch(req):
+    """Several ops in one round trip, in order: ``{"ops": [{"op", "req"}, ...]}`` -> ``{"answers": [...]}``,
+    each answer as ``run_op`` gives it; the ops after a failed one are not run (each depends on the one
+    before, as when they were sent one by one)."""
+    ops = req.get("ops")
+    if not isinstance(ops, list) or not all(isinstance(o, dict) for o in ops):
+        raise HelperError("batch: ops must be a list of {op, req}")
+    answers = []
+    for item in ops:
+        if item.get("op") == "batch":
+            raise HelperError("batch: a batch cannot hold a batch")
+        answer = run_op(item.get("op"), item.get("req") or {})
+        answers.append(answer)
+        if not answer.get("ok"):
+            break
+    return {"answers": answers}
+
+
 OPS = {
     "version": op_version,
+    "batch": op_batch,
     "shapes": op_shapes,
     "discover": discovery.op_discover,
     "probe": discovery.op_probe,
