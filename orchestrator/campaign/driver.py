@@ -125,8 +125,8 @@ def drive(job: JobState, workspace: Workspace, runner: Runner, settings: Setting
     sub_settings = Settings(poll_s=settings.poll_s, reconnect_s=settings.reconnect_s,
                             accept_new_host_key=settings.accept_new_host_key, yes=True, interactive=False)
 
-    def one_target(label: str) -> None:
-        for sid in by_target[label]:
+    def one_target(label: str, ids: list[str]) -> None:
+        for sid in ids:
             sub = subws.load(sid)
             if sub.state in TERMINAL:
                 continue
@@ -147,12 +147,16 @@ def drive(job: JobState, workspace: Workspace, runner: Runner, settings: Setting
             with lock:
                 ui.event(f"{label}: {sub.variant} {sub.state}" + (f" ({sub.error})" if sub.error else ""))
 
-    try:
-        with ThreadPoolExecutor(max_workers=max(1, len(by_target))) as pool:
-            list(pool.map(one_target, list(by_target)))
-    finally:
-        if view is not None:
-            view.stop()
+    def run_targets(groups: dict[str, list[str]]) -> None:
+        """Every target's sub-jobs, targets in parallel; the live view is closed when they are done."""
+        try:
+            with ThreadPoolExecutor(max_workers=max(1, len(groups))) as pool:
+                list(pool.map(one_target, list(groups), list(groups.values())))
+        finally:
+            if view is not None:
+                view.stop()
+
+    run_targets(by_target)
     if only and any(s.state not in TERMINAL for s in sub_jobs(job, workspace)):
         return finish(job, workspace)
     from .reshard import reshard
@@ -160,15 +164,10 @@ def drive(job: JobState, workspace: Workspace, runner: Runner, settings: Setting
         new = reshard(job, workspace, subws, runner, sub_jobs(job, workspace), ui)
         if not new:
             break
-        by_target = {}
+        groups: dict[str, list[str]] = {}
         for sub in new:
-            by_target.setdefault(f"{sub.node}/{sub.container}", []).append(sub.job_id)
-        try:
-            with ThreadPoolExecutor(max_workers=max(1, len(by_target))) as pool:
-                list(pool.map(one_target, list(by_target)))
-        finally:
-            if view is not None:
-                view.stop()
+            groups.setdefault(f"{sub.node}/{sub.container}", []).append(sub.job_id)
+        run_targets(groups)
     runner.ui_for = None
     from .spread import spread
     done = job.request["campaign"].setdefault("spread", [])
