@@ -183,6 +183,20 @@ def _tuning_results(info: dict, chunk: bytes) -> None:
         info["results_seen"] = int(info.get("results_seen") or 0) + len(got)
 
 
+def settle_tuning_results(ctx: Ctx) -> None:
+    """Once the whole tuning log is local (compare pulls it): the per-shape results read from all of it. The
+    polls feed the live view from the bytes they bring while the tune step runs; the tail written as the step
+    ended arrives with the next step's polls or the pull, not through them."""
+    from ..parsing.tuneresults import feed
+    log = (ctx.job.remote.get("logs") or {}).get("tune")
+    path = local_log_path(ctx, log) if log else None
+    if path is None or not path.is_file():
+        return
+    info = ctx.job.step_state("remote").info
+    got, _rest = feed("", path.read_bytes().decode("utf-8", "replace") + "\n")
+    info["results"], info["results_seen"], info["results_pending"] = got[-LIVE_RESULTS:], len(got), ""
+
+
 def _poll_watching(ctx: Ctx, since: list) -> dict | None:
     """One poll; an error of the *observer* (helper crash, ok:false, garbage, a slow answer) is retried
     within settings.observe_s and never judged as the job's failure. Returns None to poll again."""

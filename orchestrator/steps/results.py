@@ -113,6 +113,8 @@ def run_compare(ctx: Ctx) -> None:
     pull(ctx, wanted_files(ctx, ctx.job_dir))
     info = job.step_state("compare").info
     info["tuned"] = tuned_outcome(ctx)
+    from .remote import settle_tuning_results
+    settle_tuning_results(ctx)
     logs = job.remote.get("logs") or {}
     before_log = ctx.job_dir / "logs" / Path(logs.get("baseline", "-")).name
     after_log = ctx.job_dir / "logs" / Path(logs.get("after", "-")).name

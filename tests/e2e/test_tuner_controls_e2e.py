@@ -197,13 +197,14 @@ def test_with_batch_1_the_live_table_gets_every_shapes_result_as_the_tuner_print
     # P-11: AITER prints "Tuning result for ..." only when a batch gave one best row (--batch 1); the laptop
     # reads those lines from the tuning log as it streams in, and the report lists the kernel chosen per shape
     ctr = _ctr(cnode)
-    rc, job = run_cli(env, cnode, ctr, "a8w8_blockscale", "--nk", "1536,7168", "--batch", "1", m_preset="16,64")
+    rc, job = run_cli(env, cnode, ctr, "a8w8_blockscale", "--nk", "1536,7168", "--batch", "1",
+                      m_preset="128,256")       # M values no other test of this module tunes (they would be skipped)
     st = state_of(job)
     assert rc == 0, (st.get("error"), st.get("notes"))
     info = st["steps"]["remote"]["info"]
     assert info["results_seen"] == 2
-    assert sorted(r["shape"].split(" q_dtype_w")[0] for r in info["results"]) == ["M=16 N=1536 K=7168",
-                                                                                  "M=64 N=1536 K=7168"]
+    assert sorted(r["shape"].split(" q_dtype_w")[0] for r in info["results"]) == ["M=128 N=1536 K=7168",
+                                                                                  "M=256 N=1536 K=7168"]
     kernels = st["steps"]["compare"]["info"]["tuned"]["kernels"]
     assert {r["kernel"] for r in info["results"]} == {k["kernel"] for k in kernels}
     assert "## Kernels chosen" in (job / "report.md").read_text()

@@ -68,3 +68,19 @@ def test_a_tty_shows_the_newest_results_in_a_table():
     import re
     text = re.sub(r"\x1b\[[0-9;?]*[a-zA-Z]", "", out.getvalue())
     assert "tuned so far: 2 shape(s)" in text and "moe_gemm1_a +" in text and "512.5" in text and "4.829" in text
+
+
+def test_the_whole_local_tuning_log_settles_the_results_the_polls_may_have_cut_short(tmp_path):
+    # the tune step's last bytes can arrive after the step ended (with the next step's polls or the pull):
+    # once compare pulled the whole log, the results are read from all of it
+    from orchestrator.state import JobState
+    from orchestrator.steps.remote import settle_tuning_results
+    job = JobState(job_id="j", node="n", container="c", variant="a8w8_blockscale", created=0, request={},
+                   remote={"logs": {"tune": "/aiter/tune_logs/a8w8_blockscale_tuning_1.log"}})
+    (tmp_path / "logs").mkdir()
+    (tmp_path / "logs" / "a8w8_blockscale_tuning_1.log").write_text("\n".join(["x", GEMM, NUMPY2, NONE]))
+    info = job.step_state("remote").info
+    _tuning_results(info, (GEMM + "\n").encode())          # what the polls saw
+    settle_tuning_results(types.SimpleNamespace(job=job, job_dir=tmp_path))
+    assert info["results_seen"] == 3 and [r["kernel"] for r in info["results"]] == [
+        "a8w8_blockscale_1x128x128_256x16x64x256", "k3", None]
