@@ -187,7 +187,8 @@ def remote_rows(repeats: int) -> list[tuple]:
                     stats = states[-1]["remote"]["stats"][-1]
                     polls = stats["helper_ops"].get("status", 0)
                     rows.append((f"round trips outside polling ({tag})", str(stats["round_trips"] - polls),
-                                 f"{polls} polls; ops {json.dumps(stats['helper_ops'], sort_keys=True)}", "", "<= 6"))
+                                 f"{polls} polls; {stats.get('helper_requests', '?')} helper requests carrying ops "
+                                 f"{json.dumps(stats['helper_ops'], sort_keys=True)}", "", "<= 6"))
                 node.proxy.set_latency(0)
                 rows.extend(fetch_rows(b))
             finally:

@@ -73,8 +73,9 @@ def _record_stats(ctx: Ctx) -> None:
     if t._host_helper is not None:
         ops.update({f"host:{k}": v for k, v in t._host_helper.ops.items()})
     runs = ctx.job.remote.setdefault("stats", [])
-    runs.append({"round_trips": t.round_trips(), "helper_ops": ops,
-                 "helpers_started": t.helper.helpers_started})
+    requests = t.helper.calls + (t._host_helper.calls if t._host_helper is not None else 0)
+    runs.append({"round_trips": t.round_trips(), "helper_ops": ops, "helper_requests": requests,
+                 "helpers_started": t.helper.helpers_started})   # a batch request carries several ops
     try:
         ctx.save()
     except OSError:
