@@ -583,16 +583,25 @@ class _Parser(object):
 
     def apply_effect(self, effect, times):
         """``times`` occurrences of a line whose ``effect_of`` is ``effect`` (the echo window aside)."""
-        _is_record, counts, adds = effect
+        counts, adds = effect[1], effect[2]
         r = self.r
         for name, v, n in counts:
             counter = getattr(r, name)
             counter[v] = counter.get(v, 0) + n * times
         for add in adds:
-            if add[2] is None:                   # (table, variant, None, key): a shape already added
-                r._add(add[0], add[1], None, add[3], times)
+            if add[2] is None:                   # (counts list, index, None): a shape already added
+                add[0][add[1]] += times
             else:
                 r._add(add[0], add[1], dict(add[2]), times=times)
+
+    def count_slots(self, adds):
+        """``adds`` of a line whose shapes are in the result now, as (counts list, index, None): counting
+        another sighting is then one list increment (the dense path's hot loop)."""
+        r, out = self.r, []
+        for table, v, shape in adds:
+            if table == "shapes":
+                out.append((r.counts[v], r._seen[(table, v)][_shape_key(shape)], None))
+        return tuple(out)
 
     @property
     def pending(self):
@@ -999,8 +1008,8 @@ class _Scanner(object):
             counted.append((line, eff, count))
         for line, eff, count in counted:
             p.apply_effect(eff, count)
-            if eff[2] and len(eff[2][0]) == 3:   # its shapes are in the result now: count them by key only
-                effects[line] = (eff[0], eff[1], tuple((t, v, None, _shape_key(sh)) for t, v, sh in eff[2]))
+            if eff[2] and eff[2][0][2] is not None:   # its shapes are in the result now: count them only
+                effects[line] = (eff[0], eff[1], p.count_slots(eff[2]))
         # no record here is SGLang's, so none was an echo: only the window's final content matters
         p._recent.clear()
         p._recent_counts.clear()
