@@ -319,11 +319,11 @@ def drop_tuned_in_model_configs(ctx: Ctx, shapes: list[dict]) -> list[dict]:
     return shapes
 
 
-def plan_time(ctx: Ctx, shapes: list[dict], described: list[str]) -> list[dict]:
-    """The plan's estimated tuning time; with --budget, the most-missed shapes that fit it (P-07)."""
+def plan_time(ctx: Ctx, shapes: list[dict], described: list[str], missed: dict) -> list[dict]:
+    """The plan's estimated tuning time; with --budget, the most-missed shapes that fit it (P-07).
+    ``missed``: exact key -> times the log missed it."""
     variant, job = ctx.variant, ctx.job
     info = job.step_state("shapes").info
-    missed = dict(zip(map(budget.exact_key, shapes), info.get("misses") or []))
     gpus = len(job.facts.get("tune_gpus") or []) or 1
     rate, source = budget.seconds_per_shape(ctx.workspace, variant.name, variant.family, job.facts.get("gfx"))
     if job.request.get("budget"):
@@ -346,9 +346,10 @@ def plan_time(ctx: Ctx, shapes: list[dict], described: list[str]) -> list[dict]:
 def run(ctx: Ctx) -> None:
     variant = ctx.variant
     shapes, described = collect(ctx)
+    missed = dict(zip(map(budget.exact_key, shapes), ctx.job.step_state("shapes").info.get("misses") or []))
     shapes = drop_tuned_in_model_configs(ctx, shapes)
     if shapes:
-        shapes = plan_time(ctx, shapes, described)
+        shapes = plan_time(ctx, shapes, described, missed)
     if not shapes:
         raise JobError(f"no {variant.name} shapes to tune",
                        hint="the logs had no untuned shapes of this variant; check --variant, or give "

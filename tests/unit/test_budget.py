@@ -47,10 +47,11 @@ def test_the_most_missed_shapes_come_first_and_the_plan_says_how_often_and_how_l
     shapes, described = collect(ctx)
     assert [(s["m"], s["n"], s["k"]) for s in shapes] == [(64, 512, 7168), (16, 7168, 256), (8, 7168, 256)]
     assert ctx.job.step_state("shapes").info["misses"] == [5, 3, 1]
-    kept = plan_time(ctx, shapes, described)
-    assert kept == shapes
+    missed = dict(zip(map(budget.exact_key, shapes), [5, 3, 1]))
+    kept = plan_time(ctx, shapes[1:], described, missed)     # one dropped before (model_configs has it)
+    assert kept == shapes[1:] and ctx.job.step_state("shapes").info["misses"] == [3, 1]
     # nothing measured in this workspace: 90 s per shape and GPU, 3 small shapes on 4 GPUs = 67.5 s
-    assert any(d.startswith("estimated tuning time: 1m08s for 3 shape(s) on 4 GPU(s) (assumed 90 s")
+    assert any(d.startswith("estimated tuning time: 45s for 2 shape(s) on 4 GPU(s) (assumed 90 s")
                for d in described), described
 
 
@@ -67,7 +68,8 @@ def test_a_budget_keeps_the_most_missed_that_fit_and_says_what_is_left(tmp_path)
              + [MISS.format(m=16, n=7168, k=256)] * 3)
     ctx = _ctx(tmp_path, lines, {"budget": "50s"}, gpus=4)     # 22.5 s per shape: two fit
     shapes, described = collect(ctx)
-    kept = plan_time(ctx, shapes, described)
+    missed = dict(zip(map(budget.exact_key, shapes), ctx.job.step_state("shapes").info["misses"]))
+    kept = plan_time(ctx, shapes, described, missed)
     assert [s["m"] for s in kept] == [64, 16]
     assert ctx.job.step_state("shapes").info["misses"] == [5, 3]
     assert any("--budget 50s: the 2 most-missed shape(s) fit, 1 left for another job" in n for n in ctx.job.notes)
