@@ -376,6 +376,7 @@ def test_a_running_jobs_gpus_are_reserved_on_the_node(node, tmp_path):
     cp = first.cli(*first.run_args("--detach", "--gpus", "0,1"))
     assert cp.returncode == 0, desc(cp)
     first.wait_tuning()
+    first.c.wait_stalled()          # reset only once the tuner sleeps: earlier, job1 would tune on and end
     first.c.reset_control()
     lock = json.loads(first.c.host_path(
         f"{first.c.aiter_root}/tune_logs/.tune-remote/locks/gpu-1.lock").read_text())

@@ -278,17 +278,15 @@ class Container:
 
     def launches(self) -> list[dict]:
         """One record per tune-script start (the sim's launch counter)."""
-        try:
-            text = self.launches_host_path.read_text()
-        except FileNotFoundError:
-            return []
-        out = []
-        for line in text.splitlines():
-            line = line.strip()
-            if line:
-                with contextlib.suppress(ValueError):
-                    out.append(json.loads(line))
-        return out
+        return _jsonl(self.launches_host_path)
+
+    def stalls(self) -> list[dict]:
+        """One record per hang fault that fired (a tuner that now sleeps forever, still alive)."""
+        return _jsonl(self.launches_host_path.with_name("stalls.jsonl"))
+
+    def wait_stalled(self, count: int = 1, timeout: float = 60) -> None:
+        """Until `count` tuners have reached their hang fault: only then may the control be reset."""
+        poll(lambda: len(self.stalls()) >= count, timeout=timeout, what="the tuner to reach its hang fault")
 
     def fill_log(self, size_bytes: int, name: str = "server-big.log", *, exact: bool = False):
         """Write a big AITER-like server log into the sim's logs dir (host side, at test time).
@@ -709,3 +707,17 @@ def wait_port_closed(port: int, timeout: float = 5.0) -> None:
 
 __all__ = ["Container", "ContainerSpec", "Node", "PREFIX", "destroy_recorded", "wait_port_closed"]
 
+
+def _jsonl(path: Path) -> list[dict]:
+    """The records of a JSON-lines file the sim appends to (missing file: none; a torn line: skipped)."""
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        return []
+    out = []
+    for line in text.splitlines():
+        line = line.strip()
+        if line:
+            with contextlib.suppress(ValueError):
+                out.append(json.loads(line))
+    return out

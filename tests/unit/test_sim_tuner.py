@@ -2,6 +2,7 @@
 
 import json
 import os
+from pathlib import Path
 import signal
 import subprocess
 
@@ -204,6 +205,8 @@ def test_hang_blocks_until_killed(tmp_path):
         with pytest.raises(subprocess.TimeoutExpired):
             p.wait(timeout=0.5)
         assert len(read_csv(out)[1]) == 1
+        stalls = Path(inst.host_path(inst.launches_path)).with_name("stalls.jsonl").read_text().splitlines()
+        assert [json.loads(x)["done_in_run"] for x in stalls] == [1]      # the test bed's proof it hangs
     finally:
         os.killpg(p.pid, signal.SIGKILL)
         p.wait()

@@ -82,11 +82,21 @@ def physical_gpus():
 
 
 def record_launch(script, argv):
-    rec = {"script": os.path.abspath(script), "argv": list(argv), "pid": os.getpid(),
-           "time": time.time(), "cwd": os.getcwd(),
-           "hip_visible_devices": os.environ.get("HIP_VISIBLE_DEVICES"), "physical_gpus": physical_gpus()}
+    _append_record(launches_path(), {
+        "script": os.path.abspath(script), "argv": list(argv), "pid": os.getpid(),
+        "time": time.time(), "cwd": os.getcwd(),
+        "hip_visible_devices": os.environ.get("HIP_VISIBLE_DEVICES"), "physical_gpus": physical_gpus()})
+
+
+def record_stall(done_in_run):
+    """The test bed's proof that a hang fault fired: this tuner now sleeps forever (stalls.jsonl)."""
+    _append_record(os.path.join(SIM_DIR, "stalls.jsonl"),
+                   {"pid": os.getpid(), "time": time.time(), "done_in_run": done_in_run})
+
+
+def _append_record(path, rec):
     line = json.dumps(rec) + "\n"
-    fd = os.open(launches_path(), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
         os.write(fd, line.encode("utf-8"))
     finally:

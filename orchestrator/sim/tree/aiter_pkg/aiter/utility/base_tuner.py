@@ -14,7 +14,7 @@ import time
 import torch
 
 from .. import logger
-from .._sim import LEGACY, clear_fault, read_control, record_launch
+from .._sim import LEGACY, clear_fault, read_control, record_launch, record_stall
 from .._sim import perf_model
 from .._sim.frame import df_repr, norm, read_csv, sort_value, write_csv, write_table
 from ..jit.core import get_module
@@ -242,6 +242,7 @@ class TunerCommon:
                 clear_fault("hang_after_shapes")
             sys.stdout.flush()
             sys.stderr.flush()
+            record_stall(done_in_run)
             while True:
                 time.sleep(3600)
         secs = float(ctl.get("seconds_per_shape") or 0.0)
