@@ -10,14 +10,9 @@ from .workflow import REMOTE_STEPS
 # rich is imported when something is drawn, not when the CLI starts (`status --json` never draws)
 
 
-def Table(*args, **kwargs):  # noqa: N802 - rich's class, imported on first use
+def Table(*args, grid: bool = False, **kwargs):  # noqa: N802 - rich's Table (grid=True: Table.grid)
     from rich.table import Table as _Table
-    return _Table(*args, **kwargs)
-
-
-def _grid(**kwargs):
-    from rich.table import Table as _Table
-    return _Table.grid(**kwargs)
+    return _Table.grid(**kwargs) if grid else _Table(*args, **kwargs)
 
 
 def Live(*args, **kwargs):  # noqa: N802
@@ -126,7 +121,7 @@ class Ui:
             for r in self._new_results(info):
                 print(f"tune-remote: {_result_text(r)}", file=self.stream, flush=True)
             return
-        table = _grid(padding=(0, 2))
+        table = Table(grid=True, padding=(0, 2))
         table.add_row("[bold]job[/]", job.job_id)
         sub = info.get("sub", {})
         for name in REMOTE_STEPS:

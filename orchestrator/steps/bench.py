@@ -10,6 +10,7 @@ import re
 from dataclasses import dataclass
 
 from .compare import norm_key_value
+from ..remote.shell import quote, render
 from ..variants import BenchSpec, KernelVariant, dtype_family, moe_quant_index
 
 MOE_GROUP = ("model_dim", "inter_dim", "expert", "topk", "act_type", "dtype", "q_dtype_a", "q_dtype_w",
@@ -127,6 +128,17 @@ def measured(bench: BenchSpec, shapes: list[dict], rows: list[dict]) -> list[dic
 
 CALL_MARK = "== tune-remote call"   # one line before each benchmark call's output: `<mark> <i>` (C-19)
 _CALL_LINE = re.compile(rf"^{re.escape(CALL_MARK)} (\d+)\s*$", re.M)
+
+
+def prepare_ops(calls: list[BenchCall], root: str, patched_dir: str) -> list[tuple[str, dict]]:
+    """The helper's ``bench_prepare`` op per call whose argparse is checked (patched copy if it refuses)."""
+    return [("bench_prepare", {"script": f"{root}/{c.script}", "args": c.checked, "patched_dir": patched_dir})
+            for c in calls]
+
+
+def announced(cmds: list, tail: str) -> str:
+    """Every benchmark command in one shell line, each after its call mark; ``tail`` follows each ( ... )."""
+    return "; ".join(f"echo {quote(f'{CALL_MARK} {i}')}; ( {render(c)} ) {tail}" for i, c in enumerate(cmds))
 
 
 def measured_by_call(bench: BenchSpec, shapes: list[dict], text: str,

@@ -13,8 +13,8 @@ from __future__ import annotations
 import re
 
 from ..context import Ctx
-from ..remote.shell import Cmd, quote, render
-from .bench import CALL_MARK, measured_by_call, plan_bench
+from ..remote.shell import Cmd
+from .bench import announced, measured_by_call, plan_bench, prepare_ops
 from .compare import norm_key_value
 
 # GEMM / batched hit and miss lines (aiter-formats.md §3.1); MoE (§3.2) is judged by its time alone
@@ -60,14 +60,12 @@ def check(ctx: Ctx, promoted_keys: list[list], comparison_rows: dict[tuple, dict
            "AITER_LOG_TUNED_CONFIG": "1"}
     calls = plan_bench(variant, shapes)
     checked = [c for c in calls if c.checked]
-    prepared = dict(zip(map(id, checked), ctx.call_batch(
-        [("bench_prepare", {"script": f"{root}/{c.script}", "args": c.checked,
-                            "patched_dir": f"{remote['job_dir']}/patched"}) for c in checked]) if checked else []))
+    prepared = dict(zip(map(id, checked), ctx.call_batch(prepare_ops(checked, root, f"{remote['job_dir']}/patched"))
+                        if checked else []))
     cmds = [Cmd((ctx.target.container.python, prepared.get(id(c), {}).get("script") or f"{root}/{c.script}",
                  *c.args), env=env, cwd=root) for c in calls]
     # every call in one exec (one round trip, issue 9), each announced by its call mark (C-19)
-    line = "; ".join(f"echo {quote(f'{CALL_MARK} {i}')}; ( {render(c)} ) 2>&1" for i, c in enumerate(cmds))
-    res = ctx.target.ctr.run(Cmd(("sh", "-c", line)), timeout=3600, check=False)
+    res = ctx.target.ctr.run(Cmd(("sh", "-c", announced(cmds, "2>&1"))), timeout=3600, check=False)
     text = res.text + ("\n" + res.err_text if res.err_text else "")
     log = ctx.job_dir / "engaged_at_runtime.log"   # not under logs/: that mirrors the node's logs
     log.write_text(text, encoding="utf-8")

@@ -13,7 +13,7 @@ from ..errors import JobError
 from ..remote.shell import Cmd, quote, render
 from ..variants import KernelVariant
 from ..workflow import LOG_STEP_NAMES
-from .bench import CALL_MARK, plan_bench
+from .bench import announced, plan_bench, prepare_ops
 
 DEFAULT_REPEATS = 3  # benchmark runs per arm (run --repeats)
 DEFAULT_TIMEOUT_S = 600  # per-task watchdog; older AITER has none by default (aiter-formats.md §1.1)
@@ -124,8 +124,7 @@ SAMPLE_MARK = "== tune-remote sample"   # one line before every benchmark run: `
 
 def _sample(arm: str, n: int, cmds: list[Cmd], log: str | None = None) -> str:
     """One benchmark run of every call, announced by a marker line; appended to `log` when given."""
-    body = f"echo {quote(f'{SAMPLE_MARK} {arm} {n}')}; " + "; ".join(
-        f"echo {quote(f'{CALL_MARK} {i}')}; ( {render(c)} ) || rc=$?" for i, c in enumerate(cmds))  # C-19
+    body = f"echo {quote(f'{SAMPLE_MARK} {arm} {n}')}; " + announced(cmds, "|| rc=$?")  # C-19
     return f"{{ {body}; }} >> {quote(log)} 2>&1" if log else body
 
 
@@ -175,8 +174,7 @@ def run(ctx: Ctx) -> None:
     checked = [c for c in calls if c.checked and files.get(f"{root}/{c.script}") is not None]
     answers = ctx.call_batch([("backup", {"paths": [live], "backup_dir": f"{job_dir}/backup"}),
                               ("stage", {"live": live, "staging": staging}),
-                              *(("bench_prepare", {"script": f"{root}/{c.script}", "args": c.checked,
-                                                   "patched_dir": f"{job_dir}/patched"}) for c in checked)])
+                              *prepare_ops(checked, root, f"{job_dir}/patched")])
     backup = answers[0]["backups"].get(live)
     prepared = dict(zip(map(id, checked), answers[2:]))
     remote.update({"live_csv": live, "tuned_csv": staging, "tuned_backup": backup})
