@@ -6,11 +6,13 @@ import ast
 import gzip
 import io
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from orchestrator.remote.helpers import shapelog
+from orchestrator.remote.helpers import shapelog, shapescan
 
 LOGS = Path(__file__).resolve().parents[1] / "fixtures" / "logs"
 FIXTURES = sorted(LOGS.glob("*.log"))
@@ -233,15 +235,31 @@ def test_expand_m():
     assert list(swept[0]) == list(shapelog.MOE_KEY)
 
 
-def test_stdlib_only_and_py38_syntax():
-    src = SHAPELOG_SRC.read_text()
-    tree = ast.parse(src, feature_version=(3, 8))
-    allowed = {"__future__", "collections", "gzip", "json", "os", "re", "sys", "argparse"}
+SHAPE_MODULES = ("shapelog", "shapefmt", "shaperules", "shaperecords", "shapescan")
+
+
+@pytest.mark.parametrize("name", SHAPE_MODULES)
+def test_stdlib_only_and_py38_syntax(name):
+    tree = ast.parse((SHAPELOG_SRC.parent / f"{name}.py").read_text(), feature_version=(3, 8))
+    allowed = {"__future__", "collections", "gzip", "json", "os", "re", "sys", "argparse", *SHAPE_MODULES}
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             assert {a.name.split(".")[0] for a in node.names} <= allowed
         elif isinstance(node, ast.ImportFrom):
-            assert node.level == 0 and node.module.split(".")[0] in allowed
+            assert node.module.split(".")[0] in allowed
+            assert node.level == 0 or node.module in SHAPE_MODULES     # `from .shapefmt import`: laptop side
+
+
+def test_the_cli_runs_as_a_script_beside_its_modules(tmp_path):
+    """On the node the modules are top-level files beside each other: the relative imports must fall back."""
+    for name in SHAPE_MODULES:
+        (tmp_path / f"{name}.py").write_text((SHAPELOG_SRC.parent / f"{name}.py").read_text())
+    log = tmp_path / "s.log"
+    log.write_text("[aiter] shape is M:16, N:1536, K:7168, not found tuned config in /x/a8w8_tuned_gemm.csv, "
+                   "will use default config!\n")
+    out = subprocess.run([sys.executable, str(tmp_path / "shapelog.py"), str(log)], capture_output=True,
+                         text=True, check=True).stdout
+    assert json.loads(out)["shapes"] == {"a8w8": [{"m": 16, "n": 1536, "k": 7168}]}
 
 
 def test_throughput_smoke(tmp_path):
@@ -287,8 +305,8 @@ def _reference(path):
 def test_dense_blocks_give_the_line_by_line_answer(tmp_path, chunk, monkeypatch):
     path = _mixed_log(tmp_path)
     counted = []
-    real = shapelog._Scanner.count_lines
-    monkeypatch.setattr(shapelog._Scanner, "count_lines",
+    real = shapescan._Scanner.count_lines
+    monkeypatch.setattr(shapescan._Scanner, "count_lines",
                         lambda self, lines: counted.append(real(self, lines)) or counted[-1])
     assert _strip(shapelog.parse_files([path], chunk_bytes=chunk).to_dict()) == _reference(path)
     if 65536 <= chunk <= 1 << 20:

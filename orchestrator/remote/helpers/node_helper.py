@@ -70,7 +70,7 @@ def op_shapes(req):
         import shapelog  # noqa: PLC0415 - lazy: only this op needs it
     except ImportError as exc:
         raise HelperError("shapelog.py is missing beside the node helper (%s)" % exc,
-                          hint="re-push the helper bundle (node_helper.py + shapelog.py)")
+                          hint="re-push the helper bundle (node_helper.py + shapelog.py and its shape*.py modules)")
     paths, missing = [], []
     for p in logs:
         if not isinstance(p, str):
