@@ -17,6 +17,7 @@ import time
 from importlib import resources
 
 from ..errors import JobError, RemoteCommandError
+from . import trace
 from .channel import HelperChannel, HelperGone, idle_s
 from .shell import Cmd
 from .transport import TransportError, Transport
@@ -153,7 +154,8 @@ class NodeHelper:
         return True
 
     def call(self, op: str, request: dict | None = None, *, timeout: float | None = 300) -> dict:
-        with self._lock:
+        what = op if op != "batch" else "batch " + ",".join(o["op"] for o in (request or {}).get("ops", []))
+        with self._lock, trace.span(self.transport.label, "helper " + what):
             answer = self._call_channel(op, request or {}, timeout)
             if answer is None:
                 answer = self._call_exec(op, request or {}, timeout)

@@ -6,6 +6,7 @@ or removes containers, and never touches the daemon.
 
 from __future__ import annotations
 
+from . import trace
 from .shell import Cmd, render
 from .transport import CommandResult, Transport, check_result
 
@@ -30,7 +31,8 @@ class DockerExecTransport:
 
     def run(self, cmd: Cmd, *, stdin: bytes | None = None, timeout: float | None = None,
             check: bool = True) -> CommandResult:
-        result = self.inner.run(self.wrap(cmd), stdin=stdin, timeout=timeout, check=False)
+        with trace.span(self.label, "exec " + trace.argv_head(cmd.argv)):
+            result = self.inner.run(self.wrap(cmd), stdin=stdin, timeout=timeout, check=False)
         result = CommandResult(cmd, result.exit_code, result.stdout, result.stderr)
         return check_result(result) if check else result
 

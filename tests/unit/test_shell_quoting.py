@@ -55,3 +55,20 @@ def test_display_is_the_line_that_runs():
 def test_invalid_env_name_is_refused():
     with pytest.raises(ValueError):
         render(Cmd(("true",), env={"A;rm -rf /": "x"}))
+
+
+def test_trace_names_each_container_round_trip_but_no_env_value(tmp_path, monkeypatch, capsys):
+    """TUNE_REMOTE_TRACE=1: one stderr line per exec with its time; a secret in the env never shows."""
+    from orchestrator.remote import trace
+    fake = tmp_path / "docker"
+    fake.write_text('#!/bin/sh\nshift 3\nexec "$@"\n')
+    fake.chmod(0o755)
+    outer = DockerExecTransport(LocalTransport(), "ctr", docker=(str(fake),))
+    monkeypatch.setattr(trace, "ON", False)
+    outer.run(Cmd(("true",)), timeout=10)
+    assert capsys.readouterr().err == ""
+    monkeypatch.setattr(trace, "ON", True)
+    outer.run(Cmd(("printf", "%s", "x" * 100), env={"HF_TOKEN": "s3cret"}), timeout=10)
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith("tune-remote trace: t+") and " ms  local/ctr: exec printf %s xxx" in line
+    assert "s3cret" not in line and "x" * 41 not in line
