@@ -170,7 +170,7 @@ def op_discover(req):
     res = {"pip_name": None, "version": None, "install_mode": None, "editable": None,
            "aiter_root": None, "package_dir": None, "meta_root": None, "has_csrc": False,
            "has_configs": False, "git_describe": None}
-    # the GPU samples (0.5 s apart) are taken while AITER is looked for, not after it (issue 9)
+    # the GPU samples (0.25 s apart) are taken while AITER is looked for, not after it (issue 9)
     import gpus  # noqa: PLC0415
     job_env = dict(os.environ)
     job_env.update({k: str(v) for k, v in (req.get("env") or {}).items()})   # the inventory's env wins, as in the job
@@ -179,7 +179,7 @@ def op_discover(req):
     def sample():
         try:
             gpu_out["facts"] = gpus.gpu_facts(gpu_problems, threshold, samples=req.get("gpu_samples", 3),
-                                              interval=req.get("gpu_sample_interval", 0.5), env=job_env)
+                                              interval=req.get("gpu_sample_interval", 0.25), env=job_env)
         except Exception as exc:  # noqa: BLE001 - raised again in the op's own thread below
             gpu_out["error"] = exc
     sampler = threading.Thread(target=sample, name="gpu-samples", daemon=True)

@@ -181,7 +181,7 @@ def _map(agents, gpus, env, problems):
     return mapping
 
 
-def gpu_facts(problems, busy_threshold, samples=3, interval=0.5, env=None):
+def gpu_facts(problems, busy_threshold, samples=3, interval=0.25, env=None):
     """rocminfo + rocm-smi (or amd-smi) -> facts; see the module docstring."""
     env = dict(os.environ if env is None else env)
     facts = {"gfx": None, "cu_num": None, "gpu_count": None, "gpu_name": None, "gpu_use": {},

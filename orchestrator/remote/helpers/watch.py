@@ -94,7 +94,11 @@ def watch(proc, stall_s, paths):
     step = max(0.2, min(2.0, stall_s / 10.0))
     while proc.poll() is None:
         before = time.monotonic()
-        time.sleep(step)
+        try:
+            proc.wait(timeout=step)       # the tuner's end is seen at once, not a poll step later (issue 9)
+            break
+        except subprocess.TimeoutExpired:
+            pass
         sig = _signature(paths)
         now = time.monotonic()
         if sig != last or now - before > step + FROZEN_S:   # changed, or the whole container was frozen
