@@ -59,10 +59,12 @@ def check(ctx: Ctx, promoted_keys: list[list], comparison_rows: dict[tuple, dict
     env = {"HIP_VISIBLE_DEVICES": str(remote.get("bench_gpu") or job.facts["tune_gpus"][0]),
            "AITER_LOG_TUNED_CONFIG": "1"}
     calls = plan_bench(variant, shapes)
-    checked = [c for c in calls if c.checked]
+    run_as = dict(remote.get("bench_run_as") or {})     # prepare's checked (maybe patched) scripts
+    checked = [c for c in calls if c.checked and c.script not in run_as]
     prepared = dict(zip(map(id, checked), ctx.call_batch(prepare_ops(checked, root, f"{remote['job_dir']}/patched"))
                         if checked else []))
-    cmds = [Cmd((ctx.target.container.python, prepared.get(id(c), {}).get("script") or f"{root}/{c.script}",
+    cmds = [Cmd((ctx.target.container.python,
+                 run_as.get(c.script) or prepared.get(id(c), {}).get("script") or f"{root}/{c.script}",
                  *c.args), env=env, cwd=root) for c in calls]
     # every call in one exec (one round trip, issue 9), each announced by its call mark (C-19)
     res = ctx.target.ctr.run(Cmd(("sh", "-c", announced(cmds, "2>&1"))), timeout=3600, check=False)
