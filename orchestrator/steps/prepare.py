@@ -10,6 +10,7 @@ from pathlib import Path
 
 from ..context import Ctx
 from ..errors import JobError
+from ..parsing.csvtools import write_untuned_csv
 from ..remote.shell import Cmd, quote, render
 from ..variants import KernelVariant
 from ..workflow import LOG_STEP_NAMES
@@ -159,9 +160,12 @@ def run(ctx: Ctx) -> None:
     script_path = f"{remote['meta_root']}/{script}"
     calls = plan_bench(variant, job.shapes)
     bench_scripts = sorted({f"{root}/{c.script}" for c in calls})
-    # round trip 1: what is there and how much room (issue 9: a run's round trips)
-    manifest, free = ctx.call_batch([("manifest", {"paths": [script_path, *bench_scripts, live]}),
-                                     ("disk_free", {"paths": [job_dir, live]})])
+    # round trip 1: the untuned CSV the tuner reads (from job.shapes), what is there and how much room
+    _, manifest, free = ctx.call_batch([
+        ("write_files", {"files": [{"path": remote["untuned_csv"], "backup_dir": None,
+                                    "content": write_untuned_csv(job.shapes, variant.name)}]}),
+        ("manifest", {"paths": [script_path, *bench_scripts, live]}),
+        ("disk_free", {"paths": [job_dir, live]})])
     files = manifest["files"]
     if files.get(script_path) is None:
         raise JobError(f"tune script {script} not found under {remote['meta_root']} "

@@ -8,7 +8,7 @@ from pathlib import Path
 from . import budget
 from ..context import Ctx
 from ..errors import JobError, UsageError
-from ..parsing.csvtools import read_shapes_csv, write_untuned_csv
+from ..parsing.csvtools import read_shapes_csv
 from ..remote.helpers import shapelog
 from .compare import norm_key_value
 
@@ -367,8 +367,5 @@ def run(ctx: Ctx) -> None:
         ctx.job.state = "cancelled"
         ctx.job.error = "cancelled at the shape confirmation"
         return
-    job_dir = ctx.job.remote["job_dir"]
-    untuned = f"{job_dir}/{Path(variant.untuned_csv).name}"
-    ctx.call("write_files", {"files": [{"path": untuned, "content": write_untuned_csv(shapes, variant.name),
-                                        "backup_dir": None}]})
-    ctx.job.remote["untuned_csv"] = untuned
+    # the node copy is written by prepare's first round trip, from job.shapes (issue 9: round trips)
+    ctx.job.remote["untuned_csv"] = f"{ctx.job.remote['job_dir']}/{Path(variant.untuned_csv).name}"
