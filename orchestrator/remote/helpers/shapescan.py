@@ -113,15 +113,7 @@ class _Scanner(object):
 
     def sparse(self, data, n):
         """Feed the candidate lines of ``data[:n]`` (whole lines only) to the parser."""
-        p = self.p
-        cursor = 0
-        # a wrapped MoE tuple from the previous chunk continues here
-        while p._pending is not None and cursor < n:
-            e = data.find(b"\n", cursor, n)
-            if e < 0:
-                e = n
-            self.feed_range(data, cursor, e)
-            cursor = e + 1
+        cursor = self._continuations(data, 0, n)   # a wrapped MoE tuple from the previous chunk
         starts = set()
         for needle in _NEEDLES_B:
             pos = data.find(needle, cursor, n)
@@ -138,13 +130,17 @@ class _Scanner(object):
             if e < 0:
                 e = n
             self.feed_range(data, s, e)
+            cursor = self._continuations(data, e + 1, n)
+
+    def _continuations(self, data, cursor, n):
+        """Feed the lines from ``cursor`` while a record is pending (a tuple wrapped over lines); the next cursor."""
+        while self.p._pending is not None and cursor < n:
+            e = data.find(b"\n", cursor, n)
+            if e < 0:
+                e = n
+            self.feed_range(data, cursor, e)
             cursor = e + 1
-            while p._pending is not None and cursor < n:
-                e = data.find(b"\n", cursor, n)
-                if e < 0:
-                    e = n
-                self.feed_range(data, cursor, e)
-                cursor = e + 1
+        return cursor
 
     def file(self, f, chunk_bytes):
         """A whole file in ``chunk_bytes`` reads. A line that outgrows MAX_LINE_BYTES before its newline
