@@ -24,7 +24,8 @@ def _stat(path):
     return (st.st_size, st.st_mtime_ns if hasattr(st, "st_mtime_ns") else st.st_mtime)
 
 
-def _fingerprint(answer, with_files):
+def _fingerprint(answer):
+    """(the runs' own files, logs and processes; the other files): what the wait watches, by stat."""
     keys = []
     for run in answer.get("runs") or []:
         keys.extend(_stat(os.path.join(run["run_dir"], n)) for n in _RUN_FILES)
@@ -32,9 +33,7 @@ def _fingerprint(answer, with_files):
             keys.append(_stat(run["log_path"]))
         for pid in (run.get("pid"), run.get("child_pid")):
             keys.append(bool(pid) and os.path.exists("/proc/%d" % int(pid)))
-    if with_files:
-        keys.extend(_stat(f["path"]) for f in answer.get("files") or [] if f.get("path"))
-    return keys
+    return keys, [_stat(f["path"]) for f in answer.get("files") or [] if f.get("path")]
 
 
 def _seconds(value, cap):
@@ -48,10 +47,15 @@ def op_status(req):
     wait_s = _seconds(req.get("wait_s"), MAX_WAIT_S)
     min_s = _seconds(req.get("min_s"), wait_s)
     t0 = time.time()
+    answer = runlog.op_status(req)
+    if wait_s <= 0:
+        return answer
+    # the fingerprint is always taken BEFORE the answer it is compared with is read: a change that lands
+    # between the read and the fingerprint would otherwise be in neither, and the poll would sleep through
+    # a step's end until wait_s (a lost wake-up; seen as a 2 s poll after the pipeline had finished)
+    seen = _fingerprint(answer)
+    answer = runlog.op_status(req)
     while True:
-        answer = runlog.op_status(req)
-        if wait_s <= 0:
-            return answer
         elapsed = time.time() - t0
         urgent = any(r.get("state") not in ("running", "starting") or r.get("data_b64")
                      for r in answer.get("runs") or [])
@@ -60,6 +64,10 @@ def op_status(req):
             answer["waited_s"] = round(elapsed, 3)
             return answer
         until = t0 + (min_s if files_news else wait_s)
-        before = _fingerprint(answer, not files_news)
-        while time.time() < until and _fingerprint(answer, not files_news) == before:
+        while time.time() < until:
+            runs, files = _fingerprint(answer)
+            if runs != seen[0] or (not files_news and files != seen[1]):
+                break
             time.sleep(TICK_S)
+        seen = _fingerprint(answer)
+        answer = runlog.op_status(req)

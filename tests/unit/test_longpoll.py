@@ -1,0 +1,59 @@
+"""The long poll (helpers/longpoll.py) never sleeps through a change that lands while it reads the status."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+import time
+import types
+from pathlib import Path
+
+HELPERS = Path(__file__).resolve().parents[2] / "orchestrator" / "remote" / "helpers"
+
+
+def _longpoll(monkeypatch, statuses):
+    """longpoll with a stub ``runlog`` whose op_status runs ``statuses`` in turn (then repeats the last)."""
+    calls = []
+
+    def op_status(req):
+        fn = statuses[min(len(calls), len(statuses) - 1)]
+        calls.append(time.monotonic())
+        return fn(req)
+
+    monkeypatch.setitem(sys.modules, "runlog", types.SimpleNamespace(op_status=op_status))
+    monkeypatch.syspath_prepend(str(HELPERS))
+    monkeypatch.delitem(sys.modules, "longpoll", raising=False)
+    return importlib.import_module("longpoll"), calls
+
+
+def test_a_run_that_ends_while_its_status_is_read_is_answered_at_once(tmp_path, monkeypatch):
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+
+    def running_then_ends(req):            # the read sees "running"; the rc lands right after it
+        answer = {"runs": [{"run_dir": str(run_dir), "state": "running", "data_b64": "", "log_path": None}]}
+        (run_dir / "rc").write_text("0\n")
+        return answer
+
+    def ended(req):
+        return {"runs": [{"run_dir": str(run_dir), "state": "succeeded", "data_b64": "", "log_path": None}]}
+
+    longpoll, calls = _longpoll(monkeypatch, [running_then_ends, ended])
+    t = time.monotonic()
+    answer = longpoll.op_status({"wait_s": 5})
+    assert answer["runs"][0]["state"] == "succeeded"
+    assert time.monotonic() - t < 1.0, "slept through the run's end"
+
+
+def test_nothing_happening_waits_the_whole_wait(tmp_path, monkeypatch):
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+
+    def running(req):
+        return {"runs": [{"run_dir": str(run_dir), "state": "running", "data_b64": "", "log_path": None}]}
+
+    longpoll, calls = _longpoll(monkeypatch, [running])
+    t = time.monotonic()
+    answer = longpoll.op_status({"wait_s": 0.3})
+    assert answer["runs"][0]["state"] == "running" and answer["waited_s"] >= 0.3
+    assert time.monotonic() - t >= 0.3 and len(calls) <= 4          # stat-watching, not re-reading the status
