@@ -17,6 +17,7 @@ another running tune-remote job (locks.py, gpu-<physical>.lock). Unknown is neve
 import json
 import os
 import re
+import threading
 import time
 
 from common import _run_tool, _which
@@ -188,21 +189,10 @@ def gpu_facts(problems, busy_threshold, samples=3, interval=0.25, env=None):
              "free_gpus": None, "gpu_map": None, "gpus": {}}
     agents = []
     tool = _which("rocminfo")
-    if tool is None:
-        problems.append("rocminfo not found on PATH or in /opt/rocm/bin: gfx, cu_num, gpu_count unknown")
-    else:
-        out, problem = _run_tool([tool], env=env)     # ROCr applies ROCR_VISIBLE_DEVICES + device nodes
-        if problem:
-            problems.append(problem)
-        agents = rocminfo_gpus(out)
-        facts["gpu_count"] = len(agents) if out else None
-        gfx = [a["gfx"] for a in agents if a["gfx"]]
-        g = re.search(r"\b(gfx\w+)\b", out or "")       # aiter's get_gfx_runtime: first gfx name anywhere
-        facts["gfx"] = gfx[0] if gfx else (g.group(1) if g else None)
-        names = [a["name"] for a in agents if a["name"]]
-        facts["gpu_name"] = names[0] if names else None
-        if out and not agents:
-            problems.append("rocminfo lists no GPU agent")
+    rocminfo = {}
+    if tool is not None:     # ROCr applies ROCR_VISIBLE_DEVICES + device nodes; runs while the samples are taken
+        runner = threading.Thread(target=lambda: rocminfo.update(r=_run_tool([tool], env=env)), daemon=True)
+        runner.start()
     smi, amd = _which("rocm-smi"), _which("amd-smi")
     gpus = {}
     if amd is not None:
@@ -219,6 +209,22 @@ def gpu_facts(problems, busy_threshold, samples=3, interval=0.25, env=None):
         else:
             if amd is not None:
                 _amd_sample(amd, problems if n == 0 else [], gpus)
+    if tool is None:
+        problems.append("rocminfo not found on PATH or in /opt/rocm/bin: gfx, cu_num, gpu_count unknown")
+    else:
+        runner.join()
+        out, problem = rocminfo["r"]
+        if problem:
+            problems.append(problem)
+        agents = rocminfo_gpus(out)
+        facts["gpu_count"] = len(agents) if out else None
+        gfx = [a["gfx"] for a in agents if a["gfx"]]
+        g = re.search(r"\b(gfx\w+)\b", out or "")       # aiter's get_gfx_runtime: first gfx name anywhere
+        facts["gfx"] = gfx[0] if gfx else (g.group(1) if g else None)
+        names = [a["name"] for a in agents if a["name"]]
+        facts["gpu_name"] = names[0] if names else None
+        if out and not agents:
+            problems.append("rocminfo lists no GPU agent")
     mapping = _map(agents, gpus, env, problems) if gpus and agents else None
     if not gpus and agents:                      # no smi at all: rocminfo order, use unknown
         mapping = {i: i for i in range(len(agents))}
