@@ -57,3 +57,30 @@ def test_nothing_happening_waits_the_whole_wait(tmp_path, monkeypatch):
     answer = longpoll.op_status({"wait_s": 0.3})
     assert answer["runs"][0]["state"] == "running" and answer["waited_s"] >= 0.3
     assert time.monotonic() - t >= 0.3 and len(calls) <= 4          # stat-watching, not re-reading the status
+
+
+def test_a_wrapper_that_exits_into_a_zombie_is_seen_at_once(tmp_path, monkeypatch):
+    """A container's PID 1 may never reap the detached wrapper: its /proc entry stays, as a zombie."""
+    import subprocess
+    wrapper = subprocess.Popen(["sh", "-c", "read line"], stdin=subprocess.PIPE)   # never reaped below
+    try:
+        def running(req):
+            return {"runs": [{"run_dir": str(tmp_path), "state": "running", "data_b64": "", "log_path": None,
+                              "pid": wrapper.pid}]}
+
+        def running_then_exits(req):       # its rc is already there; the wrapper exits right after this read
+            wrapper.stdin.close()
+            return running(req)
+
+        def ended(req):
+            return {"runs": [{"run_dir": str(tmp_path), "state": "succeeded", "data_b64": "", "log_path": None,
+                              "pid": wrapper.pid}]}
+
+        longpoll, calls = _longpoll(monkeypatch, [running, running_then_exits, ended])
+        t = time.monotonic()
+        answer = longpoll.op_status({"wait_s": 5})
+        assert answer["runs"][0]["state"] == "succeeded"
+        assert Path("/proc/%d" % wrapper.pid).exists(), "the test needs the zombie to stay"
+        assert time.monotonic() - t < 1.0, "slept through the wrapper's exit (its zombie looked alive)"
+    finally:
+        wrapper.wait()

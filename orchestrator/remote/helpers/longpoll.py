@@ -10,6 +10,7 @@ import os
 import time
 
 import runlog
+from procs import proc_stat
 
 MAX_WAIT_S = 60.0
 TICK_S = 0.01
@@ -24,6 +25,12 @@ def _stat(path):
     return (st.st_size, st.st_mtime_ns if hasattr(st, "st_mtime_ns") else st.st_mtime)
 
 
+def _alive(pid):
+    """As runlog judges it: a zombie is dead (an unreaped wrapper keeps its /proc entry)."""
+    st = pid and proc_stat(pid)
+    return bool(st) and st[0] not in ("Z", "X", "x")
+
+
 def _fingerprint(answer):
     """(the runs' own files, logs and processes; the other files): what the wait watches, by stat."""
     keys = []
@@ -32,7 +39,7 @@ def _fingerprint(answer):
         if run.get("log_path"):
             keys.append(_stat(run["log_path"]))
         for pid in (run.get("pid"), run.get("child_pid")):
-            keys.append(bool(pid) and os.path.exists("/proc/%d" % int(pid)))
+            keys.append(_alive(pid))
     return keys, [_stat(f["path"]) for f in answer.get("files") or [] if f.get("path")]
 
 
