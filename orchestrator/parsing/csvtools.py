@@ -52,10 +52,21 @@ import re
 from pathlib import Path
 from typing import Any, Iterable
 
-import pandas as pd
-
 from ..errors import UsageError
 from ..variants import MOE_KEY, KernelVariant, get_variant
+
+
+
+class _Pandas:
+    """pandas, imported at its first use here (``tune-remote run`` meets its node meanwhile: engine.warm_up)."""
+
+    def __getattr__(self, name: str) -> Any:
+        import pandas
+        globals()["pd"] = pandas
+        return getattr(pandas, name)
+
+
+pd: Any = _Pandas()
 
 __all__ = [
     "read_tuned_csv", "key_columns", "merge_tuned", "merge_tuned_report", "diff_tuned",

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from .compare import norm_key_value
+from .keys import norm_key_value
 from ..remote.shell import quote, render
 from ..variants import BenchSpec, KernelVariant, dtype_family, moe_quant_index
 

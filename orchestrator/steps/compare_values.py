@@ -4,13 +4,14 @@
 from __future__ import annotations
 
 import math
-import re
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
+
+from .keys import norm_key_value
 
 DEFAULT_NOISE_PCT = 1.0
 SIZE_COLUMNS = ("m", "token")  # the first one present in the key is the size dimension
@@ -29,7 +30,6 @@ JUDGED_CSV_COLUMNS = ("verdict", "promoted", "before_n", "after_n", "noise_pct",
 _VERDICT_STATUS = {"improved": "improved", "regressed": "regressed", "within_noise": "unchanged",
                    "missing": "missing"}
 
-_INT_RE = re.compile(r"[+-]?\d+")
 
 _ROW_EXTRA = ("ratio", "status", "size_class", "before_n", "after_n",
               "before_spread_pct", "after_spread_pct", "note",
@@ -77,35 +77,6 @@ def speedup_pct(before: float | None, after: float | None, higher_is_better: boo
 
 def _positive(x: float | None) -> bool:
     return x is not None and math.isfinite(x) and x > 0
-
-
-def norm_key_value(v: Any) -> Any:
-    """Make '16', 16, 16.0 and numpy ints one key value; None/NaN -> None; other text stripped."""
-    if v is None or v is pd.NA or v is pd.NaT:
-        return None
-    if isinstance(v, bool):
-        return int(v)
-    if isinstance(v, int):
-        return v
-    if isinstance(v, float):
-        if math.isnan(v):
-            return None
-        return int(v) if v.is_integer() else v
-    if hasattr(v, "item") and not isinstance(v, str):  # numpy scalars
-        try:
-            return norm_key_value(v.item())
-        except (TypeError, ValueError):
-            pass
-    s = str(v).strip()
-    if _INT_RE.fullmatch(s):
-        return int(s)
-    try:  # "16.0" as read back from a float CSV column
-        f = float(s)
-        if f.is_integer() and not s.lower().startswith(("inf", "nan", "-inf")):
-            return int(f)
-    except ValueError:
-        pass
-    return s
 
 
 def _norm_value(v: Any) -> float | None:

@@ -10,7 +10,7 @@ from ..context import Ctx
 from ..errors import JobError, UsageError
 from ..parsing.csvtools import read_shapes_csv
 from ..remote.helpers import shapelog
-from .compare import norm_key_value
+from .keys import norm_key_value
 
 
 def split_log_sources(logs: list[str]) -> dict[str, list[str]]:
