@@ -23,8 +23,8 @@ from .shell import Cmd
 from .transport import TransportError, Transport
 
 # the helper package, pushed as one tarball: node_helper.py is the entry point, the rest are its modules
-HELPER_FILES = ("node_helper.py", "common.py", "text.py", "files.py", "discovery.py", "gpus.py", "argpatch.py",
-                "procs.py", "staging.py", "runlog.py", "killing.py", "tables.py", "locks.py", "watch.py",
+HELPER_FILES = ("node_helper.py", "common.py", "text.py", "files.py", "discovery.py", "probe.py", "gpus.py",
+                "argpatch.py", "procs.py", "staging.py", "runlog.py", "killing.py", "tables.py", "locks.py", "watch.py",
                 "longpoll.py", "channel.py", "shapelog.py", "shapefmt.py", "shaperules.py",
                 "shaperecords.py", "shapescan.py", "jitlogs.py", "pipeline.sh")
 # push: the base dir is made 0700 and must be ours (S-01); a helper dir whose content went bad is replaced

@@ -1,9 +1,11 @@
 """Capability probing (review C-20): decide AITER behaviour from what the node shows, version as fallback.
 
-One helper round trip (op ``probe``) after discover reads the variant's tuned-CSV header, runs the tune
-script's ``--help``, scans the op_test's arguments and looks for op_tests/tuning_tests; the answers go
-to ``facts["probes"]`` and ``aiter_profiles.profile_from_facts`` turns them into the profile. The
-report lists what was probed and what was assumed.
+The probe (helpers/probe.py) reads the variant's tuned-CSV header, runs the tune script's ``--help``,
+scans the op_test's arguments and looks for op_tests/tuning_tests; the answers go to ``facts["probes"]``
+and ``aiter_profiles.profile_from_facts`` turns them into the profile. The report lists what was probed
+and what was assumed. It rides along with ``discover`` (``probe_template``: no round trip of its own)
+unless the request this install needs differs from the template's (an older AITER's paths, a table named
+in the inventory's env): then it is one more round trip (op ``probe``).
 """
 
 from __future__ import annotations
@@ -17,6 +19,25 @@ from . import tuneargs
 HELP_TIMEOUT_S = 180  # real tune scripts import torch + aiter before argparse answers --help
 
 
+def _request(ctx: Ctx, variant: KernelVariant, root: str, meta: str, gfx: str, tuned: str) -> dict:
+    return {
+        "aiter_root": root, "meta_root": meta, "python": ctx.target.container.python,
+        "tuned_csv": tuned,
+        "tune_script": f"{meta}/{variant.tune_script.replace('{gfx}', gfx)}",
+        "op_test": f"{root}/{variant.bench.script}" if variant.bench else None,
+        "fmoe_csv": f"{root}/{get_variant('moe_2stages').tuned_csv}" if variant.family == "moe" else None,
+        "help_timeout": HELP_TIMEOUT_S,
+    }
+
+
+def probe_template(ctx: Ctx) -> dict:
+    """The probe as ``discover`` runs it: the newest AITER's paths, ``{root}``/``{meta}``/``{gfx}`` filled in on
+    the node, the table named by ``config_env`` there when the job's environment sets it."""
+    variant = get_variant(ctx.job.variant)
+    return {**_request(ctx, variant, "{root}", "{meta}", "{gfx}", f"{{root}}/{variant.tuned_csv}"),
+            "config_env": variant.config_env}
+
+
 def probe(ctx: Ctx, variant: KernelVariant) -> AiterProfile:
     facts, remote = ctx.job.facts, ctx.job.remote
     root, meta = remote["aiter_root"], remote.get("meta_root") or remote["aiter_root"]
@@ -25,15 +46,12 @@ def probe(ctx: Ctx, variant: KernelVariant) -> AiterProfile:
     tuned = configured or f"{root}/{variant.tuned_csv}"
     if tuned and not tuned.startswith("/"):
         tuned = f"{root}/{tuned}"
-    req = {
-        "aiter_root": root, "meta_root": meta, "python": ctx.target.container.python,
-        "tuned_csv": tuned,
-        "tune_script": f"{meta}/{variant.tune_script.format(gfx=facts.get('gfx') or 'gfx942')}",
-        "op_test": f"{root}/{variant.bench.script}" if variant.bench else None,
-        "fmoe_csv": f"{root}/{get_variant('moe_2stages').tuned_csv}" if variant.family == "moe" else None,
-        "help_timeout": HELP_TIMEOUT_S,
-    }
-    answer = ctx.call("probe", req, timeout=HELP_TIMEOUT_S + 60)
+    req = _request(ctx, variant, root, meta, facts.get("gfx") or "gfx942", tuned)
+    ridden = facts.pop("probe", None) or {}
+    if ridden.get("request") == req:
+        answer = dict(ridden["answer"])
+    else:
+        answer = ctx.call("probe", req, timeout=HELP_TIMEOUT_S + 60)
     answer.pop("ok", None)
     problem = answer.pop("tuner_help_problem", None)
     facts["probes"] = {k: v for k, v in answer.items() if v is not None}

@@ -5,7 +5,7 @@ from __future__ import annotations
 from ..context import Ctx
 from ..errors import JobError, UsageError
 from ..variants import format_version, get_variant, is_dev_build, parse_version, profile_for
-from .capabilities import probe
+from .capabilities import HELP_TIMEOUT_S, probe, probe_template
 from .remote import owner
 
 FREE_GPU_BUSY_PCT = 10
@@ -53,7 +53,8 @@ def run(ctx: Ctx) -> None:
                                   "workdir": ctx.target.container.workdir,
                                   "busy_threshold": FREE_GPU_BUSY_PCT, "env": env,
                                   "lock": {"variant": ctx.job.variant, "job_id": ctx.job.job_id,
-                                           "owner": owner(ctx)}})
+                                           "owner": owner(ctx)},
+                                  "probe": probe_template(ctx)}, timeout=HELP_TIMEOUT_S + 120)
     facts.pop("ok", None)
     if not facts.get("aiter_root"):
         raise JobError(f"no aiter installation found in container {ctx.job.container}",

@@ -51,13 +51,18 @@ def wanted_files(ctx: Ctx, dest: Path) -> dict[str, Path]:
     return out
 
 
-def pull(ctx: Ctx, files: dict[str, Path], *, record: bool = True) -> dict[str, str]:
-    """Copy node files to local paths; returns {node path: 'fetched'|'unchanged'|'missing'}."""
+def pull(ctx: Ctx, files: dict[str, Path], *, record: bool = True, writes: list[dict] | None = None) -> dict[str, str]:
+    """Copy node files to local paths; returns {node path: 'fetched'|'unchanged'|'missing'}. ``writes``
+    (write_files entries) are written on the node first, in the same round trip."""
     if not files:
         return {}
     # one round trip: sizes + sha256 of every file, and the content of the small ones that changed
     have = {node_path: _sha(local) for node_path, local in files.items()}
-    manifest = ctx.call("manifest", {"paths": list(files), "have": have, "inline_max": INLINE_MAX})["files"]
+    req = {"paths": list(files), "have": have, "inline_max": INLINE_MAX}
+    if writes:
+        manifest = ctx.call_batch([("write_files", {"files": writes}), ("manifest", req)])[1]["files"]
+    else:
+        manifest = ctx.call("manifest", req)["files"]
     outcome: dict[str, str] = {}
     info = ctx.job.step_state("fetch").info
     info["bytes_last_pull"] = 0     # payload bytes copied (0 when everything was unchanged)
@@ -108,9 +113,21 @@ def _get_verified(ctx: Ctx, node_path: str, sha: str, *, growing: bool = False) 
                    hint="run `tune-remote fetch` again")
 
 
+def _report_for_the_node(ctx: Ctx) -> list[dict]:
+    """The report step's markdown, for the node's logs dir (once; results.run_report leaves it to us)."""
+    r = ctx.job.remote
+    local = ctx.job_dir / "report.md"
+    if r.get("report_md_on_node") is not False or not r.get("report_md") or not local.is_file():
+        return []
+    return [{"path": r["report_md"], "content": local.read_bytes().decode("utf-8"), "backup_dir": None}]
+
+
 def run(ctx: Ctx, dest: Path | None = None) -> dict[str, str]:
     dest = Path(dest) if dest else ctx.job_dir
-    outcome = pull(ctx, wanted_files(ctx, dest))
+    writes = _report_for_the_node(ctx)
+    outcome = pull(ctx, wanted_files(ctx, dest), writes=writes)
+    if writes:
+        ctx.job.remote["report_md_on_node"] = True
     fetched = sum(1 for v in outcome.values() if v == "fetched")
     unchanged = sum(1 for v in outcome.values() if v == "unchanged")
     ctx.job.step_state("fetch").info.update(fetched=fetched, unchanged=unchanged, dest=str(dest))

@@ -249,7 +249,6 @@ def run_report(ctx: Ctx) -> None:
     md, html = render_report(report_context(ctx))
     atomic_write(ctx.job_dir / "report.md", md.encode())
     atomic_write(ctx.job_dir / "report.html", html.encode())
-    node_md = ctx.job.remote["report_md"]
-    ctx.call("write_files", {"files": [{"path": node_md, "content": md, "backup_dir": None}]})
-    ctx.ui.event(f"report: {ctx.job_dir / 'report.md'} (and on the node: {node_md})")
+    ctx.job.remote["report_md_on_node"] = False   # the fetch step writes it there, in its first round trip
+    ctx.ui.event(f"report: {ctx.job_dir / 'report.md'} (and on the node: {ctx.job.remote['report_md']})")
 

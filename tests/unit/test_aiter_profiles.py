@@ -167,3 +167,33 @@ def test_newest_tables_and_tuning_tests(sims):
         assert not (Path(other.host_path(other.aiter_root)) / "op_tests" / "tuning_tests").exists()
         assert "GeluTanh" not in (Path(other.host_path(other.aiter_root)) / "aiter" / "configs"
                                   / "tuned_fmoe.csv").read_text()
+
+
+@pytest.mark.parametrize("profile", ["current", "legacy", "newest"])
+def test_discover_runs_the_probe_template_as_the_laptop_would_have_asked_it(sims, profile, tmp_path):
+    """The probe rides along with discover (one round trip fewer); the laptop uses that answer only when the
+    request resolved on the node is exactly the one it builds from the discovered facts (else: op probe)."""
+    from types import SimpleNamespace
+
+    from orchestrator.steps import capabilities
+    from orchestrator.variants import get_variant
+    inst = sims[profile]
+    ctx = SimpleNamespace(job=SimpleNamespace(variant="a8w8_bpreshuffle"),
+                          target=SimpleNamespace(container=SimpleNamespace(python=sys.executable)))
+    table = tmp_path / "mine.csv"
+    table.write_text("cu_num,M,N,K\n")
+    for env, tuned in (({}, None), ({"AITER_CONFIG_GEMM_A8W8_BPRESHUFFLE": f"{table}:other.csv"}, str(table))):
+        req = {"aiter_path": inst.aiter_root, "gpu_samples": 1, "probe": capabilities.probe_template(ctx)}
+        proc = subprocess.run([sys.executable, str(HELPER), "discover"], input=json.dumps(req).encode(),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              env={**os.environ, **inst.env, **env}, timeout=120)
+        facts = json.loads(proc.stdout)
+        assert facts["ok"], facts
+        variant = get_variant("a8w8_bpreshuffle")
+        want = capabilities._request(ctx, variant, facts["aiter_root"], facts["meta_root"], facts.get("gfx") or "gfx942",
+                                     tuned or f"{facts['aiter_root']}/{variant.tuned_csv}")
+        assert facts["probe"]["request"] == want
+        assert facts["probe"]["answer"]["tuner_help"]
+        assert facts["probe"]["answer"]["tuned_header"] == (["cu_num", "M", "N", "K"] if tuned else
+                                                            probe(inst, "a8w8_bpreshuffle_tuned_gemm.csv",
+                                                                  variant.tune_script, variant.bench.script)["tuned_header"])

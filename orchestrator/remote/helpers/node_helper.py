@@ -38,6 +38,7 @@ if _HERE not in sys.path:
 
 import argpatch  # noqa: E402
 import discovery  # noqa: E402
+import probe  # noqa: E402
 import files  # noqa: E402
 import jitlogs  # noqa: E402
 import killing  # noqa: E402
@@ -119,7 +120,7 @@ OPS = {
     "batch": op_batch,
     "shapes": op_shapes,
     "discover": discovery.op_discover,
-    "probe": discovery.op_probe,
+    "probe": probe.op_probe,
     "write_files": files.op_write_files,
     "backup": files.op_backup,
     "tuned_keys": files.op_tuned_keys,
