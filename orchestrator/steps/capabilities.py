@@ -3,9 +3,7 @@
 The probe (helpers/probe.py) reads the variant's tuned-CSV header, runs the tune script's ``--help``,
 scans the op_test's arguments and looks for op_tests/tuning_tests; the answers go to ``facts["probes"]``
 and ``aiter_profiles.profile_from_facts`` turns them into the profile. The report lists what was probed
-and what was assumed. It rides along with ``discover`` (``probe_template``: no round trip of its own)
-unless the request this install needs differs from the template's (an older AITER's paths, a table named
-in the inventory's env): then it is one more round trip (op ``probe``).
+and what was assumed. It rides along with ``discover`` (``probe_template``, steps/riders.py).
 """
 
 from __future__ import annotations
@@ -14,7 +12,7 @@ from ..aiter_profiles import AiterProfile, format_version, profile_from_facts
 from ..context import Ctx
 from ..errors import JobError
 from ..variants import KernelVariant, get_variant
-from . import tuneargs
+from . import riders, tuneargs
 
 HELP_TIMEOUT_S = 180  # real tune scripts import torch + aiter before argparse answers --help
 
@@ -47,11 +45,7 @@ def probe(ctx: Ctx, variant: KernelVariant) -> AiterProfile:
     if tuned and not tuned.startswith("/"):
         tuned = f"{root}/{tuned}"
     req = _request(ctx, variant, root, meta, facts.get("gfx") or "gfx942", tuned)
-    ridden = facts.pop("probe", None) or {}
-    if ridden.get("request") == req:
-        answer = dict(ridden["answer"])
-    else:
-        answer = ctx.call("probe", req, timeout=HELP_TIMEOUT_S + 60)
+    answer = riders.call(ctx, "probe", req, timeout=HELP_TIMEOUT_S + 60)
     answer.pop("ok", None)
     problem = answer.pop("tuner_help_problem", None)
     facts["probes"] = {k: v for k, v in answer.items() if v is not None}

@@ -7,6 +7,7 @@ from ..errors import JobError, UsageError
 from ..variants import format_version, get_variant, is_dev_build, parse_version, profile_for
 from .capabilities import HELP_TIMEOUT_S, probe, probe_template
 from .remote import owner
+from .shapes import model_config_keys_template
 
 FREE_GPU_BUSY_PCT = 10
 VISIBLE_ENV = ("ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES")
@@ -54,7 +55,9 @@ def run(ctx: Ctx) -> None:
                                   "busy_threshold": FREE_GPU_BUSY_PCT, "env": env,
                                   "lock": {"variant": ctx.job.variant, "job_id": ctx.job.job_id,
                                            "owner": owner(ctx)},
-                                  "probe": probe_template(ctx)}, timeout=HELP_TIMEOUT_S + 120)
+                                  "riders": {"probe": probe_template(ctx),
+                                             "tuned_keys": model_config_keys_template(ctx)}},
+                        timeout=HELP_TIMEOUT_S + 120)
     facts.pop("ok", None)
     if not facts.get("aiter_root"):
         raise JobError(f"no aiter installation found in container {ctx.job.container}",

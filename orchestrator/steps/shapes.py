@@ -5,9 +5,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from . import budget
+from . import budget, riders
 from ..context import Ctx
 from ..errors import JobError, UsageError
+from ..variants import KernelVariant, get_variant
 from ..parsing.csvtools import read_shapes_csv
 from ..remote.helpers import shapelog
 from .keys import norm_key_value
@@ -279,6 +280,16 @@ def _snap(shape: dict, variant, req: dict) -> dict:
     return s
 
 
+def _model_config_keys(variant: KernelVariant, root: str, cu_num, gfx) -> dict:
+    return {"patterns": [f"{root}/aiter/configs/model_configs/*{Path(variant.tuned_csv).stem}*.csv"],
+            "key_columns": list(variant.key_columns), "cu_num": cu_num, "gfx": gfx}
+
+
+def model_config_keys_template(ctx: Ctx) -> dict:
+    """drop_tuned_in_model_configs' request as a discover rider (steps/riders.py)."""
+    return _model_config_keys(get_variant(ctx.job.variant), "{root}", "{cu_num}", "{gfx}")
+
+
 def drop_tuned_in_model_configs(ctx: Ctx, shapes: list[dict]) -> list[dict]:
     """Shapes that already have a row (for this GPU) in aiter/configs/model_configs/*<tuned name>*.csv.
 
@@ -289,11 +300,10 @@ def drop_tuned_in_model_configs(ctx: Ctx, shapes: list[dict]) -> list[dict]:
     job, variant = ctx.job, ctx.variant
     env = {**(job.facts.get("env") or {}), **ctx.target.container.env}
     if env.get(variant.config_env):
+        riders.drop(ctx, "tuned_keys")
         return shapes  # an explicit table: AITER does not merge model_configs
-    stem = Path(variant.tuned_csv).stem
-    res = ctx.call("tuned_keys", {
-        "patterns": [f"{job.remote['aiter_root']}/aiter/configs/model_configs/*{stem}*.csv"],
-        "key_columns": list(variant.key_columns), "cu_num": job.facts.get("cu_num"), "gfx": job.facts.get("gfx")})
+    res = riders.call(ctx, "tuned_keys", _model_config_keys(variant, job.remote["aiter_root"], job.facts.get("cu_num"),
+                                                           job.facts.get("gfx")))
     where: dict[tuple, str] = {}
     for path, keys in (res.get("files") or {}).items():
         for key in keys:

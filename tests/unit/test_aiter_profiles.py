@@ -170,12 +170,12 @@ def test_newest_tables_and_tuning_tests(sims):
 
 
 @pytest.mark.parametrize("profile", ["current", "legacy", "newest"])
-def test_discover_runs_the_probe_template_as_the_laptop_would_have_asked_it(sims, profile, tmp_path):
-    """The probe rides along with discover (one round trip fewer); the laptop uses that answer only when the
-    request resolved on the node is exactly the one it builds from the discovered facts (else: op probe)."""
+def test_discover_runs_its_riders_as_the_laptop_would_have_asked_them(sims, profile, tmp_path):
+    """probe and tuned_keys ride along with discover (one round trip fewer each); the laptop uses an answer
+    only when the request resolved on the node is exactly the one it builds from the facts (steps/riders.py)."""
     from types import SimpleNamespace
 
-    from orchestrator.steps import capabilities
+    from orchestrator.steps import capabilities, shapes
     from orchestrator.variants import get_variant
     inst = sims[profile]
     ctx = SimpleNamespace(job=SimpleNamespace(variant="a8w8_bpreshuffle"),
@@ -183,7 +183,8 @@ def test_discover_runs_the_probe_template_as_the_laptop_would_have_asked_it(sims
     table = tmp_path / "mine.csv"
     table.write_text("cu_num,M,N,K\n")
     for env, tuned in (({}, None), ({"AITER_CONFIG_GEMM_A8W8_BPRESHUFFLE": f"{table}:other.csv"}, str(table))):
-        req = {"aiter_path": inst.aiter_root, "gpu_samples": 1, "probe": capabilities.probe_template(ctx)}
+        req = {"aiter_path": inst.aiter_root, "gpu_samples": 1,
+               "riders": {"probe": capabilities.probe_template(ctx), "tuned_keys": shapes.model_config_keys_template(ctx)}}
         proc = subprocess.run([sys.executable, str(HELPER), "discover"], input=json.dumps(req).encode(),
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               env={**os.environ, **inst.env, **env}, timeout=120)
@@ -192,8 +193,11 @@ def test_discover_runs_the_probe_template_as_the_laptop_would_have_asked_it(sims
         variant = get_variant("a8w8_bpreshuffle")
         want = capabilities._request(ctx, variant, facts["aiter_root"], facts["meta_root"], facts.get("gfx") or "gfx942",
                                      tuned or f"{facts['aiter_root']}/{variant.tuned_csv}")
-        assert facts["probe"]["request"] == want
-        assert facts["probe"]["answer"]["tuner_help"]
-        assert facts["probe"]["answer"]["tuned_header"] == (["cu_num", "M", "N", "K"] if tuned else
+        ridden = facts["riders"]
+        assert ridden["probe"]["request"] == want
+        assert ridden["tuned_keys"]["request"] == shapes._model_config_keys(
+            variant, facts["aiter_root"], facts.get("cu_num"), facts.get("gfx"))
+        assert ridden["probe"]["answer"]["tuner_help"]
+        assert ridden["probe"]["answer"]["tuned_header"] == (["cu_num", "M", "N", "K"] if tuned else
                                                             probe(inst, "a8w8_bpreshuffle_tuned_gemm.csv",
                                                                   variant.tune_script, variant.bench.script)["tuned_header"])

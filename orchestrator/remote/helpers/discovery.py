@@ -9,6 +9,7 @@ import sys
 import threading
 import platform
 
+import files
 import probe
 from common import HelperError, _read_text, _run_tool, _which, boot_id
 
@@ -263,19 +264,20 @@ def op_discover(req):
         if not res["has_csrc"]:
             problems.append("no csrc/ under meta_root %s: tune scripts are not available" % meta)
 
-    probed = {}     # the capability probe rides along (one round trip fewer), while the GPUs are sampled
-    template = req.get("probe")
-    if template and res["aiter_root"] and not probe.needs_gfx(template):
-        probed.update(probe.from_template(template, res, None, job_env))
+    # read-only ops that ride along (probe.run_riders): while the GPUs are sampled, unless a template
+    # needs the GPU's gfx or cu_num
+    riders = (req.get("riders") or {}) if res["aiter_root"] else {}
+    ops = {"probe": probe.op_probe, "tuned_keys": files.op_tuned_keys}
+    early = dict((op, t) for op, t in riders.items() if not probe.needs_gpu_facts(t))
+    ridden = probe.run_riders(early, res, job_env, ops)
     sampler.join()
     if "error" in gpu_out:
         raise gpu_out["error"]
     problems.extend(gpu_problems)
     res.update(gpu_out.get("facts") or {})
-    if template and res["aiter_root"] and not probed:
-        probed.update(probe.from_template(template, res, res.get("gfx"), job_env))
-    if probed:
-        res["probe"] = probed
+    ridden.update(probe.run_riders(dict((op, t) for op, t in riders.items() if op not in early), res, job_env, ops))
+    if ridden:
+        res["riders"] = ridden
     env = {}
     for key, value in os.environ.items():
         if key.startswith("AITER_") or key in ("CU_NUM", "GPU_ARCHS"):

@@ -1,7 +1,7 @@
 """The capability probe: what an AITER install ships (tuned-CSV header, the tuner's --help, the op_test's
-flags, tuning_tests), read without importing aiter. ``discover`` runs it from a template whose paths name
-``{root}``, ``{meta}`` and ``{gfx}`` (the laptop's steps/capabilities.py makes it, and checks that the
-request resolved here is the one it would have sent, else it asks ``probe`` itself)."""
+flags, tuning_tests), read without importing aiter. ``discover`` runs it, and other read-only
+ops, as riders: templates resolved here from the facts (run_riders); the laptop uses a rider's answer only
+when the resolved request is the one it would have sent (steps/riders.py), else it asks the op itself."""
 
 import os
 import re
@@ -11,26 +11,41 @@ import sys
 from common import _read_text
 
 _PLACEHOLDER = re.compile(r"\{(root|meta|gfx)\}")
+_EXACT = ("{cu_num}", "{gfx}")      # a whole value: the fact itself (a number, or null when unknown)
 
 
-def needs_gfx(template):
-    return any("{gfx}" in v for v in template.values() if isinstance(v, str))
+def needs_gpu_facts(template):
+    return "{gfx}" in repr(template) or "{cu_num}" in repr(template)
 
 
-def from_template(template, facts, gfx, env):
-    """{"request": the probe request resolved for this install, "answer": op_probe's answer}.
-    ``config_env``: when the job's environment names a table there (first entry; relative to the root),
-    the probe reads that one, as AITER does."""
+def _fill(value, facts, gfx):
+    if isinstance(value, list):
+        return [_fill(v, facts, gfx) for v in value]
+    if not isinstance(value, str):
+        return value
+    if value in _EXACT:
+        return facts.get(value[1:-1])
     values = {"root": facts["aiter_root"], "meta": facts.get("meta_root") or facts["aiter_root"],
               "gfx": gfx or "gfx942"}
-    req = {}
-    for key, value in template.items():
-        if key != "config_env":
-            req[key] = _PLACEHOLDER.sub(lambda m: values[m.group(1)], value) if isinstance(value, str) else value
-    configured = (env.get(template.get("config_env") or "") or "").split(":")[0]
-    if configured:
-        req["tuned_csv"] = configured if configured.startswith("/") else "%s/%s" % (values["root"], configured)
-    return {"request": req, "answer": op_probe(req)}
+    return _PLACEHOLDER.sub(lambda m: values[m.group(1)], value)
+
+
+def run_riders(riders, facts, env, ops):
+    """{op: {"request": resolved, "answer": ...}} for the ops that ride along with discover (one round trip
+    fewer each). Placeholders: ``{root}``, ``{meta}``, ``{gfx}`` inside paths (gfx942 when unknown), and
+    ``{cu_num}``/``{gfx}`` as a whole value. ``config_env`` (probe): when the job's environment names a
+    table there (first entry; relative to the root), that one is read, as AITER does."""
+    out = {}
+    for op, template in sorted(riders.items()):
+        if op not in ops:
+            continue
+        req = dict((k, _fill(v, facts, facts.get("gfx"))) for k, v in template.items() if k != "config_env")
+        configured = (env.get(template.get("config_env") or "") or "").split(":")[0]
+        if configured:
+            req["tuned_csv"] = configured if configured.startswith("/") else "%s/%s" % (facts["aiter_root"],
+                                                                                        configured)
+        out[op] = {"request": req, "answer": ops[op](req)}
+    return out
 
 
 OPTION_RE = re.compile(r"(?<![\w-])(--?[A-Za-z][\w-]*)")
