@@ -130,10 +130,12 @@ CALL_MARK = "== tune-remote call"   # one line before each benchmark call's outp
 _CALL_LINE = re.compile(rf"^{re.escape(CALL_MARK)} (\d+)\s*$", re.M)
 
 
-def prepare_ops(calls: list[BenchCall], root: str, patched_dir: str) -> list[tuple[str, dict]]:
-    """The helper's ``bench_prepare`` op per call whose argparse is checked (patched copy if it refuses)."""
-    return [("bench_prepare", {"script": f"{root}/{c.script}", "args": c.checked, "patched_dir": patched_dir})
-            for c in calls]
+def prepare_ops(calls: list[BenchCall], root: str, patched_dir: str,
+                missing_ok: bool = False) -> list[tuple[str, dict]]:
+    """The helper's ``bench_prepare`` op per call whose argparse is checked (patched copy if it refuses);
+    ``missing_ok``: a script that is not there answers ``missing`` instead of failing the batch."""
+    return [("bench_prepare", {"script": f"{root}/{c.script}", "args": c.checked, "patched_dir": patched_dir,
+                               **({"missing_ok": True} if missing_ok else {})}) for c in calls]
 
 
 def announced(cmds: list, tail: str) -> str:

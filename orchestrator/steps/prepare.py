@@ -160,27 +160,27 @@ def run(ctx: Ctx) -> None:
     script_path = f"{remote['meta_root']}/{script}"
     calls = plan_bench(variant, job.shapes)
     bench_scripts = sorted({f"{root}/{c.script}" for c in calls})
-    # round trip 1: the untuned CSV the tuner reads (from job.shapes), what is there and how much room
-    _, manifest, free = ctx.call_batch([
+    # ONE round trip: the untuned CSV the tuner reads (from job.shapes), what is there and how much room;
+    # the backup of the live table, the staging copy the tuner tunes (same rows, so it skips what is tuned
+    # already; only promotion changes the live table) and the bench scripts' argparse checks. The checks
+    # below refuse the job after it: by then only the job dir holds new files (atomic copies of one table)
+    checked = [c for c in calls if c.checked]
+    answers = ctx.call_batch([
         ("write_files", {"files": [{"path": remote["untuned_csv"], "backup_dir": None,
                                     "content": write_untuned_csv(job.shapes, variant.name)}]}),
         ("manifest", {"paths": [script_path, *bench_scripts, live]}),
-        ("disk_free", {"paths": [job_dir, live]})])
-    files = manifest["files"]
+        ("disk_free", {"paths": [job_dir, live]}),
+        ("backup", {"paths": [live], "backup_dir": f"{job_dir}/backup"}),
+        ("stage", {"live": live, "staging": staging}),
+        *prepare_ops(checked, root, f"{job_dir}/patched", missing_ok=True)])
+    files, free = answers[1]["files"], answers[2]
     if files.get(script_path) is None:
         raise JobError(f"tune script {script} not found under {remote['meta_root']} "
                        f"(AITER {job.facts.get('version')})",
                        hint="this AITER install has no csrc/; use a develop (source) install of aiter")
     check_space(ctx, live, (files.get(live) or {}).get("size") or 0, free["free"])
-    # round trip 2: back up the live table, stage the copy the tuner tunes, check the bench scripts' argparse.
-    # The tuner never writes the live table: it tunes a staging copy in the job dir (same rows, so it
-    # skips what is tuned already); only promotion changes the live table
-    checked = [c for c in calls if c.checked and files.get(f"{root}/{c.script}") is not None]
-    answers = ctx.call_batch([("backup", {"paths": [live], "backup_dir": f"{job_dir}/backup"}),
-                              ("stage", {"live": live, "staging": staging}),
-                              *prepare_ops(checked, root, f"{job_dir}/patched")])
-    backup = answers[0]["backups"].get(live)
-    prepared = dict(zip(map(id, checked), answers[2:]))
+    backup = answers[3]["backups"].get(live)
+    prepared = dict(zip(map(id, checked), answers[5:]))
     remote.update({"live_csv": live, "tuned_csv": staging, "tuned_backup": backup})
     ts = time.strftime("%Y%m%d_%H%M%S", time.localtime(job.created))
     logs = {step: f"{remote['logs_dir']}/{variant.name}_{LOG_STEP_NAMES[step]}_{ts}.log"

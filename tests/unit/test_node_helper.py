@@ -841,3 +841,15 @@ def test_a_batch_runs_its_ops_in_order_in_one_request_and_stops_at_the_first_fai
     assert answers[1]["files"][str(a)]["size"] == 2 and not b.exists()
     bad = call("batch", {"ops": [{"op": "batch", "req": {"ops": []}}]})
     assert bad["ok"] is False and "cannot hold a batch" in bad["error"]
+
+
+def test_bench_prepare_of_a_missing_script_fails_unless_missing_ok(tmp_path):
+    """prepare sends every checked bench script in its one batch before it knows which exist."""
+    req = {"script": str(tmp_path / "op_tests" / "nope.py"), "args": {}, "patched_dir": str(tmp_path / "p")}
+    proc = subprocess.run([sys.executable, str(HELPER), "bench_prepare"], input=json.dumps(req).encode(),
+                          stdout=subprocess.PIPE, timeout=60)
+    assert json.loads(proc.stdout)["ok"] is False
+    proc = subprocess.run([sys.executable, str(HELPER), "bench_prepare"],
+                          input=json.dumps(dict(req, missing_ok=True)).encode(), stdout=subprocess.PIPE, timeout=60)
+    answer = json.loads(proc.stdout)
+    assert answer["ok"] and answer["missing"] is True and not (tmp_path / "p").exists()
