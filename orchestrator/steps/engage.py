@@ -45,35 +45,67 @@ def _lookup_key(variant, shape: dict) -> tuple | None:
     return tuple(int(shape[c]) for c in cols)
 
 
-def check(ctx: Ctx, promoted_keys: list[list], comparison_rows: dict[tuple, dict], skipped: list) -> dict:
-    """Run the fresh-process benchmark of the promoted shapes and judge each one."""
-    job, variant, remote = ctx.job, ctx.variant, ctx.job.remote
-    cols = list(variant.key_columns)
-    wanted = {tuple(norm_key_value(v) for v in k) for k in promoted_keys}
-    shapes = [s for s in job.shapes if tuple(norm_key_value(s[c]) for c in cols) in wanted]
-    out: dict = {"shapes": [], "engaged": 0, "total": len(shapes), "log": None}
+def _wanted(ctx: Ctx, keys: list[list]) -> list[dict]:
+    cols = list(ctx.variant.key_columns)
+    wanted = {tuple(norm_key_value(v) for v in k) for k in keys}
+    return [s for s in ctx.job.shapes if tuple(norm_key_value(s[c]) for c in cols) in wanted]
+
+
+def run_request(ctx: Ctx, keys: list[list]) -> dict | None:
+    """The helper ``run`` request of the fresh-process benchmark of ``keys`` (the shapes about to be
+    promoted), for the promote step to send in its own round trip; None when it cannot go that way (no
+    benchmark, nothing to run, or a bench script prepare did not check)."""
+    variant, remote = ctx.variant, ctx.job.remote
+    shapes = _wanted(ctx, keys)
     if not shapes or variant.bench is None:
-        return out
-    root = remote["aiter_root"]
+        return None
+    calls = plan_bench(variant, shapes)
+    run_as = dict(remote.get("bench_run_as") or {})     # prepare's checked (maybe patched) scripts
+    if any(c.checked and c.script not in run_as for c in calls):
+        return None
+    return _request(ctx, calls, run_as, {})
+
+
+def _request(ctx: Ctx, calls: list, run_as: dict, prepared: dict) -> dict:
+    job, remote, root = ctx.job, ctx.job.remote, ctx.job.remote["aiter_root"]
     # AITER_LOG_TUNED_CONFIG exists from v0.1.6 on (older than every supported profile)
     env = {"HIP_VISIBLE_DEVICES": str(remote.get("bench_gpu") or job.facts["tune_gpus"][0]),
            "AITER_LOG_TUNED_CONFIG": "1"}
-    calls = plan_bench(variant, shapes)
-    run_as = dict(remote.get("bench_run_as") or {})     # prepare's checked (maybe patched) scripts
-    checked = [c for c in calls if c.checked and c.script not in run_as]
-    prepared = dict(zip(map(id, checked), ctx.call_batch(prepare_ops(checked, root, f"{remote['job_dir']}/patched"))
-                        if checked else []))
     cmds = [Cmd((ctx.target.container.python,
                  run_as.get(c.script) or prepared.get(id(c), {}).get("script") or f"{root}/{c.script}",
                  *c.args), env=env, cwd=root) for c in calls]
-    # every call in one exec (one round trip, issue 9), each announced by its call mark (C-19)
-    res = ctx.target.ctr.run(Cmd(("sh", "-c", announced(cmds, "2>&1"))), timeout=3600, check=False)
-    text = res.text + ("\n" + res.err_text if res.err_text else "")
+    # every call in one command (one round trip, issue 9), each announced by its call mark (C-19)
+    return {"argv": ["sh", "-c", announced(cmds, "2>&1")], "timeout_s": 3600}
+
+
+def check(ctx: Ctx, promoted_keys: list[list], comparison_rows: dict[tuple, dict], skipped: list,
+          ran: dict | None = None, ran_keys: list[list] | None = None) -> dict:
+    """Judge each promoted shape from the fresh-process benchmark: ``ran`` is the helper ``run`` answer of
+    ``run_request(ctx, ran_keys)`` (sent with the promotion, for the keys asked to be promoted: a superset);
+    without it the benchmark of the promoted shapes runs here."""
+    variant, remote = ctx.variant, ctx.job.remote
+    cols = list(variant.key_columns)
+    shapes = _wanted(ctx, promoted_keys)
+    out: dict = {"shapes": [], "engaged": 0, "total": len(shapes), "log": None}
+    if not shapes or variant.bench is None:
+        return out
+    run_shapes = shapes if ran is None else _wanted(ctx, ran_keys or [])
+    calls = plan_bench(variant, run_shapes)
+    if ran is None:
+        run_as = dict(remote.get("bench_run_as") or {})
+        checked = [c for c in calls if c.checked and c.script not in run_as]
+        prepared = dict(zip(map(id, checked), ctx.call_batch(prepare_ops(checked, remote["aiter_root"],
+                                                                          f"{remote['job_dir']}/patched"))
+                            if checked else []))
+        ran = ctx.call("run", _request(ctx, calls, run_as, prepared), timeout=3700)
+    text = ran.get("stdout") or ""
+    if ran.get("stderr"):
+        text += "\n" + ran["stderr"]
     log = ctx.job_dir / "engaged_at_runtime.log"   # not under logs/: that mirrors the node's logs
     log.write_text(text, encoding="utf-8")
     out["log"] = str(log)
     values = {tuple(norm_key_value(r["key"][c]) for c in cols): r["value"]
-              for r in measured_by_call(variant.bench, shapes, text, [c.shapes for c in calls])}
+              for r in measured_by_call(variant.bench, run_shapes, text, [c.shapes for c in calls])}
     hits = _hits(text)
     skipped_keys = {tuple(norm_key_value(v) for v in k[-len(cols):]) for k in skipped}
     for s in shapes:

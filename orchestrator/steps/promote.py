@@ -66,14 +66,17 @@ def _others(ctx: Ctx) -> list[str]:
     return [f"{remote['aiter_root']}/aiter/configs/model_configs/*{base}*.csv"]
 
 
-def promote(ctx: Ctx, mode: str) -> dict:
-    """Promote the job's rows in `mode`; returns the node's record (``already`` when nothing changed)."""
+def promote(ctx: Ctx, mode: str, then=None) -> dict:
+    """Promote the job's rows in `mode`; returns the node's record (``already`` when nothing changed).
+    ``then(keys)``: an op ``(name, request)`` (or None) to run right after it, in the same round trip;
+    its answer is the record's ``then``."""
     job, variant = ctx.job, ctx.variant
     if mode not in MODES:
         raise UsageError(f"unknown promote mode {mode!r}", hint="one of: " + ", ".join(MODES))
     keys = chosen_keys(ctx, mode)
     module = JIT_MODULES.get(variant.name)
-    res = ctx.call("promote", {
+    after = then(keys) if then and keys else None
+    req = {
         "live": job.remote["live_csv"], "staging": job.remote["tuned_csv"], "backup_dir": backup_dir(ctx),
         "key_columns": list(variant.key_columns), "keys": [[str(v) for v in k] for k in keys],
         "gfx": job.facts.get("gfx"),  # used only when the table has a gfx column
@@ -81,7 +84,12 @@ def promote(ctx: Ctx, mode: str) -> dict:
         "others": _others(ctx), "modules": [module] if module else [],
         "package_dir": job.facts.get("package_dir"),
         "jit_dir_env": ({**(job.facts.get("env") or {}), **ctx.target.container.env}.get("AITER_JIT_DIR")),
-    })
+    }
+    if after is None:
+        res = ctx.call("promote", req)
+    else:
+        res, ran = ctx.call_batch([("promote", req), after])
+        res["then"] = ran
     res.pop("ok", None)
     if not res.get("nothing"):
         job.remote["promotion"] = {"mode": mode, **res}
@@ -118,7 +126,16 @@ def run(ctx: Ctx) -> None:
         ctx.ui.event("--promote none: the live table and JIT modules stay untouched")
         serve_after(ctx)
         return
-    res = promote(ctx, mode)
+    asked: list[list] = []
+
+    def engage_run(keys: list[list]):       # the engaged check's benchmark rides with the promotion
+        from .engage import run_request
+        asked[:] = keys
+        req = run_request(ctx, keys)
+        return ("run", req) if req else None
+
+    res = promote(ctx, mode, then=engage_run)
+    ran = res.pop("then", None)
     info.update({k: res.get(k) for k in ("added", "replaced", "skipped_duplicates", "backup", "modules")})
     info["promoted"] = len(res.get("promoted") or [])
     for k in res.get("skipped_duplicates") or []:
@@ -127,13 +144,13 @@ def run(ctx: Ctx) -> None:
     ctx.ui.event(f"promoted {info['promoted']} row(s) ({mode}) into {ctx.job.remote['live_csv']}"
                  + (f" (backup {res['backup']})" if res.get("backup") else ""))
     if info["promoted"]:
-        info["engaged"] = engaged_at_runtime(ctx, res)
+        info["engaged"] = engaged_at_runtime(ctx, res, ran, asked)
         ctx.ui.event(f"engaged at runtime: {info['engaged']['engaged']}/{info['engaged']['total']} promoted "
                      "shape(s) hit their tuned row in a fresh process")
     serve_after(ctx)
 
 
-def engaged_at_runtime(ctx: Ctx, res: dict) -> dict:
+def engaged_at_runtime(ctx: Ctx, res: dict, ran: dict | None = None, asked: list[list] | None = None) -> dict:
     from .engage import check
     comp = _comparison(ctx)
     rows = {}
@@ -143,7 +160,8 @@ def engaged_at_runtime(ctx: Ctx, res: dict) -> dict:
                 "before": None if r["before"] != r["before"] else float(r["before"]),
                 "after": None if r["after"] != r["after"] else float(r["after"])}
     n = len(ctx.variant.key_columns)
-    return check(ctx, [k[-n:] for k in res.get("promoted") or []], rows, res.get("skipped_duplicates") or [])
+    return check(ctx, [k[-n:] for k in res.get("promoted") or []], rows, res.get("skipped_duplicates") or [],
+                 ran=ran, ran_keys=asked)
 
 
 def serve_after(ctx: Ctx) -> None:

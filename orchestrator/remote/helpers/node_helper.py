@@ -44,6 +44,7 @@ import jitlogs  # noqa: E402
 import killing  # noqa: E402
 import longpoll  # noqa: E402
 import procs  # noqa: E402
+import runcmd  # noqa: E402
 import runlog  # noqa: E402
 import staging  # noqa: E402
 import tables  # noqa: E402
@@ -136,6 +137,7 @@ OPS = {
     "table_check": tables.op_table_check,
     "disk_free": tables.op_disk_free,
     "jit_logs": jitlogs.op_jit_logs,
+    "run": runcmd.op_run,
     INTERNAL_SUPERVISE: procs.op_supervise,
 }
 def run_op(op, req, timeout_s=None):
