@@ -87,6 +87,9 @@ class Ctx:
     settings: Settings
     ui: "object"
     sleep: Callable[[float], None] = time.sleep
+    # answers a step received ahead for the next one, in memory only (a resumed job asks again):
+    # "manifest" -> (node paths, the manifest op's answer) from the poll that saw the pipeline end
+    prefetched: dict = field(default_factory=dict)
 
     @property
     def job_dir(self) -> Path:

@@ -32,6 +32,13 @@ def _name(node_path: str, fallback: str) -> str:
     return name if name and not name.startswith(".") else fallback
 
 
+def manifest_request(ctx: Ctx, paths: list[str]) -> dict:
+    """The manifest a poll asks ahead for (``on_end``): the logs by sha only (the polls stream them; a log that
+    differs is copied by pull), everything else inline, as the pull right after the end needs it."""
+    logs = _logs(ctx)
+    return {"paths": paths, "have": {p: None for p in paths if p not in logs}, "inline_max": INLINE_MAX}
+
+
 def wanted_files(ctx: Ctx, dest: Path) -> dict[str, Path]:
     """node path -> local path, for everything a job produced that exists so far."""
     r = ctx.job.remote
@@ -59,7 +66,10 @@ def pull(ctx: Ctx, files: dict[str, Path], *, record: bool = True, writes: list[
     # one round trip: sizes + sha256 of every file, and the content of the small ones that changed
     have = {node_path: _sha(local) for node_path, local in files.items()}
     req = {"paths": list(files), "have": have, "inline_max": INLINE_MAX}
-    if writes:
+    ahead = ctx.prefetched.pop("manifest", None)
+    if ahead is not None and ahead[0] == list(files) and not writes:   # the poll that saw the end brought it
+        manifest = ahead[1]["files"]
+    elif writes:
         manifest = ctx.call_batch([("write_files", {"files": writes}), ("manifest", req)])[1]["files"]
     else:
         manifest = ctx.call("manifest", req)["files"]

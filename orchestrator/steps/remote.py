@@ -125,7 +125,7 @@ def _write_at(path, offset: int, data: bytes) -> None:
         fh.truncate()
 
 
-def poll_once(ctx: Ctx, wait: bool = True) -> dict:
+def poll_once(ctx: Ctx, wait: bool = True, ahead: bool = False) -> dict:
     """One round trip: pipeline state + new log bytes. Returns the run status dict. With ``wait`` a long
     poll: the helper answers as soon as the run's state or the pipeline log changes (a step ended), after
     poll_s/2 when only the step log grew, else after poll_s (helpers/longpoll.py)."""
@@ -143,9 +143,13 @@ def poll_once(ctx: Ctx, wait: bool = True) -> dict:
         files.append({"path": step_log, "offset": off, "step": current})
     plog_off = min(offsets.get(plog, 0), _local_size(local_plog))
     wait_s = ctx.settings.poll_s if wait else 0
-    res = ctx.call("status", {"runs": [{"run_dir": job.remote["run_dir"], "offset": plog_off}],
-                              "files": files, "max_bytes": MAX_BYTES_PER_POLL,
-                              "wait_s": wait_s, "min_s": wait_s / 2}, timeout=POLL_TIMEOUT_S + wait_s)
+    req = {"runs": [{"run_dir": job.remote["run_dir"], "offset": plog_off}], "files": files,
+           "max_bytes": MAX_BYTES_PER_POLL, "wait_s": wait_s, "min_s": wait_s / 2}
+    if ahead:   # the driver's polls: once the pipeline ended, the answer carries the manifest compare asks next
+        from .fetch import manifest_request, wanted_files
+        wanted = list(wanted_files(ctx, ctx.job_dir))
+        req["on_end"] = {"manifest": manifest_request(ctx, wanted)}
+    res = ctx.call("status", req, timeout=POLL_TIMEOUT_S + wait_s)
     run = res["runs"][0]
     run["long_poll"] = "waited_s" in res
     data = base64.b64decode(run.get("data_b64") or "")
@@ -168,6 +172,8 @@ def poll_once(ctx: Ctx, wait: bool = True) -> dict:
     info["state"] = run["state"]
     more = bool(data) and run.get("next_offset", 0) < run.get("log_size", 0)
     run["more"] = more or any((f.get("next_offset", 0) < f.get("size", 0)) for f in res.get("files") or [])
+    if ahead and (res.get("on_end") or {}).get("manifest") and not run["more"]:
+        ctx.prefetched["manifest"] = (wanted, res["on_end"]["manifest"])
     return run
 
 
@@ -201,7 +207,7 @@ def _poll_watching(ctx: Ctx, since: list) -> dict | None:
     """One poll; an error of the *observer* (helper crash, ok:false, garbage, a slow answer) is retried
     within settings.observe_s and never judged as the job's failure. Returns None to poll again."""
     try:
-        run = poll_once(ctx)
+        run = poll_once(ctx, ahead=True)
     except ConnectionLost:
         raise                       # Ctx.call already used the whole reconnect window
     except TuneRemoteError as exc:

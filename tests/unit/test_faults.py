@@ -92,7 +92,7 @@ def test_observer_errors_are_retried_then_the_job_is_judged_by_the_node(monkeypa
     answers = [RemoteCommandError("node helper 'status' crashed (exit 1)")] * 5 + [
         {"state": "succeeded", "more": False}]
 
-    def poll(c):
+    def poll(c, **kw):
         a = answers.pop(0)
         if isinstance(a, Exception):
             raise a
@@ -108,7 +108,7 @@ def test_observer_gives_up_after_its_window_without_failing_the_job(monkeypatch)
     ctx, clock = _ctx(observe_s=10)
     monkeypatch.setattr(remote.time, "monotonic", lambda: clock["t"])
 
-    def poll(c):
+    def poll(c, **kw):
         raise RemoteCommandError("node helper 'status' crashed (exit 1)")
 
     monkeypatch.setattr(remote, "poll_once", poll)

@@ -9,6 +9,7 @@ a busy log does not turn polling into a busy loop; otherwise answers after ``wai
 import os
 import time
 
+import files
 import runlog
 from procs import proc_stat
 
@@ -50,7 +51,20 @@ def _seconds(value, cap):
         return 0.0
 
 
+def _with_end(answer, req):
+    """``on_end``: when every run has ended, the answer also carries the manifest the laptop asks next."""
+    ask = (req.get("on_end") or {}).get("manifest")
+    runs = answer.get("runs") or []
+    if ask and runs and all(r.get("state") not in ("running", "starting") for r in runs):
+        answer["on_end"] = {"manifest": files.op_manifest(ask)}
+    return answer
+
+
 def op_status(req):
+    return _with_end(_op_status(req), req)
+
+
+def _op_status(req):
     wait_s = _seconds(req.get("wait_s"), MAX_WAIT_S)
     min_s = _seconds(req.get("min_s"), wait_s)
     t0 = time.time()
