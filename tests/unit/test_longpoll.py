@@ -84,3 +84,22 @@ def test_a_wrapper_that_exits_into_a_zombie_is_seen_at_once(tmp_path, monkeypatc
         assert time.monotonic() - t < 1.0, "slept through the wrapper's exit (its zombie looked alive)"
     finally:
         wrapper.wait()
+
+
+def test_the_answer_that_sees_the_end_carries_the_manifest_asked_ahead(tmp_path, monkeypatch):
+    """on_end: compare's pull needs the manifest right after the pipeline ends; it comes with that answer."""
+    import hashlib
+    table = tmp_path / "tuned.csv"
+    table.write_text("cu_num,M\n256,1\n")
+    ask = {"manifest": {"paths": [str(table)], "have": {str(table): None}, "inline_max": 1 << 20}}
+    state = {"s": "running"}
+
+    def status(req):
+        return {"runs": [{"run_dir": str(tmp_path), "state": state["s"], "data_b64": "", "log_path": None}]}
+
+    longpoll, _calls = _longpoll(monkeypatch, [status])
+    assert "on_end" not in longpoll.op_status({"wait_s": 0, "on_end": ask})      # still running: nothing extra
+    state["s"] = "succeeded"
+    got = longpoll.op_status({"wait_s": 0, "on_end": ask})["on_end"]["manifest"]["files"][str(table)]
+    assert got["sha256"] == hashlib.sha256(table.read_bytes()).hexdigest() and got["data_b64"]
+    assert "on_end" not in longpoll.op_status({"wait_s": 0})                      # not asked: not sent
