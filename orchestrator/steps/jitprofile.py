@@ -41,27 +41,72 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", text).strip("_")
 
 
-def collect(ctx: Ctx) -> dict[str, Any] | None:
-    """The profile (``{"modules": [...], "missing": [...]}``) or None when the job built nothing."""
-    job, remote = ctx.job, ctx.job.remote
-    arms = remote.get("bench_env") or {}
+LAST = PHASES[-1][0]    # after promotion: its builds happen in the promote step's round trip
+
+
+def _dirs(ctx: Ctx, builds: dict[str, list[dict]], since: float | None = None) -> list[dict]:
+    """The jit_logs request's dirs. With ``since`` (a node time, before the engaged check ran), the last
+    phase asks for every module the live dir built from then on: sent ahead, with the promotion."""
+    job, arms = ctx.job, ctx.job.remote.get("bench_env") or {}
     env = {**(job.facts.get("env") or {}), **ctx.target.container.env}
-    builds: dict[str, list[dict]] = {}
     dirs = []
-    for label, log, arm in PHASES:
-        builds[label] = build_lines(_log_text(ctx, log))
+    for label, _log, arm in PHASES:
         if arm:
             jit_dir = (arms.get(arm) or {}).get("AITER_JIT_DIR")
             if jit_dir:   # private: everything built there was built by this job
                 dirs.append({"label": label, "jit_dir": jit_dir, "modules": None})
-        elif builds[label]:
-            dirs.append({"label": label, "jit_dir": None, "package_dir": job.facts.get("package_dir"),
-                         "jit_dir_env": env.get("AITER_JIT_DIR"),
-                         "modules": sorted({b["module"] for b in builds[label]})})
+        elif builds.get(label) or (since is not None and label == LAST):
+            live = {"label": label, "jit_dir": None, "package_dir": job.facts.get("package_dir"),
+                    "jit_dir_env": env.get("AITER_JIT_DIR")}
+            if since is not None and label == LAST:
+                dirs.append({**live, "modules": None, "since": since})
+            else:
+                dirs.append({**live, "modules": sorted({b["module"] for b in builds[label]})})
+    return dirs
+
+
+def ahead_request(ctx: Ctx, since: float | None) -> dict | None:
+    """jit_logs for the promote step's batch (after the engaged check's benchmark); None without a node time."""
+    if since is None:
+        return None
+    builds = {label: build_lines(_log_text(ctx, log)) for label, log, _arm in PHASES if label != LAST}
+    return {"dirs": _dirs(ctx, builds, since)}
+
+
+def _from_ahead(ahead: tuple[dict, dict], dirs: list[dict]) -> dict | None:
+    """The answer to ``dirs`` cut from the one sent ahead, or None when that asked for something else."""
+    req, answer = ahead
+    sent = {d["label"]: d for d in req["dirs"]}
+    wanted: set = set()
+    for d in dirs:
+        a = sent.get(d["label"])
+        if d["label"] == LAST:
+            if a is None or {**a, "modules": d["modules"]} != {**d, "since": a.get("since")}:
+                return None
+            wanted = set(d["modules"])
+        elif a != d:
+            return None
+    if len(sent) != len(dirs) + (LAST in sent and all(d["label"] != LAST for d in dirs)):
+        return None
+    logs = [e for e in answer.get("logs") or [] if e["label"] != LAST or e["module"] in wanted]
+    got = {e["module"] for e in logs if e["label"] == LAST}
+    missing = [m for m in answer.get("missing") or [] if m.get("label") != LAST]
+    live = next((e["jit_dir"] for e in answer.get("logs") or [] if e["label"] == LAST), None)
+    missing += [{"label": LAST, "jit_dir": live, "module": m} for m in sorted(wanted - got)]
+    return {"logs": logs, "missing": missing}
+
+
+def collect(ctx: Ctx) -> dict[str, Any] | None:
+    """The profile (``{"modules": [...], "missing": [...]}``) or None when the job built nothing."""
+    job = ctx.job
+    builds = {label: build_lines(_log_text(ctx, log)) for label, log, _arm in PHASES}
+    dirs = _dirs(ctx, builds)
+    ahead = ctx.prefetched.pop("jit_logs", None)
     if not dirs:
         return None
+    res = _from_ahead(ahead, dirs) if ahead else None
     try:
-        res = ctx.call("jit_logs", {"dirs": dirs})
+        res = res or ctx.call("jit_logs", {"dirs": dirs})
     except RemoteCommandError as exc:
         job.note(f"JIT build profile missing: the node could not list the .ninja_log files ({exc.message})")
         res = {"logs": [], "missing": []}

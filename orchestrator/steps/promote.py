@@ -68,14 +68,14 @@ def _others(ctx: Ctx) -> list[str]:
 
 def promote(ctx: Ctx, mode: str, then=None) -> dict:
     """Promote the job's rows in `mode`; returns the node's record (``already`` when nothing changed).
-    ``then(keys)``: an op ``(name, request)`` (or None) to run right after it, in the same round trip;
-    its answer is the record's ``then``."""
+    ``then(keys)``: ops ``[(name, request)]`` to run right after it, in the same round trip; their answers
+    are the record's ``then``."""
     job, variant = ctx.job, ctx.variant
     if mode not in MODES:
         raise UsageError(f"unknown promote mode {mode!r}", hint="one of: " + ", ".join(MODES))
     keys = chosen_keys(ctx, mode)
     module = JIT_MODULES.get(variant.name)
-    after = then(keys) if then and keys else None
+    after = then(keys) if then and keys else []
     req = {
         "live": job.remote["live_csv"], "staging": job.remote["tuned_csv"], "backup_dir": backup_dir(ctx),
         "key_columns": list(variant.key_columns), "keys": [[str(v) for v in k] for k in keys],
@@ -85,11 +85,12 @@ def promote(ctx: Ctx, mode: str, then=None) -> dict:
         "package_dir": job.facts.get("package_dir"),
         "jit_dir_env": ({**(job.facts.get("env") or {}), **ctx.target.container.env}.get("AITER_JIT_DIR")),
     }
-    if after is None:
+    if not after:
         res = ctx.call("promote", req)
     else:
-        res, ran = ctx.call_batch([("promote", req), after])
-        res["then"] = ran
+        answers = ctx.call_batch([("promote", req), *after])
+        res = answers[0]
+        res["then"] = answers[1:]
     res.pop("ok", None)
     if not res.get("nothing"):
         job.remote["promotion"] = {"mode": mode, **res}
@@ -128,14 +129,25 @@ def run(ctx: Ctx) -> None:
         return
     asked: list[list] = []
 
-    def engage_run(keys: list[list]):       # the engaged check's benchmark rides with the promotion
+    ahead: list = []
+
+    def engage_run(keys: list[list]) -> list:
+        """The engaged check's benchmark rides with the promotion, then the JIT logs of what it built."""
         from .engage import run_request
+        from .jitprofile import ahead_request
         asked[:] = keys
         req = run_request(ctx, keys)
-        return ("run", req) if req else None
+        if not req:
+            return []
+        jit = ahead_request(ctx, ctx.job.step_state("remote").info.get("node_now"))
+        ahead[:] = [jit] if jit else []
+        return [("run", req), *([("jit_logs", jit)] if jit else [])]
 
     res = promote(ctx, mode, then=engage_run)
-    ran = res.pop("then", None)
+    then = res.pop("then", None) or [None]
+    ran = then[0]
+    if ahead and len(then) > 1:         # for the report step's JIT profile (in memory; a resume asks again)
+        ctx.prefetched["jit_logs"] = (ahead[0], then[1])
     info.update({k: res.get(k) for k in ("added", "replaced", "skipped_duplicates", "backup", "modules")})
     info["promoted"] = len(res.get("promoted") or [])
     for k in res.get("skipped_duplicates") or []:

@@ -152,6 +152,8 @@ def poll_once(ctx: Ctx, wait: bool = True, ahead: bool = False) -> dict:
     res = ctx.call("status", req, timeout=POLL_TIMEOUT_S + wait_s)
     run = res["runs"][0]
     run["long_poll"] = "waited_s" in res
+    if res.get("now") is not None:
+        info["node_now"] = res["now"]      # the node's clock: what it builds from now on (jitprofile ahead)
     data = base64.b64decode(run.get("data_b64") or "")
     if data:
         at = run.get("offset")

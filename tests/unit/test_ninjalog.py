@@ -105,3 +105,35 @@ def test_node_helper_op_jit_logs_returns_the_ninja_logs_of_a_jit_dir(tmp_path):
     assert {(m["label"], m["module"]) for m in res["missing"]} == {("live", "module_gone"), ("empty", None)}
     bad = call("jit_logs", {"dirs": "x"})
     assert bad["ok"] is False and "dirs" in bad["error"]
+
+
+def test_jit_logs_since_lists_only_what_the_live_dir_built_from_then_on(tmp_path):
+    import os
+    from tests.unit.test_node_helper import ok
+    for name, mtime in (("module_old", 1000.0), ("module_new", 2000.0)):
+        d = tmp_path / "jit" / "build" / name / "build"
+        d.mkdir(parents=True)
+        (d / ".ninja_log").write_text("# ninja log v5\n")
+        os.utime(d / ".ninja_log", (mtime, mtime))
+    res = ok("jit_logs", {"dirs": [{"label": "after promotion", "jit_dir": str(tmp_path / "jit"), "modules": None,
+                                    "since": 1500.0}]})
+    assert [e["module"] for e in res["logs"]] == ["module_new"] and res["missing"] == []
+
+
+def test_the_jit_logs_sent_ahead_answer_the_report_only_for_what_it_needs():
+    """jitprofile: promote's batch asks the live dir for everything built since the last poll; the report
+    step keeps the modules its engaged-at-runtime log says were built, and asks again if the dirs differ."""
+    from orchestrator.steps.jitprofile import LAST, _from_ahead
+    live = {"label": LAST, "jit_dir": None, "package_dir": "/a/aiter", "jit_dir_env": None}
+    private = {"label": "after benchmark", "jit_dir": "/j/jit/after", "modules": None}
+    sent = {"dirs": [private, {**live, "modules": None, "since": 1500.0}]}
+    answer = {"logs": [{"label": "after benchmark", "module": "module_x", "jit_dir": "/j/jit/after"},
+                       {"label": LAST, "module": "module_x", "jit_dir": "/live"},
+                       {"label": LAST, "module": "module_server_built", "jit_dir": "/live"}],
+              "missing": []}
+    got = _from_ahead((sent, answer), [private, {**live, "modules": ["module_x", "module_y"]}])
+    assert [(e["label"], e["module"]) for e in got["logs"]] == [("after benchmark", "module_x"), (LAST, "module_x")]
+    assert got["missing"] == [{"label": LAST, "jit_dir": "/live", "module": "module_y"}]
+    assert _from_ahead((sent, answer), [private])["logs"] == answer["logs"][:1]      # nothing built after
+    assert _from_ahead((sent, answer), [{**private, "jit_dir": "/other"}]) is None
+    assert _from_ahead((sent, answer), [private, {**live, "package_dir": "/b", "modules": ["module_x"]}]) is None

@@ -3,7 +3,8 @@ built in a JIT dir (``{jit dir}/build/<module>/build/.ninja_log``, aiter-formats
 
 Op ``jit_logs``: ``{"dirs": [{"label", "jit_dir" or null, "package_dir", "jit_dir_env", "modules": [name] or
 null}], "max_bytes"}``. A null ``jit_dir`` is the live one (what AITER's ``get_user_jit_dir`` picks); a
-null ``modules`` means every module built there. Answers ``{"logs": [{"label", "jit_dir", "module",
+null ``modules`` means every module built there (with ``since``, a node time: those whose log changed
+from then on). Answers ``{"logs": [{"label", "jit_dir", "module",
 "path", "size", "mtime", "text", "truncated"}], "missing": [{"label", "jit_dir", "module"}]}``; a log
 longer than ``max_bytes`` (default 256 KiB) is sent from its last whole line before the tail (the last
 build is at the end). Read only. Stdlib only, Python >= 3.8.
@@ -17,6 +18,13 @@ from staging import live_jit_dir
 
 MAX_BYTES = 256 * 1024
 TOTAL_BYTES = 4 * 1024 * 1024
+
+
+def _mtime(path):
+    try:
+        return os.path.getmtime(path)
+    except OSError:
+        return float("-inf")
 
 
 def _tail(path, limit):
@@ -45,7 +53,10 @@ def op_jit_logs(req):
         modules = d.get("modules")
         if modules is None:
             found = sorted(glob.glob(os.path.join(glob.escape(jit_dir), "build", "*", "build", ".ninja_log")))
-            if not found:
+            since = d.get("since")
+            if since is not None:     # only what was built from then on (a shared live dir holds more)
+                found = [p for p in found if _mtime(p) >= float(since)]
+            elif not found:
                 missing.append({"label": label, "jit_dir": jit_dir, "module": None})
             names = [p.split(os.sep)[-3] for p in found]
         else:
