@@ -33,10 +33,10 @@ def _name(node_path: str, fallback: str) -> str:
 
 
 def manifest_request(ctx: Ctx, paths: list[str]) -> dict:
-    """The manifest a poll asks ahead for (``on_end``): the logs by sha only (the polls stream them; a log that
-    differs is copied by pull), everything else inline, as the pull right after the end needs it."""
-    logs = _logs(ctx)
-    return {"paths": paths, "have": {p: None for p in paths if p not in logs}, "inline_max": INLINE_MAX}
+    """The manifest a poll asks ahead for (``on_end``): every file that fits inline comes with its content (the
+    poll cannot know what the local copies will hold once its own bytes are written; a few small files are
+    sent twice), a bigger one by sha only (pull copies it if the local copy differs)."""
+    return {"paths": paths, "have": {p: None for p in paths}, "inline_max": INLINE_MAX}
 
 
 def wanted_files(ctx: Ctx, dest: Path) -> dict[str, Path]:
