@@ -3,7 +3,8 @@
 Answers at once when a run's state is final or its own log (the pipeline's markers) grew; when only
 the other ``files`` grew (a chatty step log), answers once ``min_s`` has passed since the request, so
 a busy log does not turn polling into a busy loop; otherwise answers after ``wait_s``. Between full
-``status`` computations it only stats the run files, the logs and ``/proc/<pid>`` every 10 ms.
+``status`` computations it only stats the run files and the logs and reads ``/proc/<pid>/stat`` every 10 ms.
+``on_end``: the answer that finds every run ended also carries the manifest the laptop asks for next.
 """
 
 import os
