@@ -53,6 +53,7 @@ class HelperChannel:
         self.ping_s = ping_s()
         self._buf = bytearray()
         self._ids = itertools.count(1)
+        self._first: tuple[str, dict, int] | None = None
 
     # ---- lines ----------------------------------------------------------------------------------
     def _line(self, timeout: float) -> bytes | None:
@@ -75,8 +76,13 @@ class HelperChannel:
         self.stream.send(json.dumps(obj, separators=(",", ":")).encode() + b"\n")
 
     # ---- protocol -------------------------------------------------------------------------------
-    def start(self) -> dict | None:
-        """Wait for the hello line; None if the helper exited first (the caller reads its stderr)."""
+    def start(self, first: tuple[str, dict, float | None] | None = None) -> dict | None:
+        """Wait for the hello line; None if the helper exited first (the caller reads its stderr).
+        ``first`` (op, request, timeout) is sent before the hello arrives (one round trip fewer for a new
+        channel); ``request`` with the same op and request then only waits for its answer. A helper that
+        never started never read it (the caller starts another one and sends it again)."""
+        if first is not None:
+            self._first = (first[0], first[1], self._send_request(*first))
         deadline = time.monotonic() + HELLO_S
         try:
             while True:
@@ -91,9 +97,17 @@ class HelperChannel:
         except HelperGone:
             return None
 
-    def request(self, op: str, req: dict, timeout: float | None) -> dict:
+    def _send_request(self, op: str, req: dict, timeout: float | None) -> int:
         rid = next(self._ids)
         self._send({"id": rid, "op": op, "req": req, "timeout_s": timeout})
+        return rid
+
+    def request(self, op: str, req: dict, timeout: float | None) -> dict:
+        first, self._first = self._first, None
+        if first is not None and first[0] == op and first[1] is req:
+            rid = first[2]            # sent with the channel's start
+        else:
+            rid = self._send_request(op, req, timeout)
         now = time.monotonic()
         heard = now
         next_ping = now + self.ping_s

@@ -196,7 +196,7 @@ class NodeHelper:
     def _call_channel(self, op: str, request: dict, timeout: float | None) -> dict | None:
         """The answer over the persistent channel, or None when this target must use one exec per op."""
         for attempt in (1, 2):
-            if self.channel is None and self._start() is None:
+            if self.channel is None and self._start((op, request, timeout)) is None:
                 return None
             try:
                 return self.channel.request(op, request, timeout)
@@ -211,7 +211,7 @@ class NodeHelper:
                 raise
         return None  # not reached
 
-    def _start(self) -> HelperChannel | None:
+    def _start(self, first: tuple[str, dict, float | None] | None = None) -> HelperChannel | None:
         opener = getattr(self.transport, "open_stream", None)
         if opener is None or not self._stream_ok:
             return None
@@ -226,7 +226,7 @@ class NodeHelper:
                 return None
             channel = HelperChannel(stream, self.transport.label)
             try:
-                hello = channel.start()
+                hello = channel.start(first)
             except BaseException:
                 channel.close()
                 raise
