@@ -85,16 +85,14 @@ def promote(ctx: Ctx, mode: str, then=None) -> dict:
         "package_dir": job.facts.get("package_dir"),
         "jit_dir_env": ({**(job.facts.get("env") or {}), **ctx.target.container.env}.get("AITER_JIT_DIR")),
     }
-    if not after:
-        res = ctx.call("promote", req)
-    else:
-        answers = ctx.call_batch([("promote", req), *after])
-        res = answers[0]
-        res["then"] = answers[1:]
+    answers = ctx.call_batch([("promote", req), *after]) if after else [ctx.call("promote", req)]
+    res = answers[0]
     res.pop("ok", None)
     if not res.get("nothing"):
-        job.remote["promotion"] = {"mode": mode, **res}
+        job.remote["promotion"] = {"mode": mode, **res}     # the node's record only: never ``then``
     _mark(ctx, res)
+    if after:
+        res["then"] = answers[1:]
     return res
 
 

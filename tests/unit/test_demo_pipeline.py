@@ -41,6 +41,8 @@ def test_demo_runs_to_a_report_that_matches_the_perf_model(ws, capsys, profile, 
     # the outcome: verdicts on 3+3 runs, proven rows promoted, every promoted shape engaged at runtime
     promoted = int((got["promoted"] == "true").sum())
     assert promoted and promoted == state["steps"]["promote"]["info"]["promoted"]
+    # what rode in promote's round trip (the engaged benchmark's output, JIT logs) is not kept in the state
+    assert "then" not in state["remote"]["promotion"] and state["remote"]["promotion"]["promoted"]
     assert not ((got["promoted"] == "true") & (got["verdict"] != "improved")).any()
     assert "Verdicts rest on 3 before and 3 after runs per shape" in md
     # C-11: keys added / changed / removed, not a row count; C-18: the bench calls as the node ran them
