@@ -15,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from ..context import Settings
 from ..errors import JobError, TuneRemoteError, UsageError
-from ..parsing.csvtools import write_untuned_csv
+from ..parsing.untuned import write_untuned_csv
 from ..state import TERMINAL, JobState, Workspace, atomic_write
 from ..steps.budget import parse_duration, seconds_per_shape, within
 from ..variants import get_variant

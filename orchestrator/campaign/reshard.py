@@ -12,7 +12,7 @@ import time
 
 from ..context import Ctx, Settings
 from ..errors import TuneRemoteError
-from ..parsing.csvtools import read_shapes_csv, write_untuned_csv
+from ..parsing.untuned import read_shapes_csv, write_untuned_csv
 from ..state import JobState, Workspace, atomic_write
 from ..ui import Ui
 from . import plan as planning

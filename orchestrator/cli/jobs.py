@@ -25,7 +25,7 @@ def _validate_local_inputs(variant_name: str, logs, shapes_csv, nk, model=None) 
     if shapes_csv:
         if not Path(shapes_csv).is_file():
             raise UsageError(f"--shapes-csv {shapes_csv} not found")
-        from ..parsing.csvtools import read_shapes_csv
+        from ..parsing.untuned import read_shapes_csv
         try:
             read_shapes_csv(shapes_csv, variant.name)
         except ValueError as exc:

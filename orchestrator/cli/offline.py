@@ -35,7 +35,7 @@ from .base import cli
 def shapes(env, logs, variant, csv_out, as_json, model, tp, m_preset, gfx, ep, fuse_shared_experts, gemm_variant,
            node, container):
     """Untuned shapes from server logs (or from a model config), as JSON or AITER CSV; no node needed."""
-    from ..parsing.csvtools import write_untuned_csv
+    from ..parsing.untuned import write_untuned_csv
     from ..remote.helpers import shapelog
     if variant and variant != "bf16":  # bf16 (a16w16) shapes are mined, not tuned, by tune-remote
         get_variant(variant)

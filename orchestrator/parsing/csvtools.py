@@ -31,16 +31,8 @@
     rows in a's order then b-only keys; ``status``: ``only_a`` / ``only_b`` / ``changed`` (kernel name, or kernelId/splitK/libtype/block_m/ksplit/
     run_1stage when present, differ) / ``same``.
 
-``write_untuned_csv(shapes, variant) -> str``
-    AITER's untuned format: header = ``KernelVariant.untuned_columns`` (a name, a resolved KernelVariant or
-    ``"bf16"``); MoE values rendered like the shipped ``untuned_fmoe.csv``
-    (``...,ActivationType.Silu,torch.bfloat16,...,QuantType.per_1x128,1,0``); bf16 booleans ``True/False``.
-    Duplicate rows are written once. A shape lacking a column raises ValueError naming it.
-
-``read_shapes_csv(path, variant)``
-    A user CSV in AITER's untuned format (header case-insensitive; extra columns such as ``gfx``/``cu_num``
-    ignored) -> shape dicts (lower-case keys, typed like shapelog's). Missing columns raise ValueError naming
-    them and the expected header.
+The untuned side (``write_untuned_csv``, ``read_shapes_csv``) lives in ``parsing/untuned.py`` (no pandas:
+the early steps use it) and is re-exported here.
 """
 
 from __future__ import annotations
@@ -52,21 +44,13 @@ import re
 from pathlib import Path
 from typing import Any, Iterable
 
+import pandas as pd
+
 from ..errors import UsageError
-from ..variants import MOE_KEY, KernelVariant, get_variant
+from ..variants import MOE_KEY
+from .untuned import BF16_UNTUNED_COLUMNS, read_shapes_csv, write_untuned_csv  # noqa: F401 (re-exported)
 
 
-
-class _Pandas:
-    """pandas, imported at its first use here (``tune-remote run`` meets its node meanwhile: engine.warm_up)."""
-
-    def __getattr__(self, name: str) -> Any:
-        import pandas
-        globals()["pd"] = pandas
-        return getattr(pandas, name)
-
-
-pd: Any = _Pandas()
 
 __all__ = [
     "read_tuned_csv", "key_columns", "merge_tuned", "merge_tuned_report", "diff_tuned",
@@ -76,14 +60,9 @@ __all__ = [
 LEGACY_CU_NUM_TO_GFX = {256: "gfx950", 80: "gfx942", 304: "gfx942"}
 GEMM_KEY_ORDER = ("gfx", "cu_num", "B", "M", "N", "K", "q_dtype_w",
                   "bias", "dtype", "outdtype", "scaleAB", "bpreshuffle")
-BF16_UNTUNED_COLUMNS = ("M", "N", "K", "bias", "dtype", "outdtype", "scaleAB", "bpreshuffle")
 GEMM_ERR_BOUND = 0.05
 MOE_ERR_BOUND = 0.5
 _NULLS = {"", "Null", "null", "None", "none", "nan", "NaN", "NULL", "<NA>"}
-_INT_DIMS = {"b", "m", "n", "k", "token", "model_dim", "inter_dim", "expert", "topk"}
-_BOOL01 = {"use_g1u1", "doweight_stage1"}
-_PYBOOL = {"bias", "scaleab", "bpreshuffle"}
-_DTYPE_COLS = {"q_dtype_w", "q_dtype_a", "dtype", "outdtype"}
 
 
 # --------------------------------------------------------------------------------------------
@@ -374,113 +353,4 @@ def diff_tuned(a: Any, b: Any) -> pd.DataFrame:
     out = m[cols].reset_index(drop=True)
     for c in keys:
         out[c] = _to_number(out[c].astype(object))
-    return out
-
-
-# --------------------------------------------------------------------------------------------
-# untuned CSVs (what we hand to the tuners) and user shape CSVs
-# --------------------------------------------------------------------------------------------
-
-
-def _columns_for(variant: str | KernelVariant) -> tuple[str, tuple[str, ...]]:
-    if isinstance(variant, KernelVariant):
-        return variant.name, variant.untuned_columns
-    if variant == "bf16":
-        return "bf16", BF16_UNTUNED_COLUMNS
-    v = get_variant(variant)
-    return v.name, v.untuned_columns
-
-
-def _enum(value: Any, prefix: str) -> str:
-    s = str(value).strip().strip("'\"")
-    m = re.match(r"^<\s*([\w.]+)\s*:", s)
-    if m:
-        s = m.group(1)
-    return s if "." in s else f"{prefix}.{s}"
-
-
-def _dtype(value: Any) -> str:
-    s = str(value).strip().strip("'\"")
-    return s if ("." in s or s in ("", "None")) else f"torch.{s}"
-
-
-def _to_bool(value: Any) -> bool:
-    if isinstance(value, str):
-        s = value.strip().lower()
-        if s in ("true", "1", "1.0", "yes"):
-            return True
-        if s in ("false", "0", "0.0", "no", ""):
-            return False
-        raise ValueError(f"not a boolean: {value!r}")
-    return bool(value)
-
-
-def _typed(col: str, value: Any) -> Any:
-    """Normalise one value of a shape's lower-case column."""
-    if col in _INT_DIMS:
-        return int(float(value))
-    if col in _BOOL01:
-        return 1 if _to_bool(value) else 0
-    if col in _PYBOOL:
-        return _to_bool(value)
-    if col == "act_type":
-        return _enum(value, "ActivationType")
-    if col == "q_type":
-        return _enum(value, "QuantType")
-    if col in _DTYPE_COLS:
-        return _dtype(value)
-    return value
-
-
-def _render(col: str, value: Any) -> str:
-    v = _typed(col, value)
-    if isinstance(v, bool):
-        return "True" if v else "False"
-    return str(v)
-
-
-def write_untuned_csv(shapes: Iterable[dict], variant: str | KernelVariant) -> str:
-    name, columns = _columns_for(variant)
-    lines = [",".join(columns)]
-    seen = set()
-    for i, shape in enumerate(shapes):
-        lower = {str(k).lower(): v for k, v in shape.items() if k != "_meta"}
-        missing = [c for c in columns if c.lower() not in lower]
-        if missing:
-            raise ValueError(
-                f"shape #{i + 1} {shape!r} lacks column(s) {', '.join(missing)} needed by the {name} "
-                f"untuned CSV (header {','.join(columns)})")
-        row = ",".join(_render(c.lower(), lower[c.lower()]) for c in columns)
-        if row not in seen:
-            seen.add(row)
-            lines.append(row)
-    return "\n".join(lines) + "\n"
-
-
-def read_shapes_csv(path: str | os.PathLike, variant: str | KernelVariant) -> list[dict]:
-    name, columns = _columns_for(variant)
-    df = read_tuned_csv(Path(path) if not isinstance(path, Path) else path)
-    by_lower = {}
-    for c in df.columns:
-        by_lower.setdefault(c.lower(), c)
-    missing = [c for c in columns if c.lower() not in by_lower]
-    if missing:
-        raise ValueError(
-            f"{path}: missing column(s) {', '.join(missing)} for variant {name} "
-            f"(expected header: {','.join(columns)}; found: {','.join(map(str, df.columns)) or 'nothing'})")
-    out, seen = [], set()
-    for rownum, rec in enumerate(df.to_dict("records"), start=2):
-        shape = {}
-        for c in columns:
-            v = rec[by_lower[c.lower()]]
-            if v is None or (isinstance(v, float) and math.isnan(v)):
-                raise ValueError(f"{path}: line {rownum}: empty {c}")
-            try:
-                shape[c.lower()] = _typed(c.lower(), v)
-            except (TypeError, ValueError) as e:
-                raise ValueError(f"{path}: line {rownum}: bad {c} value {v!r} ({e})") from None
-        key = tuple(shape.items())
-        if key not in seen:
-            seen.add(key)
-            out.append(shape)
     return out

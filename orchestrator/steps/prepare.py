@@ -10,7 +10,7 @@ from pathlib import Path
 
 from ..context import Ctx
 from ..errors import JobError
-from ..parsing.csvtools import write_untuned_csv
+from ..parsing.untuned import write_untuned_csv
 from ..remote.shell import Cmd, quote, render
 from ..variants import KernelVariant
 from ..workflow import LOG_STEP_NAMES

@@ -9,7 +9,7 @@ from . import budget, riders
 from ..context import Ctx
 from ..errors import JobError, UsageError
 from ..variants import KernelVariant, get_variant
-from ..parsing.csvtools import read_shapes_csv
+from ..parsing.untuned import read_shapes_csv
 from ..remote.helpers import shapelog
 from .keys import norm_key_value
 
