@@ -1,7 +1,5 @@
 """`python -m orchestrator` == `tune-remote`."""
 
-import sys
+from .cli import console_main
 
-from .cli import main
-
-sys.exit(main())
+console_main()

@@ -2,6 +2,6 @@
 from __future__ import annotations
 
 from . import campaign, jobs, offline, outcome, watch  # noqa: F401  (registers the commands on the group)
-from .base import Env, cli, main
+from .base import Env, cli, console_main, main
 
-__all__ = ["Env", "cli", "main"]
+__all__ = ["Env", "cli", "console_main", "main"]
