@@ -109,3 +109,22 @@ def test_amd_smi_json_in_both_shapes_with_partition_and_cu_num(tools):
     assert f["free_gpus"] == [0], (f["gpus"], problems)     # 1 busy, 2 holds VRAM, 3 has no use reading
     assert f["partitions"] == {"0": "CPX", "1": "CPX", "2": "CPX", "3": "CPX"}
     assert f["gpus"]["0"]["memory_partition"] == "NPS4" and f["gpu_cu_nums"] == [38] * 4
+
+
+def test_samples_start_an_interval_apart_however_slow_the_smi_is(tools, monkeypatch):
+    """Real rocm-smi takes ~0.5 s a call: 3 samples 0.25 s apart must not cost 3 calls + 2 full sleeps."""
+    clock = [100.0]
+    starts = []
+    tools["rocm-smi"] = smi([0, 0])
+
+    def run_tool(argv, timeout=30.0, env=None):
+        if argv[0].endswith("rocm-smi"):
+            starts.append(round(clock[0] - 100.0, 3))
+            clock[0] += 0.2     # each call takes 0.2 s
+        return tools.get(argv[0].rsplit("/", 1)[-1]), None
+
+    monkeypatch.setattr(gpus, "_run_tool", run_tool)
+    monkeypatch.setattr(gpus.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(gpus.time, "sleep", lambda s: clock.__setitem__(0, clock[0] + s))
+    gpus.gpu_facts([], 10, samples=3, interval=0.25, env={})
+    assert starts == [0.0, 0.25, 0.5]

@@ -199,9 +199,10 @@ def gpu_facts(problems, busy_threshold, samples=3, interval=0.25, env=None):
         _amd_static(amd, problems, gpus)
     if smi is None and amd is None:
         problems.append("rocm-smi not found (nor amd-smi): GPU use unknown, free_gpus not computed")
+    first = time.monotonic()
     for n in range(max(1, int(samples))):
-        if n:
-            time.sleep(interval)
+        if n:   # samples START `interval` apart: a slow smi (real rocm-smi takes ~0.5 s) is not waited for twice
+            time.sleep(max(0.0, first + n * interval - time.monotonic()))
         if smi is not None:
             ok = _smi_sample(smi, problems if n == 0 else [], gpus)
             if not ok and n == 0:
