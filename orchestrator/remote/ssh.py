@@ -30,6 +30,8 @@ from .transport import CommandResult, TransportError, check_result
 KEEPALIVE_S = 5
 DEFAULT_CONNECT_TIMEOUT = 15
 STREAM_WINDOW = 16 << 20     # channel window: log chunks and file copies flow without window stalls
+# (and what one recv asks for: paramiko's buffer drops what was read from its front, a memmove of the rest,
+# so a copy read 64 KiB at a time while 16 MiB wait costs O(n^2): 3 s of a 200 MB fetch)
 STREAM_PACKET = 1 << 18     # fewer, larger packets: 256 KiB (paramiko's per-packet cost is Python)
 
 # paramiko logs every dropped connection (with a traceback) from its transport thread; without a
@@ -278,7 +280,7 @@ class SshTransport:
             out, err = bytearray(), bytearray()
             while True:
                 while chan.recv_ready():
-                    out += chan.recv(1 << 16)
+                    out += chan.recv(STREAM_WINDOW)
                 while chan.recv_stderr_ready():
                     err += chan.recv_stderr(1 << 16)
                 if chan.exit_status_ready() and not chan.recv_ready() and not chan.recv_stderr_ready():
@@ -337,7 +339,7 @@ class _ChannelStream:
                 chunk = chan.recv_stderr(1 << 16)
                 self._err += chunk[: max(0, (1 << 16) - len(self._err))]
             if chan.recv_ready():
-                return chan.recv(1 << 16)
+                return chan.recv(STREAM_WINDOW)
             if chan.eof_received or chan.closed:
                 return b""
             conn = self.owner.conn

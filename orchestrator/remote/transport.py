@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Callable, Protocol
 
-from ..errors import ConnectionLost, RemoteCommandError
+from ..errors import CommandTimeout, ConnectionLost, RemoteCommandError
+from . import trace
 from .shell import Cmd, display, sh
 
 
@@ -82,5 +84,31 @@ def put_bytes(transport: Transport, data: bytes, remote_path: str, mode: str = "
     transport.run(sh(_PUT_SCRIPT, remote_path, mode), stdin=data, timeout=timeout)
 
 
-def get_bytes(transport: Transport, remote_path: str, timeout: float | None = 600) -> bytes:
-    return transport.run(Cmd(("cat", "--", remote_path)), timeout=timeout).stdout
+def get_file(transport: Transport, remote_path: str, write: Callable[[bytes], object], timeout: float = 600) -> bytes:
+    """A remote file's bytes to ``write`` as they arrive (``cat`` on a stream: nothing held in memory; one
+    ``run`` where the transport has no streams); returns what ``cat`` said on stderr (why it stopped
+    early, if it did). The caller verifies what it got (fetch: sha256 against the node's manifest)."""
+    cmd = Cmd(("cat", "--", remote_path))
+    opener = getattr(transport, "open_stream", None)
+    with trace.span(transport.label, "stream " + trace.argv_head(cmd.argv)):
+        return _get_file(transport, cmd, opener, write, timeout)
+
+
+def _get_file(transport, cmd, opener, write, timeout):
+    if opener is None:
+        result = transport.run(cmd, timeout=timeout, check=False)
+        write(result.stdout)
+        return result.stderr
+    stream = opener(cmd)
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            chunk = stream.recv(deadline - time.monotonic())
+            if chunk is None:
+                raise CommandTimeout(f"copying {cmd.argv[-1]} from {transport.label} took over {timeout:g}s",
+                                     hint="run `tune-remote fetch` again")
+            if not chunk:
+                return stream.stderr()
+            write(chunk)
+    finally:
+        stream.close()

@@ -6,11 +6,12 @@ from __future__ import annotations
 import base64
 import hashlib
 import os
+import tempfile
 from pathlib import Path
 
 from ..context import Ctx
 from ..errors import CommandTimeout, JobError
-from ..remote.transport import TransportError, get_bytes
+from ..remote.transport import TransportError, get_file
 from ..state import atomic_write
 
 INLINE_MAX = 4 << 20   # files up to this size come back inside the manifest answer (no extra exec)
@@ -87,11 +88,12 @@ def pull(ctx: Ctx, files: dict[str, Path], *, record: bool = True, writes: list[
         else:
             inline = meta.get("data_b64")
             data = base64.b64decode(inline) if inline is not None else None
-            if data is None or hashlib.sha256(data).hexdigest() != sha:
-                data = _get_verified(ctx, node_path, sha, growing=node_path in _logs(ctx))
-            sha = hashlib.sha256(data).hexdigest()
-            atomic_write(local, data)
-            info["bytes_last_pull"] += len(data)
+            if data is not None and hashlib.sha256(data).hexdigest() == sha:
+                atomic_write(local, data)
+                size = len(data)
+            else:
+                sha, size = _copy_verified(ctx, node_path, local, sha, growing=node_path in _logs(ctx))
+            info["bytes_last_pull"] += size
             outcome[node_path] = "fetched"
         if record:
             ctx.job.fetched[node_path] = sha
@@ -103,22 +105,45 @@ def _logs(ctx: Ctx) -> set[str]:
     return {*(r.get("logs") or {}).values(), *([r["pipeline_log"]] if r.get("pipeline_log") else [])}
 
 
-def _get_verified(ctx: Ctx, node_path: str, sha: str, *, growing: bool = False) -> bytes:
-    """The file's bytes, verified by sha256. A log still being written (``growing``) is verified as an
-    exact prefix of the node's file: what was written so far (C-05). Tables must match whole."""
+def _copy_verified(ctx: Ctx, node_path: str, local: Path, sha: str, *, growing: bool = False) -> tuple[str, int]:
+    """Stream the node file into ``local`` (a temp name renamed into place once verified; never held in
+    memory): (the sha256 it has, its size). A log still being written (``growing``) is verified as an
+    exact prefix of the node's file: what was written so far (C-05). Tables must match whole. Not fsynced:
+    a copy lost to a laptop crash no longer matches the node's sha256, and the next fetch copies it again."""
+    local.parent.mkdir(parents=True, exist_ok=True)
     for attempt in range(3):
+        fd, tmp = tempfile.mkstemp(dir=local.parent, prefix=f".{local.name}.")
         try:
-            data = get_bytes(ctx.target.ctr, node_path)
-        except (TransportError, CommandTimeout):
-            ctx.call("version")  # reconnect with back-off, then try again
-            continue
-        if hashlib.sha256(data).hexdigest() == sha:
-            return data
-        if growing and ctx.call("prefix_sha", {"path": node_path, "length": len(data)})["sha256"] == \
-                hashlib.sha256(data).hexdigest():
-            return data
-        # the file changed between manifest and copy (a live log): take the newer manifest
-        sha = ctx.call("manifest", {"paths": [node_path]})["files"][node_path]["sha256"]
+            digest, size = hashlib.sha256(), 0
+            with os.fdopen(fd, "wb") as fh:
+                def write(chunk: bytes) -> None:
+                    nonlocal size
+                    digest.update(chunk)
+                    fh.write(chunk)
+                    size += len(chunk)
+                try:
+                    err = get_file(ctx.target.ctr, node_path, write)
+                except (TransportError, CommandTimeout):
+                    ctx.call("version")  # reconnect with back-off, then try again
+                    continue
+            got = digest.hexdigest()
+            if got == sha or (growing and ctx.call("prefix_sha", {"path": node_path, "length": size})["sha256"]
+                              == got):
+                os.replace(tmp, local)
+                return got, size
+            if err:
+                raise JobError(f"could not fetch {node_path}: "
+                               + err.decode("utf-8", "replace").strip().splitlines()[-1][:200],
+                               hint="run `tune-remote fetch` again")
+            # the file changed between manifest and copy (a live log): take the newer manifest
+            meta = ctx.call("manifest", {"paths": [node_path]})["files"].get(node_path)
+            if meta is None:
+                raise JobError(f"{node_path} went away from the node while it was fetched",
+                               hint="run `tune-remote fetch` again")
+            sha = meta["sha256"]
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
     raise JobError(f"could not fetch {node_path} intact (sha256 mismatch)",
                    hint="run `tune-remote fetch` again")
 
