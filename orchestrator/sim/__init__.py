@@ -32,7 +32,8 @@ from pathlib import Path
 __all__ = ["SimSpec", "SimInstall", "install", "PROFILES"]
 
 TREE = Path(__file__).resolve().parent / "tree"
-PERF_MODEL = Path(__file__).resolve().parent / "perf_model.py"
+# stdlib-only modules of this package that the node runs too (copied into aiter/_sim/)
+NODE_MODULES = tuple(Path(__file__).resolve().parent / n for n in ("perf_model.py", "lookups.py"))
 
 PROFILES = {"current": "0.1.20", "legacy": "0.1.11", "newest": "0.1.29"}
 # `#@ if <tags>` blocks: a profile keeps a block when every tag holds (`!tag` = must not hold).
@@ -243,7 +244,8 @@ def install(host_dir, spec: SimSpec | None = None, target_dir: str | None = None
     pkg_h = root_h / "aiter"
 
     _copy_tree(TREE / "aiter_pkg" / "aiter", pkg_h, profile)
-    shutil.copyfile(PERF_MODEL, pkg_h / "_sim" / "perf_model.py")
+    for module in NODE_MODULES:
+        shutil.copyfile(module, pkg_h / "_sim" / module.name)
     (pkg_h / "install_mode").write_text(spec.install_mode)
     _install_configs(pkg_h / "configs", profile)
     if profile == "newest":

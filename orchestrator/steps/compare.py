@@ -40,7 +40,6 @@ import pandas as pd
 
 from .compare_stats import _group_of, _groups, _note, _summary
 from .compare_values import (
-    _ROW_EXTRA,
     _VERDICT_STATUS,
     DEFAULT_NOISE_PCT,
     JUDGED_CSV_COLUMNS,
@@ -54,6 +53,7 @@ from .compare_values import (
     _is_blank,
     _nan_to_none,
     _norm_value,
+    _resolve_spec,
     _rows_frame,
     _sort_token,
     comparison_csv_columns,
@@ -374,35 +374,3 @@ def compare(
 def compare_for_variant(before, after, variant, *, noise_pct: float = DEFAULT_NOISE_PCT) -> Comparison:
     """``compare`` with everything taken from ``variant.bench`` (docs/internals.md signature)."""
     return compare(before, after, variant, noise_pct=noise_pct)
-
-
-def _resolve_spec(variant, key_columns, metric, higher_is_better) -> tuple[tuple[str, ...], str, bool]:
-    bench = getattr(variant, "bench", None) if variant is not None else None
-    if variant is not None and bench is None and (key_columns is None or metric is None
-                                                 or higher_is_better is None):
-        raise ValueError(f"variant {getattr(variant, 'name', variant)!r} has no benchmark spec; "
-                         "pass key_columns, metric and higher_is_better")
-    if key_columns is None:
-        if bench is None:
-            raise ValueError("compare() needs key_columns (or a variant)")
-        bench_keys = list(dict.fromkeys(bench.key_columns.values()))
-        # the variant's (tuned CSV) column order first, then any bench-only key column
-        ordered = [c for c in variant.key_columns if c in bench_keys]
-        key_columns = ordered + [c for c in bench_keys if c not in ordered]
-    if metric is None:
-        if bench is None:
-            raise ValueError("compare() needs metric (or a variant)")
-        metric = bench.metric
-    if higher_is_better is None:
-        if bench is None:
-            raise ValueError("compare() needs higher_is_better (or a variant)")
-        higher_is_better = bench.higher_is_better
-    key_columns = tuple(str(c).lower() for c in key_columns)
-    if not key_columns:
-        raise ValueError("key_columns is empty")
-    if len(set(key_columns)) != len(key_columns):
-        raise ValueError(f"duplicate key columns: {key_columns}")
-    clash = set(key_columns) & (set(VALUE_COLUMNS) | set(_ROW_EXTRA))
-    if clash:
-        raise ValueError(f"key columns clash with comparison columns: {sorted(clash)}")
-    return key_columns, str(metric), bool(higher_is_better)

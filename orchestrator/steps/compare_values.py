@@ -204,3 +204,35 @@ def _group_frame(records: list[dict[str, Any]], group_columns: tuple[str, ...]) 
         else:
             data[c] = pd.Series([int(v or 0) for v in vals], dtype="int64")
     return pd.DataFrame(data, columns=cols)
+
+
+def _resolve_spec(variant, key_columns, metric, higher_is_better) -> tuple[tuple[str, ...], str, bool]:
+    bench = getattr(variant, "bench", None) if variant is not None else None
+    if variant is not None and bench is None and (key_columns is None or metric is None
+                                                 or higher_is_better is None):
+        raise ValueError(f"variant {getattr(variant, 'name', variant)!r} has no benchmark spec; "
+                         "pass key_columns, metric and higher_is_better")
+    if key_columns is None:
+        if bench is None:
+            raise ValueError("compare() needs key_columns (or a variant)")
+        bench_keys = list(dict.fromkeys(bench.key_columns.values()))
+        # the variant's (tuned CSV) column order first, then any bench-only key column
+        ordered = [c for c in variant.key_columns if c in bench_keys]
+        key_columns = ordered + [c for c in bench_keys if c not in ordered]
+    if metric is None:
+        if bench is None:
+            raise ValueError("compare() needs metric (or a variant)")
+        metric = bench.metric
+    if higher_is_better is None:
+        if bench is None:
+            raise ValueError("compare() needs higher_is_better (or a variant)")
+        higher_is_better = bench.higher_is_better
+    key_columns = tuple(str(c).lower() for c in key_columns)
+    if not key_columns:
+        raise ValueError("key_columns is empty")
+    if len(set(key_columns)) != len(key_columns):
+        raise ValueError(f"duplicate key columns: {key_columns}")
+    clash = set(key_columns) & (set(VALUE_COLUMNS) | set(_ROW_EXTRA))
+    if clash:
+        raise ValueError(f"key columns clash with comparison columns: {sorted(clash)}")
+    return key_columns, str(metric), bool(higher_is_better)

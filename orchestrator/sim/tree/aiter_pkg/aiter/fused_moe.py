@@ -11,7 +11,7 @@ from . import logger
 from ._sim import LEGACY
 from ._sim.frame import norm, read_csv
 from ._sim import measured_us as bench_us
-from ._sim.perf_model import moe_padded_token
+from ._sim.lookups import moe_padded_token
 from .jit.core import AITER_CONFIGS, get_module
 from .jit.utils.chip_info import get_cu_num, get_gfx
 

@@ -5,7 +5,7 @@ import functools
 from .. import logger
 from .._sim import LEGACY
 from .._sim.frame import norm, read_csv
-from .._sim.perf_model import padded_m_candidates
+from .._sim.lookups import padded_m_candidates
 from ..jit.utils.chip_info import get_cu_num, get_gfx
 
 LEGACY_CU_NUM_TO_GFX = {256: "gfx950", 80: "gfx942", 304: "gfx942"}

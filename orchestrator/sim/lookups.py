@@ -1,0 +1,33 @@
+"""The simulated AITER runtime's table lookups: which M / token values a tuned-CSV lookup tries.
+
+Stdlib only, Python 3.8+: copied into the node beside perf_model.py (``aiter/_sim/lookups.py``).
+"""
+
+
+def padded_m_candidates(m: int, n: int, k: int) -> list:
+    """M values the GEMM runtime lookup tries in order: exact, getPaddedM(gl=0), getPaddedM(gl=1)."""
+    def pad0(x):
+        step = 16 if x <= 256 else 32 if x <= 1024 else 64 if x <= 4096 else 128
+        return ((x + step - 1) // step) * step
+
+    def pad1(x):
+        if x > 8192 and n > 4096:
+            return 8192
+        p = 1
+        while p < x:
+            p <<= 1
+        return p
+
+    return [m, pad0(m), pad1(m)]
+
+
+def moe_padded_token(token: int, profile: str = "current") -> int:
+    """fused_moe get_padded_M: nextPow2 below 32768; tiers above (current) or 32768 (legacy)."""
+    if token <= 32768:
+        p = 1
+        while p < token:
+            p <<= 1
+        return p
+    if profile == "legacy":
+        return 32768
+    return 131072 if token >= 131072 else 32768
