@@ -11,10 +11,13 @@ from pathlib import Path
 
 from ..context import Ctx
 from ..errors import CommandTimeout, JobError
+from ..remote.helpers import mounts
+from ..remote.shell import Cmd
 from ..remote.transport import TransportError, get_file
 from ..state import atomic_write
 
 INLINE_MAX = 4 << 20   # files up to this size come back inside the manifest answer (no extra exec)
+GROW_MAX = 256 << 20   # a log read on the host may have grown this much past the manifest's size
 
 
 def _sha(path: Path) -> str | None:
@@ -37,7 +40,7 @@ def manifest_request(ctx: Ctx, paths: list[str]) -> dict:
     """The manifest a poll asks ahead for (``on_end``): every file that fits inline comes with its content (the
     poll cannot know what the local copies will hold once its own bytes are written; a few small files are
     sent twice), a bigger one by sha only (pull copies it if the local copy differs)."""
-    return {"paths": paths, "have": {p: None for p in paths}, "inline_max": INLINE_MAX}
+    return {"paths": paths, "have": {p: None for p in paths}, "inline_max": INLINE_MAX, "sources": True}
 
 
 def wanted_files(ctx: Ctx, dest: Path) -> dict[str, Path]:
@@ -66,7 +69,7 @@ def pull(ctx: Ctx, files: dict[str, Path], *, record: bool = True, writes: list[
         return {}
     # one round trip: sizes + sha256 of every file, and the content of the small ones that changed
     have = {node_path: _sha(local) for node_path, local in files.items()}
-    req = {"paths": list(files), "have": have, "inline_max": INLINE_MAX}
+    req = {"paths": list(files), "have": have, "inline_max": INLINE_MAX, "sources": True}
     ahead = ctx.prefetched.pop("manifest", None)
     if ahead is not None and ahead[0] == list(files) and not writes:   # the poll that saw the end brought it
         manifest = ahead[1]["files"]
@@ -77,6 +80,7 @@ def pull(ctx: Ctx, files: dict[str, Path], *, record: bool = True, writes: list[
     outcome: dict[str, str] = {}
     info = ctx.job.step_state("fetch").info
     info["bytes_last_pull"] = 0     # payload bytes copied (0 when everything was unchanged)
+    info["host_reads_last_pull"] = 0   # of those files, how many were read on the host (_copy_verified)
     for node_path, local in files.items():
         meta = manifest.get(node_path)
         if meta is None:
@@ -92,7 +96,7 @@ def pull(ctx: Ctx, files: dict[str, Path], *, record: bool = True, writes: list[
                 atomic_write(local, data)
                 size = len(data)
             else:
-                sha, size = _copy_verified(ctx, node_path, local, sha, growing=node_path in _logs(ctx))
+                sha, size = _copy_verified(ctx, node_path, local, meta, growing=node_path in _logs(ctx))
             info["bytes_last_pull"] += size
             outcome[node_path] = "fetched"
         if record:
@@ -105,45 +109,98 @@ def _logs(ctx: Ctx) -> set[str]:
     return {*(r.get("logs") or {}).values(), *([r["pipeline_log"]] if r.get("pipeline_log") else [])}
 
 
-def _copy_verified(ctx: Ctx, node_path: str, local: Path, sha: str, *, growing: bool = False) -> tuple[str, int]:
-    """Stream the node file into ``local`` (a temp name renamed into place once verified; never held in
-    memory): (the sha256 it has, its size). A log still being written (``growing``) is verified as an
-    exact prefix of the node's file: what was written so far (C-05). Tables must match whole. Not fsynced:
-    a copy lost to a laptop crash no longer matches the node's sha256, and the next fetch copies it again."""
-    local.parent.mkdir(parents=True, exist_ok=True)
-    for attempt in range(3):
-        fd, tmp = tempfile.mkstemp(dir=local.parent, prefix=f".{local.name}.")
+class _Longer(Exception):
+    """More bytes came than the copy may hold: the file changed under us."""
+
+
+def _stream(transport, path: str, local: Path, limit: int) -> tuple[str, str, int, bytes]:
+    """``path`` through ``transport`` into a temp file beside ``local``: (temp path, sha256, size, what cat said
+    on stderr). Raises _Longer past ``limit`` bytes (the temp file is gone then)."""
+    fd, tmp = tempfile.mkstemp(dir=local.parent, prefix=f".{local.name}.")
+    digest, size = hashlib.sha256(), 0
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            def write(chunk: bytes) -> None:
+                nonlocal size
+                size += len(chunk)
+                if size > limit:
+                    raise _Longer
+                digest.update(chunk)
+                fh.write(chunk)
+            err = get_file(transport, path, write)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+    return tmp, digest.hexdigest(), size, err
+
+
+def _intact(ctx: Ctx, node_path: str, sha: str, got: str, size: int, growing: bool) -> bool:
+    """The copy is the node's file (sha256 equal) or, for a log still being written (``growing``), an exact,
+    non-empty prefix of it: what was written so far (C-05). Tables must match whole."""
+    if got == sha:
+        return True
+    return growing and size > 0 and ctx.call("prefix_sha", {"path": node_path, "length": size})["sha256"] == got
+
+
+def _host_file(ctx: Ctx, source: dict | None) -> tuple[object, str] | None:
+    """(host transport, host path) of a container file stored in a directory the host mounted in, or None
+    (own root fs, no docker, a host that cannot say). The host's mountinfo is asked once per fetch."""
+    inner = getattr(ctx.target.ctr, "inner", None)
+    if not source or inner is None or not getattr(ctx.target.ctr, "container", None):
+        return None
+    if "host_mounts" not in ctx.prefetched:
         try:
-            digest, size = hashlib.sha256(), 0
-            with os.fdopen(fd, "wb") as fh:
-                def write(chunk: bytes) -> None:
-                    nonlocal size
-                    digest.update(chunk)
-                    fh.write(chunk)
-                    size += len(chunk)
-                try:
-                    err = get_file(ctx.target.ctr, node_path, write)
-                except (TransportError, CommandTimeout):
-                    ctx.call("version")  # reconnect with back-off, then try again
-                    continue
-            got = digest.hexdigest()
-            if got == sha or (growing and ctx.call("prefix_sha", {"path": node_path, "length": size})["sha256"]
-                              == got):
+            res = inner.run(Cmd(("cat", "/proc/self/mountinfo")), timeout=30, check=False)
+            ctx.prefetched["host_mounts"] = mounts.parse(res.text) if res.ok else []
+        except (TransportError, CommandTimeout):
+            ctx.prefetched["host_mounts"] = []
+    path = mounts.host_path(source, ctx.prefetched["host_mounts"])
+    return (inner, path) if path else None
+
+
+def _copy_verified(ctx: Ctx, node_path: str, local: Path, meta: dict, *, growing: bool = False) -> tuple[str, int]:
+    """Stream the node file into ``local`` (a temp name renamed into place once verified; never held in
+    memory): (the sha256 it has, its size). A big file in a directory the host mounted into the container is
+    read on the host (no ``docker exec`` in the way: ~2x the throughput) when the copy proves intact; any
+    other (unreadable there, changed, not the same file) goes through the container. Not fsynced: a copy lost
+    to a laptop crash no longer matches the node's sha256, and the next fetch copies it again."""
+    local.parent.mkdir(parents=True, exist_ok=True)
+    sha, expect = meta["sha256"], int(meta.get("size") or 0)
+    host = _host_file(ctx, meta.get("source"))
+    if host is not None:
+        try:
+            tmp, got, size, err = _stream(*host, local, expect + (GROW_MAX if growing else 0))
+        except (_Longer, TransportError, CommandTimeout):
+            pass
+        else:
+            if not err and _intact(ctx, node_path, sha, got, size, growing):
+                os.replace(tmp, local)
+                ctx.job.step_state("fetch").info["host_reads_last_pull"] += 1
+                return got, size
+            os.unlink(tmp)
+    for attempt in range(3):
+        try:
+            tmp, got, size, err = _stream(ctx.target.ctr, node_path, local, 1 << 62)
+        except (TransportError, CommandTimeout):
+            ctx.call("version")  # reconnect with back-off, then try again
+            continue
+        try:
+            if _intact(ctx, node_path, sha, got, size, growing):
                 os.replace(tmp, local)
                 return got, size
-            if err:
-                raise JobError(f"could not fetch {node_path}: "
-                               + err.decode("utf-8", "replace").strip().splitlines()[-1][:200],
-                               hint="run `tune-remote fetch` again")
-            # the file changed between manifest and copy (a live log): take the newer manifest
-            meta = ctx.call("manifest", {"paths": [node_path]})["files"].get(node_path)
-            if meta is None:
-                raise JobError(f"{node_path} went away from the node while it was fetched",
-                               hint="run `tune-remote fetch` again")
-            sha = meta["sha256"]
         finally:
             if os.path.exists(tmp):
                 os.unlink(tmp)
+        if err:
+            raise JobError(f"could not fetch {node_path}: "
+                           + err.decode("utf-8", "replace").strip().splitlines()[-1][:200],
+                           hint="run `tune-remote fetch` again")
+        # the file changed between manifest and copy (a live log): take the newer manifest
+        meta = ctx.call("manifest", {"paths": [node_path]})["files"].get(node_path)
+        if meta is None:
+            raise JobError(f"{node_path} went away from the node while it was fetched",
+                           hint="run `tune-remote fetch` again")
+        sha = meta["sha256"]
     raise JobError(f"could not fetch {node_path} intact (sha256 mismatch)",
                    hint="run `tune-remote fetch` again")
 

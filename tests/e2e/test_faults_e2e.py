@@ -4,6 +4,7 @@ work on a running job from a second process, and faults of the container itself.
 from __future__ import annotations
 
 import json
+import os
 import time
 
 import pytest
@@ -295,6 +296,28 @@ def test_fetch_and_logs_of_a_log_that_grows_all_the_time_exit_0_with_an_exact_pr
     finally:
         bed.c.sh("kill $(cat /tmp/grow.pid)")
     assert bed.cli("cancel", bed.job_id, "--grace", "2").returncode == 0
+
+
+def test_fetch_reads_a_big_file_of_a_mounted_dir_on_the_host_and_one_the_host_user_cannot_read_in_the_container(
+        node, tmp_path):
+    bed = Bed(node, tmp_path)
+    cp = bed.cli(*bed.run_args())
+    assert cp.returncode == 0, desc(cp)
+    tune_log = bed.state()["remote"]["logs"]["tune"]          # in the sim tree: a host dir bind-mounted in
+    host_file = bed.c.host_path(tune_log)
+    local = bed.job_dir / "logs" / tune_log.rsplit("/", 1)[-1]
+
+    def fetch_of(data: bytes) -> int:
+        host_file.write_bytes(data)
+        cp = bed.cli("fetch", bed.job_id)
+        assert cp.returncode == 0, desc(cp)
+        assert local.read_bytes() == data
+        return bed.state()["steps"]["fetch"]["info"]["host_reads_last_pull"]
+
+    assert fetch_of(os.urandom(9 << 20)) == 1                 # bigger than what a manifest carries inline
+    os.chmod(host_file, 0o600)                                # root's; the node's SSH user is not root
+    assert fetch_of(os.urandom(9 << 20)) == 0                 # so it comes through docker exec (root there)
+    assert fetch_of(b"small\n") == 0                          # and a small one inside the manifest answer
 
 
 def test_status_without_an_id_shows_the_nodes_state_of_running_jobs(node, tmp_path):

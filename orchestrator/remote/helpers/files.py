@@ -13,6 +13,7 @@ import tempfile
 import time
 
 from common import HelperError, _now
+import mounts
 
 HASH_CHUNK = 1024 * 1024
 
@@ -242,16 +243,25 @@ def _read_small(path, cap):
     return data if len(data) <= cap else None
 
 
+def _own_mounts():
+    try:
+        return mounts.read_self()
+    except OSError:
+        return []
+
+
 def op_manifest(req):
     """size + sha256 of each path (dirs listed). With ``have`` ({path: sha256 the laptop holds}) and
     ``inline_max`` > 0, a file whose sha differs and that fits (<= inline_max, all together <= 16 MB)
     comes back with its content (``data_b64``), hashed from the very bytes sent: fetching small changed
-    files is this one round trip."""
+    files is this one round trip. With ``sources``, a file to be copied says where it is stored
+    (``source``: device + path in its filesystem, None on the container's own root fs; ``mounts.py``)."""
     files, dirs = {}, {}
     recursive = req.get("recursive", True)
     have = req.get("have") or {}
     inline_max = int(req.get("inline_max") or 0)
     left = INLINE_TOTAL
+    sources = _own_mounts() if req.get("sources") else None
     for path in req.get("paths") or []:
         if os.path.isfile(path):
             data = _read_small(path, min(inline_max, left)) if path in have else None
@@ -263,6 +273,8 @@ def op_manifest(req):
             if data is not None and digest != have.get(path):
                 files[path]["data_b64"] = base64.b64encode(data).decode("ascii")
                 left -= len(data)
+            elif sources is not None and path in have and digest != have.get(path):
+                files[path]["source"] = mounts.source_of(path, sources)
         elif os.path.isdir(path):
             listed = []
             for root, dnames, fnames in os.walk(path):

@@ -1,0 +1,79 @@
+"""Where a file of the container lives on its host: /proc/self/mountinfo, read on both sides.
+
+Stdlib only, Python >= 3.8; imported by the helper (``manifest`` with ``"sources": true``) and by the laptop
+(fetch reads a big file of a bind-mounted directory on the host, past ``docker exec``). A guess is never
+trusted: fetch verifies what it read against the sha256 the helper computed inside the container.
+"""
+
+import os
+import re
+
+_ESCAPE = re.compile(r"\\([0-7]{3})")
+# the container's own root filesystem: reading it from the host would mean reaching into docker's storage
+OWN_FS = ("overlay", "aufs", "fuse-overlayfs", "zfs", "btrfs-subvol")
+
+
+def _unescape(field):
+    return _ESCAPE.sub(lambda m: chr(int(m.group(1), 8)), field)
+
+
+def parse(text):
+    """mountinfo text -> [{"dev": "maj:min", "root": path in its filesystem, "point": mount point, "fstype"}],
+    in mount order (a later mount over the same point hides an earlier one)."""
+    out = []
+    for line in text.splitlines():
+        fields = line.split(" ")
+        try:
+            sep = fields.index("-", 6)
+            out.append({"dev": fields[2], "root": _unescape(fields[3]), "point": _unescape(fields[4]),
+                        "fstype": fields[sep + 1]})
+        except (ValueError, IndexError):
+            continue
+    return out
+
+
+def _under(path, top):
+    """``path`` relative to the directory ``top`` ("" when equal), or None when it is not below it."""
+    if top == "/":
+        return path.lstrip("/")
+    if path == top:
+        return ""
+    if path.startswith(top.rstrip("/") + "/"):
+        return path[len(top.rstrip("/")) + 1:]
+    return None
+
+
+def source_of(path, mounts):
+    """The file's device and its path inside that device's filesystem: {"dev", "path", "fstype"}; None on
+    the container's own root filesystem (or when no mount holds it)."""
+    real = os.path.realpath(path)
+    best = None
+    for m in mounts:   # the deepest mount point wins; among equal ones, the last mounted
+        rel = _under(real, m["point"])
+        if rel is not None and (best is None or len(m["point"]) >= len(best[0]["point"])):
+            best = (m, rel)
+    if best is None or best[0]["fstype"] in OWN_FS:
+        return None
+    m, rel = best
+    return {"dev": m["dev"], "path": os.path.join(m["root"], rel) if rel else m["root"], "fstype": m["fstype"]}
+
+
+def host_path(source, mounts):
+    """Where the host (``mounts`` = its mountinfo) sees ``source``: the host mount of the same device whose
+    root holds the path most closely, or None."""
+    best = None
+    for m in mounts:
+        if m["dev"] != source["dev"]:
+            continue
+        rel = _under(source["path"], m["root"])
+        if rel is not None and (best is None or len(m["root"]) > len(best[0]["root"])):
+            best = (m, rel)
+    if best is None:
+        return None
+    m, rel = best
+    return os.path.join(m["point"], rel) if rel else m["point"]
+
+
+def read_self():
+    with open("/proc/self/mountinfo") as f:
+        return parse(f.read())

@@ -1,0 +1,134 @@
+"""fetch's host route: a big file in a directory the host mounted into the container is read on the host, and
+only kept when it proves to be the node's file (issue 9, fetch near scp speed)."""
+
+import hashlib
+import types
+from dataclasses import dataclass
+
+import pytest
+
+from orchestrator.context import Ctx, Settings
+from orchestrator.remote.helpers import mounts
+from orchestrator.remote.local import LocalTransport
+from orchestrator.remote.transport import CommandResult
+from orchestrator.state import JobState, Workspace
+from orchestrator.steps import fetch
+from orchestrator.ui import Ui
+
+# a container started with -v /data/runs:/opt/runs and -v "/srv/my logs":/logs, its root on overlay
+CONTAINER = """\
+1201 1100 0:123 / / rw,relatime - overlay overlay rw,lowerdir=/var/lib/docker/overlay2/l/A
+1202 1201 0:126 / /proc rw,nosuid,nodev,noexec,relatime - proc proc rw
+1210 1201 8:1 /data/runs /opt/runs rw,relatime - ext4 /dev/sda1 rw
+1211 1201 8:1 /srv/my\\040logs /logs rw,relatime shared:1 - ext4 /dev/sda1 rw
+1212 1201 0:50 /tmpdir /scratch rw - tmpfs tmpfs rw
+"""
+HOST = """\
+22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw,errors=remount-ro
+30 22 0:50 / /run/user/0 rw - tmpfs tmpfs rw
+31 22 8:1 /data /mnt/data rw,relatime - ext4 /dev/sda1 rw
+"""
+
+
+def test_a_bind_mounted_file_is_found_on_the_host_and_the_container_root_is_not():
+    c, h = mounts.parse(CONTAINER), mounts.parse(HOST)
+    src = mounts.source_of("/opt/runs/job1/tuned.csv", c)
+    assert src == {"dev": "8:1", "path": "/data/runs/job1/tuned.csv", "fstype": "ext4"}
+    assert mounts.host_path(src, h) == "/mnt/data/runs/job1/tuned.csv"     # the deepest host root wins
+    logs = mounts.source_of("/logs/server.log", c)
+    assert logs["path"] == "/srv/my logs/server.log"                        # octal escapes undone
+    assert mounts.host_path(logs, h) == "/srv/my logs/server.log"
+    assert mounts.source_of("/tmp/x.csv", c) is None                        # the container's own root fs
+    assert mounts.source_of("/opt/runsX/y", c) is None
+    assert mounts.host_path(mounts.source_of("/scratch/a", c), h) == "/run/user/0/tmpdir/a"
+    assert mounts.host_path({"dev": "9:9", "path": "/a", "fstype": "ext4"}, h) is None
+
+
+class _Host(LocalTransport):
+    """The node's host: its mountinfo says device 7:7 holds ``root`` at the test's host dir."""
+
+    def __init__(self, host_dir):
+        super().__init__(label="host")
+        self.mountinfo = f"40 1 7:7 /export {host_dir} rw - ext4 /dev/vdb rw\n".encode()
+        self.read = []
+
+    def run(self, cmd, **kw):
+        if cmd.argv == ("cat", "/proc/self/mountinfo"):
+            return CommandResult(cmd, 0, self.mountinfo, b"")
+        return super().run(cmd, **kw)
+
+    def open_stream(self, cmd):
+        self.read.append(cmd.argv[-1])
+        return super().open_stream(cmd)
+
+
+class _Ctr(LocalTransport):
+    """The container: reads node paths as they are; remembers what it streamed."""
+
+    def __init__(self, inner):
+        super().__init__(label="host/ctr")
+        self.inner, self.container, self.read = inner, "ctr", []
+
+    def open_stream(self, cmd):
+        self.read.append(cmd.argv[-1])
+        return super().open_stream(cmd)
+
+
+@dataclass
+class _Ctx(Ctx):
+    def call(self, op, request=None, **kw):
+        assert op == "prefix_sha", op
+        with open(request["path"], "rb") as f:
+            return {"sha256": hashlib.sha256(f.read(request["length"])).hexdigest()}
+
+
+def _setup(tmp_path, node_bytes, host_bytes, *, log=False):
+    node = tmp_path / "node" / "big.bin"
+    node.parent.mkdir()
+    node.write_bytes(node_bytes)
+    if host_bytes is not None:
+        (tmp_path / "host").mkdir()
+        (tmp_path / "host" / "big.bin").write_bytes(host_bytes)
+    host = _Host(tmp_path / "host")
+    remote = {"pipeline_log": str(node)} if log else {}
+    job = JobState(job_id="j", node="n", container="c", variant="a8w8_blockscale", created=0, request={},
+                   remote=remote)
+    target = types.SimpleNamespace(ctr=_Ctr(host), host=host)
+    ctx = _Ctx(job=job, workspace=Workspace(tmp_path / "ws"), target=target, settings=Settings(), ui=Ui(quiet=True))
+    meta = {"size": len(node_bytes), "sha256": hashlib.sha256(node_bytes).hexdigest(),
+            "source": {"dev": "7:7", "path": "/export/big.bin", "fstype": "ext4"}}
+    ctx.prefetched["manifest"] = ([str(node)], {"files": {str(node): meta}})
+    return ctx, node, tmp_path / "home" / "big.bin"
+
+
+def _pull(ctx, node, local):
+    out = fetch.pull(ctx, {str(node): local})
+    return out[str(node)], ctx.job.step_state("fetch").info["host_reads_last_pull"]
+
+
+def test_the_host_copy_is_kept_when_it_is_the_node_file(tmp_path):
+    data = bytes(range(256)) * 40000
+    ctx, node, local = _setup(tmp_path, data, data)
+    assert _pull(ctx, node, local) == ("fetched", 1)
+    assert local.read_bytes() == data
+    assert ctx.target.ctr.read == [] and ctx.target.host.read == [str(tmp_path / "host" / "big.bin")]
+    assert [p.name for p in local.parent.iterdir()] == ["big.bin"]            # no temp file left
+
+
+@pytest.mark.parametrize("host_bytes", [b"x" * 6_000_000,          # another file at that place
+                                        None,                      # not there / unreadable: cat complains
+                                        b"y" * 12_000_000])        # longer than the table: stopped early
+def test_anything_but_the_node_file_on_the_host_goes_through_the_container(tmp_path, host_bytes):
+    data = b"z" * 6_000_000
+    ctx, node, local = _setup(tmp_path, data, host_bytes)
+    assert _pull(ctx, node, local) == ("fetched", 0)
+    assert local.read_bytes() == data and ctx.target.ctr.read == [str(node)]
+    assert [p.name for p in local.parent.iterdir()] == ["big.bin"]
+
+
+def test_a_log_that_grew_on_the_host_is_kept_as_an_exact_prefix_of_the_node_log(tmp_path):
+    written = b"line\n" * 1_200_000
+    ctx, node, local = _setup(tmp_path, written, written + b"more\n", log=True)   # the host saw later bytes
+    (node).write_bytes(written + b"more\n")                                # ... and so does the node now
+    assert _pull(ctx, node, local) == ("fetched", 1)
+    assert local.read_bytes() == written + b"more\n"
