@@ -173,11 +173,14 @@ def _copy_verified(ctx: Ctx, node_path: str, local: Path, meta: dict, *, growing
         except (_Longer, TransportError, CommandTimeout):
             pass
         else:
-            if not err and _intact(ctx, node_path, sha, got, size, growing):
-                os.replace(tmp, local)
-                ctx.job.step_state("fetch").info["host_reads_last_pull"] += 1
-                return got, size
-            os.unlink(tmp)
+            try:
+                if not err and _intact(ctx, node_path, sha, got, size, growing):
+                    os.replace(tmp, local)
+                    ctx.job.step_state("fetch").info["host_reads_last_pull"] += 1
+                    return got, size
+            finally:
+                if os.path.exists(tmp):
+                    os.unlink(tmp)
     for attempt in range(3):
         try:
             tmp, got, size, err = _stream(ctx.target.ctr, node_path, local, 1 << 62)
