@@ -7,6 +7,7 @@ import base64
 import hashlib
 import os
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from ..context import Ctx
@@ -28,6 +29,10 @@ def _sha(path: Path) -> str | None:
         for block in iter(lambda: fh.read(1 << 20), b""):
             h.update(block)
     return h.hexdigest()
+
+
+def _size(path: Path) -> int | None:
+    return path.stat().st_size if path.is_file() else None
 
 
 def _name(node_path: str, fallback: str) -> str:
@@ -69,7 +74,8 @@ def pull(ctx: Ctx, files: dict[str, Path], *, record: bool = True, writes: list[
         return {}
     # one round trip: sizes + sha256 of every file, and the content of the small ones that changed
     have = {node_path: _sha(local) for node_path, local in files.items()}
-    req = {"paths": list(files), "have": have, "inline_max": INLINE_MAX, "sources": True}
+    req = {"paths": list(files), "have": have, "inline_max": INLINE_MAX, "sources": True,
+           "sizes": {node_path: _size(local) for node_path, local in files.items()}}
     ahead = ctx.prefetched.pop("manifest", None)
     if ahead is not None and ahead[0] == list(files) and not writes:   # the poll that saw the end brought it
         manifest = ahead[1]["files"]
@@ -86,8 +92,8 @@ def pull(ctx: Ctx, files: dict[str, Path], *, record: bool = True, writes: list[
         if meta is None:
             outcome[node_path] = "missing"
             continue
-        sha = meta["sha256"]
-        if have[node_path] == sha:
+        sha = meta["sha256"]    # None: a big file that differs for sure, hashed on the node while it is copied
+        if sha is not None and have[node_path] == sha:
             outcome[node_path] = "unchanged"
         else:
             inline = meta.get("data_b64")
@@ -134,10 +140,11 @@ def _stream(transport, path: str, local: Path, limit: int) -> tuple[str, str, in
     return tmp, digest.hexdigest(), size, err
 
 
-def _intact(ctx: Ctx, node_path: str, sha: str, got: str, size: int, growing: bool) -> bool:
-    """The copy is the node's file (sha256 equal) or, for a log still being written (``growing``), an exact,
-    non-empty prefix of it: what was written so far (C-05). Tables must match whole."""
-    if got == sha:
+def _intact(ctx: Ctx, node_path: str, sha, got: str, size: int, growing: bool) -> bool:
+    """The copy is the node's file (sha256 equal; ``sha`` a value or a callable that waits for it) or, for a log
+    still being written (``growing``), an exact, non-empty prefix of it: what was written so far (C-05).
+    Tables must match whole."""
+    if got == (sha() if callable(sha) else sha):
         return True
     return growing and size > 0 and ctx.call("prefix_sha", {"path": node_path, "length": size})["sha256"] == got
 
@@ -158,6 +165,39 @@ def _host_file(ctx: Ctx, source: dict | None) -> tuple[object, str] | None:
     return (inner, path) if path else None
 
 
+class _NodeSha:
+    """The node file's sha256: from the manifest, or (``None`` there) asked in a thread while the copy runs,
+    so that hashing on the node and copying overlap. Call it for the value; ``wait()`` before any other
+    helper request (one request at a time on the channel: the helper's lock would only serialise them)."""
+
+    def __init__(self, ctx: Ctx, node_path: str, sha: str | None):
+        self.sha, self._pool, self._future = sha, None, None
+        if sha is None:
+            self._pool = ThreadPoolExecutor(1)
+            self._future = self._pool.submit(ctx.call, "manifest", {"paths": [node_path]})
+        self.node_path = node_path
+
+    def __call__(self) -> str:
+        if self._future is not None:
+            future, self._future = self._future, None
+            try:
+                meta = future.result()["files"].get(self.node_path)
+            finally:
+                self._pool.shutdown()
+            if meta is None:
+                raise JobError(f"{self.node_path} went away from the node while it was fetched",
+                               hint="run `tune-remote fetch` again")
+            self.sha = meta["sha256"]
+        return self.sha
+
+    def wait(self) -> None:
+        if self._future is not None:
+            try:
+                self()
+            except JobError:
+                pass
+
+
 def _copy_verified(ctx: Ctx, node_path: str, local: Path, meta: dict, *, growing: bool = False) -> tuple[str, int]:
     """Stream the node file into ``local`` (a temp name renamed into place once verified; never held in
     memory): (the sha256 it has, its size). A big file in a directory the host mounted into the container is
@@ -165,26 +205,40 @@ def _copy_verified(ctx: Ctx, node_path: str, local: Path, meta: dict, *, growing
     other (unreadable there, changed, not the same file) goes through the container. Not fsynced: a copy lost
     to a laptop crash no longer matches the node's sha256, and the next fetch copies it again."""
     local.parent.mkdir(parents=True, exist_ok=True)
-    sha, expect = meta["sha256"], int(meta.get("size") or 0)
     host = _host_file(ctx, meta.get("source"))
-    if host is not None:
-        try:
-            tmp, got, size, err = _stream(*host, local, expect + (GROW_MAX if growing else 0))
-        except (_Longer, TransportError, CommandTimeout):
-            pass
-        else:
-            try:
-                if not err and _intact(ctx, node_path, sha, got, size, growing):
-                    os.replace(tmp, local)
-                    ctx.job.step_state("fetch").info["host_reads_last_pull"] += 1
-                    return got, size
-            finally:
-                if os.path.exists(tmp):
-                    os.unlink(tmp)
+    sha = _NodeSha(ctx, node_path, meta["sha256"])
+    try:
+        if host is not None:
+            got = _host_copy(ctx, node_path, local, host, sha, int(meta.get("size") or 0), growing)
+            if got is not None:
+                return got
+        return _ctr_copy(ctx, node_path, local, sha, growing)
+    finally:
+        sha.wait()
+
+
+def _host_copy(ctx, node_path, local, host, sha, expect, growing) -> tuple[str, int] | None:
+    try:
+        tmp, got, size, err = _stream(*host, local, expect + (GROW_MAX if growing else 0))
+    except (_Longer, TransportError, CommandTimeout):
+        return None
+    try:
+        if not err and _intact(ctx, node_path, sha, got, size, growing):
+            os.replace(tmp, local)
+            ctx.job.step_state("fetch").info["host_reads_last_pull"] += 1
+            return got, size
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return None
+
+
+def _ctr_copy(ctx, node_path, local, sha, growing) -> tuple[str, int]:
     for attempt in range(3):
         try:
             tmp, got, size, err = _stream(ctx.target.ctr, node_path, local, 1 << 62)
         except (TransportError, CommandTimeout):
+            sha.wait()
             ctx.call("version")  # reconnect with back-off, then try again
             continue
         try:
@@ -203,7 +257,7 @@ def _copy_verified(ctx: Ctx, node_path: str, local: Path, meta: dict, *, growing
         if meta is None:
             raise JobError(f"{node_path} went away from the node while it was fetched",
                            hint="run `tune-remote fetch` again")
-        sha = meta["sha256"]
+        sha = _NodeSha(ctx, node_path, meta["sha256"])
     raise JobError(f"could not fetch {node_path} intact (sha256 mismatch)",
                    hint="run `tune-remote fetch` again")
 

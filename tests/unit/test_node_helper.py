@@ -726,6 +726,21 @@ def test_manifest_carries_small_changed_files_inline_and_nothing_for_unchanged(t
     assert "data_b64" not in plain and plain["sha256"] == sha(small)
 
 
+
+def test_manifest_with_sizes_leaves_a_big_file_of_another_size_unhashed_and_says_where_it_is_stored(tmp_path):
+    big, same_size, small = tmp_path / "big.bin", tmp_path / "same.bin", tmp_path / "small.log"
+    big.write_bytes(b"x" * 5000)
+    same_size.write_bytes(b"y" * 5000)
+    small.write_bytes(b"z" * 10)
+    paths = [str(big), str(same_size), str(small)]
+    req = {"paths": paths, "have": dict.fromkeys(paths), "inline_max": 4096, "sources": True,
+           "sizes": {str(big): None, str(same_size): 5000, str(small): 3}}
+    files = ok("manifest", req)["files"]
+    assert files[str(big)]["sha256"] is None and files[str(big)]["size"] == 5000     # copied anyway: hashed later
+    assert files[str(same_size)]["sha256"] == sha(same_size)     # the same size: only the hash can tell
+    assert files[str(small)]["sha256"] == sha(small) and "data_b64" in files[str(small)]
+    assert "source" in files[str(big)] and "source" in files[str(same_size)] and "source" not in files[str(small)]
+
 # ------------------------------------------------------------------------------------------------
 # shapes (shapelog is someone else's file: test the op with a stub beside a copy of the helper)
 # ------------------------------------------------------------------------------------------------

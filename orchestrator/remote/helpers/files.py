@@ -255,17 +255,22 @@ def op_manifest(req):
     ``inline_max`` > 0, a file whose sha differs and that fits (<= inline_max, all together <= 16 MB)
     comes back with its content (``data_b64``), hashed from the very bytes sent: fetching small changed
     files is this one round trip. With ``sources``, a file to be copied says where it is stored
-    (``source``: device + path in its filesystem, None on the container's own root fs; ``mounts.py``)."""
+    (``source``: device + path in its filesystem, None on the container's own root fs; ``mounts.py``).
+    With ``sizes`` ({path: size of the laptop's copy or null}), a file not sent inline whose size differs
+    comes without its hash (``"sha256": null``): the laptop asks for it while the copy runs."""
     files, dirs = {}, {}
     recursive = req.get("recursive", True)
     have = req.get("have") or {}
     inline_max = int(req.get("inline_max") or 0)
     left = INLINE_TOTAL
     sources = _own_mounts() if req.get("sources") else None
+    sizes = req.get("sizes") or {}
     for path in req.get("paths") or []:
         if os.path.isfile(path):
             data = _read_small(path, min(inline_max, left)) if path in have else None
-            if data is None:
+            if data is None and path in sizes and os.path.getsize(path) != sizes[path]:
+                size, digest = os.path.getsize(path), None   # differs for sure: hashed while it is copied
+            elif data is None:
                 size, digest = sha256_file(path)
             else:
                 size, digest = len(data), hashlib.sha256(data).hexdigest()
@@ -273,7 +278,7 @@ def op_manifest(req):
             if data is not None and digest != have.get(path):
                 files[path]["data_b64"] = base64.b64encode(data).decode("ascii")
                 left -= len(data)
-            elif sources is not None and path in have and digest != have.get(path):
+            elif sources is not None and path in have and (digest is None or digest != have.get(path)):
                 files[path]["source"] = mounts.source_of(path, sources)
         elif os.path.isdir(path):
             listed = []
