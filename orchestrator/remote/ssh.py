@@ -16,6 +16,7 @@ import os
 import select
 import sys
 import socket
+import threading
 import time
 from dataclasses import dataclass
 
@@ -175,6 +176,8 @@ class SshTransport:
         self.label = target.host
         self.conn: fabric.Connection | None = None
         self.round_trips = 0
+        # two threads may use one connection (fetch asks a hash while it copies): one connects or closes
+        self._conn_lock = threading.RLock()
 
     # -- connection -------------------------------------------------------------------------
     def _make_connection(self) -> fabric.Connection:
@@ -200,6 +203,10 @@ class SshTransport:
         return conn
 
     def connect(self) -> None:
+        with self._conn_lock:
+            self._connect()
+
+    def _connect(self) -> None:
         if self.conn is not None and self.conn.is_connected and self.conn.transport.is_active():
             return
         self.close()
@@ -225,12 +232,13 @@ class SshTransport:
         self.conn = conn
 
     def close(self) -> None:
-        if self.conn is not None:
-            try:
-                self.conn.close()
-            except Exception:  # closing a dead connection must never mask the real error
-                pass
-        self.conn = None
+        with self._conn_lock:
+            if self.conn is not None:
+                try:
+                    self.conn.close()
+                except Exception:  # closing a dead connection must never mask the real error
+                    pass
+            self.conn = None
 
     # -- commands ---------------------------------------------------------------------------
     def _alive_or_lost(self) -> None:

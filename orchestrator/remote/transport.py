@@ -84,11 +84,16 @@ def put_bytes(transport: Transport, data: bytes, remote_path: str, mode: str = "
     transport.run(sh(_PUT_SCRIPT, remote_path, mode), stdin=data, timeout=timeout)
 
 
-def get_file(transport: Transport, remote_path: str, write: Callable[[bytes], object], timeout: float = 600) -> bytes:
+_REGULAR_CAT = '[ -f "$1" ] && [ ! -L "$1" ] || { echo "not a regular file: $1" >&2; exit 1; }; exec cat -- "$1"'
+
+
+def get_file(transport: Transport, remote_path: str, write: Callable[[bytes], object], timeout: float = 600,
+             *, regular_only: bool = False) -> bytes:
     """A remote file's bytes to ``write`` as they arrive (``cat`` on a stream: nothing held in memory; one
     ``run`` where the transport has no streams); returns what ``cat`` said on stderr (why it stopped
-    early, if it did). The caller verifies what it got (fetch: sha256 against the node's manifest)."""
-    cmd = Cmd(("cat", "--", remote_path))
+    early, if it did). The caller verifies what it got (fetch: sha256 against the node's manifest).
+    ``regular_only``: refuse (stderr) anything but a regular file that is not a symlink (a FIFO, a device)."""
+    cmd = sh(_REGULAR_CAT, remote_path) if regular_only else Cmd(("cat", "--", remote_path))
     opener = getattr(transport, "open_stream", None)
     with trace.span(transport.label, "stream " + trace.argv_head(cmd.argv)):
         return _get_file(transport, cmd, opener, write, timeout)

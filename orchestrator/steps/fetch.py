@@ -7,7 +7,7 @@ import base64
 import hashlib
 import os
 import tempfile
-from concurrent.futures import ThreadPoolExecutor
+import threading
 from pathlib import Path
 
 from ..context import Ctx
@@ -77,6 +77,7 @@ def pull(ctx: Ctx, files: dict[str, Path], *, record: bool = True, writes: list[
     req = {"paths": list(files), "have": have, "inline_max": INLINE_MAX, "sources": True,
            "sizes": {node_path: _size(local) for node_path, local in files.items()}}
     ahead = ctx.prefetched.pop("manifest", None)
+    ctx.prefetched.pop("host_mounts", None)     # the host's mounts are read again by each pull that needs them
     if ahead is not None and ahead[0] == list(files) and not writes:   # the poll that saw the end brought it
         manifest = ahead[1]["files"]
     elif writes:
@@ -119,7 +120,8 @@ class _Longer(Exception):
     """More bytes came than the copy may hold: the file changed under us."""
 
 
-def _stream(transport, path: str, local: Path, limit: int) -> tuple[str, str, int, bytes]:
+def _stream(transport, path: str, local: Path, limit: int, *, regular_only: bool = False
+            ) -> tuple[str, str, int, bytes]:
     """``path`` through ``transport`` into a temp file beside ``local``: (temp path, sha256, size, what cat said
     on stderr). Raises _Longer past ``limit`` bytes (the temp file is gone then)."""
     fd, tmp = tempfile.mkstemp(dir=local.parent, prefix=f".{local.name}.")
@@ -133,7 +135,7 @@ def _stream(transport, path: str, local: Path, limit: int) -> tuple[str, str, in
                     raise _Longer
                 digest.update(chunk)
                 fh.write(chunk)
-            err = get_file(transport, path, write)
+            err = get_file(transport, path, write, regular_only=regular_only)
     except BaseException:
         os.unlink(tmp)
         raise
@@ -151,51 +153,59 @@ def _intact(ctx: Ctx, node_path: str, sha, got: str, size: int, growing: bool) -
 
 def _host_file(ctx: Ctx, source: dict | None) -> tuple[object, str] | None:
     """(host transport, host path) of a container file stored in a directory the host mounted in, or None
-    (own root fs, no docker, a host that cannot say). The host's mountinfo is asked once per fetch."""
+    (own root fs, no docker, a host that cannot say). The host's mountinfo is asked once per pull."""
     inner = getattr(ctx.target.ctr, "inner", None)
     if not source or inner is None or not getattr(ctx.target.ctr, "container", None):
         return None
-    if "host_mounts" not in ctx.prefetched:
+    if "host_mounts" not in ctx.prefetched:   # dropped by each pull; a failed read is asked again next time
         try:
             res = inner.run(Cmd(("cat", "/proc/self/mountinfo")), timeout=30, check=False)
-            ctx.prefetched["host_mounts"] = mounts.parse(res.text) if res.ok else []
         except (TransportError, CommandTimeout):
-            ctx.prefetched["host_mounts"] = []
+            return None
+        if not res.ok:
+            return None
+        ctx.prefetched["host_mounts"] = mounts.parse(res.text)
     path = mounts.host_path(source, ctx.prefetched["host_mounts"])
     return (inner, path) if path else None
 
 
 class _NodeSha:
-    """The node file's sha256: from the manifest, or (``None`` there) asked in a thread while the copy runs,
-    so that hashing on the node and copying overlap. Call it for the value; ``wait()`` before any other
-    helper request (one request at a time on the channel: the helper's lock would only serialise them)."""
+    """The node file's sha256: from the manifest, or (``None`` there) asked in a daemon thread while the copy
+    runs, so that hashing on the node and copying overlap. The thread asks the helper once, without the
+    retries and reconnects of ``Ctx.call`` (those stay in the main thread: when the thread's request failed,
+    calling this asks again there). The helper's lock keeps requests on its channel one at a time."""
 
     def __init__(self, ctx: Ctx, node_path: str, sha: str | None):
-        self.sha, self._pool, self._future = sha, None, None
+        self.ctx, self.node_path, self.sha = ctx, node_path, sha
+        self._answer: dict = {}
+        self._thread = None
         if sha is None:
-            self._pool = ThreadPoolExecutor(1)
-            self._future = self._pool.submit(ctx.call, "manifest", {"paths": [node_path]})
-        self.node_path = node_path
+            self._thread = threading.Thread(target=self._ask, name="fetch-sha", daemon=True)
+            self._thread.start()
+
+    def _ask(self) -> None:
+        try:
+            self._answer["files"] = self.ctx.target.helper.call("manifest", {"paths": [self.node_path]})["files"]
+        except Exception as exc:    # noqa: BLE001 - asked again in the main thread, where errors are handled
+            self._answer["error"] = exc
 
     def __call__(self) -> str:
-        if self._future is not None:
-            future, self._future = self._future, None
-            try:
-                meta = future.result()["files"].get(self.node_path)
-            finally:
-                self._pool.shutdown()
+        if self.sha is None:
+            self._thread.join()
+            files = self._answer.get("files")
+            if files is None:
+                files = self.ctx.call("manifest", {"paths": [self.node_path]})["files"]
+            meta = files.get(self.node_path)
             if meta is None:
                 raise JobError(f"{self.node_path} went away from the node while it was fetched",
                                hint="run `tune-remote fetch` again")
             self.sha = meta["sha256"]
         return self.sha
 
-    def wait(self) -> None:
-        if self._future is not None:
-            try:
-                self()
-            except JobError:
-                pass
+    def settle(self) -> None:
+        """Before another helper request of this thread: the asked hash is in (a fallback then uses it)."""
+        if self._thread is not None:
+            self._thread.join()
 
 
 def _copy_verified(ctx: Ctx, node_path: str, local: Path, meta: dict, *, growing: bool = False) -> tuple[str, int]:
@@ -207,19 +217,17 @@ def _copy_verified(ctx: Ctx, node_path: str, local: Path, meta: dict, *, growing
     local.parent.mkdir(parents=True, exist_ok=True)
     host = _host_file(ctx, meta.get("source"))
     sha = _NodeSha(ctx, node_path, meta["sha256"])
-    try:
-        if host is not None:
-            got = _host_copy(ctx, node_path, local, host, sha, int(meta.get("size") or 0), growing)
-            if got is not None:
-                return got
-        return _ctr_copy(ctx, node_path, local, sha, growing)
-    finally:
-        sha.wait()
+    if host is not None:
+        got = _host_copy(ctx, node_path, local, host, sha, int(meta.get("size") or 0), growing)
+        if got is not None:
+            return got
+        sha.settle()
+    return _ctr_copy(ctx, node_path, local, sha, growing)
 
 
 def _host_copy(ctx, node_path, local, host, sha, expect, growing) -> tuple[str, int] | None:
     try:
-        tmp, got, size, err = _stream(*host, local, expect + (GROW_MAX if growing else 0))
+        tmp, got, size, err = _stream(*host, local, expect + (GROW_MAX if growing else 0), regular_only=True)
     except (_Longer, TransportError, CommandTimeout):
         return None
     try:
@@ -238,7 +246,7 @@ def _ctr_copy(ctx, node_path, local, sha, growing) -> tuple[str, int]:
         try:
             tmp, got, size, err = _stream(ctx.target.ctr, node_path, local, 1 << 62)
         except (TransportError, CommandTimeout):
-            sha.wait()
+            sha.settle()
             ctx.call("version")  # reconnect with back-off, then try again
             continue
         try:

@@ -2,6 +2,7 @@
 only kept when it proves to be the node's file (issue 9, fetch near scp speed)."""
 
 import hashlib
+import os
 import types
 from dataclasses import dataclass
 
@@ -44,6 +45,19 @@ def test_a_bind_mounted_file_is_found_on_the_host_and_the_container_root_is_not(
     assert mounts.host_path({"dev": "9:9", "path": "/a", "fstype": "ext4"}, h) is None
 
 
+def test_the_root_mount_is_the_containers_own_whatever_its_driver_and_odd_paths_are_refused():
+    plain_root = mounts.parse("1 0 8:2 /var/lib/docker/vfs/dir/abc / rw - ext4 /dev/sda2 rw\n"
+                              "2 1 8:1 /data/runs /opt/runs rw - ext4 /dev/sda1 rw\n")
+    assert mounts.source_of("/tmp/table.csv", plain_root) is None          # vfs / devicemapper: still its own
+    assert mounts.source_of("/opt/runs/a.csv", plain_root)["path"] == "/data/runs/a.csv"
+    h = mounts.parse(HOST)
+    for bad in ("/data/../etc/shadow", "data/runs/x", "/data//runs/x", "/data/./x", None):
+        assert mounts.host_path({"dev": "8:1", "path": bad, "fstype": "ext4"}, h) is None, bad
+    undecodable = mounts.parse(b"3 1 8:1 /srv/caf\xe9 /logs rw - ext4 /dev/sda1 rw\n".decode("utf-8",
+                                                                                           "surrogateescape"))
+    assert mounts.source_of("/logs/x.log", undecodable) is None           # JSON could not carry it
+
+
 class _Host(LocalTransport):
     """The node's host: its mountinfo says device 7:7 holds ``root`` at the test's host dir."""
 
@@ -77,7 +91,9 @@ class _Ctr(LocalTransport):
 @dataclass
 class _Ctx(Ctx):
     def call(self, op, request=None, **kw):
+        import threading
         self.__dict__.setdefault("ops", []).append(op)
+        self.__dict__.setdefault("op_threads", []).append(threading.current_thread().name)
         if op == "manifest":      # the hash a lazy manifest left out, asked while the copy runs
             (path,) = request["paths"]
             data = open(path, "rb").read()
@@ -98,7 +114,16 @@ def _setup(tmp_path, node_bytes, host_bytes, *, log=False):
     remote = {"pipeline_log": str(node)} if log else {}
     job = JobState(job_id="j", node="n", container="c", variant="a8w8_blockscale", created=0, request={},
                    remote=remote)
-    target = types.SimpleNamespace(ctr=_Ctr(host), host=host)
+    helper = types.SimpleNamespace(threads=[])
+
+    def helper_call(op, request=None, **kw):   # the hash thread asks the helper directly (no retries)
+        import threading
+        helper.threads.append(threading.current_thread().name)
+        if getattr(helper, "broken", False):
+            raise ConnectionError("the channel broke")
+        return _Ctx.call(ctx, op, request)
+    helper.call = helper_call
+    target = types.SimpleNamespace(ctr=_Ctr(host), host=host, helper=helper)
     ctx = _Ctx(job=job, workspace=Workspace(tmp_path / "ws"), target=target, settings=Settings(), ui=Ui(quiet=True))
     meta = {"size": len(node_bytes), "sha256": hashlib.sha256(node_bytes).hexdigest(),
             "source": {"dev": "7:7", "path": "/export/big.bin", "fstype": "ext4"}}
@@ -140,11 +165,31 @@ def test_a_log_that_grew_on_the_host_is_kept_as_an_exact_prefix_of_the_node_log(
 
 
 @pytest.mark.parametrize("host_bytes", ["same", b"w" * 6_000_000])
-def test_a_hash_the_manifest_left_out_is_asked_while_the_copy_runs_and_decides_as_before(tmp_path, host_bytes):
+@pytest.mark.parametrize("broken", [False, True])
+def test_a_hash_the_manifest_left_out_is_asked_while_the_copy_runs_and_decides_as_before(tmp_path, host_bytes,
+                                                                                         broken):
     data = b"v" * 6_000_000
     ctx, node, local = _setup(tmp_path, data, data if host_bytes == "same" else host_bytes)
+    ctx.target.helper.broken = broken                      # the thread's request fails: asked again, with retries
     meta = ctx.prefetched["manifest"][1]["files"][str(node)]
     meta["sha256"] = None                                  # the node's manifest with `sizes`: not hashed yet
     assert _pull(ctx, node, local) == ("fetched", 1 if host_bytes == "same" else 0)
-    assert local.read_bytes() == data and ctx.ops == ["manifest"]
+    assert local.read_bytes() == data
+    assert ctx.target.helper.threads == ["fetch-sha"]      # asked in the thread, while the copy ran
+    assert ctx.ops == ["manifest"]                         # ... and in the main thread only when that failed
+    assert ctx.op_threads == ["MainThread" if broken else "fetch-sha"]
     assert ctx.job.fetched[str(node)] == hashlib.sha256(data).hexdigest()
+
+
+def test_the_host_read_refuses_a_fifo_and_a_symlink(tmp_path):
+    from orchestrator.remote.transport import get_file
+    os.mkfifo(tmp_path / "fifo")
+    (tmp_path / "real").write_bytes(b"secret")
+    os.symlink(tmp_path / "real", tmp_path / "link")
+    for name in ("fifo", "link"):
+        got = []
+        err = get_file(LocalTransport(), str(tmp_path / name), got.append, timeout=10, regular_only=True)
+        assert got == [] and b"not a regular file" in err, name
+    got = []
+    assert get_file(LocalTransport(), str(tmp_path / "real"), got.append, regular_only=True) == b""
+    assert b"".join(got) == b"secret"

@@ -9,8 +9,6 @@ import os
 import re
 
 _ESCAPE = re.compile(r"\\([0-7]{3})")
-# the container's own root filesystem: reading it from the host would mean reaching into docker's storage
-OWN_FS = ("overlay", "aufs", "fuse-overlayfs", "zfs", "btrfs-subvol")
 
 
 def _unescape(field):
@@ -45,27 +43,36 @@ def _under(path, top):
 
 def source_of(path, mounts):
     """The file's device and its path inside that device's filesystem: {"dev", "path", "fstype"}; None on
-    the container's own root filesystem (or when no mount holds it)."""
+    the container's own root filesystem (the mount at "/", whatever its storage driver: reading it from the
+    host would mean reaching into docker's storage), when no mount holds it, or for a path JSON cannot carry."""
     real = os.path.realpath(path)
     best = None
     for m in mounts:   # the deepest mount point wins; among equal ones, the last mounted
         rel = _under(real, m["point"])
         if rel is not None and (best is None or len(m["point"]) >= len(best[0]["point"])):
             best = (m, rel)
-    if best is None or best[0]["fstype"] in OWN_FS:
+    if best is None or best[0]["point"] == "/":
         return None
     m, rel = best
-    return {"dev": m["dev"], "path": os.path.join(m["root"], rel) if rel else m["root"], "fstype": m["fstype"]}
+    found = os.path.join(m["root"], rel) if rel else m["root"]
+    try:
+        found.encode("utf-8")
+    except UnicodeEncodeError:     # undecodable bytes in a mount path (surrogateescape)
+        return None
+    return {"dev": m["dev"], "path": found, "fstype": m["fstype"]}
 
 
 def host_path(source, mounts):
     """Where the host (``mounts`` = its mountinfo) sees ``source``: the host mount of the same device whose
     root holds the path most closely, or None."""
+    path = source.get("path")
+    if not isinstance(path, str) or not path.startswith("/") or os.path.normpath(path) != path:
+        return None                # only a plain absolute path ("..", "//" or "." parts are refused)
     best = None
     for m in mounts:
-        if m["dev"] != source["dev"]:
+        if m["dev"] != source.get("dev"):
             continue
-        rel = _under(source["path"], m["root"])
+        rel = _under(path, m["root"])
         if rel is not None and (best is None or len(m["root"]) > len(best[0]["root"])):
             best = (m, rel)
     if best is None:
@@ -75,5 +82,6 @@ def host_path(source, mounts):
 
 
 def read_self():
-    with open("/proc/self/mountinfo") as f:
-        return parse(f.read())
+    """This process's mounts; paths that are not UTF-8 keep their bytes (surrogateescape)."""
+    with open("/proc/self/mountinfo", "rb") as f:
+        return parse(f.read().decode("utf-8", "surrogateescape"))
