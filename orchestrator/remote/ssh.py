@@ -30,6 +30,11 @@ from .transport import CommandResult, TransportError, check_result
 
 KEEPALIVE_S = 5
 DEFAULT_CONNECT_TIMEOUT = 15
+# paramiko starts a rekey after 512 MiB; a channel that closes while that rekey runs deadlocks its transport
+# thread ("Key-exchange timed out waiting for key negotiation", paramiko issue #822: a fetch of big files hits
+# it). We rekey after 64 GiB, OpenSSH's own default for 128-bit block ciphers; the server's RekeyLimit (OpenSSH:
+# the same default, or lower) starts the rekeys before that, and those paramiko handles.
+REKEY_BYTES = 1 << 36
 STREAM_WINDOW = 16 << 20     # channel window: log chunks and file copies flow without window stalls
 # (and what one recv asks for: paramiko's buffer drops what was read from its front, a memmove of the rest,
 # so a copy read 64 KiB at a time while 16 MiB wait costs O(n^2): 3 s of a 200 MB fetch)
@@ -137,6 +142,14 @@ def _secure(conn: fabric.Connection, accept_new: bool) -> None:
         _secure(conn.gateway, accept_new)
 
 
+def _leave_rekeys_to_the_server(conn: fabric.Connection) -> None:
+    """REKEY_BYTES on this hop and every gateway hop (a ProxyJump gateway carries all the bytes too)."""
+    if conn.transport is not None:
+        conn.transport.packetizer.REKEY_BYTES = REKEY_BYTES
+    if isinstance(conn.gateway, fabric.Connection):
+        _leave_rekeys_to_the_server(conn.gateway)
+
+
 def _nodelay_sockets(conn: fabric.Connection) -> None:
     """Open the TCP socket of this hop (or of the first hop of its gateway chain) with TCP_NODELAY.
 
@@ -229,6 +242,7 @@ class SshTransport:
             raise ConnectError(f"cannot connect to {where}: {exc or type(exc).__name__}",
                                hint="check host/port, VPN and that sshd runs on the node") from exc
         conn.transport.set_keepalive(KEEPALIVE_S)
+        _leave_rekeys_to_the_server(conn)
         self.conn = conn
 
     def close(self) -> None:

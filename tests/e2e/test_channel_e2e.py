@@ -135,3 +135,42 @@ def test_without_a_persistent_channel_every_op_is_one_exec(node, tmp_path):
     assert stats["helpers_started"] == 0
     assert stats["round_trips"] >= stats["helper_requests"]      # one exec per request (a batch is one)
     bed.assert_logs_identical()
+
+
+def test_copies_over_one_connection_never_deadlock_in_a_rekey_and_the_servers_rekeys_just_work(
+        node, monkeypatch, caplog):
+    import logging
+
+    import paramiko
+
+    from orchestrator.remote.shell import Cmd
+    from orchestrator.remote.ssh import SshTarget, SshTransport
+    from orchestrator.remote.transport import get_file
+    # paramiko starts a rekey itself after 512 MiB (here: after every MiB); when a channel closes while that
+    # rekey runs, its transport thread deadlocks (paramiko #822: "Key-exchange timed out waiting for key
+    # negotiation" 30 s later). A file a little over 1 MiB ends right after each such rekey starts.
+    monkeypatch.setattr(paramiko.packet.Packetizer, "REKEY_BYTES", 1 << 20)
+    data = os.urandom((1 << 20) + 50_000)
+    src = node.dir / "rekey.bin"
+    src.write_bytes(data)
+    os.chmod(src, 0o644)
+    caplog.set_level(logging.DEBUG, logger="paramiko.transport")
+
+    def copies(n: int) -> None:
+        t = SshTransport(SshTarget(node.alias, None, None, None, str(node.ssh_config_file)))
+        try:
+            for _ in range(n):       # a file copy (its channel closes at the end) and a command, each time
+                got = []
+                assert get_file(t, str(src), got.append, timeout=60) == b""
+                assert b"".join(got) == data
+                assert t.run(Cmd(("true",)), timeout=60).ok
+        finally:
+            t.close()
+
+    copies(40)                                    # the transport leaves rekeying to the server ...
+    node.sshd_extra.append("RekeyLimit 1M")       # ... and a server that rekeys after every MiB is fine
+    node.restart_sshd()
+    caplog.clear()
+    copies(40)
+    kex_done = [r for r in caplog.records if "Switch to new keys" in r.getMessage()]
+    assert len(kex_done) > 10, len(kex_done)      # the first key exchange + the server's rekeys

@@ -342,6 +342,7 @@ class Node:
         self.sshd_log = directory / "sshd.log"
         self.host_public_key = ""
         self.extra_env: dict[str, str] = {}   # more SetEnv for every session (e.g. SLURM_CONF on a login node)
+        self.sshd_extra: list[str] = []       # more sshd_config lines (e.g. "RekeyLimit 1M"), from the next start
 
     # ---------------------------------------------------------------- set-up
     def setup_ssh(self) -> None:
@@ -383,7 +384,7 @@ LogLevel VERBOSE
 Subsystem sftp internal-sftp
 # marks every session process, so that teardown finds commands that outlived their connection
 SetEnv {SESSION_MARKER}={self.name}{"".join(f" {k}={v}" for k, v in sorted(self.extra_env.items()))}
-"""
+""" + "".join(line + "\n" for line in self.sshd_extra)
 
     def start_sshd(self, deadline_s: float = 15.0) -> None:
         sshd = find_sshd()
