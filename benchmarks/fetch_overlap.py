@@ -3,7 +3,8 @@
 "lazy": the manifest is asked with `sizes` (what fetch does): a file whose size differs from the laptop's copy
 comes without its sha256 and fetch asks for it in a second thread while it copies. "eager": the same manifest
 without `sizes`, so the node hashes the whole file before the copy starts (what fetch did before).
-Also prints scp of the same host file (its own connection each time).
+Also prints a fetch of the unchanged file (both sides hash it, in parallel) and scp of the same host file (its
+own connection each time).
 
 Run (root: the test bed starts dockerd and sshd):
     python benchmarks/fetch_overlap.py [--mb 200] [--repeats 10] [--where mounted|own]
@@ -83,6 +84,11 @@ def main() -> None:
                 fetch.pull(ctx, {path: local}, record=False)
                 times[mode].append(time.monotonic() - t)
         reads = job.step_state("fetch").info["host_reads_last_pull"]
+        again = []                  # the local copy is there and the same: both sides hash, nothing is copied
+        for _ in range(a.repeats):
+            t = time.monotonic()
+            assert fetch.pull(ctx, {path: local}, record=False)[path] == "unchanged"
+            again.append(time.monotonic() - t)
         target.close()
         scp = ["scp", "-q", "-F", "/dev/null", "-i", str(node.identity_file), "-o", "BatchMode=yes",
                "-o", f"UserKnownHostsFile={node.known_hosts_file}", "-P", str(node.port),
@@ -94,7 +100,7 @@ def main() -> None:
             scp_s.append(time.monotonic() - t)
         print(f"cpus {os.cpu_count()}, {a.mb} MB, file {a.where} ({path}), read on the host: {reads}")
         print("| fetch | median s | min s | max s | MB/s (median) |\n|---|---|---|---|---|")
-        for name, ts in (*times.items(), ("scp (own connection)", scp_s)):
+        for name, ts in (*times.items(), ("again, unchanged (0 bytes copied)", again), ("scp (own connection)", scp_s)):
             med = statistics.median(ts)
             print(f"| {name} | {med:.3f} | {min(ts):.3f} | {max(ts):.3f} | {a.mb * 1.048576 / med:.0f} |")
     finally:

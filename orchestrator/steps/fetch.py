@@ -8,6 +8,7 @@ import hashlib
 import os
 import tempfile
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from ..context import Ctx
@@ -72,18 +73,28 @@ def pull(ctx: Ctx, files: dict[str, Path], *, record: bool = True, writes: list[
     (write_files entries) are written on the node first, in the same round trip."""
     if not files:
         return {}
-    # one round trip: sizes + sha256 of every file, and the content of the small ones that changed
-    have = {node_path: _sha(local) for node_path, local in files.items()}
-    req = {"paths": list(files), "have": have, "inline_max": INLINE_MAX, "sources": True,
-           "sizes": {node_path: _size(local) for node_path, local in files.items()}}
+    # one round trip: sizes + sha256 of every file, and the content of the small ones that changed; the laptop
+    # hashes its big copies meanwhile (the node never inlines a file of their size, so it needs only the size)
+    sizes = {node_path: _size(local) for node_path, local in files.items()}
+    big = {node_path: local for node_path, local in files.items() if (sizes[node_path] or 0) > INLINE_MAX}
+    hashing = ThreadPoolExecutor(1) if big else None
+    later = hashing.submit(lambda: {node_path: _sha(local) for node_path, local in big.items()}) if big else None
+    have = {node_path: None if node_path in big else _sha(local) for node_path, local in files.items()}
+    req = {"paths": list(files), "have": dict(have), "inline_max": INLINE_MAX, "sources": True, "sizes": sizes}
     ahead = ctx.prefetched.pop("manifest", None)
     ctx.prefetched.pop("host_mounts", None)     # the host's mounts are read again by each pull that needs them
-    if ahead is not None and ahead[0] == list(files) and not writes:   # the poll that saw the end brought it
-        manifest = ahead[1]["files"]
-    elif writes:
-        manifest = ctx.call_batch([("write_files", {"files": writes}), ("manifest", req)])[1]["files"]
-    else:
-        manifest = ctx.call("manifest", req)["files"]
+    try:
+        if ahead is not None and ahead[0] == list(files) and not writes:   # the poll that saw the end brought it
+            manifest = ahead[1]["files"]
+        elif writes:
+            manifest = ctx.call_batch([("write_files", {"files": writes}), ("manifest", req)])[1]["files"]
+        else:
+            manifest = ctx.call("manifest", req)["files"]
+    finally:
+        if hashing is not None:
+            hashing.shutdown()
+    if later is not None:
+        have.update(later.result())
     outcome: dict[str, str] = {}
     info = ctx.job.step_state("fetch").info
     info["bytes_last_pull"] = 0     # payload bytes copied (0 when everything was unchanged)

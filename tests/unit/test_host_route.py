@@ -94,6 +94,7 @@ class _Ctx(Ctx):
         import threading
         self.__dict__.setdefault("ops", []).append(op)
         self.__dict__.setdefault("op_threads", []).append(threading.current_thread().name)
+        self.__dict__.setdefault("requests", []).append(request)
         if op == "manifest":      # the hash a lazy manifest left out, asked while the copy runs
             (path,) = request["paths"]
             data = open(path, "rb").read()
@@ -193,3 +194,17 @@ def test_the_host_read_refuses_a_fifo_and_a_symlink(tmp_path):
     got = []
     assert get_file(LocalTransport(), str(tmp_path / "real"), got.append, regular_only=True) == b""
     assert b"".join(got) == b"secret"
+
+
+@pytest.mark.parametrize("same", [True, False])
+def test_a_big_local_copy_is_hashed_while_the_node_answers_and_decides_unchanged_as_before(tmp_path, same):
+    data = b"u" * 6_000_000
+    ctx, node, local = _setup(tmp_path, data, None)
+    del ctx.prefetched["manifest"]                           # the pull asks the node itself
+    local.parent.mkdir(parents=True)
+    local.write_bytes(data if same else b"t" * len(data))    # the same size: only the hashes can tell
+    out = fetch.pull(ctx, {str(node): local})
+    (req,) = ctx.requests
+    assert req["have"] == {str(node): None} and req["sizes"] == {str(node): len(data)}   # sent before hashing
+    assert out[str(node)] == ("unchanged" if same else "fetched") and local.read_bytes() == data
+    assert ctx.job.fetched[str(node)] == hashlib.sha256(data).hexdigest()
