@@ -77,24 +77,19 @@ def pull(ctx: Ctx, files: dict[str, Path], *, record: bool = True, writes: list[
     # hashes its big copies meanwhile (the node never inlines a file of their size, so it needs only the size)
     sizes = {node_path: _size(local) for node_path, local in files.items()}
     big = {node_path: local for node_path, local in files.items() if (sizes[node_path] or 0) > INLINE_MAX}
-    hashing = ThreadPoolExecutor(1) if big else None
-    later = hashing.submit(lambda: {node_path: _sha(local) for node_path, local in big.items()}) if big else None
     have = {node_path: None if node_path in big else _sha(local) for node_path, local in files.items()}
     req = {"paths": list(files), "have": dict(have), "inline_max": INLINE_MAX, "sources": True, "sizes": sizes}
     ahead = ctx.prefetched.pop("manifest", None)
     ctx.prefetched.pop("host_mounts", None)     # the host's mounts are read again by each pull that needs them
-    try:
+    with ThreadPoolExecutor(1) as pool:
+        later = pool.submit(lambda: {node_path: _sha(local) for node_path, local in big.items()})
         if ahead is not None and ahead[0] == list(files) and not writes:   # the poll that saw the end brought it
             manifest = ahead[1]["files"]
         elif writes:
             manifest = ctx.call_batch([("write_files", {"files": writes}), ("manifest", req)])[1]["files"]
         else:
             manifest = ctx.call("manifest", req)["files"]
-    finally:
-        if hashing is not None:
-            hashing.shutdown()
-    if later is not None:
-        have.update(later.result())
+    have.update(later.result())
     outcome: dict[str, str] = {}
     info = ctx.job.step_state("fetch").info
     info["bytes_last_pull"] = 0     # payload bytes copied (0 when everything was unchanged)
@@ -131,10 +126,10 @@ class _Longer(Exception):
     """More bytes came than the copy may hold: the file changed under us."""
 
 
-def _stream(transport, path: str, local: Path, limit: int, *, regular_only: bool = False
+def _stream(transport, path: str, local: Path, limit: int | None = None, *, regular_only: bool = False
             ) -> tuple[str, str, int, bytes]:
     """``path`` through ``transport`` into a temp file beside ``local``: (temp path, sha256, size, what cat said
-    on stderr). Raises _Longer past ``limit`` bytes (the temp file is gone then)."""
+    on stderr). Raises _Longer past ``limit`` bytes, if one is given (the temp file is gone then)."""
     fd, tmp = tempfile.mkstemp(dir=local.parent, prefix=f".{local.name}.")
     digest, size = hashlib.sha256(), 0
     try:
@@ -142,7 +137,7 @@ def _stream(transport, path: str, local: Path, limit: int, *, regular_only: bool
             def write(chunk: bytes) -> None:
                 nonlocal size
                 size += len(chunk)
-                if size > limit:
+                if limit is not None and size > limit:
                     raise _Longer
                 digest.update(chunk)
                 fh.write(chunk)
@@ -153,11 +148,10 @@ def _stream(transport, path: str, local: Path, limit: int, *, regular_only: bool
     return tmp, digest.hexdigest(), size, err
 
 
-def _intact(ctx: Ctx, node_path: str, sha, got: str, size: int, growing: bool) -> bool:
-    """The copy is the node's file (sha256 equal; ``sha`` a value or a callable that waits for it) or, for a log
-    still being written (``growing``), an exact, non-empty prefix of it: what was written so far (C-05).
-    Tables must match whole."""
-    if got == (sha() if callable(sha) else sha):
+def _intact(ctx: Ctx, node_path: str, sha: "_NodeSha", got: str, size: int, growing: bool) -> bool:
+    """The copy is the node's file (sha256 equal) or, for a log still being written (``growing``), an exact,
+    non-empty prefix of it: what was written so far (C-05). Tables must match whole."""
+    if got == sha():
         return True
     return growing and size > 0 and ctx.call("prefix_sha", {"path": node_path, "length": size})["sha256"] == got
 
@@ -180,6 +174,17 @@ def _host_file(ctx: Ctx, source: dict | None) -> tuple[object, str] | None:
     return (inner, path) if path else None
 
 
+def _node_sha(ctx: Ctx, node_path: str, files: dict | None = None) -> str:
+    """The file's sha256 from a manifest answer (``files``; None: asked now, with ``Ctx.call``'s retries)."""
+    if files is None:
+        files = ctx.call("manifest", {"paths": [node_path]})["files"]
+    meta = files.get(node_path)
+    if meta is None:
+        raise JobError(f"{node_path} went away from the node while it was fetched",
+                       hint="run `tune-remote fetch` again")
+    return meta["sha256"]
+
+
 class _NodeSha:
     """The node file's sha256: from the manifest, or (``None`` there) asked in a daemon thread while the copy
     runs, so that hashing on the node and copying overlap. The thread asks the helper once, without the
@@ -188,7 +193,7 @@ class _NodeSha:
 
     def __init__(self, ctx: Ctx, node_path: str, sha: str | None):
         self.ctx, self.node_path, self.sha = ctx, node_path, sha
-        self._answer: dict = {}
+        self._files: dict | None = None     # the thread's manifest answer (None: it failed)
         self._thread = None
         if sha is None:
             self._thread = threading.Thread(target=self._ask, name="fetch-sha", daemon=True)
@@ -196,21 +201,14 @@ class _NodeSha:
 
     def _ask(self) -> None:
         try:
-            self._answer["files"] = self.ctx.target.helper.call("manifest", {"paths": [self.node_path]})["files"]
-        except Exception as exc:    # noqa: BLE001 - asked again in the main thread, where errors are handled
-            self._answer["error"] = exc
+            self._files = self.ctx.target.helper.call("manifest", {"paths": [self.node_path]})["files"]
+        except Exception:    # noqa: BLE001 - asked again in the main thread, where errors are handled
+            pass
 
     def __call__(self) -> str:
         if self.sha is None:
             self._thread.join()
-            files = self._answer.get("files")
-            if files is None:
-                files = self.ctx.call("manifest", {"paths": [self.node_path]})["files"]
-            meta = files.get(self.node_path)
-            if meta is None:
-                raise JobError(f"{self.node_path} went away from the node while it was fetched",
-                               hint="run `tune-remote fetch` again")
-            self.sha = meta["sha256"]
+            self.sha = _node_sha(self.ctx, self.node_path, self._files)
         return self.sha
 
     def settle(self) -> None:
@@ -255,7 +253,7 @@ def _host_copy(ctx, node_path, local, host, sha, expect, growing) -> tuple[str, 
 def _ctr_copy(ctx, node_path, local, sha, growing) -> tuple[str, int]:
     for attempt in range(3):
         try:
-            tmp, got, size, err = _stream(ctx.target.ctr, node_path, local, 1 << 62)
+            tmp, got, size, err = _stream(ctx.target.ctr, node_path, local)
         except (TransportError, CommandTimeout):
             sha.settle()
             ctx.call("version")  # reconnect with back-off, then try again
@@ -272,11 +270,7 @@ def _ctr_copy(ctx, node_path, local, sha, growing) -> tuple[str, int]:
                            + err.decode("utf-8", "replace").strip().splitlines()[-1][:200],
                            hint="run `tune-remote fetch` again")
         # the file changed between manifest and copy (a live log): take the newer manifest
-        meta = ctx.call("manifest", {"paths": [node_path]})["files"].get(node_path)
-        if meta is None:
-            raise JobError(f"{node_path} went away from the node while it was fetched",
-                           hint="run `tune-remote fetch` again")
-        sha = _NodeSha(ctx, node_path, meta["sha256"])
+        sha = _NodeSha(ctx, node_path, _node_sha(ctx, node_path))
     raise JobError(f"could not fetch {node_path} intact (sha256 mismatch)",
                    hint="run `tune-remote fetch` again")
 
