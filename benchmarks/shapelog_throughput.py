@@ -8,6 +8,7 @@ line is an AITER miss, as in a serving log with untuned shapes. Each parse runs 
 peak RSS is its own; times are the best of 3 with the file in the page cache.
 """
 
+import json
 import os
 import shutil
 import subprocess
@@ -63,11 +64,13 @@ def make_long_line_log(path, line_mb=200):
     return path.stat().st_size
 
 
-def row(name, size, grep, mine):
+def row(name, size, grep, mine, procs=1):
+    """RSS: GNU time reports the largest process of the tree; with several, their sum is at most procs x that."""
     g_s, g_mb, _ = grep
     m_s, m_mb, _ = mine
+    rss = f"{m_mb:.0f} MB RSS" if procs == 1 else f"{m_mb:.0f} MB RSS per process, <= {procs * m_mb:.0f} MB together"
     print(f"| {name} | {size / 1e6:.0f} MB | grep -c {g_s:.2f} s = {size / g_s / 1e6:.0f} MB/s, {g_mb:.0f} MB RSS "
-          f"| shapelog {m_s:.2f} s = {size / m_s / 1e6:.0f} MB/s, {m_mb:.0f} MB RSS | {g_s / m_s:.2f}x |")
+          f"| shapelog {m_s:.2f} s = {size / m_s / 1e6:.0f} MB/s, {rss} | {g_s / m_s:.2f}x |")
 
 
 def main():
@@ -80,7 +83,10 @@ def main():
         size = make_log(big, size_mb << 20)
         grep = timed(["grep", "-c", "not found tuned config", str(big)])
         mine = timed([sys.executable, str(SHAPELOG), "--summary", str(big)])
-        row("generated vLLM", size, grep, mine)
+        one = timed([sys.executable, str(SHAPELOG), "--summary", "--procs", "1", str(big)])
+        procs = sum(json.loads(mine[2])["parallel"].values()) or 1
+        row(f"generated vLLM, {procs} process(es) (the default here)", size, grep, mine, procs)
+        row("generated vLLM, 1 process (--procs 1)", size, grep, one)
         big.unlink()
         long_log = d / "long_line.log"
         size = make_long_line_log(long_log)

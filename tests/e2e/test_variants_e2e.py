@@ -420,3 +420,32 @@ def test_shapes_from_every_log_form(vnode, name, capsys):
         target.close()
     assert res["ok"] and res["missing"] == []
     assert res["shapes"] == local
+
+
+@pytest.mark.parametrize("profile", ["current", "legacy"])
+def test_a_dense_log_is_mined_in_several_processes_inside_the_container(vnode, profile):
+    """The helper (threads running, an op deadline armed) forks workers in the container; the answer is the
+    one-process answer, on the newest and the oldest Python the profiles run."""
+    from orchestrator.context import Target
+    from orchestrator.inventory import load_inventory
+    from orchestrator.remote.helpers import shapelog
+    ctr = _container(vnode, profile)
+    node_path = f"{ctr.inst.logs_dir}/dense-{os.getpid()}.log"
+    host_copy = Path(ctr.inst.host_path(node_path))
+    simlogs.write_large_log(host_copy, 6 << 20)
+    local = shapelog.parse_files([host_copy], procs=1)
+    inv = load_inventory(str(write_inventory(Path(vnode.dir) / f"inv-{os.getpid()}.yaml", vnode)))
+    spec = inv.node(vnode.alias)
+    target = Target(spec, spec.container(ctr.name))
+    try:
+        target.connect()
+        res = target.helper.call("shapes", {"logs": [node_path], "variant": None, "procs": 3, "min_range": 1 << 20})
+        one = target.helper.call("shapes", {"logs": [node_path], "variant": None, "procs": 1})
+        assert target.helper.call("version")["ok"]          # the helper itself lives on
+    finally:
+        target.close()
+        host_copy.unlink()
+    assert res["ok"] and res["processes"] == {"ranges": 3, "refused": 0}
+    assert one["processes"] == {"ranges": 0, "refused": 0}
+    for key in ("shapes", "counts", "misses", "hits", "warnings", "lines", "bytes"):
+        assert res[key] == one[key] == json.loads(json.dumps(getattr(local, key))), key

@@ -6,6 +6,7 @@ import ast
 import gzip
 import io
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -235,13 +236,14 @@ def test_expand_m():
     assert list(swept[0]) == list(shapelog.MOE_KEY)
 
 
-SHAPE_MODULES = ("shapelog", "shapefmt", "shaperules", "shaperecords", "shapescan")
+SHAPE_MODULES = ("shapelog", "shapefmt", "shaperules", "shaperecords", "shapescan", "shapepar")
 
 
 @pytest.mark.parametrize("name", SHAPE_MODULES)
 def test_stdlib_only_and_py38_syntax(name):
     tree = ast.parse((SHAPELOG_SRC.parent / f"{name}.py").read_text(), feature_version=(3, 8))
-    allowed = {"__future__", "collections", "gzip", "json", "os", "re", "sys", "argparse", *SHAPE_MODULES}
+    allowed = {"__future__", "collections", "gzip", "json", "os", "pickle", "re", "sys", "argparse", "warnings",
+               *SHAPE_MODULES}
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             assert {a.name.split(".")[0] for a in node.names} <= allowed
@@ -360,3 +362,121 @@ def test_memory_stays_bounded_by_the_block_on_a_huge_line(tmp_path):
         tracemalloc.stop()
     assert r.lines == 2 and r.misses == {"a8w8": 1}
     assert peak < 8 << 20, peak
+
+
+# ------------------------------------------------------------------------------------------------
+# several processes (shapepar): each range counted elsewhere is taken only when feeding it would agree
+# ------------------------------------------------------------------------------------------------
+
+
+def _ranges_log(tmp_path):
+    """Dense generated stretches with every fixture log between them (SGLang echoes, wrapped tuples,
+    warnings), so that some ranges start where the parser is not free to take a count."""
+    from orchestrator.sim.logs import write_large_log
+
+    write_large_log(tmp_path / "vllm.log", 1 << 20)
+    dense = (tmp_path / "vllm.log").read_bytes()
+    corpus = b"".join(p.read_bytes().rstrip(b"\n") + b"\n" for p in FIXTURES)
+    path = tmp_path / "ranges.log"
+    path.write_bytes((dense + corpus) * 3 + dense)
+    return path
+
+
+@pytest.mark.parametrize("procs", [2, 3, 5, 8])
+def test_several_processes_give_the_line_by_line_answer(tmp_path, procs, monkeypatch):
+    from orchestrator.remote.helpers import shapepar
+
+    path = _ranges_log(tmp_path)
+    monkeypatch.setattr(shapepar, "looks_dense", lambda f, size: True)   # the corpus stretches are sparse
+    got = shapelog.parse_files([path], procs=procs, min_range=1)
+    assert _strip(got.to_dict()) == _reference(path)
+    assert got.parallel["ranges"] + got.parallel["refused"] == procs
+    if procs >= 5:          # some ranges hold only generated lines: their counts were really taken
+        assert got.parallel["ranges"] >= 1
+    if procs == 8:          # and some hold fixture lines that must be fed in order: scanned here
+        assert got.parallel["refused"] >= 1
+
+
+def test_a_range_starting_inside_a_wrapped_tuple_is_scanned_here(tmp_path):
+    from orchestrator.remote.helpers import shapepar
+
+    miss = (b"(Worker_TP0 pid=888) [aiter] shape is M:%d, N:512, K:7168, not found tuned config in "
+            b"/tmp/aiter_configs/a8w8_blockscale_tuned_gemm.csv, will use default config!\n")
+    half = b"".join(miss % (i % 50) for i in range(4000))
+    wrapped = (b"[aiter] [fused_moe] using 2stage default for ('gfx950', 256, 1, 7168, 256, 257, 9,\n"
+               b"'ActivationType.Silu', 'torch.bfloat16', 'torch.float8_e4m3fn', 'torch.float8_e4m3fn',\n"
+               b"'QuantType.per_1x128', True, False)\n")
+    path = tmp_path / "w.log"
+    path.write_bytes(half + wrapped + half)
+    cut = len(half) + wrapped.index(b"\n") + 1            # the second range starts on the tuple's 2nd line
+    import unittest.mock as mock
+    with mock.patch.object(shapepar, "cuts", lambda f, size, n: [0, cut, size]):
+        got = shapelog.parse_files([path], procs=2, min_range=1)
+    # the first range ends on the tuple's first line (it needs its neighbours: scanned here) and leaves the
+    # record open, so the second range's count (its worker cannot know) is not taken either
+    assert got.parallel == {"ranges": 0, "refused": 2}
+    assert _strip(got.to_dict()) == _reference(path)
+    assert sum(len(v) for k, v in got.shapes.items() if "moe" in k) == 1   # the wrapped record was assembled
+
+
+def test_a_worker_that_dies_or_refuses_costs_time_not_the_answer(tmp_path, monkeypatch):
+    from orchestrator.remote.helpers import shapepar
+
+    path = tmp_path / "vllm.log"
+    from orchestrator.sim.logs import write_large_log
+    write_large_log(path, 3 << 20)
+    real = shapepar.count_range
+    parent = os.getpid()
+
+    def count_range(p, start, end, scanner):
+        if os.getpid() != parent:
+            if start > (2 << 20):
+                os._exit(3)                               # killed before it answered
+            return None                                   # refused
+        return real(p, start, end, scanner)
+    monkeypatch.setattr(shapepar, "count_range", count_range)
+    got = shapelog.parse_files([path], procs=3, min_range=1)
+    assert got.parallel == {"ranges": 1, "refused": 2}
+    assert _strip(got.to_dict()) == _reference(path)
+
+
+def test_workers_are_killed_and_reaped_when_the_scan_is_interrupted(tmp_path, monkeypatch):
+    from orchestrator.remote.helpers import shapepar
+
+    path = tmp_path / "vllm.log"
+    from orchestrator.sim.logs import write_large_log
+    write_large_log(path, 3 << 20)
+    pids = []
+    real_init = shapepar._Worker.__init__
+
+    def init(self, *a):
+        real_init(self, *a)
+        pids.append(self.pid)
+    monkeypatch.setattr(shapepar._Worker, "__init__", init)
+    monkeypatch.setattr(shapescan._Scanner, "take", lambda self, digest: (_ for _ in ()).throw(KeyboardInterrupt))
+    with pytest.raises(KeyboardInterrupt):
+        shapelog.parse_files([path], procs=4, min_range=1)
+    assert len(pids) == 3
+    for pid in pids:
+        with pytest.raises(ChildProcessError):           # reaped: no zombie left behind
+            os.waitpid(pid, os.WNOHANG)
+
+
+def test_small_sparse_or_long_lined_files_stay_in_one_process(tmp_path):
+    from orchestrator.remote.helpers import shapepar
+
+    from orchestrator.sim.logs import write_large_log
+    dense = tmp_path / "vllm.log"
+    write_large_log(dense, 2 << 20)
+    assert shapelog.parse_files([dense], procs=2).parallel == {"ranges": 0, "refused": 0}   # < 2 x 32 MB
+    assert shapelog.parse_files([dense], procs=2, min_range=1).parallel["ranges"] == 2
+    assert shapelog.parse_files([dense], procs=1, min_range=1).parallel["ranges"] == 0
+    noise = b"(APIServer pid=1) INFO 04-10 06:05:12 [loggers.py:123] Engine 000: Avg prompt throughput\n"
+    sparse = tmp_path / "sparse.log"
+    sparse.write_bytes(noise * 40000 + dense.read_bytes()[:4096])
+    with open(sparse, "rb") as f:
+        assert not shapepar.looks_dense(f, sparse.stat().st_size)
+    long_lines = tmp_path / "long.log"
+    long_lines.write_bytes((b"\r[Tuning] 37% |#####     | tuned 1/3 " * 60000 + b"\n") * 8)
+    with open(long_lines, "rb") as f:
+        assert not shapepar.looks_dense(f, long_lines.stat().st_size)

@@ -87,10 +87,13 @@ def op_shapes(req):
             missing.append(p)
     # meta: each shape's first sighting keeps "_meta" (the table AITER consulted, C-12)
     kw = {"keep_meta": True} if req.get("meta") else {}
+    for key in ("procs", "min_range"):          # a big dense log is mined in several processes (shapepar)
+        if isinstance(req.get(key), int) and req[key] > 0:
+            kw[key] = req[key]
     result = shapelog.parse_files(paths, variant=req.get("variant"), **kw)
     return {"shapes": result.shapes, "counts": getattr(result, "counts", {}), "hits": result.hits, "misses": result.misses,
             "warnings": list(result.warnings), "lines": result.lines, "bytes": result.bytes,
-            "missing": missing, "files": paths}
+            "missing": missing, "files": paths, "processes": result.parallel}
 
 
 # ------------------------------------------------------------------------------------------------

@@ -204,10 +204,13 @@ def main(argv=None):
     ap.add_argument("--variant", default=None)
     ap.add_argument("--meta", action="store_true")
     ap.add_argument("--summary", action="store_true", help="counts only, no shape lists")
+    ap.add_argument("--procs", type=int, default=None,
+                    help="processes for a big dense log (default: the CPUs this process may use, at most 8)")
     args = ap.parse_args(argv)
-    r = parse_files(args.logs, variant=args.variant, keep_meta=args.meta)
+    r = parse_files(args.logs, variant=args.variant, keep_meta=args.meta, procs=args.procs)
     d = r.to_dict()
     if args.summary:
+        d["parallel"] = r.parallel
         d["shapes"] = {v: len(s) for v, s in d["shapes"].items()}
         d["hit_shapes"] = {v: len(s) for v, s in d["hit_shapes"].items()}
         d["counts"] = {v: sum(c) for v, c in d["counts"].items()}

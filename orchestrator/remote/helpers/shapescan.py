@@ -50,6 +50,8 @@ class _Scanner(object):
     def __init__(self, parser):
         self.p = parser
         self.effects = {}   # line bytes -> effect (only order-free lines are remembered)
+        self.parallel_ranges = 0    # ranges counted by another process and taken (shapepar)
+        self.parallel_refused = 0   # ranges counted elsewhere but scanned here after all
 
     def dense(self, block):
         """Worth counting identical lines: many candidates, and no record or echo spans into the block."""
@@ -69,7 +71,6 @@ class _Scanner(object):
 
     def count_lines(self, lines):
         """Apply whole lines by their counts; False (nothing applied) when some line needs its neighbours."""
-        p = self.p
         i = len(lines)
         records = 0
         while i > 0 and records < ECHO_WINDOW:
@@ -81,9 +82,16 @@ class _Scanner(object):
                 records += eff[0]
         if records < ECHO_WINDOW:
             return False
+        return self.apply_counts(collections.Counter(lines[:i]).items(), lines[i:])
+
+    def apply_counts(self, counts, tail):
+        """``counts`` ((line, times) in first-seen order) then the ``tail`` lines one by one, as feeding
+        every line in order would; False (nothing applied) when a counted line is not order-free. The
+        caller has checked that ``tail`` holds the last ECHO_WINDOW records (the window feed leaves)."""
+        p = self.p
         counted = []
         effects = self.effects
-        for line, count in collections.Counter(lines[:i]).items():
+        for line, count in counts:
             eff = effects.get(line)
             if eff is None:
                 if not _is_candidate_b(line):
@@ -99,9 +107,28 @@ class _Scanner(object):
         # no record here is SGLang's, so none was an echo: only the window's final content matters
         p._recent.clear()
         p._recent_counts.clear()
-        for line in lines[i:]:
+        for line in tail:
             if _is_candidate_b(line):
                 p.feed(line.decode("utf-8", "replace"))
+        return True
+
+    def take(self, digest):
+        """A range counted elsewhere (shapepar): applied like a dense block when the parser is free to take
+        it; False (nothing applied) otherwise. Only the counting is trusted, every judgement is made here."""
+        p = self.p
+        if p._pending is not None or any(sg for _msg, sg in p._recent):
+            return False
+        records = 0
+        for line in digest["tail"]:
+            if _is_candidate_b(line):
+                eff = self._effect(line)
+                if eff is None:
+                    return False
+                records += eff[0]
+        if records < ECHO_WINDOW or not self.apply_counts(digest["counts"], digest["tail"]):
+            return False
+        p.r.lines += digest["lines"]
+        p.r.bytes += digest["bytes"]
         return True
 
     def feed_range(self, data, s, e):
@@ -142,14 +169,19 @@ class _Scanner(object):
             cursor = e + 1
         return cursor
 
-    def file(self, f, chunk_bytes):
-        """A whole file in ``chunk_bytes`` reads. A line that outgrows MAX_LINE_BYTES before its newline
-        is dropped (not kept in memory) up to that newline, as a complete over-long line would be."""
+    def file(self, f, chunk_bytes, limit=None):
+        """A whole file (or its next ``limit`` bytes) in ``chunk_bytes`` reads. A line that outgrows
+        MAX_LINE_BYTES before its newline is dropped (not kept in memory) up to that newline, as a complete
+        over-long line would be."""
         p, r = self.p, self.p.r
         tail = b""
         long_line = None    # while dropping an over-long line: [example, is a candidate, last bytes]
         while True:
-            block = f.read(chunk_bytes)
+            if limit is None:
+                block = f.read(chunk_bytes)
+            else:
+                block = f.read(min(chunk_bytes, limit))
+                limit -= len(block)
             if not block:
                 break
             r.bytes += len(block)
@@ -193,11 +225,18 @@ class _Scanner(object):
             self.sparse(tail + b"\n", len(tail))
 
 
-def parse_files(paths, variant=None, keep_meta=False, skip_missing=False, chunk_bytes=CHUNK_BYTES):
+def parse_files(paths, variant=None, keep_meta=False, skip_missing=False, chunk_bytes=CHUNK_BYTES, procs=None,
+                min_range=None):
     """Parse log files (plain or .gz) in binary chunks; memory stays bounded (lines over 1 MiB skipped).
 
-    Missing files raise FileNotFoundError unless ``skip_missing`` (then listed in ``.missing``).
+    Missing files raise FileNotFoundError unless ``skip_missing`` (then listed in ``.missing``). A big
+    dense plain file is spread over up to ``procs`` processes (default: the CPUs this process may use,
+    at most shapepar.MAX_PROCS; 1 = this process only), at least ``min_range`` bytes each (shapepar).
     """
+    try:  # here, not at the top: shapepar imports this module
+        from .shapepar import MIN_RANGE_BYTES, scan
+    except ImportError:
+        from shapepar import MIN_RANGE_BYTES, scan  # type: ignore
     if isinstance(paths, (str, bytes)) or hasattr(paths, "__fspath__"):
         paths = [paths]
     p = _Parser(variant, keep_meta)
@@ -216,6 +255,9 @@ def parse_files(paths, variant=None, keep_meta=False, skip_missing=False, chunk_
             continue
         r.files.append(path)
         with f:
-            scanner.file(f, chunk_bytes)
+            if path.endswith(".gz") or not scan(scanner, f, path, os.fstat(f.fileno()).st_size, chunk_bytes,
+                                                procs, MIN_RANGE_BYTES if min_range is None else min_range):
+                scanner.file(f, chunk_bytes)
         p.reset_file()
+    r.parallel = {"ranges": scanner.parallel_ranges, "refused": scanner.parallel_refused}
     return p.finish()
