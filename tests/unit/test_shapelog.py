@@ -480,3 +480,33 @@ def test_small_sparse_or_long_lined_files_stay_in_one_process(tmp_path):
     long_lines.write_bytes((b"\r[Tuning] 37% |#####     | tuned 1/3 " * 60000 + b"\n") * 8)
     with open(long_lines, "rb") as f:
         assert not shapepar.looks_dense(f, long_lines.stat().st_size)
+
+
+def test_a_worker_keeps_bounded_memory_and_refuses_past_its_cap(tmp_path, monkeypatch):
+    """Lines that are not candidates are all distinct (timestamps): pruned every PRUNE_BYTES read, not kept;
+    candidate lines past MAX_KEPT_BYTES: the worker refuses and the range is scanned here."""
+    import tracemalloc
+
+    from orchestrator.remote.helpers import shapepar, shaperecords
+
+    miss = (b"(Worker_TP0 pid=888) [aiter] shape is M:%d, N:512, K:7168, not found tuned config in "
+            b"/tmp/aiter_configs/a8w8_blockscale_tuned_gemm.csv, will use default config!\n")
+    path = tmp_path / "unique.log"
+    with open(path, "wb") as f:
+        for i in range(300000):             # ~40 MB, every noise line distinct
+            f.write(b"(APIServer pid=1) INFO request %012d finished in 0.%06d s\n" % (i, i) + miss % (i % 64))
+    size = path.stat().st_size
+    scanner = shapescan._Scanner(shaperecords._Parser())
+    tracemalloc.start()
+    try:
+        digest = shapepar.count_range(str(path), 0, size, scanner)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert digest is not None and len(digest["counts"]) == 64 and digest["lines"] == 600000
+    assert peak < 3 * shapepar.PRUNE_BYTES + (8 << 20), peak          # not ~40 MB of distinct lines
+    monkeypatch.setattr(shapepar, "MAX_KEPT_BYTES", 64 * 100)
+    assert shapepar.count_range(str(path), 0, size, scanner) is None
+    got = shapelog.parse_files([path], procs=2, min_range=1)
+    assert got.parallel == {"ranges": 0, "refused": 2}
+    assert _strip(got.to_dict()) == _reference(path)

@@ -28,7 +28,8 @@ except ImportError:
 MAX_PROCS = 8
 MIN_RANGE_BYTES = 32 << 20
 WORKER_BLOCK = 1 << 20
-PRUNE_AT = 16384          # lines that are not candidates, counted before they are dropped
+PRUNE_BYTES = 8 << 20     # read between two prunings: the lines that are not candidates take at most this
+MAX_KEPT_BYTES = 16 << 20  # distinct candidate lines a worker keeps (and sends back); more: it refuses
 PROBES = 8
 MIN_PROBE_LINES = 64     # a probe with fewer newlines holds over-long lines: not a dense log
 
@@ -85,6 +86,8 @@ def count_range(path, start, end, scanner):
     over-long line, too many distinct lines, a line that needs its neighbours, too few records)."""
     counts = collections.Counter()   # every line (C speed); pruned to the candidates now and then
     known = set()                    # the candidates among them, checked once each
+    kept = 0                         # their bytes
+    since_prune = 0
     lines_n = 0
     held = []            # the lines of the last two blocks, not counted yet: the tail comes from them
     carry = b""
@@ -106,9 +109,11 @@ def count_range(path, start, end, scanner):
             held.append(lines)
             if len(held) > 2:
                 counts.update(held.pop(0))
-                if len(counts) > len(known) + PRUNE_AT:
-                    _prune(counts, known)
-                    if len(counts) > _EFFECTS_MAX:
+                since_prune += len(block)
+                if since_prune >= PRUNE_BYTES:
+                    since_prune = 0
+                    kept += _prune(counts, known)
+                    if len(counts) > _EFFECTS_MAX or kept > MAX_KEPT_BYTES:
                         return None
     if carry:
         return None                                          # ranges end at a newline
@@ -125,18 +130,23 @@ def count_range(path, start, end, scanner):
     if records < ECHO_WINDOW:
         return None
     counts.update(last[:i])
-    _prune(counts, known)
+    if _prune(counts, known) + kept > MAX_KEPT_BYTES or len(counts) > _EFFECTS_MAX:
+        return None
     return {"counts": list(counts.items()), "tail": last[i:], "lines": lines_n, "bytes": end - start}
 
 
 def _prune(counts, known):
-    """Drop the lines that are not candidates (the order of the others stays: first seen)."""
+    """Drop the lines that are not candidates (the order of the others stays: first seen); the bytes of
+    the candidates found new."""
+    added = 0
     for line in list(counts):
         if line not in known:
             if _is_candidate_b(line):
                 known.add(line)
+                added += len(line)
             else:
                 del counts[line]
+    return added
 
 
 class _Worker(object):
