@@ -84,7 +84,7 @@ def main():
         grep = timed(["grep", "-c", "not found tuned config", str(big)])
         mine = timed([sys.executable, str(SHAPELOG), "--summary", str(big)])
         one = timed([sys.executable, str(SHAPELOG), "--summary", "--procs", "1", str(big)])
-        procs = sum(json.loads(mine[2])["parallel"].values()) or 1
+        procs = json.loads(mine[2])["ranges"]["processes"]
         row(f"generated vLLM, {procs} process(es) (the default here)", size, grep, mine, procs)
         row("generated vLLM, 1 process (--procs 1)", size, grep, one)
         big.unlink()

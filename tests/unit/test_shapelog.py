@@ -390,11 +390,11 @@ def test_several_processes_give_the_line_by_line_answer(tmp_path, procs, monkeyp
     monkeypatch.setattr(shapepar, "looks_dense", lambda f, size: True)   # the corpus stretches are sparse
     got = shapelog.parse_files([path], procs=procs, min_range=1)
     assert _strip(got.to_dict()) == _reference(path)
-    assert got.parallel["ranges"] + got.parallel["refused"] == procs
+    assert got.ranges["counted"] + got.ranges["scanned"] == procs == got.ranges["processes"]
     if procs >= 5:          # some ranges hold only generated lines: their counts were really taken
-        assert got.parallel["ranges"] >= 1
+        assert got.ranges["counted"] >= 1
     if procs == 8:          # and some hold fixture lines that must be fed in order: scanned here
-        assert got.parallel["refused"] >= 1
+        assert got.ranges["scanned"] >= 1
 
 
 def test_a_range_starting_inside_a_wrapped_tuple_is_scanned_here(tmp_path):
@@ -414,7 +414,7 @@ def test_a_range_starting_inside_a_wrapped_tuple_is_scanned_here(tmp_path):
         got = shapelog.parse_files([path], procs=2, min_range=1)
     # the first range ends on the tuple's first line (it needs its neighbours: scanned here) and leaves the
     # record open, so the second range's count (its worker cannot know) is not taken either
-    assert got.parallel == {"ranges": 0, "refused": 2}
+    assert got.ranges == {"counted": 0, "scanned": 2, "processes": 2}
     assert _strip(got.to_dict()) == _reference(path)
     assert sum(len(v) for k, v in got.shapes.items() if "moe" in k) == 1   # the wrapped record was assembled
 
@@ -436,7 +436,7 @@ def test_a_worker_that_dies_or_refuses_costs_time_not_the_answer(tmp_path, monke
         return real(p, start, end, scanner)
     monkeypatch.setattr(shapepar, "count_range", count_range)
     got = shapelog.parse_files([path], procs=3, min_range=1)
-    assert got.parallel == {"ranges": 1, "refused": 2}
+    assert got.ranges == {"counted": 1, "scanned": 2, "processes": 3}
     assert _strip(got.to_dict()) == _reference(path)
 
 
@@ -468,9 +468,14 @@ def test_small_sparse_or_long_lined_files_stay_in_one_process(tmp_path):
     from orchestrator.sim.logs import write_large_log
     dense = tmp_path / "vllm.log"
     write_large_log(dense, 2 << 20)
-    assert shapelog.parse_files([dense], procs=2).parallel == {"ranges": 0, "refused": 0}   # < 2 x 32 MB
-    assert shapelog.parse_files([dense], procs=2, min_range=1).parallel["ranges"] == 2
-    assert shapelog.parse_files([dense], procs=1, min_range=1).parallel["ranges"] == 0
+    nothing = {"counted": 0, "scanned": 0, "processes": 1}
+    assert shapelog.parse_files([dense], procs=2).ranges == nothing                    # < 2 x 32 MB
+    assert shapelog.parse_files([dense], procs=2, min_range=1).ranges == {"counted": 2, "scanned": 0,
+                                                                          "processes": 2}
+    # one process: ranges of min_range, all counted here, one after the other
+    one = shapelog.parse_files([dense], procs=1, min_range=256 << 10)
+    assert one.ranges == {"counted": 8, "scanned": 0, "processes": 1}
+    assert _strip(one.to_dict()) == _reference(dense)
     noise = b"(APIServer pid=1) INFO 04-10 06:05:12 [loggers.py:123] Engine 000: Avg prompt throughput\n"
     sparse = tmp_path / "sparse.log"
     sparse.write_bytes(noise * 40000 + dense.read_bytes()[:4096])
@@ -493,20 +498,43 @@ def test_a_worker_keeps_bounded_memory_and_refuses_past_its_cap(tmp_path, monkey
             b"/tmp/aiter_configs/a8w8_blockscale_tuned_gemm.csv, will use default config!\n")
     path = tmp_path / "unique.log"
     with open(path, "wb") as f:
-        for i in range(300000):             # ~40 MB, every noise line distinct
+        for i in range(150000):             # ~20 MB, every noise line distinct
             f.write(b"(APIServer pid=1) INFO request %012d finished in 0.%06d s\n" % (i, i) + miss % (i % 64))
     size = path.stat().st_size
     scanner = shapescan._Scanner(shaperecords._Parser())
+    monkeypatch.setattr(shapepar, "PRUNE_BYTES", 2 << 20)
     tracemalloc.start()
     try:
         digest = shapepar.count_range(str(path), 0, size, scanner)
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
-    assert digest is not None and len(digest["counts"]) == 64 and digest["lines"] == 600000
-    assert peak < 3 * shapepar.PRUNE_BYTES + (8 << 20), peak          # not ~40 MB of distinct lines
+    assert digest is not None and len(digest["counts"]) == 64 and digest["lines"] == 300000
+    assert peak < 3 * shapepar.PRUNE_BYTES + (6 << 20), peak          # not ~30 MB of distinct lines
     monkeypatch.setattr(shapepar, "MAX_KEPT_BYTES", 64 * 100)
     assert shapepar.count_range(str(path), 0, size, scanner) is None
     got = shapelog.parse_files([path], procs=2, min_range=1)
-    assert got.parallel == {"ranges": 0, "refused": 2}
+    assert got.ranges == {"counted": 0, "scanned": 2, "processes": 2}
     assert _strip(got.to_dict()) == _reference(path)
+
+
+def test_a_fork_that_fails_leaves_its_range_to_this_process(tmp_path, monkeypatch):
+    from orchestrator.remote.helpers import shapepar
+    from orchestrator.sim.logs import write_large_log
+
+    path = tmp_path / "vllm.log"
+    write_large_log(path, 3 << 20)
+    forks = []
+
+    def fork():
+        forks.append(1)
+        if len(forks) > 1:
+            raise BlockingIOError(11, "Resource temporarily unavailable")
+        return real_fork()
+    real_fork = os.fork
+    monkeypatch.setattr(os, "fork", fork)
+    fds = len(os.listdir("/proc/self/fd"))
+    got = shapelog.parse_files([path], procs=4, min_range=1)
+    assert got.ranges == {"counted": 4, "scanned": 0, "processes": 2}   # one worker; the rest counted here
+    assert _strip(got.to_dict()) == _reference(path)
+    assert len(os.listdir("/proc/self/fd")) == fds                     # the failed fork's pipe is closed

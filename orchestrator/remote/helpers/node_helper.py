@@ -93,7 +93,7 @@ def op_shapes(req):
     result = shapelog.parse_files(paths, variant=req.get("variant"), **kw)
     return {"shapes": result.shapes, "counts": getattr(result, "counts", {}), "hits": result.hits, "misses": result.misses,
             "warnings": list(result.warnings), "lines": result.lines, "bytes": result.bytes,
-            "missing": missing, "files": paths, "processes": getattr(result, "parallel", None)}
+            "missing": missing, "files": paths, "ranges": getattr(result, "ranges", None)}
 
 
 # ------------------------------------------------------------------------------------------------

@@ -210,7 +210,7 @@ def main(argv=None):
     r = parse_files(args.logs, variant=args.variant, keep_meta=args.meta, procs=args.procs)
     d = r.to_dict()
     if args.summary:
-        d["parallel"] = r.parallel
+        d["ranges"] = r.ranges
         d["shapes"] = {v: len(s) for v, s in d["shapes"].items()}
         d["hit_shapes"] = {v: len(s) for v, s in d["hit_shapes"].items()}
         d["counts"] = {v: sum(c) for v, c in d["counts"].items()}

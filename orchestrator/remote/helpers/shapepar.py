@@ -1,13 +1,15 @@
 """A big dense log mined in several processes (what one core cannot do at grep's speed).
 
-The file is cut at newlines into one byte range per process. Each range's candidate lines are counted
+The file is cut at newlines into byte ranges, one per process. Each range's candidate lines are counted
 (the dense path's ``bytes.split`` + ``collections.Counter`` over the whole range, in first-seen order)
-and its last lines kept: the first range here, the others by forked workers meanwhile. Each worker's count is then applied here in file order exactly as a dense block's is
+and its last lines kept: the first range here, the others by forked workers meanwhile. With one process
+(one CPU, ``procs=1``, no fork) the ranges are ``min_range`` bytes and all counted here, one after the
+other: a whole range per Counter is still faster than the plain scan's block by block. Each worker's count is then applied here in file order exactly as a dense block's is
 (``_Scanner.take``): only when the parser is free to take it (no wrapped record open, no SGLang record
 in the echo window) and every counted line is order-free; otherwise that range is scanned here line by
 line. The workers only count; every judgement is made here, so the answer is the one-process answer.
 
-Used for plain files of at least ``MIN_RANGE_BYTES`` per extra process whose samples look dense (many
+Used for plain files of at least two ``MIN_RANGE_BYTES`` whose samples look dense (many
 candidate lines, lines of ordinary length); sparse logs keep the one-process ``bytes.find`` scan, which
 is already near grep's speed. Stdlib only, Python >= 3.8; Linux only (elsewhere everything stays here).
 """
@@ -42,11 +44,16 @@ def cpus():
 
 
 def plan(size, procs=None, min_range=MIN_RANGE_BYTES):
-    """How many processes a file of ``size`` bytes is worth (1: stay serial)."""
-    n = min(cpus(), MAX_PROCS) if procs is None else procs
+    """(ranges, processes) for a file of ``size`` bytes: ranges of at least ``min_range`` bytes, one per
+    process, or all counted here when only one process may run; (1, 1): stay with the plain scan."""
+    most = size // max(1, min_range)
+    if most < 2:
+        return 1, 1
+    n = min(cpus(), MAX_PROCS) if procs is None else max(1, procs)
     if not hasattr(os, "fork") or not sys.platform.startswith("linux"):   # macOS: fork is unsafe there
-        return 1
-    return max(1, min(n, size // max(1, min_range)))
+        n = 1
+    n = min(n, most)
+    return (n, n) if n > 1 else (most, 1)
 
 
 def looks_dense(f, size):
@@ -155,9 +162,14 @@ class _Worker(object):
     def __init__(self, path, start, end, scanner):
         self.start, self.end = start, end
         r, w = os.pipe()
-        with warnings.catch_warnings():     # 3.12+ warns about fork with threads: the child uses none of theirs
-            warnings.simplefilter("ignore", DeprecationWarning)
-            self.pid = os.fork()
+        try:
+            with warnings.catch_warnings():     # 3.12+ warns about fork with threads: the child uses none of theirs
+                warnings.simplefilter("ignore", DeprecationWarning)
+                self.pid = os.fork()
+        except OSError:
+            os.close(r)
+            os.close(w)
+            raise
         if self.pid == 0:                                    # the child: count, answer, exit at once
             code = 0
             try:
@@ -200,30 +212,32 @@ class _Worker(object):
 
 
 def scan(scanner, f, path, size, chunk_bytes, procs=None, min_range=MIN_RANGE_BYTES):
-    """Scan the open file ``f`` (at offset 0) in several processes; False (nothing read) when it is not
-    worth it: a small or sparse file, one CPU, no fork."""
-    n = plan(size, procs, min_range)
+    """Scan the open file ``f`` (at offset 0) range by range, the ranges counted ahead in other processes
+    (or here); False (nothing read) when it is not worth it: a small or sparse file."""
+    n, nprocs = plan(size, procs, min_range)
     if n < 2 or not looks_dense(f, size):
         f.seek(0)
         return False
     offsets = cuts(f, size, n)
-    workers = []
+    ranges = [(a, b) for a, b in zip(offsets, offsets[1:]) if b > a]
+    workers = {}
     try:
-        for i in range(1, n):
-            if offsets[i + 1] > offsets[i]:
-                workers.append(_Worker(path, offsets[i], offsets[i + 1], scanner))
-        ranges = [(0, offsets[1], count_range(path, 0, offsets[1], scanner))]   # the first one here, meanwhile
-        ranges.extend((w.start, w.end, None) for w in workers)
-        for i, (start, end, digest) in enumerate(ranges):
-            if i:
-                digest = workers[i - 1].digest()
+        for start, end in ranges[1:nprocs]:
+            try:
+                workers[start] = _Worker(path, start, end, scanner)
+            except OSError:            # no fork now (process or memory limits): counted here instead
+                break
+        scanner.ranges["processes"] = 1 + len(workers)
+        for start, end in ranges:
+            w = workers.get(start)
+            digest = w.digest() if w is not None else count_range(path, start, end, scanner)
             if digest is not None and scanner.take(digest):
-                scanner.parallel_ranges += 1
+                scanner.ranges["counted"] += 1
             else:
-                scanner.parallel_refused += 1
+                scanner.ranges["scanned"] += 1
                 f.seek(start)
                 scanner.file(f, chunk_bytes, limit=end - start)
     finally:
-        for w in workers:
+        for w in workers.values():
             w.reap(kill=True)
     return True

@@ -42,7 +42,7 @@ class ShapeLogResult(object):
         self.bytes = 0
         self.files = []
         self.missing = []
-        self.parallel = {"ranges": 0, "refused": 0}  # shapepar: ranges counted by other processes (or not)
+        self.ranges = {"counted": 0, "scanned": 0, "processes": 1}   # shapepar (parse_files)
         self._seen = {}                              # (table, variant) -> {key: index in the table}
         self.counts = collections.OrderedDict()      # variant -> [lookups of shapes[variant][i]]
 

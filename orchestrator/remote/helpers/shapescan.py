@@ -50,8 +50,8 @@ class _Scanner(object):
     def __init__(self, parser):
         self.p = parser
         self.effects = {}   # line bytes -> effect (only order-free lines are remembered)
-        self.parallel_ranges = 0    # ranges counted by another process and taken (shapepar)
-        self.parallel_refused = 0   # ranges counted elsewhere but scanned here after all
+        # shapepar: ranges counted ahead and taken, ranges scanned line by line after all, processes used
+        self.ranges = {"counted": 0, "scanned": 0, "processes": 1}
 
     def dense(self, block):
         """Worth counting identical lines: many candidates, and no record or echo spans into the block."""
@@ -230,8 +230,9 @@ def parse_files(paths, variant=None, keep_meta=False, skip_missing=False, chunk_
     """Parse log files (plain or .gz) in binary chunks; memory stays bounded (lines over 1 MiB skipped).
 
     Missing files raise FileNotFoundError unless ``skip_missing`` (then listed in ``.missing``). A big
-    dense plain file is spread over up to ``procs`` processes (default: the CPUs this process may use,
-    at most shapepar.MAX_PROCS; 1 = this process only), at least ``min_range`` bytes each (shapepar).
+    dense plain file is cut into ranges of at least ``min_range`` bytes counted ahead, spread over up to
+    ``procs`` processes (default: the CPUs this process may use, at most shapepar.MAX_PROCS; 1 = this
+    process only); ``.ranges`` says how it went (shapepar).
     """
     try:  # here, not at the top: shapepar imports this module
         from .shapepar import MIN_RANGE_BYTES, scan
@@ -259,5 +260,5 @@ def parse_files(paths, variant=None, keep_meta=False, skip_missing=False, chunk_
                                                 procs, MIN_RANGE_BYTES if min_range is None else min_range):
                 scanner.file(f, chunk_bytes)
         p.reset_file()
-    r.parallel = {"ranges": scanner.parallel_ranges, "refused": scanner.parallel_refused}
+    r.ranges = scanner.ranges
     return p.finish()
