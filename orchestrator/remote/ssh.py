@@ -120,49 +120,53 @@ def _known_hosts_files(conn: fabric.Connection) -> list[str]:
     return [os.path.expanduser(f) for f in files]
 
 
+def _hops(conn: fabric.Connection):
+    """This connection, then each ProxyJump gateway of its chain (the last one is the first TCP hop)."""
+    while isinstance(conn, fabric.Connection):
+        yield conn
+        conn = conn.gateway
+
+
 def _secure(conn: fabric.Connection, accept_new: bool) -> None:
     """Verify host keys the way the user's ssh would, on this connection and every gateway."""
-    strict = str(conn.ssh_config.get("stricthostkeychecking", "ask")).lower()
-    client = conn.client
-    files = _known_hosts_files(conn)
-    for path in files:
-        if os.path.exists(path):
-            client.load_host_keys(path)  # verify against it; never rewritten by paramiko
-    if os.path.exists("/etc/ssh/ssh_known_hosts"):
-        client.load_system_host_keys("/etc/ssh/ssh_known_hosts")
-    if strict in ("no", "off"):
-        policy: paramiko.MissingHostKeyPolicy = _WarnUnknown()
-    elif strict == "accept-new" or accept_new:
-        policy = _AcceptNew(files[0], str(conn.ssh_config.get("hashknownhosts", "no")).lower() == "yes")
-    else:  # yes / ask (non-interactive: refuse)
-        policy = _RefuseUnknown(_has_cert_authority(files + ["/etc/ssh/ssh_known_hosts"]))
-    client.set_missing_host_key_policy(policy)
-    client._host_keys_filename = None  # paramiko must never save over the user's known_hosts
-    if isinstance(conn.gateway, fabric.Connection):
-        _secure(conn.gateway, accept_new)
+    for hop in _hops(conn):
+        strict = str(hop.ssh_config.get("stricthostkeychecking", "ask")).lower()
+        client = hop.client
+        files = _known_hosts_files(hop)
+        for path in files:
+            if os.path.exists(path):
+                client.load_host_keys(path)  # verify against it; never rewritten by paramiko
+        if os.path.exists("/etc/ssh/ssh_known_hosts"):
+            client.load_system_host_keys("/etc/ssh/ssh_known_hosts")
+        if strict in ("no", "off"):
+            policy: paramiko.MissingHostKeyPolicy = _WarnUnknown()
+        elif strict == "accept-new" or accept_new:
+            policy = _AcceptNew(files[0], str(hop.ssh_config.get("hashknownhosts", "no")).lower() == "yes")
+        else:  # yes / ask (non-interactive: refuse)
+            policy = _RefuseUnknown(_has_cert_authority(files + ["/etc/ssh/ssh_known_hosts"]))
+        client.set_missing_host_key_policy(policy)
+        client._host_keys_filename = None  # paramiko must never save over the user's known_hosts
 
 
 def _leave_rekeys_to_the_server(conn: fabric.Connection) -> None:
     """REKEY_BYTES on this hop and every gateway hop (a ProxyJump gateway carries all the bytes too)."""
-    if conn.transport is not None:
-        conn.transport.packetizer.REKEY_BYTES = REKEY_BYTES
-    if isinstance(conn.gateway, fabric.Connection):
-        _leave_rekeys_to_the_server(conn.gateway)
+    for hop in _hops(conn):
+        if hop.transport is not None:
+            hop.transport.packetizer.REKEY_BYTES = REKEY_BYTES
 
 
 def _nodelay_sockets(conn: fabric.Connection) -> None:
-    """Open the TCP socket of this hop (or of the first hop of its gateway chain) with TCP_NODELAY.
+    """Open the TCP socket of the first hop of the gateway chain with TCP_NODELAY.
 
     paramiko sets no socket option: with Nagle on, every new channel's open/exec/EOF messages wait
     ~40 ms for the peer's delayed ACK. A ProxyJump hop runs over a channel of the gateway's socket,
-    so the gateway's socket is the one that needs it; a ProxyCommand hop is a pipe (nothing to set).
+    so the first hop's socket is the one that needs it; a ProxyCommand hop is a pipe (nothing to set).
     """
-    if isinstance(conn.gateway, fabric.Connection):
-        _nodelay_sockets(conn.gateway)
-    elif not conn.gateway and "sock" not in conn.connect_kwargs:
-        sock = socket.create_connection((conn.host, conn.port), timeout=conn.connect_timeout)
+    first = list(_hops(conn))[-1]
+    if not first.gateway and "sock" not in first.connect_kwargs:
+        sock = socket.create_connection((first.host, first.port), timeout=first.connect_timeout)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        conn.connect_kwargs["sock"] = sock
+        first.connect_kwargs["sock"] = sock
 
 
 def _fast_transport(sock, **kwargs) -> paramiko.Transport:
@@ -177,9 +181,8 @@ def _fast_transport(sock, **kwargs) -> paramiko.Transport:
 
 
 def _prefer_fast_ciphers(conn: fabric.Connection) -> None:
-    conn.connect_kwargs.setdefault("transport_factory", _fast_transport)
-    if isinstance(conn.gateway, fabric.Connection):
-        _prefer_fast_ciphers(conn.gateway)
+    for hop in _hops(conn):
+        hop.connect_kwargs.setdefault("transport_factory", _fast_transport)
 
 
 class SshTransport:
