@@ -186,9 +186,11 @@ def remote_rows(repeats: int) -> list[tuple]:
                                       if v.get("started") and v.get("finished"))
                     rows.append((f"run step seconds ({tag})", steps, "", "", ""))
                     stats = states[-1]["remote"]["stats"][-1]
-                    polls = stats["helper_ops"].get("status", 0)
+                    rode = (stats.get("helper_ops_batched") or {}).get("status", 0)   # with the launch
+                    polls = stats["helper_ops"].get("status", 0) - rode
                     rows.append((f"round trips outside polling ({tag})", str(stats["round_trips"] - polls),
-                                 f"{polls} polls; {stats.get('helper_requests', '?')} helper requests carrying ops "
+                                 f"{polls} polls (+{rode} riding with the launch); "
+                                 f"{stats.get('helper_requests', '?')} helper requests carrying ops "
                                  f"{json.dumps(stats['helper_ops'], sort_keys=True)}", "", "<= 6"))
                 node.proxy.set_latency(0)
                 rows.extend(fetch_rows(b))

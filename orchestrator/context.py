@@ -111,10 +111,10 @@ class Ctx:
         helper = self.target.host_helper if host else self.target.helper
         return self._retrying(lambda: helper.call(op, request, timeout=timeout))
 
-    def call_batch(self, calls: list[tuple[str, dict]], *, timeout: float = 300) -> list[dict]:
+    def call_batch(self, calls: list[tuple[str, dict]], *, timeout: float = 300, soft_last: bool = False) -> list[dict]:
         """Several container ops in ONE round trip, in order (each may depend on the one before); retried
-        like ``call``. The first failed op raises as its own ``call`` would."""
-        return self._retrying(lambda: self.target.helper.call_batch(calls, timeout=timeout))
+        like ``call``. The first failed op raises as its own ``call`` would (``soft_last``: not the last)."""
+        return self._retrying(lambda: self.target.helper.call_batch(calls, timeout=timeout, soft_last=soft_last))
 
     def _retrying(self, attempt):
         deadline = time.monotonic() + self.settings.reconnect_s

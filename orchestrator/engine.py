@@ -103,7 +103,8 @@ def _record_stats(ctx: Ctx) -> None:
     runs = ctx.job.remote.setdefault("stats", [])
     requests = t.helper.calls + (t._host_helper.calls if t._host_helper is not None else 0)
     runs.append({"round_trips": t.round_trips(), "helper_ops": ops, "helper_requests": requests,
-                 "helpers_started": t.helper.helpers_started})   # a batch request carries several ops
+                 "helper_ops_batched": dict(t.helper.batched),      # a batch request carries several ops
+                 "helpers_started": t.helper.helpers_started})
     try:
         ctx.save()
     except OSError:

@@ -123,6 +123,7 @@ class NodeHelper:
         self.path = f"{self.dir}/node_helper.py"
         self.calls = 0
         self.ops: collections.Counter = collections.Counter()  # op -> calls, for round-trip figures
+        self.batched: collections.Counter = collections.Counter()  # of those, the ones that rode in a batch
         self.helpers_started = 0
         self._channel_requests = 0
         self.channel: HelperChannel | None = None
@@ -168,17 +169,20 @@ class NodeHelper:
             )
         return answer
 
-    def call_batch(self, calls: list[tuple[str, dict]], *, timeout: float | None = 300) -> list[dict]:
+    def call_batch(self, calls: list[tuple[str, dict]], *, timeout: float | None = 300,
+                   soft_last: bool = False) -> list[dict]:
         """Several ops in one round trip (op ``batch``), in order; the first failed one raises as ``call``
-        would, and the ops after it were not run."""
+        would, and the ops after it were not run. ``soft_last``: the last op's failure is its answer
+        (``ok`` false), not an exception (an op that only rides along: the ones before it did their work)."""
         answer = self.call("batch", {"ops": [{"op": op, "req": req or {}} for op, req in calls]}, timeout=timeout)
         self.ops["batch"] -= 1            # counted as the ops it carries (it is still one round trip)
         if not self.ops["batch"]:
             del self.ops["batch"]
         answers = answer.get("answers") or []
-        for (op, _req), a in zip(calls, answers):
+        for i, ((op, _req), a) in enumerate(zip(calls, answers)):
             self.ops[op] += 1
-            if not a.get("ok", False):
+            self.batched[op] += 1
+            if not a.get("ok", False) and not (soft_last and i == len(calls) - 1):
                 raise HelperCallError(f"{op} on {self.transport.label}: {a.get('error', 'failed')}",
                                       hint=a.get("hint"))
         if len(answers) != len(calls):

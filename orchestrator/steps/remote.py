@@ -19,6 +19,7 @@ from .prepare import local_log_path
 MAX_BYTES_PER_POLL = 256 * 1024
 # a poll answers in well under a second; a silent path (no RST, keepalives unanswered) must not stall
 # the laptop for the 5-minute default: give up on the channel and reconnect with back-off instead
+LAUNCH_TIMEOUT_S = 300.0   # Ctx.call's default: a loaded node may start the supervisor slowly
 POLL_TIMEOUT_S = 30
 _MARK = re.compile(r"^== (\S+) (start|rc|partial|already-done|failed|done)\b ?(.*)$")
 
@@ -45,7 +46,7 @@ def pipeline_argv(ctx: Ctx, run_dir: str) -> list[str]:
     return argv
 
 
-def launch(ctx: Ctx) -> dict:
+def launch(ctx: Ctx, with_poll: bool = False) -> dict:
     job = ctx.job
     # a relaunch (resume --relaunch) has its own run dir; the steps it carries over are marked done there
     run_dir = job.remote.get("run_dir") or f"{job.remote['job_dir']}/pipeline"
@@ -58,7 +59,7 @@ def launch(ctx: Ctx) -> dict:
     if carried:
         ctx.call("write_files", {"files": [{"path": f"{run_dir}/{name}.rc", "content": "0\n", "backup_dir": None}
                                            for name in carried]})
-    res = ctx.call("launch", {
+    req = {
         "job_id": job.job_id, "step": "pipeline", "run_dir": run_dir,
         # inventory env travels in the launch request only: the node keeps its names, never its values
         "argv": pipeline_argv(ctx, run_dir), "cwd": job.remote["aiter_root"],
@@ -67,10 +68,19 @@ def launch(ctx: Ctx) -> dict:
         "lock": {"aiter_root": job.remote["aiter_root"], "workdir": job.remote.get("logs_dir"),
                  "variant": job.variant, "owner": owner(ctx),
                  "gpus": job.facts.get("tune_gpus") or []},
-    })
+    }
+    poll = None
+    if with_poll:   # the first long poll rides along: the launch answer comes with the first step's news
+        poll = poll_request(ctx, wait=True, ahead=True)
+        res, status = ctx.call_batch([("launch", req), ("status", poll[0])], soft_last=True,
+                                     timeout=LAUNCH_TIMEOUT_S + poll[0]["wait_s"])
+    else:
+        res = ctx.call("launch", req, timeout=LAUNCH_TIMEOUT_S)
     info = ctx.job.step_state("remote").info
     info["launched"] = info.get("launched", 0) + (1 if res.get("launched") else 0)
     info["record"] = res.get("record")
+    if poll is not None and status.get("ok"):     # else the watch loop asks again (an observer's error)
+        ctx.prefetched["poll"] = poll_apply(ctx, status, poll[1])
     ctx.save()
     return res
 
@@ -129,6 +139,12 @@ def poll_once(ctx: Ctx, wait: bool = True, ahead: bool = False) -> dict:
     """One round trip: pipeline state + new log bytes. Returns the run status dict. With ``wait`` a long
     poll: the helper answers as soon as the run's state or the pipeline log changes (a step ended), after
     poll_s/2 when only the step log grew, else after poll_s (helpers/longpoll.py)."""
+    req, asked = poll_request(ctx, wait, ahead)
+    return poll_apply(ctx, ctx.call("status", req, timeout=POLL_TIMEOUT_S + req["wait_s"]), asked)
+
+
+def poll_request(ctx: Ctx, wait: bool = True, ahead: bool = False) -> tuple[dict, dict]:
+    """The ``status`` request of one poll, and what ``poll_apply`` needs to take its answer."""
     job = ctx.job
     info = job.step_state("remote").info
     offsets = info.setdefault("offsets", {})
@@ -145,11 +161,22 @@ def poll_once(ctx: Ctx, wait: bool = True, ahead: bool = False) -> dict:
     wait_s = ctx.settings.poll_s if wait else 0
     req = {"runs": [{"run_dir": job.remote["run_dir"], "offset": plog_off}], "files": files,
            "max_bytes": MAX_BYTES_PER_POLL, "wait_s": wait_s, "min_s": wait_s / 2}
+    asked = {"files": files, "plog_off": plog_off, "current": current, "wanted": None}
     if ahead:   # the driver's polls: once the pipeline ended, the answer carries the manifest compare asks next
         from .fetch import manifest_request, wanted_files
-        wanted = list(wanted_files(ctx, ctx.job_dir))
-        req["on_end"] = {"manifest": manifest_request(ctx, wanted)}
-    res = ctx.call("status", req, timeout=POLL_TIMEOUT_S + wait_s)
+        asked["wanted"] = list(wanted_files(ctx, ctx.job_dir))
+        req["on_end"] = {"manifest": manifest_request(ctx, asked["wanted"])}
+    return req, asked
+
+
+def poll_apply(ctx: Ctx, res: dict, asked: dict) -> dict:
+    """A ``status`` answer -> the local logs, offsets and sub-step states; the run status dict."""
+    job = ctx.job
+    info = job.step_state("remote").info
+    offsets = info.setdefault("offsets", {})
+    plog = job.remote["pipeline_log"]
+    local_plog = ctx.job_dir / "pipeline.log"
+    files, plog_off, current, wanted = asked["files"], asked["plog_off"], asked["current"], asked["wanted"]
     run = res["runs"][0]
     run["long_poll"] = "waited_s" in res
     if res.get("now") is not None:
@@ -174,7 +201,7 @@ def poll_once(ctx: Ctx, wait: bool = True, ahead: bool = False) -> dict:
     info["state"] = run["state"]
     more = bool(data) and run.get("next_offset", 0) < run.get("log_size", 0)
     run["more"] = more or any((f.get("next_offset", 0) < f.get("size", 0)) for f in res.get("files") or [])
-    if ahead and (res.get("on_end") or {}).get("manifest") and not run["more"]:
+    if wanted is not None and (res.get("on_end") or {}).get("manifest") and not run["more"]:
         ctx.prefetched["manifest"] = (wanted, res["on_end"]["manifest"])
     return run
 
@@ -234,7 +261,7 @@ def wait(ctx: Ctx) -> None:
     t0 = time.monotonic()
     failing_since: list = [None]
     while True:
-        run = _poll_watching(ctx, failing_since)
+        run = ctx.prefetched.pop("poll", None) or _poll_watching(ctx, failing_since)
         if run is None:
             continue
         ctx.save()
@@ -316,8 +343,8 @@ def prepare_relaunch(job) -> None:
 
 
 def run(ctx: Ctx) -> None:
-    launch(ctx)
-    if ctx.job.request.get("detach"):
-        return
-    wait(ctx)
+    detach = bool(ctx.job.request.get("detach"))
+    launch(ctx, with_poll=not detach)
+    if not detach:
+        wait(ctx)
 

@@ -32,6 +32,8 @@ def test_a_whole_run_uses_one_helper_on_one_channel(node, tmp_path):
     # a batch request carries several ops in one round trip (prepare sends two)
     assert stats["round_trips"] >= stats["helper_requests"]
     assert sum(stats["helper_ops"].values()) >= stats["helper_requests"] + 2
+    # the first long poll rode with the launch: one round trip for both
+    assert stats["helper_ops_batched"]["launch"] == stats["helper_ops_batched"]["status"] == 1, stats
     assert helper_pids(bed) == []           # the CLI exited: the channel closed, the helper with it
     bed.assert_logs_identical()
 

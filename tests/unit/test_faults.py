@@ -79,7 +79,7 @@ def _ctx(observe_s):
     job = JobState(job_id="j1", node="n", container="c", variant="a8w8", created=0.0, request={})
     job.remote.update(logs={}, job_dir="/x")
     clock = {"t": 0.0}
-    ctx = SimpleNamespace(job=job, ui=_Ui(), settings=SimpleNamespace(observe_s=observe_s, poll_s=2.0),
+    ctx = SimpleNamespace(job=job, ui=_Ui(), prefetched={}, settings=SimpleNamespace(observe_s=observe_s, poll_s=2.0),
                           save=lambda: None)
     ctx.sleep = lambda s: clock.__setitem__("t", clock["t"] + s)
     return ctx, clock
@@ -423,3 +423,38 @@ def test_a_helper_op_past_its_time_is_stopped_by_the_helper_itself(tmp_path, mon
     import subprocess
     left = subprocess.run(["pgrep", "-f", script.name], capture_output=True, text=True).stdout.split()
     assert left == [], left                                            # its child was stopped too
+
+
+def test_the_poll_the_launch_brought_back_is_the_watch_loops_first(monkeypatch):
+    """run: the first long poll rides in the launch's batch; the watch loop takes its answer, asks nothing."""
+    ctx, clock = _ctx(observe_s=30)
+    monkeypatch.setattr(remote, "_note_stalls", lambda c: None)
+    ctx.prefetched["poll"] = {"state": "succeeded", "more": False, "long_poll": True}
+
+    def poll(c, **kw):
+        raise AssertionError("polled again")
+    monkeypatch.setattr(remote, "poll_once", poll)
+    remote.wait(ctx)
+    assert ctx.job.state == "running" and "poll" not in ctx.prefetched
+
+
+def test_a_soft_last_op_answers_its_failure_and_the_ops_before_it_did_their_work(tmp_path):
+    from orchestrator.remote.detached import HelperCallError, NodeHelper
+    from orchestrator.remote.local import LocalTransport
+
+    helper = NodeHelper(LocalTransport(label="here"), python=sys.executable, base_dir=str(tmp_path / "h"))
+    out = tmp_path / "written.txt"
+    write = ("write_files", {"files": [{"path": str(out), "content": "x\n", "backup_dir": None}]})
+    try:
+        answers = helper.call_batch([write, ("no_such_op", {})], soft_last=True)
+        assert answers[0]["ok"] and answers[1]["ok"] is False and out.read_text() == "x\n"
+        assert helper.batched == {"write_files": 1, "no_such_op": 1}
+        out.unlink()
+        with pytest.raises(HelperCallError):               # without soft_last: raised as before
+            helper.call_batch([write, ("no_such_op", {})])
+        out.unlink()
+        with pytest.raises(HelperCallError):               # only the LAST op is soft; nothing ran after it
+            helper.call_batch([("no_such_op", {}), write], soft_last=True)
+        assert not out.exists()
+    finally:
+        helper.close()
