@@ -242,7 +242,8 @@ SHAPE_MODULES = ("shapelog", "shapefmt", "shaperules", "shaperecords", "shapesca
 @pytest.mark.parametrize("name", SHAPE_MODULES)
 def test_stdlib_only_and_py38_syntax(name):
     tree = ast.parse((SHAPELOG_SRC.parent / f"{name}.py").read_text(), feature_version=(3, 8))
-    allowed = {"__future__", "collections", "gzip", "json", "os", "pickle", "re", "sys", "argparse", "warnings",
+    allowed = {"__future__", "collections", "gzip", "json", "os", "pickle", "re", "signal", "sys", "argparse",
+               "warnings",
                *SHAPE_MODULES}
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -447,16 +448,16 @@ def test_workers_are_killed_and_reaped_when_the_scan_is_interrupted(tmp_path, mo
     from orchestrator.sim.logs import write_large_log
     write_large_log(path, 3 << 20)
     pids = []
-    real_init = shapepar._Worker.__init__
+    real_fork = shapepar._Worker.fork
 
-    def init(self, *a):
-        real_init(self, *a)
+    def fork(self, *a):
+        real_fork(self, *a)
         pids.append(self.pid)
-    monkeypatch.setattr(shapepar._Worker, "__init__", init)
+    monkeypatch.setattr(shapepar._Worker, "fork", fork)
     monkeypatch.setattr(shapescan._Scanner, "take", lambda self, digest: (_ for _ in ()).throw(KeyboardInterrupt))
     with pytest.raises(KeyboardInterrupt):
         shapelog.parse_files([path], procs=4, min_range=1)
-    assert len(pids) == 3
+    assert len(pids) == 3 and all(pid > 0 for pid in pids)
     for pid in pids:
         with pytest.raises(ChildProcessError):           # reaped: no zombie left behind
             os.waitpid(pid, os.WNOHANG)
@@ -503,16 +504,18 @@ def test_a_worker_keeps_bounded_memory_and_refuses_past_its_cap(tmp_path, monkey
     size = path.stat().st_size
     scanner = shapescan._Scanner(shaperecords._Parser())
     monkeypatch.setattr(shapepar, "PRUNE_BYTES", 2 << 20)
+    fh = open(path, "rb")
     tracemalloc.start()
     try:
-        digest = shapepar.count_range(str(path), 0, size, scanner)
+        digest = shapepar.count_range(fh.fileno(), 0, size, scanner)
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
     assert digest is not None and len(digest["counts"]) == 64 and digest["lines"] == 300000
     assert peak < 3 * shapepar.PRUNE_BYTES + (6 << 20), peak          # not ~30 MB of distinct lines
     monkeypatch.setattr(shapepar, "MAX_KEPT_BYTES", 64 * 100)
-    assert shapepar.count_range(str(path), 0, size, scanner) is None
+    assert shapepar.count_range(fh.fileno(), 0, size, scanner) is None
+    fh.close()
     got = shapelog.parse_files([path], procs=2, min_range=1)
     assert got.ranges == {"counted": 0, "scanned": 2, "processes": 2}
     assert _strip(got.to_dict()) == _reference(path)
@@ -538,3 +541,126 @@ def test_a_fork_that_fails_leaves_its_range_to_this_process(tmp_path, monkeypatc
     assert got.ranges == {"counted": 4, "scanned": 0, "processes": 2}   # one worker; the rest counted here
     assert _strip(got.to_dict()) == _reference(path)
     assert len(os.listdir("/proc/self/fd")) == fds                     # the failed fork's pipe is closed
+
+
+def test_a_record_that_comes_back_exactly_one_echo_window_later_is_counted_not_crashed():
+    """The echo window evicted a message's only entry and then counted the new one into the dropped list:
+    the next eviction raised KeyError (a record cycling with period ECHO_WINDOW, common in serving logs)."""
+    from orchestrator.remote.helpers.shapefmt import ECHO_WINDOW
+
+    miss = ("[aiter] shape is M:%d, N:512, K:7168, not found tuned config in /tmp/a8w8_blockscale_tuned_gemm.csv, "
+            "will use default config!\n")
+    for period in (ECHO_WINDOW - 1, ECHO_WINDOW, ECHO_WINDOW + 1):
+        r = shapelog.parse_stream(io.StringIO("".join(miss % (i % period) for i in range(200))))
+        assert r.misses == {"a8w8_blockscale": 200} and len(r.shapes["a8w8_blockscale"]) == period
+
+
+@pytest.mark.parametrize("where", ["chunk", "range"])
+def test_a_blank_line_inside_a_wrapped_tuple_at_a_block_or_range_end_is_fed(tmp_path, where, monkeypatch):
+    from orchestrator.remote.helpers import shapepar
+
+    miss = (b"[aiter] shape is M:%d, N:512, K:7168, not found tuned config in /tmp/a8w8_blockscale_tuned_gemm.csv, "
+            b"will use default config!\n")
+    wrapped = b"[aiter] [fused_moe] using 2stage default for ('gfx950', 256, 1, 7168,\n" + b"  \n" * 6
+    closing = (b"256, 257, 9, 'ActivationType.Silu', 'torch.bfloat16', 'torch.float8_e4m3fn', "
+               b"'torch.float8_e4m3fn', 'QuantType.per_1x128', True, False)\n")
+    head = b"".join(miss % i for i in range(3))
+    path = tmp_path / "blank.log"
+    path.write_bytes(head + wrapped + b"\n" + closing + b"".join(miss % i for i in range(3)))
+    cut = len(head + wrapped) + 1                      # the block / the range ends right after the empty line
+    if where == "chunk":
+        got = shapelog.parse_files([path], chunk_bytes=cut)
+    else:
+        monkeypatch.setattr(shapepar, "looks_dense", lambda f, size: True)
+        monkeypatch.setattr(shapepar, "cuts", lambda f, size, n: [0, cut, size])
+        got = shapelog.parse_files([path], procs=2, min_range=1)
+    assert _strip(got.to_dict()) == _reference(path)   # the 8th line of the record ends it: never closes
+
+
+def test_workers_are_killed_when_the_reading_of_their_answers_is_interrupted(tmp_path):
+    """A deadline while the parent reads a digest: every worker is killed and reaped at once, none stays
+    blocked writing its (big) digest into a pipe another worker held open. In a subprocess: a hang fails."""
+    from orchestrator.sim.logs import write_large_log
+
+    path = tmp_path / "vllm.log"
+    write_large_log(path, 6 << 20)
+    script = f"""
+import os, signal, sys, time
+sys.path.insert(0, {str(Path(__file__).resolve().parents[2])!r})
+from orchestrator.remote.helpers import shapelog, shapepar, shapescan
+pids = []
+real_fork = shapepar._Worker.fork
+def fork(self, *a):
+    real_fork(self, *a)
+    pids.append(self.pid)
+shapepar._Worker.fork = fork
+real_load = shapepar.pickle.load
+def load(f):
+    time.sleep(0.3)           # the workers are done counting, blocked writing their digests
+    raise KeyboardInterrupt   # what a SIGALRM deadline raises in the helper
+shapepar.pickle.load = load
+try:
+    shapelog.parse_files([{str(path)!r}], procs=4, min_range=1)
+except KeyboardInterrupt:
+    pass
+for pid in pids:
+    try:
+        os.waitpid(pid, os.WNOHANG)
+        print("not reaped", pid)
+    except ChildProcessError:
+        pass
+print("done", len(pids))
+"""
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        out, _ = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, 9)
+            proc.wait()
+    assert out.strip().splitlines() == ["done 3"], out
+
+
+def test_a_log_rotated_while_it_is_mined_is_read_as_it_was_opened(tmp_path, monkeypatch):
+    from orchestrator.remote.helpers import shapepar
+    from orchestrator.sim.logs import write_large_log
+
+    path = tmp_path / "vllm.log"
+    write_large_log(path, 3 << 20)
+    reference = _reference(path)
+    real = shapepar.looks_dense
+
+    def rotate(f, size):             # logrotate between the open and the workers' reads
+        os.rename(path, tmp_path / "vllm.log.1")
+        path.write_bytes(b"[aiter] shape is M:1, N:768, K:7168, not found tuned config in "
+                         b"/tmp/a8w8_blockscale_tuned_gemm.csv, will use default config!\n" * 40000)
+        return real(f, size)
+    monkeypatch.setattr(shapepar, "looks_dense", rotate)
+    got = shapelog.parse_files([path], procs=3, min_range=1)
+    assert got.ranges["counted"] == 3
+    assert _strip(got.to_dict()) == reference
+
+
+def test_a_log_being_written_ends_mid_line_and_its_ranges_are_still_counted(tmp_path):
+    from orchestrator.sim.logs import write_large_log
+
+    path = tmp_path / "vllm.log"
+    write_large_log(path, 3 << 20)
+    with open(path, "ab") as f:
+        f.write(b"(Worker_TP0 pid=888) [aiter] shape is M:77, N:512, K:7168, not found tuned co")   # no newline yet
+    got = shapelog.parse_files([path], procs=3, min_range=1)
+    assert got.ranges == {"counted": 3, "scanned": 0, "processes": 3}
+    assert _strip(got.to_dict()) == _reference(path)
+
+
+def test_tiny_ranges_are_capped(tmp_path):
+    from orchestrator.remote.helpers import shapepar
+    from orchestrator.sim.logs import write_large_log
+
+    path = tmp_path / "vllm.log"
+    write_large_log(path, 2 << 20)
+    assert shapepar.plan(path.stat().st_size, 1, 1) == (shapepar.MAX_RANGES, 1)
+    got = shapelog.parse_files([path], procs=1, min_range=1)
+    assert got.ranges["counted"] + got.ranges["scanned"] <= shapepar.MAX_RANGES
+    assert _strip(got.to_dict()) == _reference(path)

@@ -2,21 +2,26 @@
 
 The file is cut at newlines into byte ranges, one per process. Each range's candidate lines are counted
 (the dense path's ``bytes.split`` + ``collections.Counter`` over the whole range, in first-seen order)
-and its last lines kept: the first range here, the others by forked workers meanwhile. With one process
-(one CPU, ``procs=1``, no fork) the ranges are ``min_range`` bytes and all counted here, one after the
-other: a whole range per Counter is still faster than the plain scan's block by block. Each worker's count is then applied here in file order exactly as a dense block's is
-(``_Scanner.take``): only when the parser is free to take it (no wrapped record open, no SGLang record
-in the echo window) and every counted line is order-free; otherwise that range is scanned here line by
-line. The workers only count; every judgement is made here, so the answer is the one-process answer.
+and its last lines kept: the first range here, the others by forked workers meanwhile, all reading the
+file this process opened (``os.pread``: a log rotated meanwhile is read as it was opened). With one
+process (one CPU, ``procs=1``, no fork) the ranges are ``min_range`` bytes, all counted here one after
+the other: a whole range per Counter is still faster than the plain scan's block by block.
 
-Used for plain files of at least two ``MIN_RANGE_BYTES`` whose samples look dense (many
-candidate lines, lines of ordinary length); sparse logs keep the one-process ``bytes.find`` scan, which
-is already near grep's speed. Stdlib only, Python >= 3.8; Linux only (elsewhere everything stays here).
+Each count is then applied here in file order exactly as a dense block's is (``_Scanner.take``): only
+when the parser is free to take it (no wrapped record open, no SGLang record in the echo window) and
+every counted line is order-free; otherwise that range is scanned here line by line. The workers only
+count; every judgement is made here, so the answer is the one-process answer. A worker keeps only the
+file and its pipe open; whatever interrupts the reading of its answer (the helper's deadline) kills it.
+
+Used for plain files of at least two ``MIN_RANGE_BYTES`` whose samples look dense (many candidate
+lines, lines of ordinary length); sparse logs keep the one-process ``bytes.find`` scan, which is already
+near grep's speed. Stdlib only, Python >= 3.8; Linux only (elsewhere everything stays here).
 """
 
 import collections
 import os
 import pickle
+import signal
 import sys
 import warnings
 
@@ -33,6 +38,7 @@ WORKER_BLOCK = 1 << 20
 PRUNE_BYTES = 8 << 20     # read between two prunings: the lines that are not candidates take at most this
 MAX_KEPT_BYTES = 16 << 20  # distinct candidate lines a worker keeps (and sends back); more: it refuses
 PROBES = 8
+MAX_RANGES = 1024
 MIN_PROBE_LINES = 64     # a probe with fewer newlines holds over-long lines: not a dense log
 
 
@@ -46,7 +52,7 @@ def cpus():
 def plan(size, procs=None, min_range=MIN_RANGE_BYTES):
     """(ranges, processes) for a file of ``size`` bytes: ranges of at least ``min_range`` bytes, one per
     process, or all counted here when only one process may run; (1, 1): stay with the plain scan."""
-    most = size // max(1, min_range)
+    most = min(size // max(1, min_range), MAX_RANGES)
     if most < 2:
         return 1, 1
     n = min(cpus(), MAX_PROCS) if procs is None else max(1, procs)
@@ -67,15 +73,22 @@ def looks_dense(f, size):
 
 
 def cuts(f, size, n):
-    """n + 1 offsets: 0, the start of the line after each ``size * i / n``, size."""
+    """n + 1 offsets: 0, the start of the line after each ``size * i / n``, and the end of the file's last
+    whole line (a log being written ends mid-line: that part is scanned here, as the end of a file is)."""
+    end = size
+    f.seek(max(0, size - (1 << 20)))
+    last = f.read()
+    nl = last.rfind(b"\n")
+    if nl >= 0:
+        end = size - len(last) + nl + 1
     out = [0]
     for i in range(1, n):
-        pos = max(size * i // n, out[-1])
+        pos = min(max(end * i // n, out[-1]), end)
         f.seek(pos)
-        while True:
-            block = f.read(1 << 16)
+        while pos < end:
+            block = f.read(min(1 << 16, end - pos))
             if not block:
-                pos = size
+                pos = end
                 break
             nl = block.find(b"\n")
             if nl >= 0:
@@ -83,12 +96,13 @@ def cuts(f, size, n):
                 break
             pos += len(block)
         out.append(pos)
-    out.append(size)
+    out.append(end)
     return out
 
 
-def count_range(path, start, end, scanner):
-    """A worker's digest of ``path[start:end]`` (whole lines): candidate-line counts in first-seen order,
+def count_range(fd, start, end, scanner):
+    """A worker's digest of bytes ``start:end`` (whole lines) of the open file ``fd`` (read with pread: the
+    file the parent opened, even if the log was rotated since): candidate-line counts in first-seen order,
     the last lines holding ECHO_WINDOW records (fed one by one), the line count; None to refuse (an
     over-long line, too many distinct lines, a line that needs its neighbours, too few records)."""
     counts = collections.Counter()   # every line (C speed); pruned to the candidates now and then
@@ -98,30 +112,28 @@ def count_range(path, start, end, scanner):
     lines_n = 0
     held = []            # the lines of the last two blocks, not counted yet: the tail comes from them
     carry = b""
-    with open(path, "rb") as f:
-        f.seek(start)
-        left = end - start
-        while left > 0:
-            block = f.read(min(WORKER_BLOCK, left))
-            if not block:
-                return None                                  # the file shrank under us
-            left -= len(block)
-            lines = block.split(b"\n")
-            if carry:
-                lines[0] = carry + lines[0]
-            carry = lines.pop()
-            if len(carry) > MAX_LINE_BYTES:
-                return None
-            lines_n += len(lines)
-            held.append(lines)
-            if len(held) > 2:
-                counts.update(held.pop(0))
-                since_prune += len(block)
-                if since_prune >= PRUNE_BYTES:
-                    since_prune = 0
-                    kept += _prune(counts, known)
-                    if len(counts) > _EFFECTS_MAX or kept > MAX_KEPT_BYTES:
-                        return None
+    pos = start
+    while pos < end:
+        block = os.pread(fd, min(WORKER_BLOCK, end - pos), pos)
+        if not block:
+            return None                                      # the file shrank under us
+        pos += len(block)
+        lines = block.split(b"\n")
+        if carry:
+            lines[0] = carry + lines[0]
+        carry = lines.pop()
+        if len(carry) > MAX_LINE_BYTES:
+            return None
+        lines_n += len(lines)
+        held.append(lines)
+        if len(held) > 2:
+            counts.update(held.pop(0))
+            since_prune += len(block)
+            if since_prune >= PRUNE_BYTES:
+                since_prune = 0
+                kept += _prune(counts, known)
+                if len(counts) > _EFFECTS_MAX or kept > MAX_KEPT_BYTES:
+                    return None
     if carry:
         return None                                          # ranges end at a newline
     last = [line for lines in held for line in lines]
@@ -157,51 +169,58 @@ def _prune(counts, known):
 
 
 class _Worker(object):
-    """A forked child counting one range; its digest comes back pickled through a pipe."""
+    """A forked child counting one range; its digest comes back pickled through a pipe. Created unstarted,
+    so that whoever holds it can always reap it (``start`` forks with SIGINT/SIGALRM blocked)."""
 
-    def __init__(self, path, start, end, scanner):
+    def __init__(self, start, end):
         self.start, self.end = start, end
+        self.pid = 0
+        self.fd = None
+
+    def fork(self, fd, scanner):
+        """Fork the child (it keeps only ``fd`` and its pipe's write end: a worker whose reader gave up sees
+        EPIPE instead of blocking on a pipe a sibling holds open)."""
         r, w = os.pipe()
+        mask = signal.pthread_sigmask(signal.SIG_BLOCK, (signal.SIGINT, signal.SIGALRM))
         try:
             with warnings.catch_warnings():     # 3.12+ warns about fork with threads: the child uses none of theirs
                 warnings.simplefilter("ignore", DeprecationWarning)
-                self.pid = os.fork()
+                pid = os.fork()
+            if pid == 0:
+                _child(fd, w, self.start, self.end, scanner, keep=(fd, w))     # never returns
+            self.pid, self.fd = pid, r
+            os.close(w)
         except OSError:
             os.close(r)
             os.close(w)
             raise
-        if self.pid == 0:                                    # the child: count, answer, exit at once
-            code = 0
-            try:
-                os.close(r)
-                digest = count_range(path, start, end, scanner)
-                with os.fdopen(w, "wb") as out:
-                    pickle.dump(digest, out, protocol=pickle.HIGHEST_PROTOCOL)
-            except BaseException:  # noqa: BLE001 - the parent scans the range itself
-                code = 1
-            os._exit(code)
-        os.close(w)
-        self.fd = r
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)   # a deadline that came meanwhile fires now
 
     def digest(self):
-        """The digest, or None (refused, or the worker failed: the range is scanned here)."""
+        """The digest, or None (refused, or the worker failed: the range is scanned here). Whatever stops
+        the reading (a deadline, an interrupt) kills the worker."""
+        fd, self.fd = self.fd, None
         try:
-            with os.fdopen(self.fd, "rb") as f:
-                self.fd = None
-                return pickle.load(f)
+            with os.fdopen(fd, "rb") as f:
+                got = pickle.load(f)
         except Exception:  # noqa: BLE001 - an empty pipe (the child died) reads as EOFError
+            self.reap(kill=True)
             return None
-        finally:
-            self.reap()
+        except BaseException:
+            self.reap(kill=True)
+            raise
+        self.reap()
+        return got
 
     def reap(self, kill=False):
         if self.fd is not None:
-            os.close(self.fd)
-            self.fd = None
+            fd, self.fd = self.fd, None
+            os.close(fd)
         if self.pid:
             if kill:
                 try:
-                    os.kill(self.pid, 9)
+                    os.kill(self.pid, signal.SIGKILL)
                 except OSError:
                     pass
             try:
@@ -211,7 +230,33 @@ class _Worker(object):
             self.pid = 0
 
 
-def scan(scanner, f, path, size, chunk_bytes, procs=None, min_range=MIN_RANGE_BYTES):
+def _child(fd, w, start, end, scanner, keep):
+    """The worker's whole life: only ``keep`` stays open (stdio on /dev/null: a helper killed meanwhile
+    does not see its channel held open by workers), signals as by default, count, answer, exit."""
+    code = 0
+    try:
+        for sig in (signal.SIGINT, signal.SIGALRM):
+            signal.signal(sig, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_SETMASK, set())
+        null = os.open(os.devnull, os.O_RDWR)
+        for std in (0, 1, 2):
+            os.dup2(null, std)
+        for name in os.listdir("/proc/self/fd"):
+            n = int(name)
+            if n > 2 and n not in keep:
+                try:
+                    os.close(n)
+                except OSError:
+                    pass
+        digest = count_range(fd, start, end, scanner)
+        with os.fdopen(w, "wb") as out:
+            pickle.dump(digest, out, protocol=pickle.HIGHEST_PROTOCOL)
+    except BaseException:  # noqa: BLE001 - the parent scans the range itself
+        code = 1
+    os._exit(code)
+
+
+def scan(scanner, f, size, chunk_bytes, procs=None, min_range=MIN_RANGE_BYTES):
     """Scan the open file ``f`` (at offset 0) range by range, the ranges counted ahead in other processes
     (or here); False (nothing read) when it is not worth it: a small or sparse file."""
     n, nprocs = plan(size, procs, min_range)
@@ -220,23 +265,29 @@ def scan(scanner, f, path, size, chunk_bytes, procs=None, min_range=MIN_RANGE_BY
         return False
     offsets = cuts(f, size, n)
     ranges = [(a, b) for a, b in zip(offsets, offsets[1:]) if b > a]
+    fd = f.fileno()
     workers = {}
     try:
         for start, end in ranges[1:nprocs]:
+            w = workers[start] = _Worker(start, end)
             try:
-                workers[start] = _Worker(path, start, end, scanner)
+                w.fork(fd, scanner)
             except OSError:            # no fork now (process or memory limits): counted here instead
+                del workers[start]
                 break
         scanner.ranges["processes"] = 1 + len(workers)
         for start, end in ranges:
             w = workers.get(start)
-            digest = w.digest() if w is not None else count_range(path, start, end, scanner)
+            digest = w.digest() if w is not None else count_range(fd, start, end, scanner)
             if digest is not None and scanner.take(digest):
                 scanner.ranges["counted"] += 1
             else:
                 scanner.ranges["scanned"] += 1
                 f.seek(start)
                 scanner.file(f, chunk_bytes, limit=end - start)
+        if offsets[-1] < size:         # the last line has no newline yet: scanned as a file's end is
+            f.seek(offsets[-1])
+            scanner.file(f, chunk_bytes, limit=size - offsets[-1])
     finally:
         for w in workers.values():
             w.reap(kill=True)

@@ -114,6 +114,7 @@ class _Parser(_Rules):
             if oc[0] == 0 and oc[1] == 0:
                 del counts[old]
         self._recent.append((message, sg))
+        c = counts.get(message)   # again: the eviction above may have dropped this message's only entry
         if c is None:
             c = counts[message] = [0, 0]
         c[1 if sg else 0] += 1

@@ -161,7 +161,7 @@ class _Scanner(object):
 
     def _continuations(self, data, cursor, n):
         """Feed the lines from ``cursor`` while a record is pending (a tuple wrapped over lines); the next cursor."""
-        while self.p._pending is not None and cursor < n:
+        while self.p._pending is not None and cursor <= n:      # data[n] is a newline: [n, n) is a line
             e = data.find(b"\n", cursor, n)
             if e < 0:
                 e = n
@@ -256,8 +256,8 @@ def parse_files(paths, variant=None, keep_meta=False, skip_missing=False, chunk_
             continue
         r.files.append(path)
         with f:
-            if path.endswith(".gz") or not scan(scanner, f, path, os.fstat(f.fileno()).st_size, chunk_bytes,
-                                                procs, MIN_RANGE_BYTES if min_range is None else min_range):
+            if path.endswith(".gz") or not scan(scanner, f, os.fstat(f.fileno()).st_size, chunk_bytes, procs,
+                                                MIN_RANGE_BYTES if min_range is None else min_range):
                 scanner.file(f, chunk_bytes)
         p.reset_file()
     r.ranges = scanner.ranges
