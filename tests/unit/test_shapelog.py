@@ -370,6 +370,21 @@ def test_memory_stays_bounded_by_the_block_on_a_huge_line(tmp_path):
 # ------------------------------------------------------------------------------------------------
 
 
+def _exact(path, **kw):
+    """parse_files with ``kw``, checked against the line-by-line answer."""
+    got = shapelog.parse_files([path], **kw)
+    assert _strip(got.to_dict()) == _reference(path)
+    return got
+
+
+def _dense_log(tmp_path, size=3 << 20):
+    from orchestrator.sim.logs import write_large_log
+
+    path = tmp_path / "vllm.log"
+    write_large_log(path, size)
+    return path
+
+
 def _ranges_log(tmp_path):
     """Dense generated stretches with every fixture log between them (SGLang echoes, wrapped tuples,
     warnings), so that some ranges start where the parser is not free to take a count."""
@@ -423,9 +438,7 @@ def test_a_range_starting_inside_a_wrapped_tuple_is_scanned_here(tmp_path):
 def test_a_worker_that_dies_or_refuses_costs_time_not_the_answer(tmp_path, monkeypatch):
     from orchestrator.remote.helpers import shapepar
 
-    path = tmp_path / "vllm.log"
-    from orchestrator.sim.logs import write_large_log
-    write_large_log(path, 3 << 20)
+    path = _dense_log(tmp_path)
     real = shapepar.count_range
     parent = os.getpid()
 
@@ -436,17 +449,13 @@ def test_a_worker_that_dies_or_refuses_costs_time_not_the_answer(tmp_path, monke
             return None                                   # refused
         return real(p, start, end, scanner)
     monkeypatch.setattr(shapepar, "count_range", count_range)
-    got = shapelog.parse_files([path], procs=3, min_range=1)
-    assert got.ranges == {"counted": 1, "scanned": 2, "processes": 3}
-    assert _strip(got.to_dict()) == _reference(path)
+    assert _exact(path, procs=3, min_range=1).ranges == {"counted": 1, "scanned": 2, "processes": 3}
 
 
 def test_workers_are_killed_and_reaped_when_the_scan_is_interrupted(tmp_path, monkeypatch):
     from orchestrator.remote.helpers import shapepar
 
-    path = tmp_path / "vllm.log"
-    from orchestrator.sim.logs import write_large_log
-    write_large_log(path, 3 << 20)
+    path = _dense_log(tmp_path)
     pids = []
     real_fork = shapepar._Worker.fork
 
@@ -516,17 +525,13 @@ def test_a_worker_keeps_bounded_memory_and_refuses_past_its_cap(tmp_path, monkey
     monkeypatch.setattr(shapepar, "MAX_KEPT_BYTES", 64 * 100)
     assert shapepar.count_range(fh.fileno(), 0, size, scanner) is None
     fh.close()
-    got = shapelog.parse_files([path], procs=2, min_range=1)
-    assert got.ranges == {"counted": 0, "scanned": 2, "processes": 2}
-    assert _strip(got.to_dict()) == _reference(path)
+    assert _exact(path, procs=2, min_range=1).ranges == {"counted": 0, "scanned": 2, "processes": 2}
 
 
 def test_a_fork_that_fails_leaves_its_range_to_this_process(tmp_path, monkeypatch):
     from orchestrator.remote.helpers import shapepar
-    from orchestrator.sim.logs import write_large_log
 
-    path = tmp_path / "vllm.log"
-    write_large_log(path, 3 << 20)
+    path = _dense_log(tmp_path)
     forks = []
 
     def fork():
@@ -624,10 +629,7 @@ print("done", len(pids))
 
 def test_a_log_rotated_while_it_is_mined_is_read_as_it_was_opened(tmp_path, monkeypatch):
     from orchestrator.remote.helpers import shapepar
-    from orchestrator.sim.logs import write_large_log
-
-    path = tmp_path / "vllm.log"
-    write_large_log(path, 3 << 20)
+    path = _dense_log(tmp_path)
     reference = _reference(path)
     real = shapepar.looks_dense
 
@@ -643,15 +645,10 @@ def test_a_log_rotated_while_it_is_mined_is_read_as_it_was_opened(tmp_path, monk
 
 
 def test_a_log_being_written_ends_mid_line_and_its_ranges_are_still_counted(tmp_path):
-    from orchestrator.sim.logs import write_large_log
-
-    path = tmp_path / "vllm.log"
-    write_large_log(path, 3 << 20)
+    path = _dense_log(tmp_path)
     with open(path, "ab") as f:
         f.write(b"(Worker_TP0 pid=888) [aiter] shape is M:77, N:512, K:7168, not found tuned co")   # no newline yet
-    got = shapelog.parse_files([path], procs=3, min_range=1)
-    assert got.ranges == {"counted": 3, "scanned": 0, "processes": 3}
-    assert _strip(got.to_dict()) == _reference(path)
+    assert _exact(path, procs=3, min_range=1).ranges == {"counted": 3, "scanned": 0, "processes": 3}
 
 
 def test_tiny_ranges_are_capped(tmp_path):

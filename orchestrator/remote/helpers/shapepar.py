@@ -26,10 +26,10 @@ import sys
 import warnings
 
 try:  # the laptop imports orchestrator.remote.helpers.*; the node, top-level modules beside node_helper.py
-    from .shapefmt import ECHO_WINDOW, MAX_LINE_BYTES
+    from .shapefmt import MAX_LINE_BYTES
     from .shapescan import DENSE_MIN_CANDIDATES, DENSE_PROBE_BYTES, _EFFECTS_MAX, _is_candidate_b
 except ImportError:
-    from shapefmt import ECHO_WINDOW, MAX_LINE_BYTES  # type: ignore
+    from shapefmt import MAX_LINE_BYTES  # type: ignore
     from shapescan import DENSE_MIN_CANDIDATES, DENSE_PROBE_BYTES, _EFFECTS_MAX, _is_candidate_b  # type: ignore
 
 MAX_PROCS = 8
@@ -137,16 +137,8 @@ def count_range(fd, start, end, scanner):
     if carry:
         return None                                          # ranges end at a newline
     last = [line for lines in held for line in lines]
-    i = len(last)
-    records = 0
-    while i > 0 and records < ECHO_WINDOW:
-        i -= 1
-        if _is_candidate_b(last[i]):
-            eff = scanner._effect(last[i])
-            if eff is None:
-                return None
-            records += eff[0]
-    if records < ECHO_WINDOW:
+    i = scanner.tail_start(last)
+    if i is None:
         return None
     counts.update(last[:i])
     if _prune(counts, known) + kept > MAX_KEPT_BYTES or len(counts) > _EFFECTS_MAX:

@@ -71,6 +71,13 @@ class _Scanner(object):
 
     def count_lines(self, lines):
         """Apply whole lines by their counts; False (nothing applied) when some line needs its neighbours."""
+        i = self.tail_start(lines)
+        return i is not None and self.apply_counts(collections.Counter(lines[:i]).items(), lines[i:])
+
+    def tail_start(self, lines):
+        """Where the last lines holding ECHO_WINDOW records begin (they are fed one by one after a count,
+        leaving the echo window as feeding every line would); None when one of them needs its neighbours
+        or there are fewer records."""
         i = len(lines)
         records = 0
         while i > 0 and records < ECHO_WINDOW:
@@ -78,11 +85,9 @@ class _Scanner(object):
             if _is_candidate_b(lines[i]):
                 eff = self._effect(lines[i])
                 if eff is None:
-                    return False
+                    return None
                 records += eff[0]
-        if records < ECHO_WINDOW:
-            return False
-        return self.apply_counts(collections.Counter(lines[:i]).items(), lines[i:])
+        return i if records >= ECHO_WINDOW else None
 
     def apply_counts(self, counts, tail):
         """``counts`` ((line, times) in first-seen order) then the ``tail`` lines one by one, as feeding
@@ -118,14 +123,7 @@ class _Scanner(object):
         p = self.p
         if p._pending is not None or any(sg for _msg, sg in p._recent):
             return False
-        records = 0
-        for line in digest["tail"]:
-            if _is_candidate_b(line):
-                eff = self._effect(line)
-                if eff is None:
-                    return False
-                records += eff[0]
-        if records < ECHO_WINDOW or not self.apply_counts(digest["counts"], digest["tail"]):
+        if self.tail_start(digest["tail"]) is None or not self.apply_counts(digest["counts"], digest["tail"]):
             return False
         p.r.lines += digest["lines"]
         p.r.bytes += digest["bytes"]
