@@ -2,19 +2,16 @@
 
 Fabric resolves ~/.ssh/config (HostName, User, Port, IdentityFile, ProxyJump) for us, but
 installs paramiko's AutoAddPolicy on every connection it builds, gateways included: that silently
-trusts any host key. ``_secure`` replaces it along the whole gateway chain with the user's
+trusts any host key. ``hostkeys.secure`` replaces it along the whole gateway chain with the user's
 StrictHostKeyChecking and UserKnownHostsFile. Commands run on a raw paramiko channel so that
 stdin/stdout are bytes and every wait has a deadline.
 """
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import logging
 import os
 import select
-import sys
 import socket
 import threading
 import time
@@ -25,6 +22,7 @@ import paramiko
 from fabric.config import Config as FabricConfig
 
 from ..errors import CommandTimeout, ConnectError, HostKeyError
+from .hostkeys import hops, secure
 from .shell import Cmd, render
 from .transport import CommandResult, TransportError, check_result
 
@@ -57,100 +55,9 @@ class SshTarget:
     connect_timeout: int | None = None
 
 
-def fingerprint(key: paramiko.PKey) -> str:
-    """OpenSSH's form (`ssh-keygen -lf`): SHA256:<base64 of the sha256 of the key blob, no padding> (S-03)."""
-    return "SHA256:" + base64.b64encode(hashlib.sha256(key.asbytes()).digest()).decode().rstrip("=")
-
-
-class _RefuseUnknown(paramiko.MissingHostKeyPolicy):
-    def __init__(self, cert_authority: bool = False):
-        self.cert_authority = cert_authority
-
-    def missing_host_key(self, client, hostname, key):
-        raise HostKeyError(
-            f"host key for {hostname} is not known ({key.get_name()} {fingerprint(key)})",
-            hint=("known_hosts trusts a host certificate authority (@cert-authority), which tune-remote's SSH "
-                  "library cannot check: add the host's own key (ssh-keyscan) or " if self.cert_authority else
-                  "verify the fingerprint, then add it to known_hosts (e.g. ssh-keyscan), or ")
-            + "rerun with --accept-new-host-key",
-        )
-
-
-class _WarnUnknown(paramiko.MissingHostKeyPolicy):
-    """StrictHostKeyChecking no: accepted, but said on one visible line with the fingerprint (S-02)."""
-
-    def missing_host_key(self, client, hostname, key):
-        sys.stderr.write(f"tune-remote: warning: accepting the unknown host key of {hostname} ({key.get_name()} "
-                         f"{fingerprint(key)}) because ssh_config says StrictHostKeyChecking no\n")
-
-
-class _AcceptNew(paramiko.MissingHostKeyPolicy):
-    """OpenSSH's accept-new: remember an unknown key; a changed key is still refused (by paramiko)."""
-
-    def __init__(self, save_to: str, hashed: bool = False):
-        self.save_to = save_to
-        self.hashed = hashed
-
-    def missing_host_key(self, client, hostname, key):
-        client.get_host_keys().add(hostname, key.get_name(), key)
-        os.makedirs(os.path.dirname(self.save_to) or ".", exist_ok=True)
-        name = paramiko.HostKeys.hash_host(hostname) if self.hashed else hostname   # HashKnownHosts yes
-        line = f"{name} {key.get_name()} {key.get_base64()}\n"
-        with open(self.save_to, "a", encoding="utf-8") as fh:
-            fh.write(line)
-        sys.stderr.write(f"tune-remote: added {hostname} ({key.get_name()} {fingerprint(key)}) to {self.save_to}\n")
-
-
-def _has_cert_authority(files: list[str]) -> bool:
-    for path in files:
-        try:
-            with open(path, encoding="utf-8", errors="replace") as fh:
-                if any(line.lstrip().startswith("@cert-authority") for line in fh):
-                    return True
-        except OSError:
-            continue
-    return False
-
-
-def _known_hosts_files(conn: fabric.Connection) -> list[str]:
-    value = conn.ssh_config.get("userknownhostsfile")
-    if isinstance(value, list):
-        value = " ".join(value)
-    files = value.split() if value else ["~/.ssh/known_hosts", "~/.ssh/known_hosts2"]
-    return [os.path.expanduser(f) for f in files]
-
-
-def _hops(conn: fabric.Connection):
-    """This connection, then each ProxyJump gateway of its chain (the last one is the first TCP hop)."""
-    while isinstance(conn, fabric.Connection):
-        yield conn
-        conn = conn.gateway
-
-
-def _secure(conn: fabric.Connection, accept_new: bool) -> None:
-    """Verify host keys the way the user's ssh would, on this connection and every gateway."""
-    for hop in _hops(conn):
-        strict = str(hop.ssh_config.get("stricthostkeychecking", "ask")).lower()
-        client = hop.client
-        files = _known_hosts_files(hop)
-        for path in files:
-            if os.path.exists(path):
-                client.load_host_keys(path)  # verify against it; never rewritten by paramiko
-        if os.path.exists("/etc/ssh/ssh_known_hosts"):
-            client.load_system_host_keys("/etc/ssh/ssh_known_hosts")
-        if strict in ("no", "off"):
-            policy: paramiko.MissingHostKeyPolicy = _WarnUnknown()
-        elif strict == "accept-new" or accept_new:
-            policy = _AcceptNew(files[0], str(hop.ssh_config.get("hashknownhosts", "no")).lower() == "yes")
-        else:  # yes / ask (non-interactive: refuse)
-            policy = _RefuseUnknown(_has_cert_authority(files + ["/etc/ssh/ssh_known_hosts"]))
-        client.set_missing_host_key_policy(policy)
-        client._host_keys_filename = None  # paramiko must never save over the user's known_hosts
-
-
 def _leave_rekeys_to_the_server(conn: fabric.Connection) -> None:
     """REKEY_BYTES on this hop and every gateway hop (a ProxyJump gateway carries all the bytes too)."""
-    for hop in _hops(conn):
+    for hop in hops(conn):
         if hop.transport is not None:
             hop.transport.packetizer.REKEY_BYTES = REKEY_BYTES
 
@@ -162,7 +69,7 @@ def _nodelay_sockets(conn: fabric.Connection) -> None:
     ~40 ms for the peer's delayed ACK. A ProxyJump hop runs over a channel of the gateway's socket,
     so the first hop's socket is the one that needs it; a ProxyCommand hop is a pipe (nothing to set).
     """
-    first = list(_hops(conn))[-1]
+    first = list(hops(conn))[-1]
     if not first.gateway and "sock" not in first.connect_kwargs:
         sock = socket.create_connection((first.host, first.port), timeout=first.connect_timeout)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -181,8 +88,26 @@ def _fast_transport(sock, **kwargs) -> paramiko.Transport:
 
 
 def _prefer_fast_ciphers(conn: fabric.Connection) -> None:
-    for hop in _hops(conn):
+    for hop in hops(conn):
         hop.connect_kwargs.setdefault("transport_factory", _fast_transport)
+
+
+def _exec_pipelined(chan: paramiko.Channel, command: str) -> None:
+    """``exec_command`` without waiting for the server's reply (what OpenSSH's client does too): what the
+    caller writes next queues behind the request, and the server handles a channel's messages in order:
+    one round trip fewer for every helper start. A refused exec closes the channel (paramiko's
+    ``_request_failed``): the reader sees EOF, as for a helper that exits at once."""
+    try:
+        m = paramiko.Message()
+        m.add_byte(paramiko.common.cMSG_CHANNEL_REQUEST)
+        m.add_int(chan.remote_chanid)
+        m.add_string("exec")
+        m.add_boolean(True)
+        m.add_string(command)
+        chan._event_pending()
+        chan.transport._send_user_message(m)
+    except AttributeError:       # a paramiko without these internals: the plain, waiting call
+        chan.exec_command(command)
 
 
 class SshTransport:
@@ -214,7 +139,7 @@ class SshTransport:
         )
         if conn.connect_timeout is None:
             conn.connect_timeout = DEFAULT_CONNECT_TIMEOUT
-        _secure(conn, self.accept_new_host_key)
+        secure(conn, self.accept_new_host_key)
         _prefer_fast_ciphers(conn)
         return conn
 
@@ -282,7 +207,7 @@ class SshTransport:
         try:
             chan = self.conn.transport.open_session(timeout=30, window_size=STREAM_WINDOW,
                                                     max_packet_size=STREAM_PACKET)
-            chan.exec_command(render(cmd))
+            _exec_pipelined(chan, render(cmd))
         except (OSError, EOFError, paramiko.SSHException, socket.timeout) as exc:
             self.close()
             raise TransportError(f"connection to {self.label} lost: {exc or type(exc).__name__}") from exc
