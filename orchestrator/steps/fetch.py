@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import json
 import os
 import tempfile
 import threading
@@ -156,22 +157,37 @@ def _intact(ctx: Ctx, node_path: str, sha: "_NodeSha", got: str, size: int, grow
     return growing and size > 0 and ctx.call("prefix_sha", {"path": node_path, "length": size})["sha256"] == got
 
 
+MOUNTS_MARK = "@@tune-remote: docker inspect .Mounts@@"
+# the host's mountinfo, then what docker itself says it mounted into the container (read-only, one exec)
+_HOST_MOUNTS = ('cat /proc/self/mountinfo || exit 1; printf "\\n%s\\n" "$1"; c=$2; shift 2; '
+                'exec "$@" inspect --format "{{json .Mounts}}" "$c"')
+
+
 def _host_file(ctx: Ctx, source: dict | None) -> tuple[object, str] | None:
     """(host transport, host path) of a container file stored in a directory the host mounted in, or None
-    (own root fs, no docker, a host that cannot say). The host's mountinfo is asked once per pull."""
-    inner = getattr(ctx.target.ctr, "inner", None)
-    if not source or inner is None or not getattr(ctx.target.ctr, "container", None):
+    (own root fs, no docker, a host that cannot say, a path outside what docker mounted into the container:
+    the helper's word is not enough). The host's mounts are asked once per pull."""
+    ctr = ctx.target.ctr
+    inner = getattr(ctr, "inner", None)
+    if not source or inner is None or not getattr(ctr, "container", None):
         return None
     if "host_mounts" not in ctx.prefetched:   # dropped by each pull; a failed read is asked again next time
         try:
-            res = inner.run(Cmd(("cat", "/proc/self/mountinfo")), timeout=30, check=False)
+            res = inner.run(Cmd(("sh", "-c", _HOST_MOUNTS, "sh", MOUNTS_MARK, ctr.container, *ctr.docker)),
+                            timeout=30, check=False)
         except (TransportError, CommandTimeout):
             return None
-        if not res.ok:
+        info, mark, inspected = res.text.partition("\n" + MOUNTS_MARK + "\n")
+        try:
+            sources = [m.get("Source") for m in json.loads(inspected) or []] if res.ok and mark else None
+        except (ValueError, AttributeError):
+            sources = None
+        if not sources:
             return None
-        ctx.prefetched["host_mounts"] = mounts.parse(res.text)
-    path = mounts.host_path(source, ctx.prefetched["host_mounts"])
-    return (inner, path) if path else None
+        ctx.prefetched["host_mounts"] = (mounts.parse(info), sources)
+    found, sources = ctx.prefetched["host_mounts"]
+    path = mounts.host_path(source, found)
+    return (inner, path) if path and mounts.inside(path, sources) else None
 
 
 def _node_sha(ctx: Ctx, node_path: str, files: dict | None = None) -> str:

@@ -2,6 +2,7 @@
 only kept when it proves to be the node's file (issue 9, fetch near scp speed)."""
 
 import hashlib
+import json
 import os
 import types
 from dataclasses import dataclass
@@ -43,6 +44,10 @@ def test_a_bind_mounted_file_is_found_on_the_host_and_the_container_root_is_not(
     assert mounts.source_of("/opt/runsX/y", c) is None
     assert mounts.host_path(mounts.source_of("/scratch/a", c), h) == "/run/user/0/tmpdir/a"
     assert mounts.host_path({"dev": "9:9", "path": "/a", "fstype": "ext4"}, h) is None
+    assert mounts.inside("/mnt/data/runs/job1/tuned.csv", ["/srv/x", "/mnt/data/runs/"])
+    assert mounts.inside("/mnt/data/runs", ["/mnt/data/runs"])
+    assert not mounts.inside("/mnt/data/runsX/a", ["/mnt/data/runs"])
+    assert not mounts.inside("/etc/shadow", ["relative/dir", None, ""])
 
 
 def test_the_root_mount_is_the_containers_own_whatever_its_driver_and_odd_paths_are_refused():
@@ -64,11 +69,14 @@ class _Host(LocalTransport):
     def __init__(self, host_dir):
         super().__init__(label="host")
         self.mountinfo = f"40 1 7:7 /export {host_dir} rw - ext4 /dev/vdb rw\n".encode()
+        self.binds = [{"Type": "bind", "Source": str(host_dir), "Destination": "/node"}]   # docker inspect
         self.read = []
 
     def run(self, cmd, **kw):
-        if cmd.argv == ("cat", "/proc/self/mountinfo"):
-            return CommandResult(cmd, 0, self.mountinfo, b"")
+        if cmd.argv[:2] == ("sh", "-c") and "/proc/self/mountinfo" in cmd.argv[2]:
+            assert cmd.argv[4:] == (fetch.MOUNTS_MARK, "ctr", "docker")     # the container the inventory names
+            out = self.mountinfo + f"\n{fetch.MOUNTS_MARK}\n{json.dumps(self.binds)}\n".encode()
+            return CommandResult(cmd, 0, out, b"")
         return super().run(cmd, **kw)
 
     def open_stream(self, cmd):
@@ -81,7 +89,7 @@ class _Ctr(LocalTransport):
 
     def __init__(self, inner):
         super().__init__(label="host/ctr")
-        self.inner, self.container, self.read = inner, "ctr", []
+        self.inner, self.container, self.docker, self.read = inner, "ctr", ("docker",), []
 
     def open_stream(self, cmd):
         self.read.append(cmd.argv[-1])
@@ -144,6 +152,21 @@ def test_the_host_copy_is_kept_when_it_is_the_node_file(tmp_path):
     assert local.read_bytes() == data
     assert ctx.target.ctr.read == [] and ctx.target.host.read == [str(tmp_path / "host" / "big.bin")]
     assert [p.name for p in local.parent.iterdir()] == ["big.bin"]            # no temp file left
+
+
+@pytest.mark.parametrize("binds", [[], [{"Type": "bind", "Source": "/elsewhere"}], None])
+def test_a_host_path_outside_what_docker_mounted_into_the_container_is_never_read(tmp_path, binds):
+    """The helper in the container names the device and path (it could lie): the host reads only inside the
+    directories `docker inspect` says were mounted into that container; else (or when docker cannot say)
+    the file comes through the container."""
+    data = bytes(range(256)) * 40000
+    ctx, node, local = _setup(tmp_path, data, data)
+    if binds is None:
+        ctx.target.host.binds = "not json ["
+    else:
+        ctx.target.host.binds = binds
+    assert _pull(ctx, node, local) == ("fetched", 0)
+    assert local.read_bytes() == data and ctx.target.host.read == [] and ctx.target.ctr.read == [str(node)]
 
 
 @pytest.mark.parametrize("host_bytes", [b"x" * 6_000_000,          # another file at that place

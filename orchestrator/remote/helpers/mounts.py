@@ -81,6 +81,16 @@ def host_path(source, mounts):
     return os.path.join(m["point"], rel) if rel else m["point"]
 
 
+def inside(path, sources):
+    """True when ``path`` (a host path) lies in one of ``sources`` (the host directories docker mounted into
+    the container, ``docker inspect`` .Mounts[].Source): the host route reads only what the container was
+    given, whatever a helper in it claims."""
+    for top in sources:
+        if isinstance(top, str) and top.startswith("/") and _under(path, os.path.normpath(top)) is not None:
+            return True
+    return False
+
+
 def read_self():
     """This process's mounts; paths that are not UTF-8 keep their bytes (surrogateescape)."""
     with open("/proc/self/mountinfo", "rb") as f:
