@@ -59,7 +59,8 @@ def remote_figures() -> dict:
             run_s = time.monotonic() - t0
             state = json.loads((ws / "bench" / "state.json").read_text())
             stats = state["remote"]["stats"][-1]
-            polls = stats["helper_ops"].get("status", 0)
+            # standalone polls: the first one rides in the launch's round trip (helper_ops_batched)
+            polls = stats["helper_ops"].get("status", 0) - (stats.get("helper_ops_batched") or {}).get("status", 0)
             # one poll = one helper `status` op through ssh + docker exec on the finished job
             inventory = load_inventory(str(inv))
             spec = inventory.node(node.alias)

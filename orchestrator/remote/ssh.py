@@ -92,24 +92,6 @@ def _prefer_fast_ciphers(conn: fabric.Connection) -> None:
         hop.connect_kwargs.setdefault("transport_factory", _fast_transport)
 
 
-def _exec_pipelined(chan: paramiko.Channel, command: str) -> None:
-    """``exec_command`` without waiting for the server's reply (what OpenSSH's client does too): what the
-    caller writes next queues behind the request, and the server handles a channel's messages in order:
-    one round trip fewer for every helper start. A refused exec closes the channel (paramiko's
-    ``_request_failed``): the reader sees EOF, as for a helper that exits at once."""
-    try:
-        m = paramiko.Message()
-        m.add_byte(paramiko.common.cMSG_CHANNEL_REQUEST)
-        m.add_int(chan.remote_chanid)
-        m.add_string("exec")
-        m.add_boolean(True)
-        m.add_string(command)
-        chan._event_pending()
-        chan.transport._send_user_message(m)
-    except AttributeError:       # a paramiko without these internals: the plain, waiting call
-        chan.exec_command(command)
-
-
 class SshTransport:
     def __init__(self, target: SshTarget, *, accept_new_host_key: bool = False):
         self.target = target
@@ -207,7 +189,7 @@ class SshTransport:
         try:
             chan = self.conn.transport.open_session(timeout=30, window_size=STREAM_WINDOW,
                                                     max_packet_size=STREAM_PACKET)
-            _exec_pipelined(chan, render(cmd))
+            chan.exec_command(render(cmd))
         except (OSError, EOFError, paramiko.SSHException, socket.timeout) as exc:
             self.close()
             raise TransportError(f"connection to {self.label} lost: {exc or type(exc).__name__}") from exc

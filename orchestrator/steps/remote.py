@@ -13,6 +13,7 @@ import time
 
 from ..context import Ctx
 from ..errors import ConnectionLost, JobError, ObserverError, TuneRemoteError
+from ..remote.detached import HelperCallError
 from ..workflow import REMOTE_STEPS
 from .prepare import local_log_path
 
@@ -69,18 +70,28 @@ def launch(ctx: Ctx, with_poll: bool = False) -> dict:
                  "variant": job.variant, "owner": owner(ctx),
                  "gpus": job.facts.get("tune_gpus") or []},
     }
-    poll = None
+    res = status = poll = None
     if with_poll:   # the first long poll rides along: the launch answer comes with the first step's news
         poll = poll_request(ctx, wait=True, ahead=True)
-        res, status = ctx.call_batch([("launch", req), ("status", poll[0])], soft_last=True,
-                                     timeout=LAUNCH_TIMEOUT_S + poll[0]["wait_s"])
-    else:
-        res = ctx.call("launch", req, timeout=LAUNCH_TIMEOUT_S)
+        try:
+            res, status = ctx.call_batch([("launch", req), ("status", poll[0])], soft_last=True,
+                                         timeout=LAUNCH_TIMEOUT_S + poll[0]["wait_s"])
+        except (HelperCallError, ConnectionLost):
+            raise                   # the launch itself failed on the node, or the node is out of reach
+        except TuneRemoteError as exc:   # the watching's trouble (a helper that died in the poll, a slow
+            ctx.ui.event(f"the launch's first poll failed ({exc.message}); launching alone")   # answer)
+    if res is None:
+        res = ctx.call("launch", req, timeout=LAUNCH_TIMEOUT_S)      # idempotent: a launched run is found
     info = ctx.job.step_state("remote").info
     info["launched"] = info.get("launched", 0) + (1 if res.get("launched") else 0)
+    if not info["launched"] and (res.get("record") or res.get("command")):
+        info["launched"] = 1        # launched by us, its answer lost (a resume): a later resume must find it
     info["record"] = res.get("record")
-    if poll is not None and status.get("ok"):     # else the watch loop asks again (an observer's error)
-        ctx.prefetched["poll"] = poll_apply(ctx, status, poll[1])
+    if status is not None and status.get("ok"):     # else the watch loop asks again (an observer's error)
+        try:
+            ctx.prefetched["poll"] = poll_apply(ctx, status, poll[1])
+        except TuneRemoteError as exc:
+            ctx.ui.event(f"could not read the job's state ({exc.message}); asking again")
     ctx.save()
     return res
 
@@ -255,10 +266,12 @@ def _poll_watching(ctx: Ctx, since: list) -> dict | None:
     return run
 
 
-def wait(ctx: Ctx) -> None:
+def wait(ctx: Ctx, t0: float | None = None) -> None:
+    """Watch the launched pipeline to its end; ``t0``: when watching began (the launch that carried the
+    first poll), for ``info["poll_seconds"]``."""
     job = ctx.job
     info = job.step_state("remote").info
-    t0 = time.monotonic()
+    t0 = time.monotonic() if t0 is None else t0
     failing_since: list = [None]
     while True:
         run = ctx.prefetched.pop("poll", None) or _poll_watching(ctx, failing_since)
@@ -344,7 +357,8 @@ def prepare_relaunch(job) -> None:
 
 def run(ctx: Ctx) -> None:
     detach = bool(ctx.job.request.get("detach"))
+    t0 = time.monotonic()
     launch(ctx, with_poll=not detach)
     if not detach:
-        wait(ctx)
+        wait(ctx, t0)
 

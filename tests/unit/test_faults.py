@@ -458,3 +458,57 @@ def test_a_soft_last_op_answers_its_failure_and_the_ops_before_it_did_their_work
         assert not out.exists()
     finally:
         helper.close()
+
+
+def _launch_ctx(monkeypatch, batch):
+    """A ctx for remote.launch: ``batch`` answers (or raises for) the [launch, status] batch; a plain launch
+    answers as a node with this run launched already would."""
+    ctx, _clock = _ctx(observe_s=30)
+    ctx.job.remote.update(aiter_root="/a", pipeline=[], logs_dir="/a/tune_logs")
+    ctx.target = SimpleNamespace(helper=SimpleNamespace(calls=1, dir="/h"), container=SimpleNamespace(env={}))
+    ctx.calls = []
+
+    def call(op, req=None, **kw):
+        ctx.calls.append(op)
+        return {"ok": True, "launched": False, "record": {"pid": 7}}
+    ctx.call = call
+    ctx.call_batch = lambda calls, **kw: batch()
+    monkeypatch.setattr(remote, "owner", lambda c=None: {"who": "me"})
+    monkeypatch.setattr(remote, "poll_request", lambda c, **kw: ({"wait_s": 2.0}, {}))
+    monkeypatch.setattr(remote, "poll_apply", lambda c, res, asked: {"state": "running", "more": False})
+    return ctx
+
+
+def test_a_watching_error_in_the_launchs_batch_launches_alone_and_never_fails_the_job(monkeypatch):
+    """The helper died in the first long poll (twice): the launch may have run; a plain launch (idempotent)
+    finds it; the watch loop polls as usual. Before, the launch step failed while the node ran on."""
+    def batch():
+        raise RemoteCommandError("node helper died during batch (exit -9)")
+    ctx = _launch_ctx(monkeypatch, batch)
+    res = remote.launch(ctx, with_poll=True)
+    assert res["record"] == {"pid": 7} and ctx.calls == ["launch"] and "poll" not in ctx.prefetched
+    info = ctx.job.step_state("remote").info
+    assert info["launched"] == 1               # launched by us, its answer lost: a later resume must find it
+    assert any("launching alone" in e for e in ctx.ui.events)
+
+
+def test_a_failed_launch_in_the_batch_fails_as_a_plain_launch_would(monkeypatch):
+    from orchestrator.remote.detached import HelperCallError
+
+    def batch():
+        raise HelperCallError("launch on n/c: launch: cwd /a does not exist")
+    ctx = _launch_ctx(monkeypatch, batch)
+    with pytest.raises(HelperCallError):
+        remote.launch(ctx, with_poll=True)
+    assert ctx.calls == []
+
+
+def test_the_batchs_status_is_the_first_poll_unless_it_failed(monkeypatch):
+    ctx = _launch_ctx(monkeypatch, lambda: [{"ok": True, "launched": True, "record": {"pid": 8}}, {"ok": True}])
+    assert remote.launch(ctx, with_poll=True)["record"] == {"pid": 8}
+    assert ctx.prefetched["poll"] == {"state": "running", "more": False} and ctx.calls == []
+    assert ctx.job.step_state("remote").info["launched"] == 1
+    ctx = _launch_ctx(monkeypatch, lambda: [{"ok": True, "launched": True, "record": {"pid": 8}},
+                                            {"ok": False, "error": "status crashed"}])
+    remote.launch(ctx, with_poll=True)
+    assert "poll" not in ctx.prefetched and ctx.calls == []

@@ -152,8 +152,9 @@ def run_op(op, req, timeout_s=None):
     try:
         with deadline(timeout_s):
             answer = OPS[op](req) or {}
-    except Deadline:
-        return {"ok": False, "timeout": True, "error": "%s did not finish within %ss" % (op, timeout_s),
+    except Deadline:   # its own timeout, or (timeout_s None: an op in a batch) the batch's
+        within = "%ss" % timeout_s if timeout_s is not None else "the time of its batch"
+        return {"ok": False, "timeout": True, "error": "%s did not finish within %s" % (op, within),
                 "hint": "the helper stopped it; give it a longer timeout", "version": HELPER_VERSION}
     except HelperError as exc:
         out = {"ok": False, "error": exc.error, "hint": exc.hint, "version": HELPER_VERSION}
