@@ -162,7 +162,7 @@ def _prune(counts, known):
 
 class _Worker(object):
     """A forked child counting one range; its digest comes back pickled through a pipe. Created unstarted,
-    so that whoever holds it can always reap it (``start`` forks with SIGINT/SIGALRM blocked)."""
+    so that whoever holds it can always reap it (``fork`` forks with SIGINT/SIGALRM blocked)."""
 
     def __init__(self, start, end):
         self.start, self.end = start, end
