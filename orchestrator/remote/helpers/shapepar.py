@@ -49,10 +49,11 @@ def cpus():
         return os.cpu_count() or 1
 
 
-def plan(size, procs=None, min_range=MIN_RANGE_BYTES):
-    """(ranges, processes) for a file of ``size`` bytes: ranges of at least ``min_range`` bytes, one per
-    process, or all counted here when only one process may run; (1, 1): stay with the plain scan."""
-    most = min(size // max(1, min_range), MAX_RANGES)
+def plan(size, procs=None, min_range=None):
+    """(ranges, processes) for a file of ``size`` bytes: ranges of at least ``min_range`` bytes (None:
+    MIN_RANGE_BYTES), one per process, or all counted here when only one process may run; (1, 1): stay with
+    the plain scan."""
+    most = min(size // max(1, MIN_RANGE_BYTES if min_range is None else min_range), MAX_RANGES)
     if most < 2:
         return 1, 1
     n = min(cpus(), MAX_PROCS) if procs is None else max(1, procs)
@@ -248,7 +249,7 @@ def _child(fd, w, start, end, scanner, keep):
     os._exit(code)
 
 
-def scan(scanner, f, size, chunk_bytes, procs=None, min_range=MIN_RANGE_BYTES):
+def scan(scanner, f, size, chunk_bytes, procs=None, min_range=None):
     """Scan the open file ``f`` (at offset 0) range by range, the ranges counted ahead in other processes
     (or here); False (nothing read) when it is not worth it: a small or sparse file."""
     n, nprocs = plan(size, procs, min_range)
@@ -258,6 +259,7 @@ def scan(scanner, f, size, chunk_bytes, procs=None, min_range=MIN_RANGE_BYTES):
     offsets = cuts(f, size, n)
     ranges = [(a, b) for a, b in zip(offsets, offsets[1:]) if b > a]
     fd = f.fileno()
+    ranges_of = scanner.p.r.ranges    # what parse_files answers (.ranges)
     workers = {}
     try:
         for start, end in ranges[1:nprocs]:
@@ -267,14 +269,14 @@ def scan(scanner, f, size, chunk_bytes, procs=None, min_range=MIN_RANGE_BYTES):
             except OSError:            # no fork now (process or memory limits): counted here instead
                 del workers[start]
                 break
-        scanner.ranges["processes"] = 1 + len(workers)
+        ranges_of["processes"] = 1 + len(workers)
         for start, end in ranges:
             w = workers.get(start)
             digest = w.digest() if w is not None else count_range(fd, start, end, scanner)
             if digest is not None and scanner.take(digest):
-                scanner.ranges["counted"] += 1
+                ranges_of["counted"] += 1
             else:
-                scanner.ranges["scanned"] += 1
+                ranges_of["scanned"] += 1
                 f.seek(start)
                 scanner.file(f, chunk_bytes, limit=end - start)
         if offsets[-1] < size:         # the last line has no newline yet: scanned as a file's end is

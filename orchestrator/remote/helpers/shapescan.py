@@ -50,8 +50,6 @@ class _Scanner(object):
     def __init__(self, parser):
         self.p = parser
         self.effects = {}   # line bytes -> effect (only order-free lines are remembered)
-        # shapepar: ranges counted ahead and taken, ranges scanned line by line after all, processes used
-        self.ranges = {"counted": 0, "scanned": 0, "processes": 1}
 
     def dense(self, block):
         """Worth counting identical lines: many candidates, and no record or echo spans into the block."""
@@ -233,9 +231,9 @@ def parse_files(paths, variant=None, keep_meta=False, skip_missing=False, chunk_
     process only); ``.ranges`` says how it went (shapepar).
     """
     try:  # here, not at the top: shapepar imports this module
-        from .shapepar import MIN_RANGE_BYTES, scan
+        from .shapepar import scan
     except ImportError:
-        from shapepar import MIN_RANGE_BYTES, scan  # type: ignore
+        from shapepar import scan  # type: ignore
     if isinstance(paths, (str, bytes)) or hasattr(paths, "__fspath__"):
         paths = [paths]
     p = _Parser(variant, keep_meta)
@@ -255,8 +253,7 @@ def parse_files(paths, variant=None, keep_meta=False, skip_missing=False, chunk_
         r.files.append(path)
         with f:
             if path.endswith(".gz") or not scan(scanner, f, os.fstat(f.fileno()).st_size, chunk_bytes, procs,
-                                                MIN_RANGE_BYTES if min_range is None else min_range):
+                                                min_range):
                 scanner.file(f, chunk_bytes)
         p.reset_file()
-    r.ranges = scanner.ranges
     return p.finish()
