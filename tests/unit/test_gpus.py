@@ -115,7 +115,7 @@ def test_samples_start_an_interval_apart_however_slow_the_smi_is(tools, monkeypa
     """Real rocm-smi takes ~0.5 s a call: 3 samples 0.25 s apart must not cost 3 calls + 2 full sleeps."""
     clock = [100.0]
     starts = []
-    tools["rocm-smi"] = smi([0, 0])
+    tools["rocm-smi"] = smi([0, 0]).split("=====")[0]      # no KFD process list: every sample is taken
 
     def run_tool(argv, timeout=30.0, env=None):
         if argv[0].endswith("rocm-smi"):
@@ -128,3 +128,53 @@ def test_samples_start_an_interval_apart_however_slow_the_smi_is(tools, monkeypa
     monkeypatch.setattr(gpus.time, "sleep", lambda s: clock.__setitem__(0, clock[0] + s))
     gpus.gpu_facts([], 10, samples=3, interval=0.25, env={})
     assert starts == [0.0, 0.25, 0.5]
+
+
+def _changing_smi(tools, monkeypatch, outputs):
+    """rocm-smi answers the outputs in turn (the last one again), counting the calls."""
+    calls = []
+
+    def run_tool(argv, timeout=30.0, env=None):
+        name = argv[0].rsplit("/", 1)[-1]
+        if name == "rocm-smi":
+            calls.append(argv)
+            return outputs[min(len(calls), len(outputs)) - 1], None
+        return tools.get(name), None
+
+    monkeypatch.setattr(gpus, "_run_tool", run_tool)
+    tools["rocm-smi"] = outputs[0]
+    return calls
+
+
+def test_one_sample_when_it_read_the_kfd_process_list(tools, monkeypatch):
+    """A GPU idle with no KFD process can turn busy only by a process that starts meanwhile: with the
+    process list read, the later samples are skipped (issue 9), and a GPU busy by use or process stays busy."""
+    tools["rocminfo"] = rocminfo(BUSES)
+    calls = _changing_smi(tools, monkeypatch, [smi([0, 0, 95, 0], buses=BUSES, pids={77: [3]}),
+                                               smi([99, 99, 99, 99], buses=BUSES)])
+    f = gpus.gpu_facts([], 10, env={})
+    assert len(calls) == 1 and f["gpu_samples"] == 1
+    assert f["free_gpus"] == [0, 1]
+    assert f["gpus"]["2"]["busy"] == ["use 95%"] and f["gpus"]["3"]["busy"] == ["KFD process(es) 77"]
+
+
+def test_every_sample_when_the_kfd_process_list_is_unknown(tools, monkeypatch):
+    """An rocm-smi that refuses --showpidgpus (use alone): a GPU busy in a later sample only is busy."""
+    tools["rocminfo"] = rocminfo(BUSES)
+    bare = ["GPU[%d]\t\t: GPU use (%%): %d\n" % (i, u) for i, u in enumerate([0, 0, 0, 0])]
+    later = "".join(bare[:1]) + "GPU[1]\t\t: GPU use (%): 80\n" + "".join(bare[2:])
+    calls = _changing_smi(tools, monkeypatch, ["".join(bare), "".join(bare), later])
+    f = gpus.gpu_facts([], 10, env={})
+    assert len(calls) == 3 and f["gpu_samples"] == 3
+    assert f["free_gpus"] == [0, 2, 3] and f["gpus"]["1"]["busy"] == ["use 80%"]
+
+
+def test_amd_smi_one_sample_only_when_every_gpu_is_in_the_process_list(tools):
+    tools["rocminfo"] = rocminfo(BUSES[:2])
+    tools["amd-smi list"] = json.dumps([{"gpu": i, "bdf": "0000:%02x:00.0" % b} for i, b in enumerate(BUSES[:2])])
+    tools["amd-smi static"] = json.dumps([])
+    tools["amd-smi metric"] = json.dumps([{"gpu": i, "usage": {"gfx_activity": 0}} for i in range(2)])
+    tools["amd-smi process"] = json.dumps([{"gpu": 0, "process_list": []}, {"gpu": 1, "process_list": []}])
+    assert gpus.gpu_facts([], 10, env={})["gpu_samples"] == 1
+    tools["amd-smi process"] = json.dumps([{"gpu": 0, "process_list": []}])
+    assert gpus.gpu_facts([], 10, env={})["gpu_samples"] == 3

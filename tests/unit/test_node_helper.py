@@ -788,6 +788,24 @@ def test_shapes_with_stub_shapelog(tmp_path):
     assert res["misses"] == {"moe_2stages": 1} and res["missing"] == []
 
 
+def test_an_ops_module_is_loaded_when_the_op_is_first_asked(tmp_path):
+    """A helper that only polls never imports argpatch & co. (issue 9: a shorter start); an op whose
+    module is missing says which file, and every other op still answers."""
+    hdir = tmp_path / "helper"
+    hdir.mkdir()
+    for name in HELPER_FILES:
+        if name != "argpatch.py":
+            shutil.copy(HELPER.parent / name, hdir / name)
+    assert ok("version", helper=hdir / "node_helper.py")["version"]
+    gone = call("bench_prepare", {"script": str(tmp_path / "x.py")}, helper=hdir / "node_helper.py")
+    assert gone["ok"] is False and "argpatch.py is missing" in gone["error"] and "re-push" in gone["hint"]
+    probe = ("import sys; sys.argv = ['node_helper.py']; sys.path.insert(0, %r); import node_helper; "
+             "print(sorted(m for m in ('argpatch', 'discovery', 'jitlogs', 'killing', 'staging', 'tables') "
+             "if m in sys.modules))" % str(HELPER.parent))
+    out = subprocess.run([PY, "-c", probe], stdout=subprocess.PIPE, check=True).stdout.decode().strip()
+    assert out == "[]"
+
+
 # ------------------------------------------------------------------------------------------------
 # the container's python may be old: smoke-test the oldest supported one when it is installed
 # ------------------------------------------------------------------------------------------------

@@ -171,7 +171,7 @@ def op_discover(req):
     res = {"pip_name": None, "version": None, "install_mode": None, "editable": None,
            "aiter_root": None, "package_dir": None, "meta_root": None, "has_csrc": False,
            "has_configs": False, "git_describe": None}
-    # the GPU samples (0.25 s apart) are taken while AITER is looked for, not after it (issue 9)
+    # the GPU samples (0.25 s apart; one when it read the KFD process list) are taken while AITER is looked for
     import gpus  # noqa: PLC0415
     job_env = dict(os.environ)
     job_env.update({k: str(v) for k, v in (req.get("env") or {}).items()})   # the inventory's env wins, as in the job

@@ -12,6 +12,11 @@ we hand out is the ROCr index, and only GPUs inside the container's own HIP set 
 
 "Free" = visible, low use AND low VRAM AND no KFD process, over a few samples, and not reserved by
 another running tune-remote job (locks.py, gpu-<physical>.lock). Unknown is never "busy".
+
+The later samples only catch use the KFD process list cannot show: when the first sample read that list
+(sysfs' /sys/class/kfd/kfd/proc, which a container does not filter either), a GPU it shows idle, with no
+process, can turn busy only by a process that starts meanwhile, which no sample window rules out; the
+other samples are then skipped (issue 9: real rocm-smi takes ~0.5 s a call).
 """
 
 import json
@@ -26,6 +31,7 @@ USE_RE = re.compile(r"GPU\[(\d+)\]\s*:\s*GPU use \(%\):\s*(\d+)")
 VRAM_RE = re.compile(r"GPU\[(\d+)\]\s*:\s*GPU (?:Memory Allocated \(VRAM%\)|memory use \(%\)):\s*(\d+)")
 BUS_RE = re.compile(r"GPU\[(\d+)\]\s*:\s*PCI Bus:\s*([0-9A-Fa-f]{4}:)?([0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7])")
 PIDGPUS_RE = re.compile(r"PID\s+(\d+)\s+is using\s+(\d+)\s+DRM device\(s\):?[ \t]*\n?([\d \t]*)")
+PIDS_LISTED_RE = re.compile(r"GPUs Indexed by PID|No KFD PIDs currently running|PID\s+\d+\s+is using")
 PART_RE = re.compile(r"GPU\[(\d+)\]\s*:\s*Compute Partition:\s*([A-Z]+)")
 VRAM_FREE_BELOW_PCT = 10        # a serving GPU idle between requests still holds most of its memory
 
@@ -105,6 +111,7 @@ def _amd_static(tool, problems, gpus):
 
 
 def _amd_sample(tool, problems, gpus):
+    """One sample; True when the KFD process list was read for every GPU."""
     for d in _amd_json(tool, ["metric", "--usage", "--mem-usage"], problems):
         g = gpus.setdefault(int(d["gpu"]), {})
         use = _num((d.get("usage") or {}).get("gfx_activity")) if isinstance(d.get("usage"), dict) else None
@@ -114,17 +121,22 @@ def _amd_sample(tool, problems, gpus):
             g.setdefault("use", []).append(use)
         if used is not None and total:
             g.setdefault("vram", []).append(100.0 * used / total)
+    listed = set()
     for d in _amd_json(tool, ["process"], problems):
         g = gpus.setdefault(int(d["gpu"]), {})
+        listed.add(int(d["gpu"]))
         pids = g.setdefault("pids", set())
         for p in d.get("process_list") or []:
             info = p.get("process_info") if isinstance(p, dict) else None
             if isinstance(info, dict) and _num(info.get("pid")):
                 pids.add(int(_num(info["pid"])))
+    return bool(gpus) and listed >= set(gpus)
 
 
 def _smi_sample(tool, problems, gpus):
+    """One sample -> (a use line was read, the KFD process list was read)."""
     out, problem = _run_tool([tool, "--showuse", "--showmemuse", "--showbus", "--showpidgpus"])
+    listed = bool(USE_RE.search(out or "")) and bool(PIDS_LISTED_RE.search(out or ""))
     if not USE_RE.search(out or ""):          # an older rocm-smi refusing a flag: use alone
         out, problem = _run_tool([tool, "--showuse"])
     if problem:
@@ -138,7 +150,7 @@ def _smi_sample(tool, problems, gpus):
     for m in PIDGPUS_RE.finditer(out or ""):
         for i in m.group(3).split():
             gpus.setdefault(int(i), {}).setdefault("pids", set()).add(int(m.group(1)))
-    return out is not None and bool(USE_RE.search(out or ""))
+    return out is not None and bool(USE_RE.search(out or "")), listed
 
 
 def _hip_set(agents, env):
@@ -182,7 +194,7 @@ def _map(agents, gpus, env, problems):
     return mapping
 
 
-def gpu_facts(problems, busy_threshold, samples=3, interval=0.25, env=None):
+def gpu_facts(problems, busy_threshold, samples=3, interval=0.25, env=None, early_exit=True):
     """rocminfo + rocm-smi (or amd-smi) -> facts; see the module docstring."""
     env = dict(os.environ if env is None else env)
     facts = {"gfx": None, "cu_num": None, "gpu_count": None, "gpu_name": None, "gpu_use": {},
@@ -200,16 +212,21 @@ def gpu_facts(problems, busy_threshold, samples=3, interval=0.25, env=None):
     if smi is None and amd is None:
         problems.append("rocm-smi not found (nor amd-smi): GPU use unknown, free_gpus not computed")
     first = time.monotonic()
+    taken = 0
     for n in range(max(1, int(samples))):
         if n:   # samples START `interval` apart: a slow smi (real rocm-smi takes ~0.5 s) is not waited for twice
             time.sleep(max(0.0, first + n * interval - time.monotonic()))
+        listed = False
         if smi is not None:
-            ok = _smi_sample(smi, problems if n == 0 else [], gpus)
+            ok, listed = _smi_sample(smi, problems if n == 0 else [], gpus)
             if not ok and n == 0:
                 problems.append("rocm-smi --showuse printed no 'GPU[i] : GPU use (%)' line")
-        else:
-            if amd is not None:
-                _amd_sample(amd, problems if n == 0 else [], gpus)
+        elif amd is not None:
+            listed = _amd_sample(amd, problems if n == 0 else [], gpus)
+        taken += 1
+        if listed and n == 0 and early_exit:    # see the module docstring
+            break
+    facts["gpu_samples"] = taken
     if tool is None:
         problems.append("rocminfo not found on PATH or in /opt/rocm/bin: gfx, cu_num, gpu_count unknown")
     else:

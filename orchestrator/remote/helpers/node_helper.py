@@ -36,18 +36,8 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 if _HERE not in sys.path:
     sys.path.insert(0, _HERE)
 
-import argpatch  # noqa: E402
-import discovery  # noqa: E402
-import probe  # noqa: E402
-import files  # noqa: E402
-import jitlogs  # noqa: E402
-import killing  # noqa: E402
-import longpoll  # noqa: E402
+import importlib  # noqa: E402
 import procs  # noqa: E402
-import runcmd  # noqa: E402
-import runlog  # noqa: E402
-import staging  # noqa: E402
-import tables  # noqa: E402
 from channel import Deadline, deadline, emit, idle_from_argv, serve  # noqa: E402
 from common import HELPER_VERSION, HelperError  # noqa: E402
 
@@ -119,30 +109,45 @@ def op_batch(req):
     return {"answers": answers}
 
 
+# an op's module is imported when the op is first asked (a helper that only polls never loads argpatch & co.)
 OPS = {
     "version": op_version,
     "batch": op_batch,
     "shapes": op_shapes,
-    "discover": discovery.op_discover,
-    "probe": probe.op_probe,
-    "write_files": files.op_write_files,
-    "backup": files.op_backup,
-    "tuned_keys": files.op_tuned_keys,
-    "manifest": files.op_manifest,
-    "stage": staging.op_stage,
-    "promote": staging.op_promote,
-    "rollback": staging.op_rollback,
-    "bench_prepare": argpatch.op_bench_prepare,
+    "discover": "discovery.op_discover",
+    "probe": "probe.op_probe",
+    "write_files": "files.op_write_files",
+    "backup": "files.op_backup",
+    "tuned_keys": "files.op_tuned_keys",
+    "manifest": "files.op_manifest",
+    "stage": "staging.op_stage",
+    "promote": "staging.op_promote",
+    "rollback": "staging.op_rollback",
+    "bench_prepare": "argpatch.op_bench_prepare",
     "launch": procs.op_launch,
-    "status": longpoll.op_status,   # runlog.op_status, answered when something changed (wait_s)
-    "prefix_sha": runlog.op_prefix_sha,
-    "cancel": killing.op_cancel,
-    "table_check": tables.op_table_check,
-    "disk_free": tables.op_disk_free,
-    "jit_logs": jitlogs.op_jit_logs,
-    "run": runcmd.op_run,
+    "status": "longpoll.op_status",   # runlog.op_status, answered when something changed (wait_s)
+    "prefix_sha": "runlog.op_prefix_sha",
+    "cancel": "killing.op_cancel",
+    "table_check": "tables.op_table_check",
+    "disk_free": "tables.op_disk_free",
+    "jit_logs": "jitlogs.op_jit_logs",
+    "run": "runcmd.op_run",
     INTERNAL_SUPERVISE: procs.op_supervise,
 }
+
+
+def _op(op):
+    func = OPS[op]
+    if isinstance(func, str):
+        module, name = func.split(".")
+        try:
+            func = OPS[op] = getattr(importlib.import_module(module), name)
+        except ImportError as exc:
+            raise HelperError("%s.py is missing beside the node helper (%s)" % (module, exc),
+                              hint="re-push the helper bundle (tune-remote pushes it again when its files differ)")
+    return func
+
+
 def run_op(op, req, timeout_s=None):
     """The answer dict of one request (never raises): ok true + the op's answer, or ok false."""
     if op not in OPS or op == INTERNAL_SUPERVISE:
@@ -151,7 +156,7 @@ def run_op(op, req, timeout_s=None):
                 "version": HELPER_VERSION}
     try:
         with deadline(timeout_s):
-            answer = OPS[op](req) or {}
+            answer = _op(op)(req) or {}
     except Deadline:   # its own timeout, or (timeout_s None: an op in a batch) the batch's
         within = "%ss" % timeout_s if timeout_s is not None else "the time of its batch"
         return {"ok": False, "timeout": True, "error": "%s did not finish within %s" % (op, within),
