@@ -44,15 +44,7 @@ class Target:
         self.container = container
         from .remote.detached import NodeHelper
         from .remote.docker import DockerExecTransport
-        if host is None:
-            if node.local:
-                from .remote.local import LocalTransport
-                host = LocalTransport(label=node.name)
-            else:
-                from .remote.ssh import SshTarget, SshTransport  # fabric + paramiko: only for SSH nodes
-                host = SshTransport(SshTarget(node.host, node.port, node.user, node.identity_file,
-                                              node.ssh_config), accept_new_host_key=accept_new_host_key)
-        self.host = host
+        self.host = host = host if host is not None else node_transport(node, accept_new_host_key)
         self.ctr: Transport = (DockerExecTransport(host, container.name, node.docker, container.user)
                                if in_container else host)
         self.helper = NodeHelper(self.ctr, python=container.python)
@@ -76,7 +68,21 @@ class Target:
         return getattr(self.host, "round_trips", 0) + helpers
 
     def close(self) -> None:
+        """The helpers' channels, then the host transport (a pooled one stays open for its other targets)."""
+        self.helper.close()
+        if self._host_helper is not None:
+            self._host_helper.close()
         self.host.close()
+
+
+def node_transport(node: NodeSpec, accept_new_host_key: bool = False) -> Transport:
+    """The host transport of an inventory node: local, or SSH (one connection, opened on first use)."""
+    if node.local:
+        from .remote.local import LocalTransport
+        return LocalTransport(label=node.name)
+    from .remote.ssh import SshTarget, SshTransport  # fabric + paramiko: only for SSH nodes
+    return SshTransport(SshTarget(node.host, node.port, node.user, node.identity_file, node.ssh_config),
+                        accept_new_host_key=accept_new_host_key)
 
 
 @dataclass

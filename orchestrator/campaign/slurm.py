@@ -19,6 +19,7 @@ import time
 from ..context import Target
 from ..errors import AllocationEnded, JobError, TuneRemoteError, UsageError
 from ..inventory import ContainerSpec, NodeSpec, SlurmSpec
+from ..remote.pool import Borrowed
 from ..remote.shell import Cmd, sh
 from ..remote.srun import SrunTransport
 from ..remote.transport import put_bytes
@@ -36,13 +37,13 @@ def login_transport(spec: SlurmSpec, accept_new_host_key: bool = False):
 class SlurmSource:
     """``state`` is the campaign's ``request["campaign"]["slurm"]`` dict; ``save`` persists it."""
 
-    def __init__(self, spec: SlurmSpec, state: dict, save, ui, accept_new_host_key: bool = False):
+    def __init__(self, spec: SlurmSpec, state: dict, save, ui, accept_new_host_key: bool = False, login=None):
         self.spec = spec
         self.state = state
         self.save = save
         self.ui = ui
         self.accept_new = accept_new_host_key
-        self._login = None
+        self._login = login         # a borrowed one (remote/pool.py) is left open by close()
 
     # ------------------------------------------------------------------ login node
     @property
@@ -221,7 +222,7 @@ class SlurmSource:
                 if s.get("node")]
 
     def runner(self, accept_new_host_key: bool = False) -> "SlurmRunner":
-        return SlurmRunner(self.spec, self.state, accept_new_host_key)
+        return SlurmRunner(self.spec, self.state, accept_new_host_key, login=self.login)   # one login connection
 
     def cancel_requested(self) -> bool:
         """`tune-remote cancel` asked for this campaign (a `cancel` file in any job's directory)."""
@@ -285,10 +286,16 @@ class Cancelled(JobError):
 class SlurmRunner(InventoryRunner):
     """The inventory runner's engine and cancel, with the target opened through ``srun`` on the login node."""
 
-    def __init__(self, spec: SlurmSpec, state: dict, accept_new_host_key: bool = False):
+    def __init__(self, spec: SlurmSpec, state: dict, accept_new_host_key: bool = False, login=None):
         super().__init__(None, accept_new_host_key)
         self.spec = spec
         self.state = state
+        self._login = login     # the source's login connection (the campaign's one); else one of our pool
+
+    def login(self) -> Borrowed:
+        if self._login is not None:
+            return Borrowed(self._login)
+        return self.pool.borrow(("login", self.spec.login), lambda: login_transport(self.spec, self.accept_new))
 
     def _shard(self, node: str) -> dict:
         for s in self.state["jobs"].values():
@@ -323,7 +330,7 @@ class SlurmRunner(InventoryRunner):
         i = next((k for k, s in self.state["jobs"].items() if s.get("node") == node), None)
         if i is None or not self.state.get("dir"):
             return None
-        src = SlurmSource(self.spec, self.state, lambda: None, None, self.accept_new)
+        src = SlurmSource(self.spec, self.state, lambda: None, None, self.accept_new, login=self.login())
         try:
             if src._cancel_asked(i):
                 return "cancelled", "cancelled by the user"
@@ -344,7 +351,7 @@ class SlurmRunner(InventoryRunner):
 
     def open(self, ref: TargetRef) -> Target:
         i = next(k for k, s in self.state["jobs"].items() if s.get("node") == ref.node)
-        host = SrunTransport(login_transport(self.spec, self.accept_new), self._shard(ref.node)["id"], ref.node,
+        host = SrunTransport(self.login(), self._shard(ref.node)["id"], ref.node,
                              guard=f"{self.state['dir']}/{i}/cancel" if self.state.get("dir") else None)
         node = NodeSpec(name=ref.node, host=self.spec.login, docker=self.spec.docker)
         return Target(node, ContainerSpec(name=ref.container), host=host)

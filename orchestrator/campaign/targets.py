@@ -12,9 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from ..context import Ctx, Settings, Target
+from ..context import Ctx, Settings, Target, node_transport
 from ..errors import UsageError
 from ..inventory import Inventory
+from ..remote.pool import HostPool
 from ..state import JobState, Workspace
 from ..ui import Ui
 
@@ -31,6 +32,8 @@ class TargetRef:
 
 class Runner(Protocol):
     def open(self, ref: TargetRef) -> Target: ...
+
+    def close(self) -> None: ...    # the connections its targets shared (one per node: remote/pool.py)
 
     def run(self, sub: JobState, workspace: Workspace, settings: Settings) -> str: ...
 
@@ -73,13 +76,20 @@ class InventorySource:
 
 
 class InventoryRunner:
+    """Every target it opens on one node borrows the same SSH connection, until ``close``."""
+
     def __init__(self, inventory: Inventory, accept_new_host_key: bool = False):
         self.inventory = inventory
         self.accept_new = accept_new_host_key
+        self.pool = HostPool()
 
     def open(self, ref: TargetRef) -> Target:
         node = self.inventory.node(ref.node)
-        return Target(node, node.container(ref.container), accept_new_host_key=self.accept_new)
+        host = self.pool.borrow(node.name, lambda: node_transport(node, self.accept_new))
+        return Target(node, node.container(ref.container), host=host)
+
+    def close(self) -> None:
+        self.pool.close()
 
     ui_for = None     # the campaign's live view sets this: sub-job -> its Ui (one line per target)
 

@@ -95,6 +95,7 @@ def _carry(env: Env, job: JobState, inv: Inventory, settings, dry_run: bool = Fa
     source = _source(env, job, inv, settings)
     slurm = bool(job.request["campaign"].get("slurm"))
     ui = env.ui()
+    runner = None
     try:
         refs = source.targets()
         runner = source.runner(settings.accept_new_host_key)
@@ -141,6 +142,8 @@ def _carry(env: Env, job: JobState, inv: Inventory, settings, dry_run: bool = Fa
             env.workspace.save(job)
         raise
     finally:
+        if runner is not None:
+            runner.close()                      # the connections its targets shared
         if slurm and (job.state in TERMINAL or dry_run):
             source.release()                    # the holders end: Slurm gets its nodes back
         if hasattr(source, "close"):
@@ -173,6 +176,7 @@ def cancel_campaign(env: Env, job: JobState, grace: float, nodes=()) -> None:
         else:
             sig, killed = driver.cancel(job, env.workspace, runner, grace, nodes=nodes)
     finally:
+        runner.close()
         if source:
             source.close()
     what = f"job {job.job_id}" + (f" on {', '.join(nodes)}" if nodes else "")

@@ -95,7 +95,8 @@ def _gfx_of(env, node: str, container: str | None) -> str:
     from ..ui import Ui
     source = InventorySource(load_inventory(env.inventory_path), [node], container)
     ref = source.targets()[0]
-    target = source.runner().open(ref)
+    runner = source.runner()
+    target = runner.open(ref)
     try:
         target.connect()
         job = JobState(job_id="shapes", node=ref.node, container=ref.container, variant="a8w8", created=0, request={})
@@ -103,6 +104,7 @@ def _gfx_of(env, node: str, container: str | None) -> str:
         gfx = ctx.call("discover", {"aiter_path": target.container.aiter_path}).get("gfx")
     finally:
         target.close()
+        runner.close()
     if not gfx:
         raise JobError(f"{ref.label} shows no gfx (rocminfo found no GPU agent)", hint="give --gfx gfx942 or gfx950")
     click.echo(f"{ref.label}: {gfx}", err=True)

@@ -57,6 +57,7 @@ def opener(env: Env, job: JobState, accept_new_host_key: bool = False) -> Iterat
     try:
         yield lambda sub: runner.open(TargetRef(sub.node, sub.container))
     finally:
+        runner.close()
         if hasattr(source, "close"):
             source.close()
 

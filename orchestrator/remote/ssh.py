@@ -125,9 +125,12 @@ class SshTransport:
         _prefer_fast_ciphers(conn)
         return conn
 
-    def connect(self) -> None:
+    def connect(self) -> fabric.Connection:
+        """The live connection (opened now if there is none); a caller keeps using the one it got, so a
+        thread that reconnected meanwhile is not confused with it (a campaign shares one per node)."""
         with self._conn_lock:
             self._connect()
+            return self.conn
 
     def _connect(self) -> None:
         if self.conn is not None and self.conn.is_connected and self.conn.transport.is_active():
@@ -164,18 +167,25 @@ class SshTransport:
                     pass
             self.conn = None
 
+    def _drop(self, conn: fabric.Connection) -> None:
+        """Close ``conn`` after it failed, unless another thread already replaced it with a new one."""
+        with self._conn_lock:
+            if self.conn is conn:
+                self.close()
+
     # -- commands ---------------------------------------------------------------------------
-    def _alive_or_lost(self) -> None:
+    def _alive_or_lost(self, conn: fabric.Connection) -> None:
         """The peer answers a channel open within 5 s, or the connection is presumed dead (TransportError)."""
         try:
-            self.conn.transport.open_session(timeout=5).close()
+            conn.transport.open_session(timeout=5).close()
         except (OSError, EOFError, paramiko.SSHException, socket.timeout) as exc:
             raise TransportError(f"connection to {self.label} lost (no answer after a command timed out)") from exc
 
-    def _connection_died(self, chan: paramiko.Channel) -> bool:
+    @staticmethod
+    def _connection_died(chan: paramiko.Channel, conn: fabric.Connection) -> bool:
         """No exit status: the connection dropped, unless the command was killed by a signal (sshd sends
         exit-signal, which paramiko does not record, after EOF on a live connection)."""
-        transport = self.conn.transport if self.conn is not None else None
+        transport = conn.transport
         if transport is None or not chan.eof_received:
             return True
         transport.join(0.5)  # a dying transport closes its channels before it marks itself inactive
@@ -183,27 +193,25 @@ class SshTransport:
 
     def open_stream(self, cmd: Cmd) -> "_ChannelStream":
         """One long-lived command on its own channel (the persistent node helper)."""
-        self.connect()
-        assert self.conn is not None
+        conn = self.connect()
         self.round_trips += 1
         try:
-            chan = self.conn.transport.open_session(timeout=30, window_size=STREAM_WINDOW,
-                                                    max_packet_size=STREAM_PACKET)
+            chan = conn.transport.open_session(timeout=30, window_size=STREAM_WINDOW,
+                                               max_packet_size=STREAM_PACKET)
             chan.exec_command(render(cmd))
         except (OSError, EOFError, paramiko.SSHException, socket.timeout) as exc:
-            self.close()
+            self._drop(conn)
             raise TransportError(f"connection to {self.label} lost: {exc or type(exc).__name__}") from exc
-        return _ChannelStream(chan, self)
+        return _ChannelStream(chan, self, conn)
 
     def run(self, cmd: Cmd, *, stdin: bytes | None = None, timeout: float | None = None,
             check: bool = True) -> CommandResult:
-        self.connect()
-        assert self.conn is not None
+        conn = self.connect()
         self.round_trips += 1
         deadline = None if timeout is None else time.monotonic() + timeout
         try:
             # a big window: a file copy (fetch) is not stalled waiting for window adjusts
-            chan = self.conn.transport.open_session(timeout=30, window_size=STREAM_WINDOW,
+            chan = conn.transport.open_session(timeout=30, window_size=STREAM_WINDOW,
                                                     max_packet_size=STREAM_PACKET)
             chan.exec_command(render(cmd))
             if stdin:
@@ -218,25 +226,25 @@ class SshTransport:
                 if chan.exit_status_ready() and not chan.recv_ready() and not chan.recv_stderr_ready():
                     if chan.eof_received or chan.closed:
                         break
-                if not self.conn.transport.is_active():
+                if not conn.transport.is_active():
                     raise TransportError(f"connection to {self.label} lost")
                 if deadline is not None and time.monotonic() > deadline:
                     chan.close()
-                    self._alive_or_lost()   # a black hole is a lost connection; a slow command is not (R-04)
+                    self._alive_or_lost(conn)   # a black hole is a lost connection; a slow command is not (R-04)
                     raise CommandTimeout(f"command on {self.label} did not finish within {timeout:g}s "
                                          "(the connection is fine)",
                                          hint="the node is busy or the step is slow; run again or resume")
                 select.select([chan], [], [], 1.0)
             code = chan.recv_exit_status()
-            if code == -1 and self._connection_died(chan):
+            if code == -1 and self._connection_died(chan, conn):
                 raise TransportError(f"connection to {self.label} lost (the command's channel closed "
                                      "without an exit status)")
             chan.close()
         except TransportError:
-            self.close()
+            self._drop(conn)
             raise
         except (OSError, EOFError, paramiko.SSHException, socket.timeout) as exc:
-            self.close()
+            self._drop(conn)
             raise TransportError(f"connection to {self.label} lost: {exc or type(exc).__name__}") from exc
         result = CommandResult(cmd, code, bytes(out), bytes(err))
         return check_result(result) if check else result
@@ -245,13 +253,14 @@ class SshTransport:
 class _ChannelStream:
     """A paramiko channel as a Stream: stdout bytes as they come, stderr kept (bounded) for errors."""
 
-    def __init__(self, chan: paramiko.Channel, owner: SshTransport):
+    def __init__(self, chan: paramiko.Channel, owner: SshTransport, conn: fabric.Connection):
         self.chan = chan
         self.owner = owner
+        self.conn = conn            # the connection this channel lives on (the owner may reconnect)
         self._err = bytearray()
 
     def _lost(self, exc: BaseException | None = None) -> TransportError:
-        self.owner.close()
+        self.owner._drop(self.conn)
         why = f": {exc or type(exc).__name__}" if exc is not None else ""
         return TransportError(f"connection to {self.owner.label} lost{why}")
 
@@ -274,8 +283,7 @@ class _ChannelStream:
                 return chan.recv(STREAM_WINDOW)
             if chan.eof_received or chan.closed:
                 return b""
-            conn = self.owner.conn
-            if conn is None or not conn.transport.is_active():
+            if not self.conn.transport.is_active():
                 raise self._lost()
             left = end - time.monotonic()
             if left <= 0:

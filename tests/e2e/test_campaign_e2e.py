@@ -9,6 +9,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import time
 from contextlib import redirect_stdout
 from pathlib import Path
 
@@ -312,3 +313,35 @@ def test_a_campaign_over_an_ansible_inventory(tmp_path, fleet, monkeypatch):
     assert {t["node"] for t in row["targets"]} == {a.alias, b.alias}
     comp = rows(tmp_path / "ws" / "ansible1" / "comparison.csv")
     assert len(comp) == 4 and len({key(r) for r in comp}) == 4 and {r["node"] for r in comp} == {a.alias, b.alias}
+
+
+def test_a_campaign_opens_one_ssh_connection_per_node(testbed, tmp_path, monkeypatch):
+    """Plan (discover), mining, each variant's job and the promotion across the kind all borrow the node's one
+    connection (remote/pool.py): one handshake and one authentication per node for the whole campaign, and
+    one more for `status`/`logs` afterwards. Counted by the node's proxy, which sees every TCP connection."""
+    monkeypatch.setenv("TUNE_REMOTE_POLL_S", "0.2")
+    node = testbed.create_node(("current",), proxy=True)
+    try:
+        path = tmp_path / "inventory.yaml"
+        path.write_text(yaml.safe_dump({"nodes": {node.alias: {"ssh_config": str(node.ssh_config_file),
+                                                                "containers": {c: {} for c in node.containers}}}}))
+        ctr = next(iter(node.containers.values()))
+        before = node.proxy.connections_total
+        rc, out = cli(path, "run", "--node", node.alias, "--variant", "a8w8_blockscale,a8w8_blockscale_bpreshuffle",
+                      "--log", "/opt/aiter-sim/logs/vllm_tp8_dsv3.log", "--m-preset", "1,64", "--yes",
+                      "--job-id", "pooled")
+        assert rc == 0, out
+        subs = json.loads(cli(path, "status", "--json")[1])[0]["targets"]
+        assert sorted(t["variant"] for t in subs) == ["a8w8_blockscale", "a8w8_blockscale_bpreshuffle"]
+        assert all(t["state"] == "succeeded" for t in subs), subs
+        assert node.proxy.connections_total - before == 1
+        # each target job still counts its own round trips (its channels on the shared connection)
+        for sid in (tmp_path / "ws" / "pooled" / "targets").iterdir():
+            stats = json.loads((sid / "state.json").read_text())["remote"]["stats"][-1]
+            assert 3 <= stats["round_trips"] <= 20, stats
+        # and the helpers ended with their channels (EOF), although the connection outlived each target
+        deadline = time.monotonic() + 10
+        while ctr.exec("sh", "-c", "pgrep -f 'node_helper[.]py --serve' || true").stdout.strip():
+            assert time.monotonic() < deadline, "a node helper outlived the campaign"
+    finally:
+        testbed.destroy_node(node)
