@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import os
 import random
 import time
@@ -49,6 +50,8 @@ class Target:
                                if in_container else host)
         self.helper = NodeHelper(self.ctr, python=container.python)
         self._host_helper: NodeHelper | None = None
+        self.release: Callable[["Target"], None] | None = None   # a runner's: close() gives it back, open
+        self._mark: dict = self.counters()
 
     @property
     def host_helper(self) -> NodeHelper:
@@ -67,8 +70,32 @@ class Target:
         helpers = self.helper.round_trips + (self._host_helper.round_trips if self._host_helper else 0)
         return getattr(self.host, "round_trips", 0) + helpers
 
+    def counters(self) -> dict:
+        """Round trips and helper ops so far (``mark``: from here on, for the job that uses it next)."""
+        ops, batched = collections.Counter(self.helper.ops), collections.Counter(self.helper.batched)
+        if self._host_helper is not None:
+            ops.update({f"host:{k}": v for k, v in self._host_helper.ops.items()})
+        return {"round_trips": self.round_trips(), "helper_ops": ops, "helper_ops_batched": batched,
+                "helper_requests": self.helper.calls + (self._host_helper.calls if self._host_helper else 0),
+                "helpers_started": self.helper.helpers_started}
+
+    def mark(self) -> None:
+        self._mark = self.counters()
+
+    def since_mark(self) -> dict:
+        now, then = self.counters(), self._mark
+        return {k: (dict(+(now[k] - then[k])) if isinstance(now[k], collections.Counter) else now[k] - then[k])
+                for k in now}
+
     def close(self) -> None:
-        """The helpers' channels, then the host transport (a pooled one stays open for its other targets)."""
+        """Back to the runner that lent it (its helper channel stays open for the next job on this
+        container), else the helpers' channels, then the host transport (a pooled one stays open)."""
+        if self.release is not None:
+            self.release(self)
+            return
+        self.shut()
+
+    def shut(self) -> None:
         self.helper.close()
         if self._host_helper is not None:
             self._host_helper.close()

@@ -96,15 +96,12 @@ def run_job(ctx: Ctx) -> str:
 
 def _record_stats(ctx: Ctx) -> None:
     """Round trips of this process (SSH channels opened) and helper ops, for `benchmarks/`."""
-    t = ctx.target
-    ops = dict(t.helper.ops)
-    if t._host_helper is not None:
-        ops.update({f"host:{k}": v for k, v in t._host_helper.ops.items()})
-    runs = ctx.job.remote.setdefault("stats", [])
-    requests = t.helper.calls + (t._host_helper.calls if t._host_helper is not None else 0)
-    runs.append({"round_trips": t.round_trips(), "helper_ops": ops, "helper_requests": requests,
-                 "helper_ops_batched": dict(t.helper.batched),      # a batch request carries several ops
-                 "helpers_started": t.helper.helpers_started})
+    # since the job took the target (a campaign's runner lends one target to its container's jobs in turn);
+    # helper_ops_batched: of helper_ops, those that rode in a batch request (one round trip for several)
+    stats = ctx.target.since_mark()
+    ctx.job.remote.setdefault("stats", []).append(
+        {k: stats[k] for k in ("round_trips", "helper_ops", "helper_requests", "helper_ops_batched",
+                               "helpers_started")})
     try:
         ctx.save()
     except OSError:

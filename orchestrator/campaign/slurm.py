@@ -349,7 +349,7 @@ class SlurmRunner(InventoryRunner):
         finally:
             src.close()
 
-    def open(self, ref: TargetRef) -> Target:
+    def _make(self, ref: TargetRef) -> Target:
         i = next(k for k, s in self.state["jobs"].items() if s.get("node") == ref.node)
         host = SrunTransport(self.login(), self._shard(ref.node)["id"], ref.node,
                              guard=f"{self.state['dir']}/{i}/cancel" if self.state.get("dir") else None)

@@ -9,6 +9,7 @@ for the work itself.
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -76,19 +77,50 @@ class InventorySource:
 
 
 class InventoryRunner:
-    """Every target it opens on one node borrows the same SSH connection, until ``close``."""
+    """Every target it opens on one node borrows the same SSH connection, and a target closed by one job is
+    lent to the next that opens its container (its helper channel open: no new helper), until ``close``."""
 
     def __init__(self, inventory: Inventory, accept_new_host_key: bool = False):
         self.inventory = inventory
         self.accept_new = accept_new_host_key
         self.pool = HostPool()
+        self._idle: dict[TargetRef, list[Target]] = {}
+        self._lent: list[Target] = []
+        self._lock = threading.Lock()
 
     def open(self, ref: TargetRef) -> Target:
+        """An idle target of ``ref`` (used by one thread at a time), else a new one; ``close()`` gives it back."""
+        with self._lock:
+            idle = self._idle.get(ref)
+            target = idle.pop() if idle else None
+        if target is None:
+            target = self._make(ref)
+            target.release = lambda t: self._give_back(ref, t)
+            with self._lock:
+                self._lent.append(target)
+        target.mark()       # its next job's round trips and helper ops start here
+        return target
+
+    def _make(self, ref: TargetRef) -> Target:
         node = self.inventory.node(ref.node)
         host = self.pool.borrow(node.name, lambda: node_transport(node, self.accept_new))
         return Target(node, node.container(ref.container), host=host)
 
+    def _give_back(self, ref: TargetRef, target: Target) -> None:
+        with self._lock:
+            idle = self._idle.setdefault(ref, [])
+            if not any(t is target for t in idle):      # closed twice: still lent once
+                idle.append(target)
+
     def close(self) -> None:
+        """Every target's helper channels (the helpers exit on EOF), then the connections."""
+        with self._lock:
+            targets, self._lent, self._idle = self._lent, [], {}
+        for t in targets:
+            try:
+                t.shut()
+            except Exception:  # noqa: BLE001 - closing a dead channel must never mask the real error
+                pass
         self.pool.close()
 
     ui_for = None     # the campaign's live view sets this: sub-job -> its Ui (one line per target)

@@ -335,9 +335,12 @@ def test_a_campaign_opens_one_ssh_connection_per_node(testbed, tmp_path, monkeyp
         assert sorted(t["variant"] for t in subs) == ["a8w8_blockscale", "a8w8_blockscale_bpreshuffle"]
         assert all(t["state"] == "succeeded" for t in subs), subs
         assert node.proxy.connections_total - before == 1
-        # each target job still counts its own round trips (its channels on the shared connection)
+        # one helper for the container, started by the plan's discover: each variant's job found its channel
+        # open (the runner lends the container's target to one job after the other) and counts only its own
+        # round trips and ops
         for sid in (tmp_path / "ws" / "pooled" / "targets").iterdir():
             stats = json.loads((sid / "state.json").read_text())["remote"]["stats"][-1]
+            assert stats["helpers_started"] == 0 and stats["helper_ops"]["discover"] == 1, stats
             assert 3 <= stats["round_trips"] <= 20, stats
         # and the helpers ended with their channels (EOF), although the connection outlived each target
         deadline = time.monotonic() + 10

@@ -242,6 +242,10 @@ class FaultProxy:
         try:
             await asyncio.gather(self._pipe(creader, swriter, conn, up=True),
                                  self._pipe(sreader, cwriter, conn, up=False))
+        except asyncio.CancelledError:
+            # stop() cancels it: end normally, as a cancelled client_connected_cb task makes Python 3.11's
+            # StreamReaderProtocol print "Exception in callback ... CancelledError" at every teardown
+            pass
         finally:
             self._conns.discard(conn)
             if not conn.closed:

@@ -71,3 +71,34 @@ def test_a_failed_connection_is_closed_only_if_no_thread_replaced_it_meanwhile()
     assert t.conn is new and not new.closed
     t._drop(new)
     assert t.conn is None and new.closed
+
+
+def _runner(tmp_path):
+    from orchestrator.campaign.targets import InventoryRunner
+    from orchestrator.inventory import load_inventory
+    inv = tmp_path / "inventory.yaml"
+    inv.write_text("nodes:\n  n1:\n    local: true\n    containers:\n      c1: {}\n      c2: {}\n")
+    return InventoryRunner(load_inventory(str(inv)))
+
+
+def test_a_runner_lends_a_containers_target_to_one_job_after_the_other(tmp_path):
+    from orchestrator.campaign.targets import TargetRef
+    runner = _runner(tmp_path)
+    c1, c2 = TargetRef("n1", "c1"), TargetRef("n1", "c2")
+    a = runner.open(c1)
+    b = runner.open(c1)                     # a is in use: another target (its own helper channel)
+    other = runner.open(c2)
+    assert a is not b and a.host.inner is b.host.inner is other.host.inner     # one connection for the node
+    a.helper.calls, a.helper.ops["status"] = 5, 5    # the first job's requests
+    a.close()
+    a.close()                               # closed twice: lent once
+    again = runner.open(c1)
+    assert again is a and runner.open(c1) is not a
+    assert again.since_mark()["helper_requests"] == 0 and again.since_mark()["helper_ops"] == {}
+    again.helper.ops["launch"] += 1
+    assert again.since_mark()["helper_ops"] == {"launch": 1}
+    shut = []
+    for t in (a, b, other):
+        t.shut = lambda t=t: shut.append(t)
+    runner.close()
+    assert {id(t) for t in shut} >= {id(a), id(b), id(other)}
