@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -201,3 +202,35 @@ def test_discover_runs_its_riders_as_the_laptop_would_have_asked_them(sims, prof
         assert ridden["probe"]["answer"]["tuned_header"] == (["cu_num", "M", "N", "K"] if tuned else
                                                             probe(inst, "a8w8_bpreshuffle_tuned_gemm.csv",
                                                                   variant.tune_script, variant.bench.script)["tuned_header"])
+
+
+def test_the_tuners_help_is_read_once_while_its_inputs_are_unchanged(sims, tmp_path):
+    """A real tuner's --help imports torch + aiter (10-30 s): a pushed helper keeps the text in its own
+    directory, keyed by the interpreter, the script and aiter/utility/*.py; a change to any of them runs it again."""
+    hdir = tmp_path / "helper-0123456789ab"          # as NodeHelper pushes it: <base>/helper-<version>/
+    shutil.copytree(HELPER.parent, hdir, ignore=shutil.ignore_patterns("__pycache__"))
+    inst = sims["current"]
+    ran = Path(inst.meta_root) / "ran.log"
+    script = Path(inst.meta_root) / "csrc/ck_gemm_a8w8_bpreshuffle/gemm_a8w8_bpreshuffle_tune.py"
+    original = script.read_text()
+    script.write_text(f"open({str(ran)!r}, 'a').write('x')\n" + original)   # counts the --help runs
+
+    def ask():
+        req = {"aiter_root": inst.aiter_root, "python": sys.executable, "tune_script": str(script)}
+        proc = subprocess.run([sys.executable, str(hdir / "node_helper.py"), "probe"], input=json.dumps(req).encode(),
+                              stdout=subprocess.PIPE, env={**os.environ, **inst.env}, timeout=120, check=True)
+        return json.loads(proc.stdout)
+
+    try:
+        first, second = ask(), ask()
+        assert first["tuner_help"] == second["tuner_help"] and "usage:" in first["tuner_help"]
+        assert "tuner_help_cached" not in first and second["tuner_help_cached"] is True
+        assert ran.read_text() == "x"
+        base = Path(inst.aiter_root) / "aiter" / "utility" / "base_tuner.py"     # an aiter upgrade or edit
+        base.write_text(base.read_text() + "\n# edited\n")
+        assert "tuner_help_cached" not in ask() and ran.read_text() == "xx"
+        assert ask()["tuner_help_cached"] is True and ran.read_text() == "xx"
+    finally:
+        script.write_text(original)
+    assert "tuner_help_cached" not in ask()                # the script itself changed
+    assert not (HELPER.parent / "cache").exists()           # never beside the sources

@@ -3,12 +3,21 @@ flags, tuning_tests), read without importing aiter. ``discover`` runs it, and ot
 ops, as riders: templates resolved here from the facts (run_riders); the laptop uses a rider's answer only
 when the resolved request is the one it would have sent (steps/riders.py), else it asks the op itself."""
 
+import hashlib
+import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 
 from common import _read_text
+
+# the tuner's --help costs a torch + aiter import on a real node (10-30 s): its text is kept in the pushed
+# helper's own directory (<base>/helper-<version>/cache, never beside a checkout's sources), keyed by what
+# it depends on (_help_key), and read again while none of that changed (issue 9)
+_HERE = os.path.dirname(os.path.abspath(__file__))
+HELP_CACHE = os.path.join(_HERE, "cache") if os.path.basename(_HERE).startswith("helper-") else None
 
 _PLACEHOLDER = re.compile(r"\{(root|meta|gfx)\}")
 _EXACT = ("{cu_num}", "{gfx}")      # a whole value: the fact itself (a number, or null when unknown)
@@ -61,12 +70,82 @@ def _header(path):
     return [c.strip() for c in line.split(",")] if line else None
 
 
+def _stat_key(path):
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return [os.path.realpath(path), st.st_size, getattr(st, "st_mtime_ns", st.st_mtime), st.st_ino]
+
+
+def _help_key(python, script, cwd):
+    """The --help text's inputs: the interpreter, the script, and every aiter/utility/*.py (base_tuner.py
+    defines the common flags since v0.1.6; post_verify.py & co. may add more), by path, size, mtime, inode."""
+    exe = python if os.path.sep in python else (shutil.which(python) or python)
+    utility = os.path.join(cwd, "aiter", "utility")
+    try:
+        names = sorted(n for n in os.listdir(utility) if n.endswith(".py"))
+    except OSError:
+        names = []
+    parts = [1, _stat_key(exe), _stat_key(script), cwd] + [_stat_key(os.path.join(utility, n)) for n in names]
+    return hashlib.sha256(json.dumps(parts, default=str).encode()).hexdigest()[:32]
+
+
+def _cached_help(key):
+    if HELP_CACHE is None:
+        return None
+    text = _read_text(os.path.join(HELP_CACHE, "help-%s.txt" % key))
+    return text if text and "usage:" in text else None
+
+
+def _keep_help(key, text):
+    """Best effort: a cache that cannot be written only costs the next run the --help again."""
+    import files  # noqa: PLC0415
+    if HELP_CACHE is None:
+        return
+    try:
+        if not os.path.isdir(HELP_CACHE):
+            os.makedirs(HELP_CACHE, 0o700)
+        files.atomic_write(os.path.join(HELP_CACHE, "help-%s.txt" % key), text.encode("utf-8"))
+    except OSError:
+        pass
+
+
+def _tuner_help(out, req, script):
+    """``tuner_help`` (``--help``'s text), from HELP_CACHE while its inputs are unchanged, else by running it."""
+    python = req.get("python") or sys.executable
+    try:
+        timeout = float(req.get("help_timeout") or 180)
+    except (TypeError, ValueError):
+        timeout = 180.0
+    cwd = req.get("aiter_root") or os.path.dirname(script)
+    key = _help_key(python, script, cwd)
+    cached = _cached_help(key)
+    if cached is not None:
+        out["tuner_help"], out["tuner_help_cached"] = cached, True
+        return
+    try:
+        proc = subprocess.run([python, script, "--help"], cwd=cwd, stdin=subprocess.DEVNULL,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout)
+        text = proc.stdout.decode("utf-8", "replace")
+        if proc.returncode == 0 and "usage:" in text:
+            out["tuner_help"] = text
+            _keep_help(key, text)
+        else:
+            err = proc.stderr.decode("utf-8", "replace").strip().splitlines()
+            out["tuner_help_problem"] = "%s --help exited %d%s" % (
+                os.path.basename(script), proc.returncode, (": " + err[-1][:300]) if err else "")
+    except (OSError, subprocess.SubprocessError) as exc:
+        out["tuner_help_problem"] = "%s --help failed: %s" % (os.path.basename(script), exc)
+
+
 def op_probe(req):
     """Capabilities of this AITER install, read from what it ships (never imports aiter here).
 
     request: {"aiter_root", "meta_root", "python", "tuned_csv", "tune_script", "op_test",
               "fmoe_csv", "help_timeout"}; every path absolute, each optional.
-    answer:  {"tuned_header": [..] or null, "tuner_help": text or null, "tuner_help_problem",
+    answer:  {"tuned_header": [..] or null, "tuner_help": text or null, "tuner_help_cached": true when
+              read from HELP_CACHE, "tuner_help_problem",
               "op_test_src_flags": [..] or null, "op_test_markdown": bool or null,
               "tuning_tests": bool or null, "moe_gelutanh": bool or null,
               "tune_script_exists": bool or null}"""
@@ -79,24 +158,7 @@ def op_probe(req):
     if script:
         out["tune_script_exists"] = os.path.isfile(script)
     if script and os.path.isfile(script):
-        python = req.get("python") or sys.executable
-        try:
-            timeout = float(req.get("help_timeout") or 180)
-        except (TypeError, ValueError):
-            timeout = 180.0
-        cwd = req.get("aiter_root") or os.path.dirname(script)
-        try:
-            proc = subprocess.run([python, script, "--help"], cwd=cwd, stdin=subprocess.DEVNULL,
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout)
-            text = proc.stdout.decode("utf-8", "replace")
-            if proc.returncode == 0 and "usage:" in text:
-                out["tuner_help"] = text
-            else:
-                err = proc.stderr.decode("utf-8", "replace").strip().splitlines()
-                out["tuner_help_problem"] = "%s --help exited %d%s" % (
-                    os.path.basename(script), proc.returncode, (": " + err[-1][:300]) if err else "")
-        except (OSError, subprocess.SubprocessError) as exc:
-            out["tuner_help_problem"] = "%s --help failed: %s" % (os.path.basename(script), exc)
+        _tuner_help(out, req, script)
     test = req.get("op_test")
     if test:
         src = _read_text(test)
