@@ -661,3 +661,12 @@ def test_tiny_ranges_are_capped(tmp_path):
     got = shapelog.parse_files([path], procs=1, min_range=1)
     assert got.ranges["counted"] + got.ranges["scanned"] <= shapepar.MAX_RANGES
     assert _strip(got.to_dict()) == _reference(path)
+
+
+def test_ranges_of_several_files_add_up_and_say_the_most_processes_one_used(tmp_path):
+    """Before: ``processes`` was the last file's (1 for a small log after a big one)."""
+    big = _dense_log(tmp_path)
+    small = tmp_path / "small.log"
+    small.write_bytes(FIXTURES[0].read_bytes())
+    got = shapelog.parse_files([big, small], procs=3, min_range=1)
+    assert got.ranges["processes"] == 3 and got.ranges["counted"] + got.ranges["scanned"] == 3

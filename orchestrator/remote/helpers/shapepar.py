@@ -269,7 +269,7 @@ def scan(scanner, f, size, chunk_bytes, procs=None, min_range=None):
             except OSError:            # no fork now (process or memory limits): counted here instead
                 del workers[start]
                 break
-        ranges_of["processes"] = 1 + len(workers)
+        ranges_of["processes"] = max(ranges_of["processes"], 1 + len(workers))   # over the files: the most
         for start, end in ranges:
             w = workers.get(start)
             digest = w.digest() if w is not None else count_range(fd, start, end, scanner)
