@@ -665,8 +665,9 @@ def test_tiny_ranges_are_capped(tmp_path):
 
 def test_ranges_of_several_files_add_up_and_say_the_most_processes_one_used(tmp_path):
     """Before: ``processes`` was the last file's (1 for a small log after a big one)."""
-    big = _dense_log(tmp_path)
-    small = tmp_path / "small.log"
-    small.write_bytes(FIXTURES[0].read_bytes())
-    got = shapelog.parse_files([big, small], procs=3, min_range=1)
-    assert got.ranges["processes"] == 3 and got.ranges["counted"] + got.ranges["scanned"] == 3
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    big = _dense_log(tmp_path / "a", 3 << 20)          # three 1 MiB ranges: two workers
+    two = _dense_log(tmp_path / "b", (2 << 20) + 4096)  # two ranges: one worker
+    got = shapelog.parse_files([big, two], procs=3, min_range=1 << 20)
+    assert got.ranges["processes"] == 3 and got.ranges["counted"] + got.ranges["scanned"] == 5
