@@ -12,7 +12,7 @@ from typing import Callable
 
 from .errors import ConnectionLost, ConnectError, HostKeyError
 from .inventory import ContainerSpec, NodeSpec
-from .remote.transport import Transport, TransportError
+from .remote.transport import PathSilent, Transport, TransportError
 from .state import JobState, Workspace
 from .variants import AiterProfile, KernelVariant, get_variant, profile_from_facts
 
@@ -95,6 +95,18 @@ class Target:
             return
         self.shut()
 
+    def reset(self, exc: BaseException | None = None) -> None:
+        """Between two attempts of a failed call: new helper channels; a connection of its own is closed
+        (the next attempt reconnects), a shared one only when the path went silent (its other users lose
+        their channels then, as they would anyway), not when one command's channel failed."""
+        self.helper.close()
+        if self._host_helper is not None:
+            self._host_helper.close()
+        if not getattr(self.host, "shared", False):
+            self.host.close()
+        elif isinstance(exc, PathSilent):
+            self.host.drop()
+
     def shut(self) -> None:
         self.helper.close()
         if self._host_helper is not None:
@@ -168,4 +180,4 @@ class Ctx:
                 self.ui.event(f"connection problem ({exc.message}); retrying in {wait:.1f}s")
                 self.sleep(wait)
                 delay = min(delay * 2, 15.0)
-                self.target.close()
+                self.target.reset(exc)

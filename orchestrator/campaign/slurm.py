@@ -222,7 +222,7 @@ class SlurmSource:
                 if s.get("node")]
 
     def runner(self, accept_new_host_key: bool = False) -> "SlurmRunner":
-        return SlurmRunner(self.spec, self.state, accept_new_host_key, login=self.login)   # one login connection
+        return SlurmRunner(self.spec, self.state, accept_new_host_key)   # its own pool of login connections
 
     def cancel_requested(self) -> bool:
         """`tune-remote cancel` asked for this campaign (a `cancel` file in any job's directory)."""
@@ -286,15 +286,14 @@ class Cancelled(JobError):
 class SlurmRunner(InventoryRunner):
     """The inventory runner's engine and cancel, with the target opened through ``srun`` on the login node."""
 
-    def __init__(self, spec: SlurmSpec, state: dict, accept_new_host_key: bool = False, login=None):
+    def __init__(self, spec: SlurmSpec, state: dict, accept_new_host_key: bool = False):
         super().__init__(None, accept_new_host_key)
         self.spec = spec
         self.state = state
-        self._login = login     # the source's login connection (the campaign's one); else one of our pool
 
     def login(self) -> Borrowed:
-        if self._login is not None:
-            return Borrowed(self._login)
+        """A view of a login-node connection of the pool: every compute node's steps go through the login node,
+        a few targets to a connection (pool.PER_CONNECTION: sshd's MaxSessions)."""
         return self.pool.borrow(("login", self.spec.login), lambda: login_transport(self.spec, self.accept_new))
 
     def _shard(self, node: str) -> dict:

@@ -15,7 +15,7 @@ import os
 import time
 
 from ..errors import CommandTimeout, RemoteCommandError
-from .transport import Stream, TransportError
+from .transport import PathSilent, Stream
 
 
 def _env_float(name: str, default: float) -> float:
@@ -88,7 +88,7 @@ class HelperChannel:
             while True:
                 line = self._line(deadline - time.monotonic())
                 if line is None:
-                    raise TransportError(f"the node helper on {self.label} did not start within {HELLO_S:g}s "
+                    raise PathSilent(f"the node helper on {self.label} did not start within {HELLO_S:g}s "
                                          "(no answer: the path is presumably dead)")
                 msg = _parse(line)
                 if msg is not None and msg.get("hello"):
@@ -122,7 +122,7 @@ class HelperChannel:
                                          "(the helper answers pings: it is alive, the op is stuck)",
                                          hint="it is retried; a new helper is started for the next request")
                 if now - heard >= self.ping_s * MISSES:
-                    raise TransportError(f"the node helper on {self.label} answered none of {MISSES} pings in "
+                    raise PathSilent(f"the node helper on {self.label} answered none of {MISSES} pings in "
                                          f"{now - heard:.0f}s: connection presumed dead")
                 if now >= next_ping:
                     self._send({"id": f"ping{rid}", "op": "ping"})

@@ -4,8 +4,9 @@ A campaign opens a target many times: discover (plan), mine, each variant's sub-
 a GPU kind, a reshard, a Slurm node's state. Each used to be a new SSH connection: a handshake of ~5 round
 trips, one more authentication (a hardware key's touch, an OTP on a login node), one more start on a
 login node's ``MaxStartups``. ``HostPool`` keeps one connection per host for its owner's lifetime and
-hands out ``Borrowed`` views of it: each target's channels are counted on its own view (its job's round
-trips), and closing a view leaves the connection to the pool. Channels of one connection are independent
+hands out ``Borrowed`` views of it (a second connection to the same host once PER_CONNECTION targets hold
+views of the first: sshd's MaxSessions): each target's channels are counted on its own view (its job's
+round trips), and closing a view leaves the connection to the pool. Channels of one connection are independent
 (paramiko multiplexes them, one thread each); a connection that fails is closed by whoever saw it fail and
 reopened by the next command (``SshTransport._drop``), so a dead node costs its sharers one retry each.
 """
@@ -19,13 +20,21 @@ from .shell import Cmd
 from .transport import CommandResult, Transport
 
 
-class Borrowed:
-    """A pooled transport as one target sees it: its own round-trip count; ``close`` is the pool's."""
+# targets that share one connection: each holds up to ~4 sessions at once (its helper, the host helper, a copy,
+# a command) and sshd refuses more than MaxSessions (10 by default) on one connection
+PER_CONNECTION = 2
 
-    def __init__(self, inner: Transport):
+
+class Borrowed:
+    """A pooled transport as one target sees it: its own round-trip count; ``close`` gives it back."""
+
+    shared = True
+
+    def __init__(self, inner: Transport, give_back: Callable[[], None] = lambda: None):
         self.inner = inner
         self.label = inner.label
         self.round_trips = 0
+        self._give_back: Callable[[], None] | None = give_back
         if getattr(inner, "open_stream", None) is not None:   # optional (transport.Transport): kept so
             self.open_stream = self._open_stream                # get_file & co. see what the inner offers
 
@@ -43,8 +52,20 @@ class Borrowed:
         if connect is not None:
             connect()
 
+    def drop(self) -> None:
+        """The path went silent: close the connection as it is now (every sharer's next command reconnects)."""
+        current = getattr(self.inner, "conn", None)
+        dropper = getattr(self.inner, "_drop", None)
+        if dropper is not None and current is not None:
+            dropper(current)
+        elif dropper is None:
+            self.inner.close()
+
     def close(self) -> None:
-        """The connection stays open for the pool's other users (HostPool.close ends it)."""
+        """Back to the pool (once); the connection stays open for its other users (HostPool.close ends it)."""
+        give_back, self._give_back = self._give_back, None
+        if give_back is not None:
+            give_back()
 
     def __getattr__(self, name: str):
         if name == "open_stream":
@@ -53,24 +74,37 @@ class Borrowed:
 
 
 class HostPool:
-    def __init__(self) -> None:
-        self._hosts: dict[object, Transport] = {}
+    def __init__(self, per_connection: int = PER_CONNECTION) -> None:
+        self.per_connection = max(1, per_connection)
+        self._hosts: dict[object, list[list]] = {}     # key -> [[transport, views not given back], ...]
         self._lock = threading.Lock()
 
     def borrow(self, key: object, make: Callable[[], Transport]) -> Borrowed:
-        """A view of the pool's transport for ``key`` (made by ``make`` the first time; nothing connects yet)."""
+        """A view of the least used of ``key``'s transports with room (``make`` another when none has; nothing
+        connects yet)."""
         with self._lock:
-            inner = self._hosts.get(key)
-            if inner is None:
-                inner = self._hosts[key] = make()
-        return Borrowed(inner)
+            entries = self._hosts.setdefault(key, [])
+            room = [e for e in entries if e[1] < self.per_connection]
+            entry = min(room, key=lambda e: e[1]) if room else None
+            if entry is None:
+                entry = [make(), 0]
+                entries.append(entry)
+            entry[1] += 1
+        return Borrowed(entry[0], lambda: self._give_back(entry))
+
+    def _give_back(self, entry: list) -> None:
+        with self._lock:
+            entry[1] -= 1
+
+    def connections(self, key: object) -> int:
+        return len(self._hosts.get(key, ()))
 
     def __len__(self) -> int:
-        return len(self._hosts)
+        return sum(len(v) for v in self._hosts.values())
 
     def close(self) -> None:
         with self._lock:
-            hosts, self._hosts = list(self._hosts.values()), {}
+            hosts, self._hosts = [e[0] for v in self._hosts.values() for e in v], {}
         for t in hosts:
             try:
                 t.close()

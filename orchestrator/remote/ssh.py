@@ -9,6 +9,7 @@ stdin/stdout are bytes and every wait has a deadline.
 
 from __future__ import annotations
 
+import copy
 import logging
 import os
 import select
@@ -21,7 +22,7 @@ import fabric
 import paramiko
 from fabric.config import Config as FabricConfig
 
-from ..errors import CommandTimeout, ConnectError, HostKeyError
+from ..errors import CommandTimeout, ConnectError, HostKeyError, TuneRemoteError
 from .hostkeys import hops, secure
 from .shell import Cmd, render
 from .transport import CommandResult, TransportError, check_result
@@ -99,8 +100,11 @@ class SshTransport:
         self.label = target.host
         self.conn: fabric.Connection | None = None
         self.round_trips = 0
-        # two threads may use one connection (fetch asks a hash while it copies): one connects or closes
+        # two threads may use one connection (fetch asks a hash while it copies; a campaign's targets on one
+        # node): one connects or closes
         self._conn_lock = threading.RLock()
+        self._failures = 0                      # connection attempts that failed, and the last one's error
+        self._failed: BaseException | None = None
 
     # -- connection -------------------------------------------------------------------------
     def _make_connection(self) -> fabric.Connection:
@@ -128,8 +132,18 @@ class SshTransport:
     def connect(self) -> fabric.Connection:
         """The live connection (opened now if there is none); a caller keeps using the one it got, so a
         thread that reconnected meanwhile is not confused with it (a campaign shares one per node)."""
+        seen = self._failures
         with self._conn_lock:
-            self._connect()
+            if self._failures != seen and self._failed is not None:
+                # another thread's attempt failed while this one waited for it: that is this one's answer too
+                # (k threads on a dead node wait one timeout, not k in a row)
+                raise copy.copy(self._failed)
+            try:
+                self._connect()
+            except TuneRemoteError as exc:      # ConnectError, HostKeyError
+                self._failed = exc
+                self._failures += 1
+                raise
             return self.conn
 
     def _connect(self) -> None:
@@ -159,10 +173,11 @@ class SshTransport:
         self.conn = conn
 
     def close(self) -> None:
+        """The connection and each ProxyJump gateway under it (fabric's close leaves gateways open)."""
         with self._conn_lock:
-            if self.conn is not None:
+            for hop in [self.conn, *hops(getattr(self.conn, "gateway", None))] if self.conn is not None else ():
                 try:
-                    self.conn.close()
+                    hop.close()
                 except Exception:  # closing a dead connection must never mask the real error
                     pass
             self.conn = None
@@ -178,6 +193,8 @@ class SshTransport:
         """The peer answers a channel open within 5 s, or the connection is presumed dead (TransportError)."""
         try:
             conn.transport.open_session(timeout=5).close()
+        except paramiko.ChannelException:
+            return          # the server answered (it refused a session: MaxSessions): the connection lives
         except (OSError, EOFError, paramiko.SSHException, socket.timeout) as exc:
             raise TransportError(f"connection to {self.label} lost (no answer after a command timed out)") from exc
 
@@ -199,6 +216,8 @@ class SshTransport:
             chan = conn.transport.open_session(timeout=30, window_size=STREAM_WINDOW,
                                                max_packet_size=STREAM_PACKET)
             chan.exec_command(render(cmd))
+        except paramiko.ChannelException as exc:
+            raise _refused(self.label, exc) from exc
         except (OSError, EOFError, paramiko.SSHException, socket.timeout) as exc:
             self._drop(conn)
             raise TransportError(f"connection to {self.label} lost: {exc or type(exc).__name__}") from exc
@@ -243,11 +262,20 @@ class SshTransport:
         except TransportError:
             self._drop(conn)
             raise
+        except paramiko.ChannelException as exc:
+            raise _refused(self.label, exc) from exc
         except (OSError, EOFError, paramiko.SSHException, socket.timeout) as exc:
             self._drop(conn)
             raise TransportError(f"connection to {self.label} lost: {exc or type(exc).__name__}") from exc
         result = CommandResult(cmd, code, bytes(out), bytes(err))
         return check_result(result) if check else result
+
+
+def _refused(label: str, exc: paramiko.ChannelException) -> TransportError:
+    """sshd refused a new session on a live connection (its MaxSessions, 10 by default): retried, and the
+    connection, which its other sessions still use, is kept."""
+    return TransportError(f"{label} refused a new SSH session ({exc}; sshd's MaxSessions?)",
+                          hint="it is retried; other sessions on this connection go on")
 
 
 class _ChannelStream:

@@ -35,6 +35,10 @@ class TransportError(ConnectionLost):
     """The transport (not the command) failed: connection dropped, a dead path, EOF."""
 
 
+class PathSilent(TransportError):
+    """Nothing came back within the pings' budget on a connection that still looks open (a black hole)."""
+
+
 class Stream(Protocol):
     """A long-lived remote process on one channel: bytes in, bytes out (the persistent helper)."""
 

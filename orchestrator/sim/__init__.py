@@ -287,6 +287,12 @@ def install(host_dir, spec: SimSpec | None = None, target_dir: str | None = None
         "logs_dir": f"{target}/logs",
     }
     (sim / "node.json").write_text(json.dumps(node, indent=1))
+    # KFD's process list as sysfs shows it (/sys/class/kfd/kfd/proc/<pid>): the processes the simulated
+    # rocm-smi/amd-smi attribute to GPUs (numbered as _simgpu.kfd_pids numbers them)
+    kfd = sim / "kfd" / "proc"
+    kfd.mkdir(parents=True, exist_ok=True)
+    for pid in sorted({40000 + p for p in (*spec.busy_gpus, *spec.kfd_gpus)}):
+        (kfd / str(pid)).mkdir(exist_ok=True)
     (sim / "control.json").write_text(json.dumps(
         {"seconds_per_shape": spec.seconds_per_shape, "crash_after_shapes": None, "hang_after_shapes": None}))
     (sim / "launches.jsonl").write_text("")
@@ -300,6 +306,7 @@ def install(host_dir, spec: SimSpec | None = None, target_dir: str | None = None
         "PYTHONPATH": pypath,
         "PYTHONDONTWRITEBYTECODE": "1",
         "AITER_SIM_NODE": f"{target}/sim/node.json",
+        "TUNE_REMOTE_KFD_PROC_DIR": f"{target}/sim/kfd/proc",
     }
     return SimInstall(
         env=env, aiter_root=root_t, logs_dir=f"{target}/logs", control_path=f"{target}/sim/control.json",

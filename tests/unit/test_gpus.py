@@ -115,7 +115,8 @@ def test_samples_start_an_interval_apart_however_slow_the_smi_is(tools, monkeypa
     """Real rocm-smi takes ~0.5 s a call: 3 samples 0.25 s apart must not cost 3 calls + 2 full sleeps."""
     clock = [100.0]
     starts = []
-    tools["rocm-smi"] = smi([0, 0]).split("=====")[0]      # no KFD process list: every sample is taken
+    tools["rocm-smi"] = smi([0, 0])
+    monkeypatch.setenv("TUNE_REMOTE_KFD_PROC_DIR", "/nonexistent")   # KFD list unknown: every sample
 
     def run_tool(argv, timeout=30.0, env=None):
         if argv[0].endswith("rocm-smi"):
@@ -146,9 +147,19 @@ def _changing_smi(tools, monkeypatch, outputs):
     return calls
 
 
-def test_one_sample_when_it_read_the_kfd_process_list(tools, monkeypatch):
-    """A GPU idle with no KFD process can turn busy only by a process that starts meanwhile: with the
-    process list read, the later samples are skipped (issue 9), and a GPU busy by use or process stays busy."""
+@pytest.fixture
+def kfd(tmp_path, monkeypatch):
+    """KFD's sysfs process list (/sys/class/kfd/kfd/proc/<pid>) as a directory; remove it for 'unreadable'."""
+    d = tmp_path / "kfd-proc"
+    d.mkdir()
+    monkeypatch.setenv("TUNE_REMOTE_KFD_PROC_DIR", str(d))
+    return d
+
+
+def test_one_sample_when_the_smi_attributed_every_kfd_process(tools, monkeypatch, kfd):
+    """Every user of every GPU is in KFD's list: when rocm-smi attributed each of them, the first sample saw
+    them all, and the later ones are skipped (issue 9); a GPU busy by use or process stays busy."""
+    (kfd / "77").mkdir()
     tools["rocminfo"] = rocminfo(BUSES)
     calls = _changing_smi(tools, monkeypatch, [smi([0, 0, 95, 0], buses=BUSES, pids={77: [3]}),
                                                smi([99, 99, 99, 99], buses=BUSES)])
@@ -158,23 +169,39 @@ def test_one_sample_when_it_read_the_kfd_process_list(tools, monkeypatch):
     assert f["gpus"]["2"]["busy"] == ["use 95%"] and f["gpus"]["3"]["busy"] == ["KFD process(es) 77"]
 
 
-def test_every_sample_when_the_kfd_process_list_is_unknown(tools, monkeypatch):
-    """An rocm-smi that refuses --showpidgpus (use alone): a GPU busy in a later sample only is busy."""
+@pytest.mark.parametrize("case", ["unreadable", "unattributed"])
+def test_every_sample_unless_every_kfd_process_was_attributed(tools, monkeypatch, kfd, case):
+    """KFD's list unreadable, or holding a process the smi did not attribute (rocm-smi's 'Unable to get list
+    of KFD PIDs', amd-smi not seeing another container's process): a GPU busy in a later sample only is busy."""
+    if case == "unreadable":
+        kfd.rmdir()
+    else:
+        (kfd / "4242").mkdir()
     tools["rocminfo"] = rocminfo(BUSES)
-    bare = ["GPU[%d]\t\t: GPU use (%%): %d\n" % (i, u) for i, u in enumerate([0, 0, 0, 0])]
-    later = "".join(bare[:1]) + "GPU[1]\t\t: GPU use (%): 80\n" + "".join(bare[2:])
-    calls = _changing_smi(tools, monkeypatch, ["".join(bare), "".join(bare), later])
+    quiet = smi([0, 0, 0, 0], buses=BUSES) + "Unable to get list of KFD PIDs. A kernel update may be needed.\n"
+    calls = _changing_smi(tools, monkeypatch, [quiet, quiet, smi([0, 80, 0, 0], buses=BUSES)])
     f = gpus.gpu_facts([], 10, env={})
     assert len(calls) == 3 and f["gpu_samples"] == 3
     assert f["free_gpus"] == [0, 2, 3] and f["gpus"]["1"]["busy"] == ["use 80%"]
 
 
-def test_amd_smi_one_sample_only_when_every_gpu_is_in_the_process_list(tools):
+def test_amd_smi_one_sample_only_when_it_saw_every_kfd_process(tools, kfd):
+    """amd-smi lists only the processes it may read (not another container's): with such a process in KFD's
+    list every sample is taken; with none on the host, one is enough."""
     tools["rocminfo"] = rocminfo(BUSES[:2])
     tools["amd-smi list"] = json.dumps([{"gpu": i, "bdf": "0000:%02x:00.0" % b} for i, b in enumerate(BUSES[:2])])
     tools["amd-smi static"] = json.dumps([])
     tools["amd-smi metric"] = json.dumps([{"gpu": i, "usage": {"gfx_activity": 0}} for i in range(2)])
     tools["amd-smi process"] = json.dumps([{"gpu": 0, "process_list": []}, {"gpu": 1, "process_list": []}])
     assert gpus.gpu_facts([], 10, env={})["gpu_samples"] == 1
-    tools["amd-smi process"] = json.dumps([{"gpu": 0, "process_list": []}])
+    (kfd / "31337").mkdir()
     assert gpus.gpu_facts([], 10, env={})["gpu_samples"] == 3
+
+
+def test_no_smi_tool_takes_no_sample_and_waits_for_none(tools, monkeypatch, kfd):
+    slept = []
+    monkeypatch.setattr(gpus.time, "sleep", slept.append)
+    tools["rocminfo"] = rocminfo(BUSES)
+    problems = []
+    f = gpus.gpu_facts(problems, 10, env={})
+    assert f["gpu_samples"] == 0 and not slept and any("rocm-smi not found" in p for p in problems)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 from orchestrator.remote.pool import Borrowed, HostPool
 from orchestrator.remote.shell import Cmd
 from orchestrator.remote.ssh import SshTarget, SshTransport
@@ -46,6 +48,25 @@ def test_one_transport_per_key_each_view_counting_its_own_round_trips():
     assert [t.closed for t in made] == [1, 1] and len(pool) == 0
 
 
+def test_a_third_target_on_a_node_gets_a_second_connection():
+    """Each target holds up to ~4 sessions; sshd refuses more than MaxSessions (10) on one connection."""
+    made = []
+    pool = HostPool()
+
+    def make():
+        made.append(FakeSsh())
+        return made[-1]
+
+    views = [pool.borrow("login", make) for _ in range(3)]
+    assert len(made) == 2 and pool.connections("login") == 2
+    assert views[0].inner is views[1].inner is made[0] and views[2].inner is made[1]
+    views[0].close()
+    views[0].close()                    # given back once
+    assert pool.borrow("login", make).inner is made[0] and len(made) == 2
+    assert pool.borrow("login", make).inner is made[1] and len(made) == 2
+    assert pool.borrow("login", make).inner is made[2]
+
+
 def test_a_view_offers_streams_only_where_its_transport_has_them():
     """get_file & co. fall back to one run when a transport has no streams: a view must not hide that."""
     plain = Borrowed(FakeSsh(streams=False))
@@ -88,7 +109,8 @@ def test_a_runner_lends_a_containers_target_to_one_job_after_the_other(tmp_path)
     a = runner.open(c1)
     b = runner.open(c1)                     # a is in use: another target (its own helper channel)
     other = runner.open(c2)
-    assert a is not b and a.host.inner is b.host.inner is other.host.inner     # one connection for the node
+    assert a is not b and a.host.inner is b.host.inner        # one connection for two targets of the node,
+    assert other.host.inner is not a.host.inner               # a second one for the third (MaxSessions)
     a.helper.calls, a.helper.ops["status"] = 5, 5    # the first job's requests
     a.close()
     a.close()                               # closed twice: lent once
@@ -102,3 +124,123 @@ def test_a_runner_lends_a_containers_target_to_one_job_after_the_other(tmp_path)
         t.shut = lambda t=t: shut.append(t)
     runner.close()
     assert {id(t) for t in shut} >= {id(a), id(b), id(other)}
+
+
+class _Chan:
+    pass
+
+
+class _Transport:
+    def __init__(self, refuse=None):
+        self.refuse = refuse
+
+    def is_active(self):
+        return True
+
+    def open_session(self, **kw):
+        raise self.refuse
+
+
+class _Conn:
+    is_connected = True
+    gateway = None
+
+    def __init__(self, transport):
+        self.transport = transport
+        self.closed = False
+
+    def close(self):
+        self.closed = True
+
+
+def test_a_refused_session_keeps_the_connection_its_other_sessions_use():
+    """sshd's MaxSessions refuses a channel with ChannelException: retried (TransportError), not a lost
+    connection: closing it would cut every other target's helper on it."""
+    import paramiko
+    import pytest
+    from orchestrator.remote.transport import TransportError
+    t = SshTransport(SshTarget("h", 22, "u", None, None))
+    conn = t.conn = _Conn(_Transport(refuse=paramiko.ChannelException(2, "Connect failed")))
+    for attempt in (lambda: t.run(Cmd(("true",))), lambda: t.open_stream(Cmd(("cat",)))):
+        with pytest.raises(TransportError, match="refused a new SSH session"):
+            attempt()
+        assert t.conn is conn and not conn.closed
+    t._alive_or_lost(conn)              # the server answered: alive
+
+
+def test_threads_waiting_for_a_failing_connect_share_its_answer():
+    """k targets on a dead node: one connection attempt's timeout, not k in a row."""
+    import threading
+    from orchestrator.errors import ConnectError
+    t = SshTransport(SshTarget("h", 22, "u", None, None))
+    release, calls, errors = threading.Event(), [], []
+    lock, queued = t._conn_lock, []
+
+    class Counting:                     # the transport's lock, counting the threads that reached it
+        def __enter__(self):
+            queued.append(1)
+            return lock.__enter__()
+
+        def __exit__(self, *exc):
+            return lock.__exit__(*exc)
+
+    t._conn_lock = Counting()
+
+    def dead():
+        calls.append(1)
+        release.wait(10)
+        raise ConnectError("cannot connect to u@h:22: timed out")
+
+    t._connect = dead
+
+    def one():
+        try:
+            t.connect()
+        except ConnectError as exc:
+            errors.append(exc.message)
+
+    threads = [threading.Thread(target=one) for _ in range(4)]
+    for th in threads:
+        th.start()
+    deadline = time.monotonic() + 10
+    while len(queued) < 4:              # every thread is at the lock: the first one inside, three waiting
+        assert time.monotonic() < deadline
+        time.sleep(0.001)
+    release.set()
+    for th in threads:
+        th.join(10)
+    assert len(errors) == 4 and set(errors) == {"cannot connect to u@h:22: timed out"}
+    assert len(calls) == 1
+    t._connect = lambda: calls.append(2)   # a later connect tries again
+    t.connect()
+    assert calls == [1, 2]
+
+
+def test_a_retry_keeps_the_lent_target_and_drops_a_shared_connection_only_when_the_path_went_silent(tmp_path):
+    """Ctx._retrying resets the target between attempts (new helper channels): a lent one is not given
+    back to the runner meanwhile (another job would get a target still in use)."""
+    from orchestrator.campaign.targets import TargetRef
+    from orchestrator.context import Ctx, Settings
+    from orchestrator.remote.transport import PathSilent, TransportError
+    from orchestrator.state import JobState
+    from orchestrator.ui import Ui
+    runner = _runner(tmp_path)
+    ref = TargetRef("n1", "c1")
+    target = runner.open(ref)
+    dropped = []
+    target.host.drop = lambda: dropped.append(1)
+    job = JobState(job_id="j", node="n1", container="c1", variant="a8w8", created=0, request={})
+    ctx = Ctx(job=job, workspace=None, target=target, settings=Settings(reconnect_s=30), ui=Ui(quiet=True),
+              sleep=lambda s: None)
+    failures = [TransportError("channel failed"), PathSilent("answered none of 3 pings")]
+
+    def attempt():
+        if failures:
+            raise failures.pop(0)
+        return "answer"
+
+    assert ctx._retrying(attempt) == "answer"
+    assert dropped == [1]               # only after the silent path
+    assert runner.open(ref) is not target
+    target.close()
+    assert runner.open(ref) is target

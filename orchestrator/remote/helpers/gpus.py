@@ -13,10 +13,12 @@ we hand out is the ROCr index, and only GPUs inside the container's own HIP set 
 "Free" = visible, low use AND low VRAM AND no KFD process, over a few samples, and not reserved by
 another running tune-remote job (locks.py, gpu-<physical>.lock). Unknown is never "busy".
 
-The later samples only catch use the KFD process list cannot show: when the first sample read that list
-(sysfs' /sys/class/kfd/kfd/proc, which a container does not filter either), a GPU it shows idle, with no
-process, can turn busy only by a process that starts meanwhile, which no sample window rules out; the
-other samples are then skipped (issue 9: real rocm-smi takes ~0.5 s a call).
+The later samples catch a burst of use the first one missed. A burst needs a process on the GPU, and every
+such process is in KFD's list, /sys/class/kfd/kfd/proc/<pid> (sysfs: a container sees the host's whole list).
+When that list can be read and the smi tool attributed each of its processes to GPUs (rocm-smi
+--showpidgpus; amd-smi sees only the processes it may read), the first sample already saw every user of
+every GPU: the other samples are skipped (issue 9: real rocm-smi takes ~0.5 s a call). A GPU idle then can
+turn busy only by a process started meanwhile, which no sample window rules out.
 """
 
 import json
@@ -31,9 +33,18 @@ USE_RE = re.compile(r"GPU\[(\d+)\]\s*:\s*GPU use \(%\):\s*(\d+)")
 VRAM_RE = re.compile(r"GPU\[(\d+)\]\s*:\s*GPU (?:Memory Allocated \(VRAM%\)|memory use \(%\)):\s*(\d+)")
 BUS_RE = re.compile(r"GPU\[(\d+)\]\s*:\s*PCI Bus:\s*([0-9A-Fa-f]{4}:)?([0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7])")
 PIDGPUS_RE = re.compile(r"PID\s+(\d+)\s+is using\s+(\d+)\s+DRM device\(s\):?[ \t]*\n?([\d \t]*)")
-PIDS_LISTED_RE = re.compile(r"GPUs Indexed by PID|No KFD PIDs currently running|PID\s+\d+\s+is using")
 PART_RE = re.compile(r"GPU\[(\d+)\]\s*:\s*Compute Partition:\s*([A-Z]+)")
 VRAM_FREE_BELOW_PCT = 10        # a serving GPU idle between requests still holds most of its memory
+KFD_PROC = "/sys/class/kfd/kfd/proc"    # TUNE_REMOTE_KFD_PROC_DIR: a simulated node's stand-in
+
+
+def kfd_pids():
+    """PIDs of every process holding a GPU on this host (KFD's sysfs list), or None when it cannot be read."""
+    try:
+        return set(int(n) for n in os.listdir(os.environ.get("TUNE_REMOTE_KFD_PROC_DIR") or KFD_PROC)
+                   if n.isdigit())
+    except OSError:
+        return None
 
 
 def bus_of(bdf):
@@ -111,7 +122,6 @@ def _amd_static(tool, problems, gpus):
 
 
 def _amd_sample(tool, problems, gpus):
-    """One sample; True when the KFD process list was read for every GPU."""
     for d in _amd_json(tool, ["metric", "--usage", "--mem-usage"], problems):
         g = gpus.setdefault(int(d["gpu"]), {})
         use = _num((d.get("usage") or {}).get("gfx_activity")) if isinstance(d.get("usage"), dict) else None
@@ -121,22 +131,17 @@ def _amd_sample(tool, problems, gpus):
             g.setdefault("use", []).append(use)
         if used is not None and total:
             g.setdefault("vram", []).append(100.0 * used / total)
-    listed = set()
     for d in _amd_json(tool, ["process"], problems):
         g = gpus.setdefault(int(d["gpu"]), {})
-        listed.add(int(d["gpu"]))
         pids = g.setdefault("pids", set())
         for p in d.get("process_list") or []:
             info = p.get("process_info") if isinstance(p, dict) else None
             if isinstance(info, dict) and _num(info.get("pid")):
                 pids.add(int(_num(info["pid"])))
-    return bool(gpus) and listed >= set(gpus)
 
 
 def _smi_sample(tool, problems, gpus):
-    """One sample -> (a use line was read, the KFD process list was read)."""
     out, problem = _run_tool([tool, "--showuse", "--showmemuse", "--showbus", "--showpidgpus"])
-    listed = bool(USE_RE.search(out or "")) and bool(PIDS_LISTED_RE.search(out or ""))
     if not USE_RE.search(out or ""):          # an older rocm-smi refusing a flag: use alone
         out, problem = _run_tool([tool, "--showuse"])
     if problem:
@@ -150,7 +155,7 @@ def _smi_sample(tool, problems, gpus):
     for m in PIDGPUS_RE.finditer(out or ""):
         for i in m.group(3).split():
             gpus.setdefault(int(i), {}).setdefault("pids", set()).add(int(m.group(1)))
-    return out is not None and bool(USE_RE.search(out or "")), listed
+    return out is not None and bool(USE_RE.search(out or ""))
 
 
 def _hip_set(agents, env):
@@ -194,6 +199,18 @@ def _map(agents, gpus, env, problems):
     return mapping
 
 
+def _every_user_seen(gpus):
+    """The first sample saw every process on every GPU (module docstring): KFD's list is readable and each
+    of its processes is one the smi tool attributed to GPUs (an empty list: nothing uses any GPU)."""
+    kfd = kfd_pids()
+    if kfd is None or not any(g.get("use") for g in gpus.values()):
+        return False
+    seen = set()
+    for g in gpus.values():
+        seen.update(g.get("pids") or ())
+    return kfd <= seen
+
+
 def gpu_facts(problems, busy_threshold, samples=3, interval=0.25, env=None, early_exit=True):
     """rocminfo + rocm-smi (or amd-smi) -> facts; see the module docstring."""
     env = dict(os.environ if env is None else env)
@@ -216,15 +233,16 @@ def gpu_facts(problems, busy_threshold, samples=3, interval=0.25, env=None, earl
     for n in range(max(1, int(samples))):
         if n:   # samples START `interval` apart: a slow smi (real rocm-smi takes ~0.5 s) is not waited for twice
             time.sleep(max(0.0, first + n * interval - time.monotonic()))
-        listed = False
         if smi is not None:
-            ok, listed = _smi_sample(smi, problems if n == 0 else [], gpus)
+            ok = _smi_sample(smi, problems if n == 0 else [], gpus)
             if not ok and n == 0:
                 problems.append("rocm-smi --showuse printed no 'GPU[i] : GPU use (%)' line")
         elif amd is not None:
-            listed = _amd_sample(amd, problems if n == 0 else [], gpus)
+            _amd_sample(amd, problems if n == 0 else [], gpus)
+        else:
+            break                       # nothing to sample (a problem says so)
         taken += 1
-        if listed and n == 0 and early_exit:    # see the module docstring
+        if n == 0 and early_exit and _every_user_seen(gpus):
             break
     facts["gpu_samples"] = taken
     if tool is None:

@@ -140,11 +140,10 @@ def _op(op):
     func = OPS[op]
     if isinstance(func, str):
         module, name = func.split(".")
-        try:
-            func = OPS[op] = getattr(importlib.import_module(module), name)
-        except ImportError as exc:
-            raise HelperError("%s.py is missing beside the node helper (%s)" % (module, exc),
-                              hint="re-push the helper bundle (tune-remote pushes it again when its files differ)")
+        if not os.path.isfile(os.path.join(_HERE, module + ".py")):
+            raise HelperError("%s.py is missing beside the node helper in %s" % (module, _HERE),
+                              hint="remove that directory: tune-remote pushes the helper again")
+        func = OPS[op] = getattr(importlib.import_module(module), name)   # its own failure is a helper bug
     return func
 
 
@@ -155,8 +154,9 @@ def run_op(op, req, timeout_s=None):
                 "hint": "ops: %s" % ", ".join(sorted(k for k in OPS if not k.startswith("_"))),
                 "version": HELPER_VERSION}
     try:
+        func = _op(op)          # imported before the deadline starts: SIGALRM never lands inside an import
         with deadline(timeout_s):
-            answer = _op(op)(req) or {}
+            answer = func(req) or {}
     except Deadline:   # its own timeout, or (timeout_s None: an op in a batch) the batch's
         within = "%ss" % timeout_s if timeout_s is not None else "the time of its batch"
         return {"ok": False, "timeout": True, "error": "%s did not finish within %s" % (op, within),
