@@ -26,14 +26,19 @@ class FakeSsh:
         self.closed += 1
 
 
-def test_one_transport_per_key_each_view_counting_its_own_round_trips():
+def _pool():
+    """A pool, the transports it made, and its factory."""
     made = []
-    pool = HostPool()
 
     def make():
         made.append(FakeSsh())
         return made[-1]
 
+    return HostPool(), made, make
+
+
+def test_one_transport_per_key_each_view_counting_its_own_round_trips():
+    pool, made, make = _pool()
     a, b = pool.borrow("n1", make), pool.borrow("n1", make)
     other = pool.borrow("n2", make)
     assert len(made) == 2 and a.inner is b.inner is made[0] and other.inner is made[1] and len(pool) == 2
@@ -50,13 +55,7 @@ def test_one_transport_per_key_each_view_counting_its_own_round_trips():
 
 def test_a_third_target_on_a_node_gets_a_second_connection():
     """Each target holds up to ~4 sessions; sshd refuses more than MaxSessions (10) on one connection."""
-    made = []
-    pool = HostPool()
-
-    def make():
-        made.append(FakeSsh())
-        return made[-1]
-
+    pool, made, make = _pool()
     views = [pool.borrow("login", make) for _ in range(3)]
     assert len(made) == 2 and pool.connections("login") == 2
     assert views[0].inner is views[1].inner is made[0] and views[2].inner is made[1]
