@@ -378,7 +378,7 @@ X11Forwarding no
 AllowTcpForwarding yes
 PermitUserEnvironment no
 MaxStartups 200:30:400
-MaxSessions 100
+MaxSessions 10
 LoginGraceTime 30
 LogLevel VERBOSE
 Subsystem sftp internal-sftp
