@@ -181,3 +181,18 @@ class Ctx:
                 self.sleep(wait)
                 delay = min(delay * 2, 15.0)
                 self.target.reset(exc)
+
+
+def owner(ctx: "Ctx | None" = None) -> dict:
+    """Who launches, for the node-side lock (no secrets: user@host, the workspace, pid). The workspace
+    tells two laptops apart (a second workspace is a second owner); a resume from the same one is not."""
+    import getpass
+    import socket
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):
+        user = str(os.getuid())
+    out = {"who": f"{user}@{socket.gethostname()}", "pid": os.getpid()}
+    if ctx is not None:
+        out["workspace"] = str(ctx.workspace.root.resolve())
+    return out

@@ -2,24 +2,15 @@
 
 from __future__ import annotations
 
-from ..context import Ctx
+from ..context import Ctx, owner
 from ..errors import JobError, UsageError
 from ..variants import format_version, get_variant, is_dev_build, parse_version, profile_for
 from .capabilities import HELP_TIMEOUT_S, probe, probe_template
-from .remote import owner
+from .prepare import hip_devices
 from .shapes import model_config_keys_template
 
 FREE_GPU_BUSY_PCT = 10
 VISIBLE_ENV = ("ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES")
-
-
-def hip_devices(facts: dict, physical: list[int]) -> list[int]:
-    """HIP_VISIBLE_DEVICES for physical (rocm-smi) GPU ids: their logical index in this container (C-02).
-    Jobs discovered before the map existed (or without one) use the ids as they are."""
-    mapping = facts.get("gpu_map")
-    if not mapping:
-        return [int(g) for g in physical]
-    return [int(mapping[str(g)]) for g in physical]
 
 
 def _chosen_gpus(ctx: Ctx, facts: dict, gpus) -> list[int]:

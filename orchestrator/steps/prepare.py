@@ -57,8 +57,12 @@ def tune_script(ctx: Ctx, variant: KernelVariant) -> str:
 
 
 def hip_devices(facts: dict, physical: list[int]) -> list[int]:
-    from .discover import hip_devices as logical   # noqa: PLC0415 - discover imports remote imports us
-    return logical(facts, physical)
+    """HIP_VISIBLE_DEVICES for physical (rocm-smi) GPU ids: their logical index in this container (C-02).
+    Jobs discovered before the map existed (or without one) use the ids as they are."""
+    mapping = facts.get("gpu_map")
+    if not mapping:
+        return [int(g) for g in physical]
+    return [int(mapping[str(g)]) for g in physical]
 
 
 def tune_command(ctx: Ctx, variant: KernelVariant, untuned: str, tuned: str) -> Cmd:

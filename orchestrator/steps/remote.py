@@ -11,7 +11,7 @@ import os
 import re
 import time
 
-from ..context import Ctx
+from ..context import Ctx, owner
 from ..errors import ConnectionLost, JobError, ObserverError, TuneRemoteError
 from ..remote.detached import HelperCallError
 from ..workflow import REMOTE_STEPS
@@ -23,21 +23,6 @@ MAX_BYTES_PER_POLL = 256 * 1024
 LAUNCH_TIMEOUT_S = 300.0   # Ctx.call's default: a loaded node may start the supervisor slowly
 POLL_TIMEOUT_S = 30
 _MARK = re.compile(r"^== (\S+) (start|rc|partial|already-done|failed|done)\b ?(.*)$")
-
-
-def owner(ctx: Ctx | None = None) -> dict:
-    """Who launches, for the node-side lock (no secrets: user@host, the workspace, pid). The workspace
-    tells two laptops apart (a second workspace is a second owner); a resume from the same one is not."""
-    import getpass
-    import socket
-    try:
-        user = getpass.getuser()
-    except (KeyError, OSError):
-        user = str(os.getuid())
-    out = {"who": f"{user}@{socket.gethostname()}", "pid": os.getpid()}
-    if ctx is not None:
-        out["workspace"] = str(ctx.workspace.root.resolve())
-    return out
 
 
 def pipeline_argv(ctx: Ctx, run_dir: str) -> list[str]:

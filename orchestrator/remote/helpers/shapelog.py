@@ -4,8 +4,8 @@ STDLIB ONLY, Python >= 3.8, no imports from ``orchestrator``: pushed into contai
 (next to node_helper.py) and also imported locally by ``tune-remote shapes``. This module is the public face
 (and the CLI, and the M/token sweeps); the work is split by concern: ``shapefmt`` (the message formats,
 regexes, variant names, the MoE tuple), ``shaperules`` (what each message adds to the result),
-``shaperecords`` (physical lines -> records: continuations, echoes, memo) and ``shapescan`` (bytes ->
-candidate lines, grep-style).
+``shaperecords`` (physical lines -> records: continuations, echoes, memo), ``shapescan`` (bytes ->
+candidate lines, grep-style) and ``shapepar`` (``parse_files``: files, a big dense one over several processes).
 
 Formats are from ../../../../shared/reference/aiter-formats.md §3 and aiter-real-logs.md.
 
@@ -100,12 +100,12 @@ try:  # the laptop imports orchestrator.remote.helpers.*; the node, top-level mo
     from .shapefmt import CHUNK_BYTES, MOE_KEY, parse_moe_tuple, variant_from_tuned_file
     from .shaperecords import parse_stream
     from .shaperules import ShapeLogResult
-    from .shapescan import parse_files
+    from .shapepar import parse_files
 except ImportError:
     from shapefmt import CHUNK_BYTES, MOE_KEY, parse_moe_tuple, variant_from_tuned_file  # type: ignore
     from shaperecords import parse_stream  # type: ignore
     from shaperules import ShapeLogResult  # type: ignore
-    from shapescan import parse_files  # type: ignore
+    from shapepar import parse_files  # type: ignore
 
 __all__ = [
     "ShapeLogResult", "parse_stream", "parse_files", "variant_from_tuned_file",

@@ -1,4 +1,4 @@
-"""A big dense log mined in several processes (what one core cannot do at grep's speed).
+"""``parse_files``, and a big dense log mined in several processes (what one core cannot do at grep's speed).
 
 The file is cut at newlines into byte ranges, one per process. Each range's candidate lines are counted
 (the dense path's ``bytes.split`` + ``collections.Counter`` over the whole range, in first-seen order)
@@ -26,11 +26,15 @@ import sys
 import warnings
 
 try:  # the laptop imports orchestrator.remote.helpers.*; the node, top-level modules beside node_helper.py
-    from .shapefmt import MAX_LINE_BYTES
-    from .shapescan import DENSE_MIN_CANDIDATES, DENSE_PROBE_BYTES, _EFFECTS_MAX, _is_candidate_b
+    from .shapefmt import CHUNK_BYTES, MAX_LINE_BYTES
+    from .shaperecords import _Parser
+    from .shapescan import (DENSE_MIN_CANDIDATES, DENSE_PROBE_BYTES, _EFFECTS_MAX, _is_candidate_b, _open_binary,
+                            _Scanner)
 except ImportError:
-    from shapefmt import MAX_LINE_BYTES  # type: ignore
-    from shapescan import DENSE_MIN_CANDIDATES, DENSE_PROBE_BYTES, _EFFECTS_MAX, _is_candidate_b  # type: ignore
+    from shapefmt import CHUNK_BYTES, MAX_LINE_BYTES  # type: ignore
+    from shaperecords import _Parser  # type: ignore
+    from shapescan import (DENSE_MIN_CANDIDATES, DENSE_PROBE_BYTES, _EFFECTS_MAX, _is_candidate_b,  # type: ignore
+                           _open_binary, _Scanner)
 
 MAX_PROCS = 8
 MIN_RANGE_BYTES = 32 << 20
@@ -286,3 +290,37 @@ def scan(scanner, f, size, chunk_bytes, procs=None, min_range=None):
         for w in workers.values():
             w.reap(kill=True)
     return True
+
+
+def parse_files(paths, variant=None, keep_meta=False, skip_missing=False, chunk_bytes=CHUNK_BYTES, procs=None,
+                min_range=None):
+    """Parse log files (plain or .gz) in binary chunks; memory stays bounded (lines over 1 MiB skipped).
+
+    Missing files raise FileNotFoundError unless ``skip_missing`` (then listed in ``.missing``). A big
+    dense plain file is cut into ranges of at least ``min_range`` bytes counted ahead, spread over up to
+    ``procs`` processes (default: the CPUs this process may use, at most MAX_PROCS; 1 = this
+    process only); ``.ranges`` says how it went.
+    """
+    if isinstance(paths, (str, bytes)) or hasattr(paths, "__fspath__"):
+        paths = [paths]
+    p = _Parser(variant, keep_meta)
+    r = p.r
+    scanner = _Scanner(p)
+    for path in paths:
+        path = os.fspath(path)
+        if isinstance(path, bytes):
+            path = path.decode("utf-8", "replace")
+        try:
+            f = _open_binary(path)
+        except (FileNotFoundError, IsADirectoryError, PermissionError):
+            if not skip_missing:
+                raise
+            r.missing.append(path)
+            continue
+        r.files.append(path)
+        with f:
+            if path.endswith(".gz") or not scan(scanner, f, os.fstat(f.fileno()).st_size, chunk_bytes, procs,
+                                                min_range):
+                scanner.file(f, chunk_bytes)
+        p.reset_file()
+    return p.finish()
