@@ -261,6 +261,7 @@ def fetch_rows(b: Bench) -> list[tuple]:
                                                      stdout=subprocess.DEVNULL), b.repeats)
         mbs = size / 1e6
         ref = f"scp {mbs / scp_s:.0f} MB/s ({scp_s:.2f} s)"
+        text_rows = _text_rows(b, state, mounted, own, host_file, scp, scp_dst)
         return [("fetch 200 MB, file in a mounted dir",
                  f"{mbs / host_s:.0f} MB/s ({host_s:.2f} s, sha256-verified, read on the host: {host_reads})",
                  ref, f"{scp_s / host_s:.2f}x", ">= 0.8x"),
@@ -270,10 +271,49 @@ def fetch_rows(b: Bench) -> list[tuple]:
                  f"node {mbs / local_cat_s:.0f} MB/s, ssh of zeros {mbs / ssh_zero_s:.0f} MB/s)",
                  f"{scp_s / own_s:.2f}x", ">= 0.8x"),
                 ("fetch again, unchanged", f"{again[own]} in {unchanged_s:.2f} s",
-                 f"{resent if resent is not None else '?'} payload bytes received", "", "0 bytes re-sent")]
+                 f"{resent if resent is not None else '?'} payload bytes received", "", "0 bytes re-sent"),
+                *text_rows]
     finally:
         host_file.unlink(missing_ok=True)
         b.ctr.exec("rm", "-f", own, check=False)
+
+
+def _text_rows(b: "Bench", state: dict, mounted: str, own: str, host_file: Path, scp: list, scp_dst: Path
+               ) -> list[tuple]:
+    """The same rows for a 200 MB generated vLLM log (what fetch copies most: logs, text), which fetch reads
+    through `gzip -1`; and the container's own fs once more on a 25 MB/s link (a VPN), the proxy's cap."""
+    from orchestrator.context import Ctx, Settings, Target
+    from orchestrator.inventory import load_inventory
+    from orchestrator.sim.logs import write_large_log
+    from orchestrator.state import JobState, Workspace
+    from orchestrator.ui import Ui
+    write_large_log(host_file, 200 << 20)
+    size = host_file.stat().st_size
+    b.ctr.exec("cp", mounted, own)
+    spec = load_inventory(str(b.inv)).node(b.node.alias)
+    rows = []
+    for cap in (None, 25_000_000):
+        b.node.proxy.set_bandwidth(cap)
+        target = Target(spec, spec.container(b.ctr.name))
+        ctx = Ctx(job=JobState.from_dict(state), workspace=Workspace(b.ws), target=target, settings=Settings(),
+                  ui=Ui(quiet=True))
+        local = b.d / "fetched.log"
+        try:
+            ctx.call("version")
+            where = [("mounted dir", mounted), ("container's own fs", own)] if cap is None else \
+                [("container's own fs", own)]
+            pulls = [(name, *_pull_s(b, ctx, path, local)) for name, path in where]
+        finally:
+            target.close()
+        scp_s = median_s(lambda: subprocess.run(scp, check=True), b.repeats)
+        link = "" if cap is None else f", {cap / 1e6:.0f} MB/s link"
+        for name, secs, host_reads in pulls:
+            rows.append((f"fetch 200 MB text log (generated vLLM), {name}{link}",
+                         f"{size / 1e6 / secs:.0f} MB/s ({secs:.2f} s, gzip -1 on the node, sha256-verified, "
+                         f"read on the host: {host_reads})", f"scp {size / 1e6 / scp_s:.0f} MB/s ({scp_s:.2f} s)",
+                         f"{scp_s / secs:.2f}x", ">= 0.8x"))
+    b.node.proxy.set_bandwidth(None)
+    return rows
 
 
 def status_row(repeats: int) -> tuple:

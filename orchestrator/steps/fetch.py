@@ -9,6 +9,7 @@ import json
 import os
 import tempfile
 import threading
+import zlib
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -21,6 +22,7 @@ from ..state import atomic_write
 
 INLINE_MAX = 4 << 20   # files up to this size come back inside the manifest answer (no extra exec)
 GROW_MAX = 256 << 20   # a log read on the host may have grown this much past the manifest's size
+Z_BELOW = 0.5          # a big file whose first 256 KiB zlib halves (logs, CSVs) is copied through gzip -1
 
 
 def _sha(path: Path) -> str | None:
@@ -47,7 +49,8 @@ def manifest_request(ctx: Ctx, paths: list[str]) -> dict:
     """The manifest a poll asks ahead for (``on_end``): every file that fits inline comes with its content (the
     poll cannot know what the local copies will hold once its own bytes are written; a few small files are
     sent twice), a bigger one by sha only (pull copies it if the local copy differs)."""
-    return {"paths": paths, "have": {p: None for p in paths}, "inline_max": INLINE_MAX, "sources": True}
+    return {"paths": paths, "have": {p: None for p in paths}, "inline_max": INLINE_MAX, "sources": True,
+            "compress": True}
 
 
 def wanted_files(ctx: Ctx, dest: Path) -> dict[str, Path]:
@@ -79,7 +82,8 @@ def pull(ctx: Ctx, files: dict[str, Path], *, record: bool = True, writes: list[
     sizes = {node_path: _size(local) for node_path, local in files.items()}
     big = {node_path: local for node_path, local in files.items() if (sizes[node_path] or 0) > INLINE_MAX}
     have = {node_path: None if node_path in big else _sha(local) for node_path, local in files.items()}
-    req = {"paths": list(files), "have": dict(have), "inline_max": INLINE_MAX, "sources": True, "sizes": sizes}
+    req = {"paths": list(files), "have": dict(have), "inline_max": INLINE_MAX, "sources": True, "sizes": sizes,
+           "compress": True}
     ahead = ctx.prefetched.pop("manifest", None)
     ctx.prefetched.pop("host_mounts", None)     # the host's mounts are read again by each pull that needs them
     with ThreadPoolExecutor(1) as pool:
@@ -104,8 +108,7 @@ def pull(ctx: Ctx, files: dict[str, Path], *, record: bool = True, writes: list[
         if sha is not None and have[node_path] == sha:
             outcome[node_path] = "unchanged"
         else:
-            inline = meta.get("data_b64")
-            data = base64.b64decode(inline) if inline is not None else None
+            data = _inline(meta)
             if data is not None and hashlib.sha256(data).hexdigest() == sha:
                 atomic_write(local, data)
                 size = len(data)
@@ -118,6 +121,16 @@ def pull(ctx: Ctx, files: dict[str, Path], *, record: bool = True, writes: list[
     return outcome
 
 
+def _inline(meta: dict) -> bytes | None:
+    """A small file's bytes sent inside the manifest answer (zlib-compressed when that made them smaller)."""
+    if meta.get("data_z64") is not None:
+        try:
+            return zlib.decompress(base64.b64decode(meta["data_z64"]))
+        except (ValueError, zlib.error):
+            return None         # copied by stream instead (its sha256 decides)
+    return base64.b64decode(meta["data_b64"]) if meta.get("data_b64") is not None else None
+
+
 def _logs(ctx: Ctx) -> set[str]:
     r = ctx.job.remote
     return {*(r.get("logs") or {}).values(), *([r["pipeline_log"]] if r.get("pipeline_log") else [])}
@@ -127,8 +140,8 @@ class _Longer(Exception):
     """More bytes came than the copy may hold: the file changed under us."""
 
 
-def _stream(transport, path: str, local: Path, limit: int | None = None, *, regular_only: bool = False
-            ) -> tuple[str, str, int, bytes]:
+def _stream(transport, path: str, local: Path, limit: int | None = None, *, regular_only: bool = False,
+            compress: bool = False) -> tuple[str, str, int, bytes]:
     """``path`` through ``transport`` into a temp file beside ``local``: (temp path, sha256, size, what cat said
     on stderr). Raises _Longer past ``limit`` bytes, if one is given (the temp file is gone then)."""
     fd, tmp = tempfile.mkstemp(dir=local.parent, prefix=f".{local.name}.")
@@ -142,7 +155,7 @@ def _stream(transport, path: str, local: Path, limit: int | None = None, *, regu
                     raise _Longer
                 digest.update(chunk)
                 fh.write(chunk)
-            err = get_file(transport, path, write, regular_only=regular_only)
+            err = get_file(transport, path, write, regular_only=regular_only, compress=compress)
     except BaseException:
         os.unlink(tmp)
         raise
@@ -242,34 +255,39 @@ def _copy_verified(ctx: Ctx, node_path: str, local: Path, meta: dict, *, growing
     local.parent.mkdir(parents=True, exist_ok=True)
     host = _host_file(ctx, meta.get("source"))
     sha = _NodeSha(ctx, node_path, meta["sha256"])
+    compress = meta.get("z") is not None and meta["z"] < Z_BELOW
     if host is not None:
-        got = _host_copy(ctx, node_path, local, host, sha, int(meta.get("size") or 0), growing)
+        got = _host_copy(ctx, node_path, local, host, sha, int(meta.get("size") or 0), growing, compress)
         if got is not None:
             return got
         sha.settle()
-    return _ctr_copy(ctx, node_path, local, sha, growing)
+    return _ctr_copy(ctx, node_path, local, sha, growing, compress)
 
 
-def _host_copy(ctx, node_path, local, host, sha, expect, growing) -> tuple[str, int] | None:
-    try:
-        tmp, got, size, err = _stream(*host, local, expect + (GROW_MAX if growing else 0), regular_only=True)
-    except (_Longer, TransportError, CommandTimeout):
-        return None
-    try:
-        if not err and _intact(ctx, node_path, sha, got, size, growing):
-            os.replace(tmp, local)
-            ctx.job.step_state("fetch").info["host_reads_last_pull"] += 1
-            return got, size
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+def _host_copy(ctx, node_path, local, host, sha, expect, growing, compress) -> tuple[str, int] | None:
+    for gz in (True, False) if compress else (False,):     # a host without gzip: plain
+        try:
+            tmp, got, size, err = _stream(*host, local, expect + (GROW_MAX if growing else 0), regular_only=True,
+                                          compress=gz)
+        except (_Longer, TransportError, CommandTimeout):
+            return None
+        try:
+            if not err and _intact(ctx, node_path, sha, got, size, growing):
+                os.replace(tmp, local)
+                ctx.job.step_state("fetch").info["host_reads_last_pull"] += 1
+                return got, size
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+        if not err:
+            return None
     return None
 
 
-def _ctr_copy(ctx, node_path, local, sha, growing) -> tuple[str, int]:
+def _ctr_copy(ctx, node_path, local, sha, growing, compress=False) -> tuple[str, int]:
     for attempt in range(3):
         try:
-            tmp, got, size, err = _stream(ctx.target.ctr, node_path, local)
+            tmp, got, size, err = _stream(ctx.target.ctr, node_path, local, compress=compress)
         except (TransportError, CommandTimeout):
             sha.settle()
             ctx.call("version")  # reconnect with back-off, then try again
@@ -281,6 +299,9 @@ def _ctr_copy(ctx, node_path, local, sha, growing) -> tuple[str, int]:
         finally:
             if os.path.exists(tmp):
                 os.unlink(tmp)
+        if err and compress:    # no gzip in the container, or a stream that did not inflate: copy it plain
+            compress = False
+            continue
         if err:
             raise JobError(f"could not fetch {node_path}: "
                            + err.decode("utf-8", "replace").strip().splitlines()[-1][:200],

@@ -320,6 +320,36 @@ def test_fetch_reads_a_big_file_of_a_mounted_dir_on_the_host_and_one_the_host_us
     assert fetch_of(b"small\n") == 0                          # and a small one inside the manifest answer
 
 
+def test_fetch_sends_a_big_text_log_gzipped_on_both_routes_and_random_bytes_plain(node, tmp_path):
+    """Logs shrink ~10x: a big one is read through `gzip -1` (on the host, or in the container), inflated and
+    sha256-verified here; counted on the wire by the node's proxy. Random bytes go plain (zlib rates them 1.0)."""
+    bed = Bed(node, tmp_path)
+    cp = bed.cli(*bed.run_args())
+    assert cp.returncode == 0, desc(cp)
+    tune_log = bed.state()["remote"]["logs"]["tune"]          # in the sim tree: a host dir bind-mounted in
+    host_file = bed.c.host_path(tune_log)
+    local = bed.job_dir / "logs" / tune_log.rsplit("/", 1)[-1]
+    text = b"".join(b"[aiter] tuning M:%d N:7168 K:2048 kernelId %d us %.3f tflops %.1f\n"
+                    % (i % 4096, i % 731, i / 7.0, i / 3.0) for i in range(300000))
+
+    def fetch_of(data: bytes) -> tuple[int, int]:
+        host_file.write_bytes(data)
+        wire = node.proxy.bytes_down
+        cp = bed.cli("fetch", bed.job_id)
+        assert cp.returncode == 0, desc(cp)
+        assert local.read_bytes() == data
+        return node.proxy.bytes_down - wire, bed.state()["steps"]["fetch"]["info"]["host_reads_last_pull"]
+
+    wire, on_host = fetch_of(text)
+    assert on_host == 1 and wire < len(text) / 4, (wire, len(text))
+    os.chmod(host_file, 0o600)                                # root's: through docker exec
+    wire, on_host = fetch_of(text + b"one more line\n")
+    assert on_host == 0 and wire < len(text) / 4, (wire, len(text))
+    noise = os.urandom(9 << 20)
+    wire, _ = fetch_of(noise)
+    assert wire > len(noise)
+
+
 def test_status_without_an_id_shows_the_nodes_state_of_running_jobs(node, tmp_path):
     bed = Bed(node, tmp_path)
     cp = bed.cli(*bed.run_args("--detach"))

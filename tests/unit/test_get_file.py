@@ -35,3 +35,59 @@ def test_a_missing_file_writes_nothing_and_returns_why(tmp_path):
         err = get_file(transport, str(tmp_path / "gone.csv"), pieces.append)
         assert b"".join(pieces) == b""
         assert b"gone.csv" in err and b"No such file" in err
+
+
+def _text(n):
+    """A log-like text of about n bytes (what fetch copies most: logs, CSVs)."""
+    line = b"[aiter] shape is M:%d, N:7168, K:2048, not found tuned config in /x/a8w8_blockscale_tuned_gemm.csv\n"
+    out, size = [], 0
+    while size < n:
+        out.append(line % len(out))
+        size += len(out[-1])
+    return b"".join(out)
+
+
+class _Shell:
+    """A transport whose commands run in a shell with a given PATH (no gzip on it, say)."""
+
+    def __init__(self, path):
+        self.inner, self.path, self.label = LocalTransport(), path, "shell"
+
+    def run(self, cmd, **kw):
+        from orchestrator.remote.shell import Cmd
+        return self.inner.run(Cmd(cmd.argv, env={"PATH": self.path}), **kw)
+
+
+def test_compressed_the_writer_still_gets_the_files_own_bytes(tmp_path):
+    src = tmp_path / "step.log"
+    data = _text(3 << 20)
+    src.write_bytes(data)
+    for transport in (LocalTransport(), _NoStreams()):
+        for regular_only in (False, True):
+            pieces = []
+            assert get_file(transport, str(src), pieces.append, compress=True, regular_only=regular_only) == b""
+            assert b"".join(pieces) == data
+
+
+def test_compressed_a_node_without_gzip_or_a_broken_stream_says_so(tmp_path):
+    src = tmp_path / "step.log"
+    src.write_bytes(_text(1 << 16))
+    pieces = []
+    err = get_file(_Shell(str(tmp_path / "empty-bin")), str(src), pieces.append, compress=True)
+    assert err and b"".join(pieces) == b""
+
+    class Garbage(_NoStreams):
+        def run(self, cmd, **kw):
+            from orchestrator.remote.transport import CommandResult
+            return CommandResult(cmd, 0, b"\x1f\x8b not gzip at all", b"")
+
+    err = get_file(Garbage(), str(src), pieces.append, compress=True)
+    assert b"gzip stream" in err
+
+    class Cut(_NoStreams):              # a stream that stops half way (the connection, a killed gzip)
+        def run(self, cmd, **kw):
+            res = self.inner.run(cmd, **kw)
+            from orchestrator.remote.transport import CommandResult
+            return CommandResult(cmd, 0, res.stdout[: len(res.stdout) // 2], b"")
+
+    assert b"ended early" in get_file(Cut(), str(src), lambda b: None, compress=True)

@@ -727,6 +727,29 @@ def test_manifest_carries_small_changed_files_inline_and_nothing_for_unchanged(t
 
 
 
+def test_manifest_with_compress_sends_small_text_zlibbed_and_rates_a_big_files_start(tmp_path):
+    """Logs and CSVs shrink ~5-10x: inline as data_z64 (zlib, base64), and a big one is rated (``z``) so that
+    the laptop asks for it through gzip; random bytes come plain (zlib would only cost)."""
+    import zlib
+    text, rand = tmp_path / "tune.log", tmp_path / "rand.bin"
+    text.write_bytes(b"".join(b"[aiter] tuning shape %d of 4096, kernel a8w8_blockscale_1x128x128\n" % i
+                              for i in range(2000)))
+    rand.write_bytes(os.urandom(100000))
+    big_text, big_rand = tmp_path / "big.log", tmp_path / "big.bin"
+    big_text.write_bytes(text.read_bytes() * 10)
+    big_rand.write_bytes(os.urandom(300000))
+    paths = [str(p) for p in (text, rand, big_text, big_rand)]
+    res = ok("manifest", {"paths": paths, "have": {p: None for p in paths}, "inline_max": 200000,
+                          "compress": True})["files"]
+    z = base64.b64decode(res[str(text)]["data_z64"])
+    assert zlib.decompress(z) == text.read_bytes() and len(z) < text.stat().st_size / 5
+    assert "data_b64" not in res[str(text)] and res[str(text)]["sha256"] == sha(text)
+    assert base64.b64decode(res[str(rand)]["data_b64"]) == rand.read_bytes() and "data_z64" not in res[str(rand)]
+    assert res[str(big_text)]["z"] < 0.2 and res[str(big_rand)]["z"] > 0.99
+    plain = ok("manifest", {"paths": paths, "have": {p: None for p in paths}, "inline_max": 200000})["files"]
+    assert "data_b64" in plain[str(text)] and "z" not in plain[str(big_text)]    # an older laptop's request
+
+
 def test_manifest_with_sizes_leaves_a_big_file_of_another_size_unhashed_and_says_where_it_is_stored(tmp_path):
     big, same_size, small = tmp_path / "big.bin", tmp_path / "same.bin", tmp_path / "small.log"
     big.write_bytes(b"x" * 5000)

@@ -11,6 +11,7 @@ import shutil
 import stat
 import tempfile
 import time
+import zlib
 
 from common import HelperError, _now
 import mounts
@@ -250,6 +251,17 @@ def _own_mounts():
         return []
 
 
+def _z_ratio(path, sample=256 << 10):
+    """How small zlib's fastest level makes the file's first ``sample`` bytes (1.0: not at all, or unreadable):
+    the laptop asks for a big file gzipped when it is well below 1 (logs, CSVs)."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(sample)
+    except OSError:
+        return 1.0
+    return round(len(zlib.compress(head, 1)) / float(len(head)), 3) if head else 1.0
+
+
 def op_manifest(req):
     """size + sha256 of each path (dirs listed). With ``have`` ({path: sha256 the laptop holds}) and
     ``inline_max`` > 0, a file whose sha differs and that fits (<= inline_max, all together <= 16 MB)
@@ -257,7 +269,9 @@ def op_manifest(req):
     files is this one round trip. With ``sources``, a file to be copied says where it is stored
     (``source``: device + path in its filesystem, None on the container's own root fs; ``mounts.py``).
     With ``sizes`` ({path: size of the laptop's copy or null}), a file not sent inline whose size differs
-    comes without its hash (``"sha256": null``): the laptop asks for it while the copy runs."""
+    comes without its hash (``"sha256": null``): the laptop asks for it while the copy runs. With
+    ``compress``, a small file that zlib shrinks comes as ``data_z64`` (zlib, then base64) and a file to be
+    copied says how well its start compresses (``z``: compressed / raw size of its first 256 KiB)."""
     files, dirs = {}, {}
     recursive = req.get("recursive", True)
     have = req.get("have") or {}
@@ -276,10 +290,17 @@ def op_manifest(req):
                 size, digest = len(data), hashlib.sha256(data).hexdigest()
             files[path] = {"size": size, "sha256": digest, "mtime": os.stat(path).st_mtime}
             if data is not None and digest != have.get(path):
-                files[path]["data_b64"] = base64.b64encode(data).decode("ascii")
+                z = zlib.compress(data, 1) if req.get("compress") and len(data) > 4096 else None
+                if z is not None and len(z) < 0.9 * len(data):      # a text log: a fraction on the wire
+                    files[path]["data_z64"] = base64.b64encode(z).decode("ascii")
+                else:
+                    files[path]["data_b64"] = base64.b64encode(data).decode("ascii")
                 left -= len(data)
-            elif sources is not None and path in have and (digest is None or digest != have.get(path)):
-                files[path]["source"] = mounts.source_of(path, sources)
+            elif path in have and (digest is None or digest != have.get(path)):   # the laptop copies it
+                if sources is not None:
+                    files[path]["source"] = mounts.source_of(path, sources)
+                if req.get("compress"):
+                    files[path]["z"] = _z_ratio(path)
         elif os.path.isdir(path):
             listed = []
             for root, dnames, fnames in os.walk(path):
