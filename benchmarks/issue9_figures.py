@@ -97,16 +97,20 @@ class Bench:
         state = json.loads((self.ws / job / "state.json").read_text())
         return wall, state
 
-    def poll_cost(self, state: dict) -> float:
+    def ctx(self, state: dict):
+        """A Ctx on a new Target of the bench's container, for the job ``state`` (close its target after use)."""
         from orchestrator.context import Ctx, Settings, Target
         from orchestrator.inventory import load_inventory
         from orchestrator.state import JobState, Workspace
-        from orchestrator.steps.remote import poll_once
         from orchestrator.ui import Ui
         spec = load_inventory(str(self.inv)).node(self.node.alias)
-        target = Target(spec, spec.container(self.ctr.name))
-        ctx = Ctx(job=JobState.from_dict(dict(state)), workspace=Workspace(self.ws), target=target,
-                  settings=Settings(), ui=Ui(quiet=True))
+        return Ctx(job=JobState.from_dict(dict(state)), workspace=Workspace(self.ws),
+                   target=Target(spec, spec.container(self.ctr.name)), settings=Settings(), ui=Ui(quiet=True))
+
+    def poll_cost(self, state: dict) -> float:
+        from orchestrator.steps.remote import poll_once
+        ctx = self.ctx(state)
+        target = ctx.target
         try:
             poll_once(ctx)      # connect + start the helper
             return median_s(lambda: poll_once(ctx), max(10, self.repeats * 5))
@@ -217,11 +221,7 @@ def _pull_s(b: "Bench", ctx, node_path: str, local: Path) -> tuple[float, int]:
 def fetch_rows(b: Bench) -> list[tuple]:
     """The same 200 MB in a directory the host bind-mounted in (fetch reads it on the host) and in the
     container's own filesystem (only `docker exec` reaches it), against scp of the host file."""
-    from orchestrator.context import Ctx, Settings, Target
-    from orchestrator.inventory import load_inventory
-    from orchestrator.state import JobState, Workspace
     from orchestrator.steps import fetch
-    from orchestrator.ui import Ui
     mounted, own = "/opt/aiter-sim/fetch-bench.bin", "/tmp/fetch-bench.bin"
     host_file = b.ctr.host_path(mounted)
     with open(host_file, "wb") as fh:
@@ -231,10 +231,8 @@ def fetch_rows(b: Bench) -> list[tuple]:
     b.ctr.exec("cp", mounted, own)
     try:
         state = json.loads((b.ws / "bench1" / "state.json").read_text())
-        spec = load_inventory(str(b.inv)).node(b.node.alias)
-        target = Target(spec, spec.container(b.ctr.name))
-        ctx = Ctx(job=JobState.from_dict(state), workspace=Workspace(b.ws), target=target, settings=Settings(),
-                  ui=Ui(quiet=True))
+        ctx = b.ctx(state)
+        target = ctx.target
         local = b.d / "fetched.bin"
         try:
             ctx.call("version")
@@ -282,21 +280,15 @@ def _text_rows(b: "Bench", state: dict, mounted: str, own: str, host_file: Path,
                ) -> list[tuple]:
     """The same rows for a 200 MB generated vLLM log (what fetch copies most: logs, text), which fetch reads
     through `gzip -1`; and the container's own fs once more on a 25 MB/s link (a VPN), the proxy's cap."""
-    from orchestrator.context import Ctx, Settings, Target
-    from orchestrator.inventory import load_inventory
     from orchestrator.sim.logs import write_large_log
-    from orchestrator.state import JobState, Workspace
-    from orchestrator.ui import Ui
     write_large_log(host_file, 200 << 20)
     size = host_file.stat().st_size
     b.ctr.exec("cp", mounted, own)
-    spec = load_inventory(str(b.inv)).node(b.node.alias)
     rows = []
     for cap in (None, 25_000_000):
         b.node.proxy.set_bandwidth(cap)
-        target = Target(spec, spec.container(b.ctr.name))
-        ctx = Ctx(job=JobState.from_dict(state), workspace=Workspace(b.ws), target=target, settings=Settings(),
-                  ui=Ui(quiet=True))
+        ctx = b.ctx(state)
+        target = ctx.target
         local = b.d / "fetched.log"
         try:
             ctx.call("version")

@@ -298,39 +298,16 @@ def test_fetch_and_logs_of_a_log_that_grows_all_the_time_exit_0_with_an_exact_pr
     assert bed.cli("cancel", bed.job_id, "--grace", "2").returncode == 0
 
 
-def test_fetch_reads_a_big_file_of_a_mounted_dir_on_the_host_and_one_the_host_user_cannot_read_in_the_container(
-        node, tmp_path):
+def _fetch_of(node, tmp_path):
+    """A finished job whose tune log lives in a host dir bind-mounted into the container: (that host file,
+    fetch_of(data) -> (bytes on the wire, files read on the host)), which writes ``data`` there, runs `fetch`
+    and checks the local copy."""
     bed = Bed(node, tmp_path)
     cp = bed.cli(*bed.run_args())
     assert cp.returncode == 0, desc(cp)
-    tune_log = bed.state()["remote"]["logs"]["tune"]          # in the sim tree: a host dir bind-mounted in
+    tune_log = bed.state()["remote"]["logs"]["tune"]
     host_file = bed.c.host_path(tune_log)
     local = bed.job_dir / "logs" / tune_log.rsplit("/", 1)[-1]
-
-    def fetch_of(data: bytes) -> int:
-        host_file.write_bytes(data)
-        cp = bed.cli("fetch", bed.job_id)
-        assert cp.returncode == 0, desc(cp)
-        assert local.read_bytes() == data
-        return bed.state()["steps"]["fetch"]["info"]["host_reads_last_pull"]
-
-    assert fetch_of(os.urandom(9 << 20)) == 1                 # bigger than what a manifest carries inline
-    os.chmod(host_file, 0o600)                                # root's; the node's SSH user is not root
-    assert fetch_of(os.urandom(9 << 20)) == 0                 # so it comes through docker exec (root there)
-    assert fetch_of(b"small\n") == 0                          # and a small one inside the manifest answer
-
-
-def test_fetch_sends_a_big_text_log_gzipped_on_both_routes_and_random_bytes_plain(node, tmp_path):
-    """Logs shrink ~10x: a big one is read through `gzip -1` (on the host, or in the container), inflated and
-    sha256-verified here; counted on the wire by the node's proxy. Random bytes go plain (zlib rates them 1.0)."""
-    bed = Bed(node, tmp_path)
-    cp = bed.cli(*bed.run_args())
-    assert cp.returncode == 0, desc(cp)
-    tune_log = bed.state()["remote"]["logs"]["tune"]          # in the sim tree: a host dir bind-mounted in
-    host_file = bed.c.host_path(tune_log)
-    local = bed.job_dir / "logs" / tune_log.rsplit("/", 1)[-1]
-    text = b"".join(b"[aiter] tuning M:%d N:7168 K:2048 kernelId %d us %.3f tflops %.1f\n"
-                    % (i % 4096, i % 731, i / 7.0, i / 3.0) for i in range(300000))
 
     def fetch_of(data: bytes) -> tuple[int, int]:
         host_file.write_bytes(data)
@@ -340,6 +317,24 @@ def test_fetch_sends_a_big_text_log_gzipped_on_both_routes_and_random_bytes_plai
         assert local.read_bytes() == data
         return node.proxy.bytes_down - wire, bed.state()["steps"]["fetch"]["info"]["host_reads_last_pull"]
 
+    return host_file, fetch_of
+
+
+def test_fetch_reads_a_big_file_of_a_mounted_dir_on_the_host_and_one_the_host_user_cannot_read_in_the_container(
+        node, tmp_path):
+    host_file, fetch_of = _fetch_of(node, tmp_path)
+    assert fetch_of(os.urandom(9 << 20))[1] == 1              # bigger than what a manifest carries inline
+    os.chmod(host_file, 0o600)                                # root's; the node's SSH user is not root
+    assert fetch_of(os.urandom(9 << 20))[1] == 0              # so it comes through docker exec (root there)
+    assert fetch_of(b"small\n")[1] == 0                       # and a small one inside the manifest answer
+
+
+def test_fetch_sends_a_big_text_log_gzipped_on_both_routes_and_random_bytes_plain(node, tmp_path):
+    """Logs shrink ~10x: a big one is read through `gzip -1` (on the host, or in the container), inflated and
+    sha256-verified here; counted on the wire by the node's proxy. Random bytes go plain (zlib rates them 1.0)."""
+    host_file, fetch_of = _fetch_of(node, tmp_path)
+    text = b"".join(b"[aiter] tuning M:%d N:7168 K:2048 kernelId %d us %.3f tflops %.1f\n"
+                    % (i % 4096, i % 731, i / 7.0, i / 3.0) for i in range(300000))
     wire, on_host = fetch_of(text)
     assert on_host == 1 and wire < len(text) / 4, (wire, len(text))
     os.chmod(host_file, 0o600)                                # root's: through docker exec
