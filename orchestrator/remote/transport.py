@@ -90,7 +90,8 @@ def put_bytes(transport: Transport, data: bytes, remote_path: str, mode: str = "
 
 
 _REGULAR = '[ -f "$1" ] && [ ! -L "$1" ] || { echo "not a regular file: $1" >&2; exit 1; }; '
-_GZIP = 'exec gzip -1 -c -- "$1"'        # zlib's fastest level: a text log shrinks ~5-10x at ~200 MB/s a core
+# zlib's fastest level: a text log shrinks ~5-10x at ~250 MB/s a core; pigz (where installed) on every core
+_GZIP = 'if command -v pigz >/dev/null 2>&1; then exec pigz -1 -c -- "$1"; fi; exec gzip -1 -c -- "$1"'
 
 
 def get_file(transport: Transport, remote_path: str, write: Callable[[bytes], object], timeout: float = 600,

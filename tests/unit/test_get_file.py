@@ -91,3 +91,18 @@ def test_compressed_a_node_without_gzip_or_a_broken_stream_says_so(tmp_path):
             return CommandResult(cmd, 0, res.stdout[: len(res.stdout) // 2], b"")
 
     assert b"ended early" in get_file(Cut(), str(src), lambda b: None, compress=True)
+
+
+def test_compressed_pigz_is_used_where_installed(tmp_path):
+    """pigz compresses on every core of the node (gzip on one): same stream format, preferred when present."""
+    src = tmp_path / "step.log"
+    data = _text(1 << 20)
+    src.write_bytes(data)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    marker = tmp_path / "pigz-ran"
+    (bin_dir / "pigz").write_text(f"#!/bin/sh\ntouch {marker}\nexec gzip \"$@\"\n")
+    (bin_dir / "pigz").chmod(0o755)
+    pieces = []
+    assert get_file(_Shell(f"{bin_dir}:/usr/bin:/bin"), str(src), pieces.append, compress=True) == b""
+    assert b"".join(pieces) == data and marker.exists()
