@@ -90,8 +90,17 @@ def put_bytes(transport: Transport, data: bytes, remote_path: str, mode: str = "
 
 
 _REGULAR = '[ -f "$1" ] && [ ! -L "$1" ] || { echo "not a regular file: $1" >&2; exit 1; }; '
-# zlib's fastest level: a text log shrinks ~5-10x at ~250 MB/s a core; pigz (where installed) on every core
-_GZIP = 'if command -v pigz >/dev/null 2>&1; then exec pigz -1 -c -- "$1"; fi; exec gzip -1 -c -- "$1"'
+NO_GZIP = "@@tune-remote: no gzip@@"
+# zlib's fastest level: a text log shrinks ~5-10x at ~250 MB/s a core; pigz (where installed) on every core.
+# Fed by cat: gzip reading the file itself warns on stderr when a log grows meanwhile; GZIP (env) would add
+# a deprecation warning
+_GZIP = ('unset GZIP; z=gzip; command -v pigz >/dev/null 2>&1 && z=pigz; '
+         'command -v "$z" >/dev/null 2>&1 || { echo "' + NO_GZIP + '" >&2; exit 127; }; cat -- "$1" | "$z" -1 -c')
+INFLATE_STEP = 1 << 20     # inflated per call: a chunk of a hostile stream never becomes gigabytes at once
+
+
+class GzipStreamError(Exception):
+    pass
 
 
 def get_file(transport: Transport, remote_path: str, write: Callable[[bytes], object], timeout: float = 600,
@@ -100,30 +109,36 @@ def get_file(transport: Transport, remote_path: str, write: Callable[[bytes], ob
     ``run`` where the transport has no streams); returns what ``cat`` said on stderr (why it stopped
     early, if it did). The caller verifies what it got (fetch: sha256 against the node's manifest).
     ``regular_only``: refuse (stderr) anything but a regular file that is not a symlink (a FIFO, a device).
-    ``compress``: ``gzip -1`` on the node, inflated here (``write`` still gets the file's own bytes); a node
-    without gzip, or a stream that does not inflate whole, says so in the returned stderr."""
-    if compress:
-        cmd = sh((_REGULAR if regular_only else "") + _GZIP, remote_path)
-        inflate = zlib.decompressobj(16 + zlib.MAX_WBITS)
-        raw_write = write
-
-        def write(chunk: bytes) -> None:
-            raw_write(inflate.decompress(chunk))
-    else:
+    ``compress``: ``gzip -1`` on the node (pigz where installed), inflated here at most INFLATE_STEP bytes at
+    a time (``write`` still gets the file's own bytes); a node without gzip says NO_GZIP, and a stream that
+    does not inflate whole (one gzip member, nothing after it) says "gzip stream" in the returned stderr."""
+    if not compress:
         cmd = sh(_REGULAR + 'exec cat -- "$1"', remote_path) if regular_only else Cmd(("cat", "--", remote_path))
+        opener = getattr(transport, "open_stream", None)
+        with trace.span(transport.label, "stream " + trace.argv_head(cmd.argv)):
+            return _get_file(transport, cmd, opener, write, timeout)
+    cmd = sh((_REGULAR if regular_only else "") + _GZIP, remote_path)
+    inflate = zlib.decompressobj(16 + zlib.MAX_WBITS)
+
+    def inflated(chunk: bytes) -> None:
+        while chunk:
+            if inflate.eof:
+                raise GzipStreamError("data after the end of the gzip stream")
+            write(inflate.decompress(chunk, INFLATE_STEP))
+            chunk = inflate.unconsumed_tail
+        if inflate.unused_data:
+            raise GzipStreamError("data after the end of the gzip stream")
+
     opener = getattr(transport, "open_stream", None)
     with trace.span(transport.label, "stream " + trace.argv_head(cmd.argv)):
         try:
-            err = _get_file(transport, cmd, opener, write, timeout)
-        except zlib.error as exc:
+            err = _get_file(transport, cmd, opener, inflated, timeout)
+            if not err:
+                write(inflate.flush())
+                if not inflate.eof:
+                    raise GzipStreamError("it ended early")
+        except (zlib.error, GzipStreamError) as exc:
             return f"gzip stream from {remote_path}: {exc}".encode()
-    if compress:
-        try:
-            raw_write(inflate.flush())
-        except zlib.error as exc:
-            return f"gzip stream from {remote_path}: {exc}".encode()
-        if not inflate.eof and not err:
-            return f"gzip stream from {remote_path} ended early".encode()
     return err
 
 

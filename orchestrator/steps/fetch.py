@@ -17,7 +17,7 @@ from ..context import Ctx
 from ..errors import CommandTimeout, JobError
 from ..remote.helpers import mounts
 from ..remote.shell import Cmd
-from ..remote.transport import TransportError, get_file
+from ..remote.transport import NO_GZIP, TransportError, get_file
 from ..state import atomic_write
 
 INLINE_MAX = 4 << 20   # files up to this size come back inside the manifest answer (no extra exec)
@@ -123,11 +123,13 @@ def pull(ctx: Ctx, files: dict[str, Path], *, record: bool = True, writes: list[
 
 def _inline(meta: dict) -> bytes | None:
     """A small file's bytes sent inside the manifest answer (zlib-compressed when that made them smaller)."""
-    if meta.get("data_z64") is not None:
+    if meta.get("data_z64") is not None:     # inflated no further than the size the manifest gives
+        size, inflate = int(meta.get("size") or 0), zlib.decompressobj()
         try:
-            return zlib.decompress(base64.b64decode(meta["data_z64"]))
+            data = inflate.decompress(base64.b64decode(meta["data_z64"]), size + 1)
         except (ValueError, zlib.error):
             return None         # copied by stream instead (its sha256 decides)
+        return data if inflate.eof and len(data) == size else None
     return base64.b64decode(meta["data_b64"]) if meta.get("data_b64") is not None else None
 
 
@@ -256,12 +258,18 @@ def _copy_verified(ctx: Ctx, node_path: str, local: Path, meta: dict, *, growing
     host = _host_file(ctx, meta.get("source"))
     sha = _NodeSha(ctx, node_path, meta["sha256"])
     compress = meta.get("z") is not None and meta["z"] < Z_BELOW
+    expect = int(meta.get("size") or 0)
     if host is not None:
-        got = _host_copy(ctx, node_path, local, host, sha, int(meta.get("size") or 0), growing, compress)
+        got = _host_copy(ctx, node_path, local, host, sha, expect, growing, compress)
         if got is not None:
             return got
         sha.settle()
-    return _ctr_copy(ctx, node_path, local, sha, growing, compress)
+    return _ctr_copy(ctx, node_path, local, sha, growing, compress, expect)
+
+
+def _plain_instead(err: bytes) -> bool:
+    """The gzip copy failed for gzip's sake (none on the node, a stream that does not inflate): copy plain."""
+    return NO_GZIP.encode() in err or b"gzip stream" in err
 
 
 def _host_copy(ctx, node_path, local, host, sha, expect, growing, compress) -> tuple[str, int] | None:
@@ -279,15 +287,19 @@ def _host_copy(ctx, node_path, local, host, sha, expect, growing, compress) -> t
         finally:
             if os.path.exists(tmp):
                 os.unlink(tmp)
-        if not err:
+        if not (err and _plain_instead(err)):
             return None
     return None
 
 
-def _ctr_copy(ctx, node_path, local, sha, growing, compress=False) -> tuple[str, int]:
+def _ctr_copy(ctx, node_path, local, sha, growing, compress=False, expect=0) -> tuple[str, int]:
     for attempt in range(3):
-        try:
-            tmp, got, size, err = _stream(ctx.target.ctr, node_path, local, compress=compress)
+        try:    # inflated no further than the file could have grown to (a stream is not a bomb)
+            tmp, got, size, err = _stream(ctx.target.ctr, node_path, local, expect + GROW_MAX if compress else None,
+                                          compress=compress)
+        except _Longer:
+            compress = False
+            continue
         except (TransportError, CommandTimeout):
             sha.settle()
             ctx.call("version")  # reconnect with back-off, then try again
@@ -299,7 +311,7 @@ def _ctr_copy(ctx, node_path, local, sha, growing, compress=False) -> tuple[str,
         finally:
             if os.path.exists(tmp):
                 os.unlink(tmp)
-        if err and compress:    # no gzip in the container, or a stream that did not inflate: copy it plain
+        if err and compress and _plain_instead(err):
             compress = False
             continue
         if err:

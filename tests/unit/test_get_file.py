@@ -1,6 +1,7 @@
 """remote/transport.get_file: a file's bytes to a writer as they arrive (fetch's copy, issue 9)."""
 
 import os
+import shutil
 
 from orchestrator.remote.local import LocalTransport
 from orchestrator.remote.transport import get_file
@@ -73,8 +74,13 @@ def test_compressed_a_node_without_gzip_or_a_broken_stream_says_so(tmp_path):
     src = tmp_path / "step.log"
     src.write_bytes(_text(1 << 16))
     pieces = []
-    err = get_file(_Shell(str(tmp_path / "empty-bin")), str(src), pieces.append, compress=True)
-    assert err and b"".join(pieces) == b""
+    from orchestrator.remote.transport import NO_GZIP
+    bare = tmp_path / "bare-bin"                            # sh and cat, no gzip nor pigz
+    bare.mkdir()
+    for tool in ("sh", "cat"):
+        (bare / tool).symlink_to(shutil.which(tool))
+    err = get_file(_Shell(str(bare)), str(src), pieces.append, compress=True)
+    assert NO_GZIP.encode() in err and b"".join(pieces) == b""
 
     class Garbage(_NoStreams):
         def run(self, cmd, **kw):
@@ -106,3 +112,59 @@ def test_compressed_pigz_is_used_where_installed(tmp_path):
     pieces = []
     assert get_file(_Shell(f"{bin_dir}:/usr/bin:/bin"), str(src), pieces.append, compress=True) == b""
     assert b"".join(pieces) == data and marker.exists()
+
+
+class _Gz(_NoStreams):
+    """A node whose gzip stream is made up (hostile, or broken)."""
+
+    def __init__(self, stream):
+        super().__init__()
+        self.stream = stream
+
+    def run(self, cmd, **kw):
+        from orchestrator.remote.transport import CommandResult
+        return CommandResult(cmd, 0, self.stream, b"")
+
+
+def test_compressed_a_small_stream_never_inflates_to_more_than_a_step_at_a_time(tmp_path):
+    import gzip
+
+    from orchestrator.remote.transport import INFLATE_STEP
+    bomb = gzip.compress(b"\0" * (64 << 20), 9)            # ~64 KB on the wire, 64 MiB inflated
+    biggest, total = [0], [0]
+
+    def write(b):
+        biggest[0] = max(biggest[0], len(b))
+        total[0] += len(b)
+
+    assert get_file(_Gz(bomb), "/x", write, compress=True) == b""
+    assert total[0] == 64 << 20 and biggest[0] <= INFLATE_STEP
+
+
+def test_compressed_data_after_the_stream_or_a_second_member_is_an_error(tmp_path):
+    import gzip
+    one = gzip.compress(b"first\n")
+    for stream in (one + gzip.compress(b"second\n"), one + b"trailing junk"):
+        assert b"after the end" in get_file(_Gz(stream), "/x", lambda b: None, compress=True)
+
+
+def test_compressed_gzip_options_in_the_environment_add_no_warning(tmp_path, monkeypatch):
+    monkeypatch.setenv("GZIP", "-9")                        # gzip >= 1.10 warns that GZIP is obsolescent
+    src = tmp_path / "step.log"
+    src.write_bytes(_text(1 << 16))
+    pieces = []
+    assert get_file(LocalTransport(), str(src), pieces.append, compress=True) == b""
+    assert b"".join(pieces) == src.read_bytes()
+
+
+def test_an_inline_zlibbed_file_is_taken_only_at_the_size_the_manifest_gives():
+    import base64
+    import zlib
+
+    from orchestrator.steps.fetch import _inline
+    data = _text(100000)
+    z = base64.b64encode(zlib.compress(data, 1)).decode()
+    assert _inline({"size": len(data), "data_z64": z}) == data
+    assert _inline({"size": len(data) - 1, "data_z64": z}) is None      # inflates past the size: not taken
+    assert _inline({"size": len(data) + 1, "data_z64": z}) is None
+    assert _inline({"size": 3, "data_b64": base64.b64encode(b"abc").decode()}) == b"abc"
