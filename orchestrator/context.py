@@ -99,19 +99,20 @@ class Target:
         """Between two attempts of a failed call: new helper channels; a connection of its own is closed
         (the next attempt reconnects), a shared one only when the path went silent (its other users lose
         their channels then, as they would anyway), not when one command's channel failed."""
-        self.helper.close()
-        if self._host_helper is not None:
-            self._host_helper.close()
+        self._close_helpers()
         if not getattr(self.host, "shared", False):
             self.host.close()
         elif isinstance(exc, PathSilent):
             self.host.drop()
 
     def shut(self) -> None:
+        self._close_helpers()
+        self.host.close()
+
+    def _close_helpers(self) -> None:
         self.helper.close()
         if self._host_helper is not None:
             self._host_helper.close()
-        self.host.close()
 
 
 def node_transport(node: NodeSpec, accept_new_host_key: bool = False) -> Transport:

@@ -98,10 +98,7 @@ def _record_stats(ctx: Ctx) -> None:
     """Round trips of this process (SSH channels opened) and helper ops, for `benchmarks/`."""
     # since the job took the target (a campaign's runner lends one target to its container's jobs in turn);
     # helper_ops_batched: of helper_ops, those that rode in a batch request (one round trip for several)
-    stats = ctx.target.since_mark()
-    ctx.job.remote.setdefault("stats", []).append(
-        {k: stats[k] for k in ("round_trips", "helper_ops", "helper_requests", "helper_ops_batched",
-                               "helpers_started")})
+    ctx.job.remote.setdefault("stats", []).append(ctx.target.since_mark())
     try:
         ctx.save()
     except OSError:

@@ -99,7 +99,10 @@ _GZIP = ('unset GZIP; z=gzip; command -v pigz >/dev/null 2>&1 && z=pigz; '
 INFLATE_STEP = 1 << 20     # inflated per call: a chunk of a hostile stream never becomes gigabytes at once
 
 
-class GzipStreamError(Exception):
+_GZIP_STREAM = "gzip stream"
+
+
+class _GzipStreamError(Exception):
     pass
 
 
@@ -110,36 +113,42 @@ def get_file(transport: Transport, remote_path: str, write: Callable[[bytes], ob
     early, if it did). The caller verifies what it got (fetch: sha256 against the node's manifest).
     ``regular_only``: refuse (stderr) anything but a regular file that is not a symlink (a FIFO, a device).
     ``compress``: ``gzip -1`` on the node (pigz where installed), inflated here at most INFLATE_STEP bytes at
-    a time (``write`` still gets the file's own bytes); a node without gzip says NO_GZIP, and a stream that
-    does not inflate whole (one gzip member, nothing after it) says "gzip stream" in the returned stderr."""
-    if not compress:
+    a time (``write`` still gets the file's own bytes); a node without gzip, or a stream that does not
+    inflate whole (one gzip member, nothing after it), says so in the returned stderr (``gzip_failed``)."""
+    if compress:
+        cmd = sh((_REGULAR if regular_only else "") + _GZIP, remote_path)
+        inflate = zlib.decompressobj(16 + zlib.MAX_WBITS)
+
+        def sink(chunk: bytes) -> None:
+            while chunk:
+                if inflate.eof:
+                    raise _GzipStreamError("data after the end of the gzip stream")
+                write(inflate.decompress(chunk, INFLATE_STEP))
+                chunk = inflate.unconsumed_tail
+            if inflate.unused_data:
+                raise _GzipStreamError("data after the end of the gzip stream")
+    else:
         cmd = sh(_REGULAR + 'exec cat -- "$1"', remote_path) if regular_only else Cmd(("cat", "--", remote_path))
-        opener = getattr(transport, "open_stream", None)
-        with trace.span(transport.label, "stream " + trace.argv_head(cmd.argv)):
-            return _get_file(transport, cmd, opener, write, timeout)
-    cmd = sh((_REGULAR if regular_only else "") + _GZIP, remote_path)
-    inflate = zlib.decompressobj(16 + zlib.MAX_WBITS)
-
-    def inflated(chunk: bytes) -> None:
-        while chunk:
-            if inflate.eof:
-                raise GzipStreamError("data after the end of the gzip stream")
-            write(inflate.decompress(chunk, INFLATE_STEP))
-            chunk = inflate.unconsumed_tail
-        if inflate.unused_data:
-            raise GzipStreamError("data after the end of the gzip stream")
-
+        sink = write
     opener = getattr(transport, "open_stream", None)
     with trace.span(transport.label, "stream " + trace.argv_head(cmd.argv)):
+        if not compress:
+            return _get_file(transport, cmd, opener, sink, timeout)
         try:
-            err = _get_file(transport, cmd, opener, inflated, timeout)
+            err = _get_file(transport, cmd, opener, sink, timeout)
             if not err:
                 write(inflate.flush())
                 if not inflate.eof:
-                    raise GzipStreamError("it ended early")
-        except (zlib.error, GzipStreamError) as exc:
-            return f"gzip stream from {remote_path}: {exc}".encode()
+                    raise _GzipStreamError("it ended early")
+        except (zlib.error, _GzipStreamError) as exc:
+            return f"{_GZIP_STREAM} from {remote_path}: {exc}".encode()
     return err
+
+
+def gzip_failed(err: bytes) -> bool:
+    """``get_file(compress=True)`` failed for gzip's sake (none on the node, a stream that does not inflate):
+    the same file read plain can succeed."""
+    return NO_GZIP.encode() in err or _GZIP_STREAM.encode() in err
 
 
 def _get_file(transport, cmd, opener, write, timeout):

@@ -17,7 +17,7 @@ from ..context import Ctx
 from ..errors import CommandTimeout, JobError
 from ..remote.helpers import mounts
 from ..remote.shell import Cmd
-from ..remote.transport import NO_GZIP, TransportError, get_file
+from ..remote.transport import TransportError, get_file, gzip_failed
 from ..state import atomic_write
 
 INLINE_MAX = 4 << 20   # files up to this size come back inside the manifest answer (no extra exec)
@@ -267,11 +267,6 @@ def _copy_verified(ctx: Ctx, node_path: str, local: Path, meta: dict, *, growing
     return _ctr_copy(ctx, node_path, local, sha, growing, compress, expect)
 
 
-def _plain_instead(err: bytes) -> bool:
-    """The gzip copy failed for gzip's sake (none on the node, a stream that does not inflate): copy plain."""
-    return NO_GZIP.encode() in err or b"gzip stream" in err
-
-
 def _host_copy(ctx, node_path, local, host, sha, expect, growing, compress) -> tuple[str, int] | None:
     for gz in (True, False) if compress else (False,):     # a host without gzip: plain
         try:
@@ -287,7 +282,7 @@ def _host_copy(ctx, node_path, local, host, sha, expect, growing, compress) -> t
         finally:
             if os.path.exists(tmp):
                 os.unlink(tmp)
-        if not (err and _plain_instead(err)):
+        if not (err and gzip_failed(err)):
             return None
     return None
 
@@ -311,7 +306,7 @@ def _ctr_copy(ctx, node_path, local, sha, growing, compress=False, expect=0) -> 
         finally:
             if os.path.exists(tmp):
                 os.unlink(tmp)
-        if err and compress and _plain_instead(err):
+        if err and compress and gzip_failed(err):
             compress = False
             continue
         if err:
