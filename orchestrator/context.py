@@ -120,9 +120,10 @@ def node_transport(node: NodeSpec, accept_new_host_key: bool = False) -> Transpo
     if node.local:
         from .remote.local import LocalTransport
         return LocalTransport(label=node.name)
-    from .remote.ssh import SshTarget, SshTransport  # fabric + paramiko: only for SSH nodes
-    return SshTransport(SshTarget(node.host, node.port, node.user, node.identity_file, node.ssh_config),
-                        accept_new_host_key=accept_new_host_key)
+    from .remote.openssh import ssh_transport
+    from .remote.sshtarget import SshTarget
+    return ssh_transport(SshTarget(node.host, node.port, node.user, node.identity_file, node.ssh_config),
+                         accept_new_host_key=accept_new_host_key)
 
 
 @dataclass

@@ -29,9 +29,10 @@ from .targets import InventoryRunner, TargetRef
 
 
 def login_transport(spec: SlurmSpec, accept_new_host_key: bool = False):
-    from ..remote.ssh import SshTarget, SshTransport
-    return SshTransport(SshTarget(spec.login, spec.port, spec.user, spec.identity_file, spec.ssh_config),
-                        accept_new_host_key=accept_new_host_key)
+    from ..remote.openssh import ssh_transport
+    from ..remote.sshtarget import SshTarget
+    return ssh_transport(SshTarget(spec.login, spec.port, spec.user, spec.identity_file, spec.ssh_config),
+                         accept_new_host_key=accept_new_host_key)
 
 
 class SlurmSource:

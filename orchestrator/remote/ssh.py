@@ -16,7 +16,6 @@ import select
 import socket
 import threading
 import time
-from dataclasses import dataclass
 
 import fabric
 import paramiko
@@ -25,6 +24,7 @@ from fabric.config import Config as FabricConfig
 from ..errors import CommandTimeout, ConnectError, HostKeyError, TuneRemoteError
 from .hostkeys import hops, secure
 from .shell import Cmd, render
+from .sshtarget import SshTarget  # noqa: F401 - where it always was, for callers
 from .transport import CommandResult, TransportError, check_result
 
 KEEPALIVE_S = 5
@@ -42,18 +42,6 @@ STREAM_PACKET = 1 << 18     # fewer, larger packets: 256 KiB (paramiko's per-pac
 # paramiko logs every dropped connection (with a traceback) from its transport thread; without a
 # handler Python prints that on stderr. The error that matters is reported once, as one line.
 logging.getLogger("paramiko").addHandler(logging.NullHandler())
-
-
-@dataclass(frozen=True)
-class SshTarget:
-    """Where to connect; ``host`` may be an alias from ~/.ssh/config. None = take ssh_config's."""
-
-    host: str
-    port: int | None = None
-    user: str | None = None
-    identity_file: str | None = None
-    ssh_config_path: str | None = None   # default ~/.ssh/config (and /etc/ssh/ssh_config)
-    connect_timeout: int | None = None
 
 
 def _leave_rekeys_to_the_server(conn: fabric.Connection) -> None:

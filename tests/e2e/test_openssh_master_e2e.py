@@ -1,0 +1,113 @@
+"""The user's own OpenSSH ControlMaster (ssh_config ControlPath/ControlMaster auto/ControlPersist) end to end:
+real ssh and sshd; the node's proxy counts every TCP connection (the master's is one)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.test_reliability_e2e import Bed, _nothing_ran, _ssh_config, desc, err_lines, finish
+from tests.fake_remote.provision import poll
+
+pytestmark = pytest.mark.e2e
+
+
+class Master:
+    """An ssh_config that asks for a master (its socket in a short dir: a Unix socket path has ~104 bytes)."""
+
+    def __init__(self, node, tmp_path: Path, base: Path | None = None):
+        self.node = node
+        self.dir = Path(tempfile.mkdtemp(prefix="trcm", dir="/tmp"))
+        self.cfg = tmp_path / "ssh_config_master"
+        self.cfg.write_text((base or node.ssh_config_file).read_text()
+                            + f"\nHost *\n    ControlMaster auto\n    ControlPath {self.dir}/cm-%C\n"
+                              "    ControlPersist 300\n")
+
+    def ssh(self, *args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(["ssh", "-F", str(self.cfg), *args, self.node.alias], capture_output=True,
+                              stdin=subprocess.DEVNULL, timeout=30)
+
+    def alive(self) -> bool:
+        return self.ssh("-O", "check").returncode == 0
+
+    def stop(self) -> None:
+        self.ssh("-O", "exit")
+
+
+@pytest.fixture
+def master(node, tmp_path):
+    m = Master(node, tmp_path)
+    yield m
+    m.stop()                      # the test's own master: nothing left running
+    shutil.rmtree(m.dir, ignore_errors=True)
+
+
+def test_a_run_rides_the_users_master_and_later_commands_open_no_connection(node, tmp_path, master):
+    """ControlMaster auto + ControlPersist: the run starts the master as `ssh` would, every command of the
+    job rides it, it outlives the run (ControlPersist decides), and `fetch` afterwards opens no connection."""
+    bed = Bed(node, tmp_path, ssh_config=master.cfg)
+    before = node.proxy.connections_total
+    cp = bed.cli(*bed.run_args())
+    assert cp.returncode == 0, desc(cp)
+    assert bed.state()["state"] == "succeeded"
+    assert master.alive(), "the user's ControlPersist keeps the master; tune-remote never stops it"
+    assert node.proxy.connections_total - before == 1        # the master's, and nothing else
+    stats = bed.state()["remote"]["stats"][-1]
+    assert stats["helpers_started"] == 1 and stats["round_trips"] >= stats["helper_requests"], stats
+    bed.assert_logs_identical()
+    gone = sorted((bed.job_dir / "logs").iterdir())[0]
+    gone.unlink()
+    cp = bed.cli("fetch", bed.job_id)
+    assert cp.returncode == 0, desc(cp)
+    assert gone.is_file()                                      # copied again, through the master
+    bed.assert_logs_identical()
+    assert node.proxy.connections_total - before == 1        # no handshake, no authentication
+
+
+def test_the_master_going_away_mid_job_does_not_stop_the_job(node, tmp_path, master):
+    """The master ends while the job tunes (its ControlPersist ran out, the user ran ssh -O exit): the
+    watching goes on over tune-remote's own connection, and the job completes with one launch."""
+    bed = Bed(node, tmp_path, ssh_config=master.cfg)
+    bed.c.slow(0.15)
+    before = node.proxy.connections_total
+    proc = bed.popen(*bed.run_args())
+    poll(lambda: bed.tuner_pids(), timeout=90, what="the tuner to start")
+    assert master.alive()
+    master.stop()
+    rc, out, err = finish(proc)
+    assert rc == 0, err[-3000:]
+    assert bed.state()["state"] == "succeeded"
+    assert len(bed.c.launches()) == 1
+    assert not master.alive()                                # not started again behind the user's back
+    assert node.proxy.connections_total - before == 2        # the master's, then the paramiko connection
+    bed.assert_logs_identical()
+
+
+def test_an_unknown_host_key_is_still_refused_and_no_master_is_started(node, tmp_path):
+    """BatchMode: the master's start never prompts; an unknown key is refused with the usual one line
+    (exit 3, the --accept-new-host-key hint), nothing runs on the node and known_hosts stays empty."""
+    kh = tmp_path / "known_hosts"
+    kh.write_text("")
+    m = Master(node, tmp_path, base=_ssh_config(node, tmp_path / "ssh_config", kh, "yes"))
+    try:
+        bed = Bed(node, tmp_path, ssh_config=m.cfg)
+        cp = bed.cli(*bed.run_args())
+        assert cp.returncode == 3, desc(cp)
+        errors = err_lines(cp)
+        assert len(errors) == 1 and "host key" in errors[0] and "--accept-new-host-key" in errors[0], desc(cp)
+        assert not m.alive()
+        _nothing_ran(bed)
+        assert kh.read_text() == ""
+        # with the flag, the master is started accepting the new key (OpenSSH records it) and the run works
+        cp = bed.cli(*bed.run_args("--accept-new-host-key"), "--job-id", "accepted")
+        assert cp.returncode == 0, desc(cp)
+        assert m.alive()
+        lines = [line.split() for line in kh.read_text().splitlines() if line.strip()]
+        assert [line[1:3] for line in lines] == [node.host_public_key.split()[:2]], lines
+    finally:
+        m.stop()
+        shutil.rmtree(m.dir, ignore_errors=True)
