@@ -218,9 +218,10 @@ def _pull_s(b: "Bench", ctx, node_path: str, local: Path) -> tuple[float, int]:
     return statistics.median(times), ctx.job.step_state("fetch").info["host_reads_last_pull"]
 
 
-def fetch_rows(b: Bench) -> list[tuple]:
+def fetch_rows(b: Bench, text: bool = True) -> list[tuple]:
     """The same 200 MB in a directory the host bind-mounted in (fetch reads it on the host) and in the
-    container's own filesystem (only `docker exec` reaches it), against scp of the host file."""
+    container's own filesystem (only `docker exec` reaches it), against scp of the host file (``text``: the
+    rows of a text log too)."""
     from orchestrator.steps import fetch
     mounted, own = "/opt/aiter-sim/fetch-bench.bin", "/tmp/fetch-bench.bin"
     host_file = b.ctr.host_path(mounted)
@@ -259,7 +260,7 @@ def fetch_rows(b: Bench) -> list[tuple]:
                                                      stdout=subprocess.DEVNULL), b.repeats)
         mbs = size / 1e6
         ref = f"scp {mbs / scp_s:.0f} MB/s ({scp_s:.2f} s)"
-        text_rows = _text_rows(b, state, mounted, own, host_file, scp, scp_dst)
+        text_rows = _text_rows(b, state, mounted, own, host_file, scp, scp_dst) if text else []
         return [("fetch 200 MB, file in a mounted dir",
                  f"{mbs / host_s:.0f} MB/s ({host_s:.2f} s, sha256-verified, read on the host: {host_reads})",
                  ref, f"{scp_s / host_s:.2f}x", ">= 0.8x"),

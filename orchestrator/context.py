@@ -101,6 +101,8 @@ class Target:
         their channels then, as they would anyway), not when one command's channel failed."""
         self._close_helpers()
         if not getattr(self.host, "shared", False):
+            if isinstance(exc, PathSilent) and hasattr(self.host, "path_silent"):
+                self.host.path_silent()     # a master of the user's: it is left, not closed (remote/openssh.py)
             self.host.close()
         elif isinstance(exc, PathSilent):
             self.host.drop()

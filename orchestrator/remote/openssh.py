@@ -2,38 +2,50 @@
 
 An engineer who set ``ControlMaster auto`` / ``ControlPersist`` for a node pays the SSH handshake and the
 authentication (a hardware key's touch, an OTP on a bastion) once, and every later ``ssh`` rides that
-connection. Here every command and stream of a node with such a master is one OpenSSH client
-(``ssh -o ControlMaster=no``) on it: no TCP or SSH handshake, no new authentication, no paramiko import,
-the host key checked by OpenSSH under the user's own StrictHostKeyChecking/known_hosts, ProxyJump and the
-rest of ssh_config applied as ``ssh`` applies them (``ssh -G``). Where the config says ``ControlMaster auto``
-(or yes) with a ``ControlPersist``, a command that finds no master starts one, exactly as ``ssh`` would
-(``BatchMode``: no prompt; it persists as ControlPersist says). Nothing else of the user's is touched: no
-master is ever stopped, none is started where the config does not ask for one, ``ask``/``autoask`` masters
-(a confirmation per session) are left alone.
+connection. Here every command and stream of a node with such a master is one OpenSSH client on it: no TCP or
+SSH handshake, no new authentication, no paramiko import; ssh_config applied as ``ssh`` applies it (``ssh -G``).
+Where the config says ``ControlMaster auto`` (or yes) with a ``ControlPersist``, a command that finds no master
+starts one as ``ssh`` would: without a terminal or askpass (no prompt can hang a job), a changed host key
+refused and a new one accepted only under accept-new (or ``--accept-new-host-key``), ssh's "Permanently
+added" line shown. No master is ever stopped here; ``ask``/``autoask`` masters (a confirmation per session)
+are left alone.
 
-Without such a config, or when the master cannot be had, or once it went away (its socket refuses), the
-node's commands go through ``SshTransport`` (paramiko), as they always did.
+A client never connects by itself (``ProxyCommand=false``: no master, no connection), never runs the config's
+RemoteCommand, sends no environment (SendEnv finds none) and logs to a file (``-E``): its stderr is the
+command's, and a 255 with a log is ssh's failure, not the command's. At most MAX_SESSIONS sessions of this
+process ride one master (sshd's MaxSessions is 10); more go over this transport's own connection. Without
+such a config, once the master cannot be had, or when its connection went silent, the node's commands go
+through ``SshTransport`` (paramiko), as they always did.
 """
 
 from __future__ import annotations
 
+import errno
 import glob
 import os
 import select
 import shutil
+import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import threading
-import time
 
 from ..errors import CommandTimeout
 from .shell import Cmd, render
 from .transport import CommandResult, TransportError, check_result
 
 CONNECT_TIMEOUT_S = 15           # as SshTransport's default
-START_TIMEOUT_S = 60             # a master's start: connect + authentication (+ a ProxyJump hop)
+START_TIMEOUT_S = 45             # a master's start: connect + authentication (+ a ProxyJump hop)
+PROBE_TIMEOUT_S = 5              # a session through the master: its connection still answers
+MAX_SESSIONS = 8                 # of this process on one master; sshd refuses an 11th (MaxSessions 10)
+RESTARTS = 3                     # masters started again after one went away, per transport
 _ERR_KEEP = 1 << 16
+_CLIENT_ENV = ("PATH", "HOME", "USER", "LOGNAME", "TMPDIR")
+_GONE = (errno.ECONNREFUSED, errno.ENOENT, errno.ENOTSOCK, errno.ENOTDIR, errno.EACCES)
+_sessions: dict[str, int] = {}   # control path -> sessions of this process riding it
+_sessions_lock = threading.Lock()
 
 
 # -- does the user's ssh_config name a master at all (no subprocess for the common case) ----------------
@@ -44,25 +56,28 @@ def _config_files(ssh_config_path: str | None) -> list[tuple[str, str]]:
     return [(os.path.expanduser("~/.ssh/config"), os.path.expanduser("~/.ssh")), ("/etc/ssh/ssh_config", "/etc/ssh")]
 
 
-def names_a_master(ssh_config_path: str | None, _depth: int = 0) -> bool:
+def names_a_master(ssh_config_path: str | None) -> bool:
     """Some ssh_config line (Includes followed) sets ControlPath: only then is ``ssh -G`` asked."""
-    for path, base in _config_files(ssh_config_path) if _depth == 0 else [(ssh_config_path, "")]:
-        try:
-            with open(path, "rb") as fh:
-                text = fh.read(1 << 20).decode("utf-8", "replace")
-        except OSError:
-            continue
-        for line in text.splitlines():
-            words = line.replace("=", " ", 1).split()
-            key = words[0].lower() if words else ""
-            if key == "controlpath":
-                return True
-            if key == "include" and _depth < 8:
-                for pattern in words[1:]:
-                    pattern = os.path.expanduser(pattern)
-                    rel = pattern if os.path.isabs(pattern) else os.path.join(base or os.path.dirname(path), pattern)
-                    if any(names_a_master(p, _depth + 1) for p in sorted(glob.glob(rel))):
-                        return True
+    return any(_mentions(path, base, 0) for path, base in _config_files(ssh_config_path))
+
+
+def _mentions(path: str, base: str, depth: int) -> bool:
+    try:
+        with open(path, "rb") as fh:
+            text = fh.read(1 << 20).decode("utf-8", "replace")
+    except OSError:
+        return False
+    for line in text.splitlines():
+        words = line.replace("=", " ", 1).replace('"', " ").split()
+        key = words[0].lower() if words else ""
+        if key == "controlpath":
+            return True
+        if key == "include" and depth < 8:
+            for pattern in words[1:]:           # relative: to ~/.ssh (user files) or /etc/ssh, at any depth
+                pattern = os.path.expanduser(pattern)
+                full = pattern if os.path.isabs(pattern) else os.path.join(base, pattern)
+                if any(_mentions(p, base, depth + 1) for p in sorted(glob.glob(full))):
+                    return True
     return False
 
 
@@ -76,16 +91,40 @@ def ssh_transport(target, *, accept_new_host_key: bool = False):
 
 
 def _listening(path: str) -> bool:
-    """A master accepts on its control socket (a socket file left by a killed one refuses)."""
+    """A master accepts on its control socket (gone: no socket, or a file a killed master left refuses)."""
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         s.settimeout(2.0)
         s.connect(path)
         return True
-    except OSError:
-        return False
+    except OSError as exc:
+        return exc.errno not in _GONE     # a full backlog, a slow accept: it is there
     finally:
         s.close()
+
+
+def _end(proc: subprocess.Popen) -> None:
+    """The client ends (its session on the master with it) and is reaped."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=2.0)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def _read_log(path: str) -> str:
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(_ERR_KEEP).decode("utf-8", "replace").strip()
+    except OSError:
+        return ""
+    finally:
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
 
 
 class MasterTransport:
@@ -96,9 +135,11 @@ class MasterTransport:
         self.target = target
         self.accept_new_host_key = accept_new_host_key
         self.label = target.host
-        self.control_path: str | None = None     # the live master's socket, once chosen
-        self.fallback = None                     # SshTransport, once chosen (for good)
-        self._decided = False
+        self.control_path: str | None = None     # the live master's socket
+        self.fallback = None                     # this transport's own SshTransport, once needed
+        self._cfg: dict[str, str] | None = None  # ssh -G, read once
+        self._abandoned = False                  # its connection went silent: paramiko from then on
+        self._restarts = 0
         self._lock = threading.Lock()
         self._clients = 0
         self._streams: set[_PipeStream] = set()
@@ -124,49 +165,117 @@ class MasterTransport:
                                 stdin=subprocess.DEVNULL)
         except (OSError, subprocess.TimeoutExpired):
             return {}
-        out = {}
+        out: dict[str, str] = {}
         for line in cp.stdout.decode("utf-8", "replace").splitlines() if cp.returncode == 0 else ():
             key, _, value = line.partition(" ")
             out.setdefault(key.lower(), value.strip())
         return out
 
+    def _may_start(self) -> bool:
+        cfg = self._cfg or {}
+        return cfg.get("controlmaster") in ("auto", "true") and cfg.get("controlpersist", "no") != "no" \
+            and self._restarts <= RESTARTS
+
     def _start_master(self) -> None:
-        """``ssh`` with the user's ControlMaster auto + ControlPersist: it leaves the master running. No prompt
-        (BatchMode); a failure (an unknown host key, a password login) is said by the paramiko path after."""
-        argv = [*self._base(), "-o", "BatchMode=yes", "-o", "ControlMaster=auto"]
-        if self.accept_new_host_key:
-            argv += ["-o", "StrictHostKeyChecking=accept-new"]
-        # stderr to a file: the master it leaves behind must not hold a pipe of ours open
-        with tempfile.TemporaryFile() as err:
+        """``ssh ... true`` under the user's ControlMaster auto + ControlPersist leaves the master running. In a
+        session of its own (no terminal: no prompt, nor askpass), killed whole past START_TIMEOUT_S."""
+        strict = "accept-new" if self.accept_new_host_key or self._cfg.get("stricthostkeychecking") == "false" \
+            else None                                 # "no" would accept a CHANGED key: never here
+        argv = [*self._base(), "-o", "BatchMode=yes", "-o", "ControlMaster=auto",
+                *(("-o", f"StrictHostKeyChecking={strict}") if strict else ()), "--", self.target.host, "true"]
+        env = dict(os.environ, SSH_ASKPASS_REQUIRE="never")
+        with tempfile.TemporaryFile() as err:     # a file: the master it leaves must hold no pipe of ours
+            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
+                                    env=env, start_new_session=True)
             try:
-                subprocess.run([*argv, "--", self.target.host, "true"], stdin=subprocess.DEVNULL,
-                               stdout=subprocess.DEVNULL, stderr=err, timeout=START_TIMEOUT_S)
-            except (OSError, subprocess.TimeoutExpired):
-                pass
+                proc.wait(timeout=START_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                try:
+                    os.killpg(proc.pid, signal.SIGKILL)     # a ProxyJump hop's ssh too
+                except OSError:
+                    pass
+                proc.wait()
+            err.seek(0)
+            for line in err.read(_ERR_KEEP).decode("utf-8", "replace").splitlines():
+                if "Permanently added" in line:           # as paramiko's path says it (S-02)
+                    sys.stderr.write(f"tune-remote: warning: ssh: {line.strip()}\n")
 
     def _route(self):
-        """The master's socket path, or the fallback transport (decided once, on first use)."""
+        """The live master's socket path, or the fallback transport."""
         with self._lock:
-            if not self._decided:
-                self._decided = True
-                cfg = self._effective()
-                path = cfg.get("controlpath", "none")
-                mode = cfg.get("controlmaster", "false")
-                if path and path != "none" and mode not in ("ask", "autoask"):
-                    if not _listening(path) and mode in ("auto", "true", "yes") \
-                            and cfg.get("controlpersist", "no") not in ("no", "false", "0"):
-                        self._start_master()
-                    if _listening(path):
-                        self.control_path = path
-            if self.control_path is not None and not _listening(self.control_path):
-                self.control_path = None          # it went away (ControlPersist ran out, ssh -O exit, killed)
-            if self.control_path is None and self.fallback is None:
-                from .ssh import SshTransport
-                self.fallback = SshTransport(self.target, accept_new_host_key=self.accept_new_host_key)
-            return self.control_path if self.control_path is not None else self.fallback
+            if self._cfg is None:
+                self._cfg = self._effective()
+                path = self._cfg.get("controlpath", "none")
+                if path and path != "none" and self._cfg.get("controlmaster") not in ("ask", "autoask"):
+                    self.control_path = path
+            path = None if self._abandoned else self.control_path
+            if path is not None and not _listening(path):
+                if self._may_start():                     # as ssh would, each time it finds none
+                    self._restarts += 1
+                    self._start_master()
+                if not _listening(path):
+                    path = None
+            if path is None or self._full(path):
+                if self.fallback is None:
+                    from .ssh import SshTransport
+                    self.fallback = SshTransport(self.target, accept_new_host_key=self.accept_new_host_key)
+                return self.fallback
+            return path
+
+    def _full(self, path: str) -> bool:
+        with _sessions_lock:
+            return _sessions.get(path, 0) >= MAX_SESSIONS
 
     def via_master(self) -> bool:
         return isinstance(self._route(), str)
+
+    # -- clients --------------------------------------------------------------------------------------------
+    def _client(self, cmd: Cmd, path: str, **popen):
+        """One ``ssh`` client on the master at ``path`` (ssh -G printed it with tokens expanded: a literal %
+        doubled), its log file (``-E``) and the session counted."""
+        fd, log = tempfile.mkstemp(prefix="tune-remote-ssh-", suffix=".log")
+        os.close(fd)
+        argv = [*self._base(), "-S", path.replace("%", "%%"), "-o", "ControlMaster=no", "-o", "ProxyCommand=false",
+                "-o", "RemoteCommand=none", "-o", "BatchMode=yes", "-o", "LogLevel=ERROR", "-E", log, "-T",
+                "--", self.target.host, render(cmd)]
+        env = {k: os.environ[k] for k in _CLIENT_ENV if k in os.environ}
+        with _sessions_lock:
+            _sessions[path] = _sessions.get(path, 0) + 1
+        with self._lock:
+            self._clients += 1
+        try:
+            proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                    env=env, **popen)
+        except OSError as exc:
+            self._done(path)
+            _read_log(log)
+            raise TransportError(f"cannot start ssh for {self.label}: {exc}") from exc
+        return proc, log
+
+    def _done(self, path: str) -> None:
+        with _sessions_lock:
+            _sessions[path] = max(0, _sessions.get(path, 0) - 1)
+
+    def _failed(self, path: str, code: int | None, log: str) -> TransportError | None:
+        """ssh's own failure (exit 255 and a log line, or the master gone): the transport's error."""
+        if code != 255 or (not log and _listening(path)):
+            return None
+        why = log.splitlines()[-1][:200] if log else "its OpenSSH master went away"
+        return TransportError(f"connection to {self.label} through the OpenSSH master lost or refused ({why})",
+                              hint="it is retried (a refused session: sshd's MaxSessions)")
+
+    def _probe(self, path: str) -> bool:
+        """A session through the master within PROBE_TIMEOUT_S: its connection still answers."""
+        proc, log = self._client(Cmd(("true",)), path)
+        try:
+            proc.communicate(b"", timeout=PROBE_TIMEOUT_S)
+            return proc.returncode == 0
+        except subprocess.TimeoutExpired:
+            return False
+        finally:
+            _end(proc)
+            self._done(path)
+            _read_log(log)
 
     # -- the Transport protocol -------------------------------------------------------------------------
     @property
@@ -178,46 +287,50 @@ class MasterTransport:
         if not isinstance(route, str):
             route.connect()
 
-    def _client(self, cmd: Cmd, control_path: str, **popen) -> subprocess.Popen:
-        """One ``ssh`` client on the master at ``control_path`` (as ssh -G printed it, tokens expanded: a literal
-        % doubled); ControlMaster=no: it never becomes a master of its own."""
-        with self._lock:
-            self._clients += 1
-        argv = [*self._base(), "-o", "ControlMaster=no", "-o", "ControlPath=" + control_path.replace("%", "%%"),
-                "-o", "BatchMode=yes", "-T", "--", self.target.host, render(cmd)]
-        try:
-            return subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                    **popen)
-        except OSError as exc:
-            raise TransportError(f"cannot start ssh for {self.label}: {exc}") from exc
-
     def run(self, cmd: Cmd, *, stdin: bytes | None = None, timeout: float | None = None,
             check: bool = True) -> CommandResult:
-        route = self._route()
-        if not isinstance(route, str):
-            return route.run(cmd, stdin=stdin, timeout=timeout, check=check)
-        proc = self._client(cmd, route)
+        path = self._route()
+        if not isinstance(path, str):
+            return path.run(cmd, stdin=stdin, timeout=timeout, check=check)
+        proc, log = self._client(cmd, path)
         try:
             out, err = proc.communicate(stdin or b"", timeout=timeout)
         except subprocess.TimeoutExpired:
             _end(proc)
-            if not _listening(route):
-                raise TransportError(f"connection to {self.label} lost (its OpenSSH master went away)") from None
+            if not self._probe(path):                       # a black hole under the master (R-04)
+                self.path_silent()
+                raise TransportError(f"connection to {self.label} lost (no answer through the OpenSSH master "
+                                     "after a command timed out)") from None
             raise CommandTimeout(f"command on {self.label} did not finish within {timeout:g}s "
                                  "(the connection is fine)",
                                  hint="the node is busy or the step is slow; run again or resume") from None
-        if proc.returncode == 255 and not _listening(route):
-            raise TransportError(f"connection to {self.label} lost (its OpenSSH master went away)")
+        finally:
+            _end(proc)
+            self._done(path)
+            text = _read_log(log)
+        failed = self._failed(path, proc.returncode, text)
+        if failed is not None:
+            raise failed
         result = CommandResult(cmd, proc.returncode, out, err)
         return check_result(result) if check else result
 
     def open_stream(self, cmd: Cmd):
-        route = self._route()
-        if not isinstance(route, str):
-            return route.open_stream(cmd)
-        stream = _PipeStream(self._client(cmd, route, bufsize=0), self)
+        path = self._route()
+        if not isinstance(path, str):
+            return path.open_stream(cmd)
+        proc, log = self._client(cmd, path, bufsize=0)
+        stream = _PipeStream(proc, self, path, log)
         self._streams.add(stream)
         return stream
+
+    def path_silent(self) -> None:
+        """Nothing came back (a black hole): unless a session through the master still answers, this process
+        leaves it (the user's master is theirs to end) and uses its own connection."""
+        for stream in list(self._streams):
+            stream.close()
+        path = self.control_path
+        if path is not None and not self._abandoned and not (_listening(path) and self._probe(path)):
+            self._abandoned = True
 
     def close(self) -> None:
         """This process's clients end; the master is the user's (ControlPersist decides when it goes)."""
@@ -228,22 +341,32 @@ class MasterTransport:
 
 
 class _PipeStream:
-    """An ``ssh`` client's pipes as a Stream: stdout as it comes, stderr kept (bounded) by a thread."""
+    """An ``ssh`` client's pipes as a Stream: stdout as it comes, stderr kept (bounded) by a thread. Pipes are
+    closed by whoever reads them (another thread's ``close`` only ends the client): an fd number closed under a
+    reader could be another file's by its next read."""
 
-    def __init__(self, proc: subprocess.Popen, owner: MasterTransport):
+    def __init__(self, proc: subprocess.Popen, owner: MasterTransport, path: str, log: str):
         self.proc = proc
         self.owner = owner
+        self.path = path
+        self.log = log
         self._err = bytearray()
+        self._io = threading.Lock()
+        self._reading = False
+        self._closed = False
+        self._released = False
         self._drain = threading.Thread(target=self._read_err, name="ssh-stderr", daemon=True)
         self._drain.start()
 
     def _read_err(self) -> None:
+        fd = self.proc.stderr.fileno()
         while True:
             try:
-                chunk = os.read(self.proc.stderr.fileno(), 1 << 16)
-            except (OSError, ValueError):
-                return
+                chunk = os.read(fd, 1 << 16)
+            except OSError:
+                chunk = b""
             if not chunk:
+                self.proc.stderr.close()
                 return
             self._err += chunk[: max(0, _ERR_KEEP - len(self._err))]
 
@@ -253,17 +376,50 @@ class _PipeStream:
             while view:
                 view = view[os.write(self.proc.stdin.fileno(), view):]
         except (OSError, ValueError):
-            return   # the client is gone: recv() reports EOF
+            return   # the client is gone: recv() reports how
 
     def recv(self, timeout: float) -> bytes | None:
+        with self._io:
+            if self._closed:
+                return b""
+            self._reading = True
+            fd = self.proc.stdout.fileno()
         try:
-            fd = self.proc.stdout.fileno()       # ValueError once closed (the number may be another file's)
-            ready, _, _ = select.select([fd], [], [], max(0.0, timeout))
-            if not ready:
+            poller = select.poll()        # any fd number (select() stops at 1024)
+            poller.register(fd, select.POLLIN | select.POLLHUP | select.POLLERR)
+            if not poller.poll(max(0.0, timeout) * 1000):
                 return None
-            return os.read(fd, 1 << 20)
-        except (OSError, ValueError):
-            return b""
+            data = os.read(fd, 1 << 20)
+        except OSError:
+            data = b""
+        finally:
+            with self._io:
+                self._reading = False
+                if self._closed:
+                    self._close_pipes()
+        if not data:
+            self._at_eof()
+        return data
+
+    def _at_eof(self) -> None:
+        """stdout ended: the client's exit status follows; ssh's own failure (the master died: a copy would
+        look whole) is the transport's error, as a dropped paramiko channel is."""
+        try:
+            code = self.proc.wait(timeout=2.0)
+        except subprocess.TimeoutExpired:
+            return
+        failed = self.owner._failed(self.path, code, self._release())
+        if failed is not None:
+            raise failed
+
+    def _release(self) -> str:
+        """The session is no longer counted and its log is read (once)."""
+        with self._io:
+            if self._released:
+                return ""
+            self._released = True
+        self.owner._done(self.path)
+        return _read_log(self.log)
 
     def stderr(self) -> bytes:
         self._drain.join(timeout=2.0)    # the client ends moments after its stdout did
@@ -272,24 +428,19 @@ class _PipeStream:
     def exit_code(self) -> int | None:
         return self.proc.poll()
 
+    def _close_pipes(self) -> None:
+        for pipe in (self.proc.stdin, self.proc.stdout):
+            try:
+                pipe.close()
+            except OSError:
+                pass
+
     def close(self) -> None:
         self.owner._streams.discard(self)
         _end(self.proc)
+        with self._io:
+            self._closed = True
+            if not self._reading:
+                self._close_pipes()
         self._drain.join(timeout=0.2)
-
-
-def _end(proc: subprocess.Popen) -> None:
-    """The client ends (its session on the master with it) and its pipes are closed; it is reaped."""
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(timeout=2.0)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-    for pipe in (proc.stdin, proc.stdout, proc.stderr):
-        try:
-            if pipe is not None:
-                pipe.close()
-        except OSError:
-            pass
+        self._release()

@@ -17,19 +17,26 @@ pytestmark = pytest.mark.e2e
 
 
 class Master:
-    """An ssh_config that asks for a master (its socket in a short dir: a Unix socket path has ~104 bytes)."""
+    """An ssh_config that names a master (its socket in a short dir: a Unix socket path has ~104 bytes):
+    ``auto`` (ControlMaster auto + ControlPersist: ssh starts it) or ``by hand`` (ControlMaster no: only a
+    master the user started is used)."""
 
-    def __init__(self, node, tmp_path: Path, base: Path | None = None):
+    def __init__(self, node, tmp_path: Path, base: Path | None = None, mode: str = "auto"):
         self.node = node
         self.dir = Path(tempfile.mkdtemp(prefix="trcm", dir="/tmp"))
         self.cfg = tmp_path / "ssh_config_master"
+        how = "ControlMaster auto\n    ControlPersist 300" if mode == "auto" else "ControlMaster no"
         self.cfg.write_text((base or node.ssh_config_file).read_text()
-                            + f"\nHost *\n    ControlMaster auto\n    ControlPath {self.dir}/cm-%C\n"
-                              "    ControlPersist 300\n")
+                            + f"\nHost *\n    {how}\n    ControlPath {self.dir}/cm-%C\n")
 
     def ssh(self, *args: str) -> subprocess.CompletedProcess:
         return subprocess.run(["ssh", "-F", str(self.cfg), *args, self.node.alias], capture_output=True,
                               stdin=subprocess.DEVNULL, timeout=30)
+
+    def start(self) -> None:
+        """As a user does by hand: `ssh -fN -o ControlMaster=yes -o ControlPersist=300 node`."""
+        cp = self.ssh("-fN", "-o", "ControlMaster=yes", "-o", "ControlPersist=300")
+        assert cp.returncode == 0, cp.stderr
 
     def alive(self) -> bool:
         return self.ssh("-O", "check").returncode == 0
@@ -68,23 +75,34 @@ def test_a_run_rides_the_users_master_and_later_commands_open_no_connection(node
     assert node.proxy.connections_total - before == 1        # no handshake, no authentication
 
 
-def test_the_master_going_away_mid_job_does_not_stop_the_job(node, tmp_path, master):
-    """The master ends while the job tunes (its ControlPersist ran out, the user ran ssh -O exit): the
-    watching goes on over tune-remote's own connection, and the job completes with one launch."""
-    bed = Bed(node, tmp_path, ssh_config=master.cfg)
-    bed.c.slow(0.15)
-    before = node.proxy.connections_total
-    proc = bed.popen(*bed.run_args())
-    poll(lambda: bed.tuner_pids(), timeout=90, what="the tuner to start")
-    assert master.alive()
-    master.stop()
-    rc, out, err = finish(proc)
-    assert rc == 0, err[-3000:]
-    assert bed.state()["state"] == "succeeded"
-    assert len(bed.c.launches()) == 1
-    assert not master.alive()                                # not started again behind the user's back
-    assert node.proxy.connections_total - before == 2        # the master's, then the paramiko connection
-    bed.assert_logs_identical()
+@pytest.mark.parametrize("mode", ["auto", "by hand"])
+def test_the_master_going_away_mid_job_does_not_stop_the_job(node, tmp_path, mode):
+    """The master ends while the job tunes (its ControlPersist ran out, the user ran ssh -O exit): under
+    ControlMaster auto the next command starts one again, as ssh would; a master the user starts by hand is
+    not started behind their back (tune-remote's own connection takes over). The job completes with one
+    launch either way."""
+    m = Master(node, tmp_path, mode=mode)
+    try:
+        if mode == "by hand":
+            m.start()
+        bed = Bed(node, tmp_path, ssh_config=m.cfg)
+        bed.c.slow(0.15)
+        before = node.proxy.connections_total
+        proc = bed.popen(*bed.run_args())
+        poll(lambda: bed.tuner_pids(), timeout=90, what="the tuner to start")
+        assert m.alive()
+        m.stop()
+        rc, out, err = finish(proc)
+        assert rc == 0, err[-3000:]
+        assert bed.state()["state"] == "succeeded"
+        assert len(bed.c.launches()) == 1
+        assert m.alive() is (mode == "auto")
+        # auto: the first master, then its successor; by hand: the user's, then tune-remote's own (paramiko)
+        assert node.proxy.connections_total - before == (2 if mode == "auto" else 1)
+        bed.assert_logs_identical()
+    finally:
+        m.stop()
+        shutil.rmtree(m.dir, ignore_errors=True)
 
 
 def test_an_unknown_host_key_is_still_refused_and_no_master_is_started(node, tmp_path):

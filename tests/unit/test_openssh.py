@@ -19,13 +19,16 @@ from orchestrator.remote.shell import Cmd
 from orchestrator.remote.sshtarget import SshTarget
 from orchestrator.remote.transport import TransportError
 
-# the fake ssh: `-G` prints $FAKE_SSH_G; a command logs its argv to $FAKE_SSH_LOG, then runs its last word
-# locally in sh (exit status passed through), as ssh runs it on the node
+# the fake ssh (its settings in fake.conf beside it: a client gets no environment): `-G` prints $G; a command
+# logs its argv to $LOG, then runs its last word locally in sh (exit status passed through), as ssh runs it on
+# the node; with $EXIT set it fails as ssh does, its message in the -E log file
 FAKE_SSH = r"""#!/bin/sh
-printf '%s\n' "$*" >> "$FAKE_SSH_LOG"
-for a in "$@"; do [ "$a" = "-G" ] && { printf '%s\n' "$FAKE_SSH_G"; exit 0; }; done
+. "$(dirname "$0")/fake.conf"
+printf '%s\n' "$*" >> "$LOG"
+elog=/dev/stderr; prev=
+for a in "$@"; do [ "$a" = "-G" ] && { printf '%s\n' "$G"; exit 0; }; [ "$prev" = "-E" ] && elog="$a"; prev="$a"; done
 for a in "$@"; do last="$a"; done
-[ -n "$FAKE_SSH_EXIT" ] && { echo "ssh: $FAKE_SSH_EXIT" >&2; exit 255; }
+[ -n "$EXIT" ] && { echo "$EXIT" >> "$elog"; exit 255; }
 exec sh -c "$last"
 """
 
@@ -39,16 +42,26 @@ def fake_ssh(tmp_path, monkeypatch):
     ssh.chmod(ssh.stat().st_mode | stat.S_IXUSR)
     log = tmp_path / "ssh.log"
     monkeypatch.setenv("PATH", f"{bindir}:{os.environ['PATH']}")
-    monkeypatch.setenv("FAKE_SSH_LOG", str(log))
-    monkeypatch.delenv("FAKE_SSH_EXIT", raising=False)
 
     class Fake:
+        settings = {"LOG": str(log), "G": "", "EXIT": ""}
+
+        def _write(self) -> None:
+            (bindir / "fake.conf").write_text("".join(f"{k}='{v}'\n" for k, v in self.settings.items()))
+
         def calls(self) -> list[str]:
             return log.read_text().splitlines() if log.exists() else []
 
         def g(self, **opts: str) -> None:
-            monkeypatch.setenv("FAKE_SSH_G", "\n".join(f"{k} {v}" for k, v in opts.items()))
-    return Fake()
+            self.settings["G"] = "\n".join(f"{k} {v}" for k, v in opts.items())
+            self._write()
+
+        def fail(self, message: str) -> None:
+            self.settings["EXIT"] = message
+            self._write()
+    fake = Fake()
+    fake._write()
+    return fake
 
 
 @pytest.fixture
@@ -111,7 +124,8 @@ def test_a_live_master_is_ridden_and_every_value_reaches_ssh_quoted_once(tmp_pat
     assert t.via_master() and t.round_trips == 1 and t.fallback is None
     argv = fake_ssh.calls()[-1]
     assert "-F" in argv and "-p 2222" in argv and "-l me" in argv and os.path.expanduser("~/.ssh/id_x") in argv
-    assert "ControlMaster=no" in argv and f"ControlPath={path}" in argv and "BatchMode=yes" in argv
+    assert "ControlMaster=no" in argv and f"-S {path}" in argv and "BatchMode=yes" in argv
+    assert "ProxyCommand=false" in argv and "RemoteCommand=none" in argv   # never a connection of its own
     assert "-- n1 printf" in argv
 
 
@@ -132,7 +146,7 @@ def test_a_percent_in_the_socket_path_is_not_a_token_again(tmp_path, fake_ssh):
         fake_ssh.g(controlpath=path)
         t = _master(tmp_path)
         t.run(Cmd(("true",)))
-        assert f"ControlPath={path.replace('%', '%%')}" in fake_ssh.calls()[-1]
+        assert f"-S {path.replace('%', '%%')}" in fake_ssh.calls()[-1]
     finally:
         s.close()
         os.unlink(path)
@@ -183,26 +197,120 @@ def test_auto_with_controlpersist_starts_the_master_as_ssh_would(tmp_path, fake_
         started[1].close()
 
 
-def test_the_start_argv_never_prompts_and_accepts_new_keys_only_when_asked(tmp_path, fake_ssh):
+@pytest.mark.parametrize("accept,strict,want", [(False, "true", False), (True, "true", True),
+                                                 (False, "false", True), (False, "ask", False)])
+def test_the_start_never_prompts_and_never_accepts_a_changed_key(tmp_path, fake_ssh, accept, strict, want):
+    """StrictHostKeyChecking no (ssh -G: false) would let ssh log in past a CHANGED key: accept-new instead,
+    which takes an unknown key (and says so) and refuses a changed one, as the paramiko path does."""
+    fake_ssh.g(controlpath="/nonexistent/cm", controlmaster="auto", controlpersist="yes",
+               stricthostkeychecking=strict)
+    t = MasterTransport(SshTarget("n1", ssh_config_path=_cfg(tmp_path, "ControlPath x\n")),
+                        accept_new_host_key=accept)
+    assert not t.via_master()                             # the fake `true` starts nothing: paramiko
+    start = [c for c in fake_ssh.calls() if c.endswith("-- n1 true")][-1]
+    assert "BatchMode=yes" in start and "ControlMaster=auto" in start
+    assert ("StrictHostKeyChecking=accept-new" in start) is want
+    assert "StrictHostKeyChecking=no" not in start
+
+
+def test_the_start_shows_ssh_adding_a_host_key(tmp_path, fake_ssh, capsys):
     fake_ssh.g(controlpath="/nonexistent/cm", controlmaster="auto", controlpersist="yes")
-    for accept, want in ((False, False), (True, True)):
-        t = MasterTransport(SshTarget("n1", ssh_config_path=_cfg(tmp_path, "ControlPath x\n")),
-                            accept_new_host_key=accept)
-        assert not t.via_master()                         # the fake `true` starts nothing: paramiko
-        start = [c for c in fake_ssh.calls() if c.endswith("-- n1 true")][-1]
-        assert "BatchMode=yes" in start and "ControlMaster=auto" in start
-        assert ("StrictHostKeyChecking=accept-new" in start) is want
+    fake_ssh.fail("Warning: Permanently added [127.0.0.1]:2222 (ED25519) to the list of known hosts.")
+    MasterTransport(SshTarget("n1", ssh_config_path=_cfg(tmp_path, "ControlPath x\n")),
+                    accept_new_host_key=True).via_master()
+    assert "tune-remote: warning: ssh: Warning: Permanently added [127.0.0.1]:2222 (ED25519)" in capsys.readouterr().err
 
 
 def test_a_master_that_went_away_hands_over_to_paramiko(tmp_path, fake_ssh, listener):
     sock, path = listener
-    fake_ssh.g(controlpath=path, controlmaster="auto")
+    fake_ssh.g(controlpath=path, controlmaster="false")   # a master the user starts by hand
     t = _master(tmp_path)
     assert t.via_master()
-    sock.close()                                          # ControlPersist ran out / ssh -O exit
+    sock.close()                                          # ssh -O exit
     os.unlink(path)
     assert not t.via_master()
     assert type(t.fallback).__name__ == "SshTransport"
+    assert not any(c.endswith(" true") for c in fake_ssh.calls())     # none started: the config says no
+
+
+def test_under_controlpersist_a_master_that_went_away_is_started_again_as_ssh_would(tmp_path, fake_ssh, listener,
+                                                                                  monkeypatch):
+    sock, path = listener
+    fake_ssh.g(controlpath=path, controlmaster="auto", controlpersist="60")
+    t = _master(tmp_path)
+    assert t.via_master()
+    sock.close()                                          # ControlPersist ran out
+    os.unlink(path)
+    new = []
+
+    def start(self):
+        s2 = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s2.bind(path)
+        s2.listen(4)
+        new.append(s2)
+    monkeypatch.setattr(MasterTransport, "_start_master", start)
+    try:
+        assert t.via_master() and len(new) == 1 and t.fallback is None
+    finally:
+        new[0].close()
+
+
+def test_a_client_sends_no_environment(tmp_path, fake_ssh, listener, monkeypatch):
+    """SendEnv (Debian's LANG LC_*) finds nothing: the node's tools see what they saw over paramiko."""
+    monkeypatch.setenv("LC_ALL", "de_DE.UTF-8")
+    monkeypatch.setenv("MY_TOKEN", "s3cret")
+    fake_ssh.g(controlpath=listener[1])
+    out = _master(tmp_path).run(Cmd(("env",))).stdout.decode()
+    names = {line.split("=", 1)[0] for line in out.splitlines()}
+    assert "LC_ALL" not in names and "MY_TOKEN" not in names and "PATH" in names
+
+
+def test_past_max_sessions_on_one_master_the_rest_use_the_own_connection(tmp_path, fake_ssh, listener):
+    fake_ssh.g(controlpath=listener[1])
+    a, b = _master(tmp_path), _master(tmp_path)           # two targets of a campaign on one node
+    streams = [(a if i % 2 else b).open_stream(Cmd(("sleep", "30"))) for i in range(openssh.MAX_SESSIONS)]
+    try:
+        assert not a.via_master() and not b.via_master()  # sshd would refuse the 11th session
+        streams.pop().close()
+        assert a.via_master()
+    finally:
+        for st in streams:
+            st.close()
+    assert openssh._sessions[listener[1]] == 0
+
+
+def test_a_silent_path_under_the_master_leaves_it_for_the_own_connection(tmp_path, fake_ssh, listener):
+    fake_ssh.g(controlpath=listener[1])
+    t = _master(tmp_path)
+    t.path_silent()                                       # a session still answers: the master stays
+    assert t.via_master()
+    fake_ssh.fail("Timeout, server not responding.")
+    t.path_silent()
+    assert not t.via_master() and type(t.fallback).__name__ == "SshTransport"
+    assert os.path.exists(listener[1])                    # the user's master is theirs to end
+
+
+def test_a_stream_ended_by_ssh_itself_is_a_lost_connection_not_eof(tmp_path, fake_ssh, listener):
+    """The master died mid-copy: ssh exits 255 with its log; a copy cut there must not look whole."""
+    fake_ssh.g(controlpath=listener[1])
+    fake_ssh.fail("Control master terminated unexpectedly")
+    s = _master(tmp_path).open_stream(Cmd(("cat",)))
+    with pytest.raises(TransportError, match="terminated unexpectedly"):
+        while s.recv(5.0):
+            pass
+    s.close()
+
+
+def test_a_relative_include_is_read_from_dot_ssh_at_any_depth(tmp_path, monkeypatch):
+    home = tmp_path / "home"
+    (home / ".ssh" / "conf.d").mkdir(parents=True)
+    monkeypatch.setenv("HOME", str(home))
+    (home / ".ssh" / "conf.d" / "a.conf").write_text("Include conf.d/b.conf\n")
+    (home / ".ssh" / "conf.d" / "b.conf").write_text("Host *\n  ControlPath ~/.ssh/cm-%C\n")
+    elsewhere = tmp_path / "etc"
+    elsewhere.mkdir()
+    (elsewhere / "cfg").write_text("Include conf.d/a.conf\n")
+    assert names_a_master(str(elsewhere / "cfg"))
 
 
 def test_ssh_failing_because_the_master_died_is_a_lost_connection(tmp_path, fake_ssh, listener, monkeypatch):
@@ -210,13 +318,16 @@ def test_ssh_failing_because_the_master_died_is_a_lost_connection(tmp_path, fake
     fake_ssh.g(controlpath=path)
     t = _master(tmp_path)
     assert t.via_master()
-    monkeypatch.setenv("FAKE_SSH_EXIT", "mux_client_request_session: read from master failed")
-    res = t.run(Cmd(("true",)), check=False)            # the master still listens: the command's own 255
+    res = t.run(Cmd(("sh", "-c", "exit 255")), check=False)  # the master listens, no ssh log: the command's 255
     assert res.exit_code == 255
-    answers = iter([True, False])                         # alive when chosen, gone when ssh failed
+    fake_ssh.fail("mux_client_request_session: session request failed: Session open refused by peer")
+    with pytest.raises(TransportError, match="Session open refused"):
+        t.run(Cmd(("true",)))                              # ssh's own failure, said by its -E log
+    fake_ssh.fail("")
+    answers = iter([True, False])                         # alive when chosen, gone once the client ended
     monkeypatch.setattr(openssh, "_listening", lambda p: next(answers))
-    with pytest.raises(TransportError, match="master went away"):
-        t.run(Cmd(("true",)))
+    with pytest.raises(TransportError, match="went away"):
+        t.run(Cmd(("sh", "-c", "exit 255")))
 
 
 def test_a_command_past_its_timeout_on_a_live_master_is_a_timeout(tmp_path, fake_ssh, listener):
