@@ -24,7 +24,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import issue9_figures as F  # noqa: E402
+import issue9_figures as F
 
 
 def _master_inventory(b: F.Bench, sock_dir: str) -> Path:

@@ -23,7 +23,6 @@ from __future__ import annotations
 import errno
 import glob
 import os
-import select
 import shutil
 import signal
 import socket
@@ -33,6 +32,7 @@ import tempfile
 import threading
 
 from ..errors import CommandTimeout
+from .pipestream import ERR_KEEP, PipeStream, end, read_log, widen
 from .shell import Cmd, render
 from .transport import CommandResult, TransportError, check_result
 
@@ -41,7 +41,6 @@ START_TIMEOUT_S = 45             # a master's start: connect + authentication (+
 PROBE_TIMEOUT_S = 5              # a session through the master: its connection still answers
 MAX_SESSIONS = 8                 # of this process on one master; sshd refuses an 11th (MaxSessions 10)
 RESTARTS = 3                     # masters started again after one went away, per transport
-_ERR_KEEP = 1 << 16
 _CLIENT_ENV = ("PATH", "HOME", "USER", "LOGNAME", "TMPDIR")
 _GONE = (errno.ECONNREFUSED, errno.ENOENT, errno.ENOTSOCK, errno.ENOTDIR, errno.EACCES)
 _sessions: dict[str, int] = {}   # control path -> sessions of this process riding it
@@ -86,7 +85,7 @@ def ssh_transport(target, *, accept_new_host_key: bool = False):
     choice is made on first use), else paramiko's ``SshTransport``."""
     if os.name == "posix" and shutil.which("ssh") and names_a_master(target.ssh_config_path):
         return MasterTransport(target, accept_new_host_key=accept_new_host_key)
-    from .ssh import SshTransport   # fabric + paramiko
+    from .ssh import SshTransport  # fabric + paramiko
     return SshTransport(target, accept_new_host_key=accept_new_host_key)
 
 
@@ -101,30 +100,6 @@ def _listening(path: str) -> bool:
         return exc.errno not in _GONE     # a full backlog, a slow accept: it is there
     finally:
         s.close()
-
-
-def _end(proc: subprocess.Popen) -> None:
-    """The client ends (its session on the master with it) and is reaped."""
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(timeout=2.0)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-
-
-def _read_log(path: str) -> str:
-    try:
-        with open(path, "rb") as fh:
-            return fh.read(_ERR_KEEP).decode("utf-8", "replace").strip()
-    except OSError:
-        return ""
-    finally:
-        try:
-            os.unlink(path)
-        except OSError:
-            pass
 
 
 class MasterTransport:
@@ -142,7 +117,7 @@ class MasterTransport:
         self._restarts = 0
         self._lock = threading.Lock()
         self._clients = 0
-        self._streams: set[_PipeStream] = set()
+        self._streams: set[PipeStream] = set()
 
     # -- the choice -----------------------------------------------------------------------------------
     def _base(self) -> list[str]:
@@ -196,7 +171,7 @@ class MasterTransport:
                     pass
                 proc.wait()
             err.seek(0)
-            for line in err.read(_ERR_KEEP).decode("utf-8", "replace").splitlines():
+            for line in err.read(ERR_KEEP).decode("utf-8", "replace").splitlines():
                 if "Permanently added" in line:           # as paramiko's path says it (S-02)
                     sys.stderr.write(f"tune-remote: warning: ssh: {line.strip()}\n")
 
@@ -248,8 +223,9 @@ class MasterTransport:
                                     env=env, **popen)
         except OSError as exc:
             self._done(path)
-            _read_log(log)
+            read_log(log)
             raise TransportError(f"cannot start ssh for {self.label}: {exc}") from exc
+        widen(proc.stdout)
         return proc, log
 
     def _done(self, path: str) -> None:
@@ -273,9 +249,9 @@ class MasterTransport:
         except subprocess.TimeoutExpired:
             return False
         finally:
-            _end(proc)
+            end(proc)
             self._done(path)
-            _read_log(log)
+            read_log(log)
 
     # -- the Transport protocol -------------------------------------------------------------------------
     @property
@@ -296,7 +272,7 @@ class MasterTransport:
         try:
             out, err = proc.communicate(stdin or b"", timeout=timeout)
         except subprocess.TimeoutExpired:
-            _end(proc)
+            end(proc)
             if not self._probe(path):                       # a black hole under the master (R-04)
                 self.path_silent()
                 raise TransportError(f"connection to {self.label} lost (no answer through the OpenSSH master "
@@ -305,9 +281,9 @@ class MasterTransport:
                                  "(the connection is fine)",
                                  hint="the node is busy or the step is slow; run again or resume") from None
         finally:
-            _end(proc)
+            end(proc)
             self._done(path)
-            text = _read_log(log)
+            text = read_log(log)
         failed = self._failed(path, proc.returncode, text)
         if failed is not None:
             raise failed
@@ -319,7 +295,7 @@ class MasterTransport:
         if not isinstance(path, str):
             return path.open_stream(cmd)
         proc, log = self._client(cmd, path, bufsize=0)
-        stream = _PipeStream(proc, self, path, log)
+        stream = PipeStream(proc, self, path, log)
         self._streams.add(stream)
         return stream
 
@@ -338,109 +314,3 @@ class MasterTransport:
             stream.close()
         if self.fallback is not None:
             self.fallback.close()
-
-
-class _PipeStream:
-    """An ``ssh`` client's pipes as a Stream: stdout as it comes, stderr kept (bounded) by a thread. Pipes are
-    closed by whoever reads them (another thread's ``close`` only ends the client): an fd number closed under a
-    reader could be another file's by its next read."""
-
-    def __init__(self, proc: subprocess.Popen, owner: MasterTransport, path: str, log: str):
-        self.proc = proc
-        self.owner = owner
-        self.path = path
-        self.log = log
-        self._err = bytearray()
-        self._io = threading.Lock()
-        self._reading = False
-        self._closed = False
-        self._released = False
-        self._drain = threading.Thread(target=self._read_err, name="ssh-stderr", daemon=True)
-        self._drain.start()
-
-    def _read_err(self) -> None:
-        fd = self.proc.stderr.fileno()
-        while True:
-            try:
-                chunk = os.read(fd, 1 << 16)
-            except OSError:
-                chunk = b""
-            if not chunk:
-                self.proc.stderr.close()
-                return
-            self._err += chunk[: max(0, _ERR_KEEP - len(self._err))]
-
-    def send(self, data: bytes) -> None:
-        view = memoryview(data)
-        try:
-            while view:
-                view = view[os.write(self.proc.stdin.fileno(), view):]
-        except (OSError, ValueError):
-            return   # the client is gone: recv() reports how
-
-    def recv(self, timeout: float) -> bytes | None:
-        with self._io:
-            if self._closed:
-                return b""
-            self._reading = True
-            fd = self.proc.stdout.fileno()
-        try:
-            poller = select.poll()        # any fd number (select() stops at 1024)
-            poller.register(fd, select.POLLIN | select.POLLHUP | select.POLLERR)
-            if not poller.poll(max(0.0, timeout) * 1000):
-                return None
-            data = os.read(fd, 1 << 20)
-        except OSError:
-            data = b""
-        finally:
-            with self._io:
-                self._reading = False
-                if self._closed:
-                    self._close_pipes()
-        if not data:
-            self._at_eof()
-        return data
-
-    def _at_eof(self) -> None:
-        """stdout ended: the client's exit status follows; ssh's own failure (the master died: a copy would
-        look whole) is the transport's error, as a dropped paramiko channel is."""
-        try:
-            code = self.proc.wait(timeout=2.0)
-        except subprocess.TimeoutExpired:
-            return
-        failed = self.owner._failed(self.path, code, self._release())
-        if failed is not None:
-            raise failed
-
-    def _release(self) -> str:
-        """The session is no longer counted and its log is read (once)."""
-        with self._io:
-            if self._released:
-                return ""
-            self._released = True
-        self.owner._done(self.path)
-        return _read_log(self.log)
-
-    def stderr(self) -> bytes:
-        self._drain.join(timeout=2.0)    # the client ends moments after its stdout did
-        return bytes(self._err)
-
-    def exit_code(self) -> int | None:
-        return self.proc.poll()
-
-    def _close_pipes(self) -> None:
-        for pipe in (self.proc.stdin, self.proc.stdout):
-            try:
-                pipe.close()
-            except OSError:
-                pass
-
-    def close(self) -> None:
-        self.owner._streams.discard(self)
-        _end(self.proc)
-        with self._io:
-            self._closed = True
-            if not self._reading:
-                self._close_pipes()
-        self._drain.join(timeout=0.2)
-        self._release()

@@ -24,7 +24,7 @@ from fabric.config import Config as FabricConfig
 from ..errors import CommandTimeout, ConnectError, HostKeyError, TuneRemoteError
 from .hostkeys import hops, secure
 from .shell import Cmd, render
-from .sshtarget import SshTarget  # noqa: F401 - where it always was, for callers
+from .sshtarget import SshTarget
 from .transport import CommandResult, TransportError, check_result
 
 KEEPALIVE_S = 5

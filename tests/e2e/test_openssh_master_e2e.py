@@ -92,7 +92,7 @@ def test_the_master_going_away_mid_job_does_not_stop_the_job(node, tmp_path, mod
         poll(lambda: bed.tuner_pids(), timeout=90, what="the tuner to start")
         assert m.alive()
         m.stop()
-        rc, out, err = finish(proc)
+        rc, _, err = finish(proc)
         assert rc == 0, err[-3000:]
         assert bed.state()["state"] == "succeeded"
         assert len(bed.c.launches()) == 1

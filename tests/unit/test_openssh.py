@@ -342,8 +342,8 @@ def test_a_stream_is_bytes_in_bytes_out_then_eof_exit_code_and_stderr(tmp_path, 
     fake_ssh.g(controlpath=listener[1])
     t = _master(tmp_path)
     s = t.open_stream(Cmd((sys.executable, "-u", "-c",
-                           "import sys\nfor line in sys.stdin:\n    print(line.strip().upper(), flush=True)\n"
-                           "sys.stderr.write('bye'); sys.exit(4)")))
+                           ("import sys\nfor line in sys.stdin:\n    print(line.strip().upper(), flush=True)\n"
+                            "sys.stderr.write('bye'); sys.exit(4)"))))
     s.send(b"hello\n")
     got = b""
     while not got.endswith(b"\n"):
