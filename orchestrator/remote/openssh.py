@@ -30,6 +30,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 
 from ..errors import CommandTimeout
 from .pipestream import ERR_KEEP, PipeStream, end, read_log, widen
@@ -41,6 +42,7 @@ START_TIMEOUT_S = 45             # a master's start: connect + authentication (+
 PROBE_TIMEOUT_S = 5              # a session through the master: its connection still answers
 MAX_SESSIONS = 8                 # of this process on one master; sshd refuses an 11th (MaxSessions 10)
 RESTARTS = 3                     # masters started again after one went away, per transport
+START_AGAIN_S = 30               # after a start that failed, none for this long (k threads: one start, not k)
 _CLIENT_ENV = ("PATH", "HOME", "USER", "LOGNAME", "TMPDIR")
 _GONE = (errno.ECONNREFUSED, errno.ENOENT, errno.ENOTSOCK, errno.ENOTDIR, errno.EACCES)
 _sessions: dict[str, int] = {}   # control path -> sessions of this process riding it
@@ -102,6 +104,15 @@ def _listening(path: str) -> bool:
         s.close()
 
 
+def _socket_id(path: str) -> tuple | None:
+    """Which socket file is there (a master started again makes a new one)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_ino, st.st_ctime_ns)
+
+
 class MasterTransport:
     """Commands and streams as ``ssh`` clients of the node's OpenSSH master; ``SshTransport`` where there is
     none (see the module)."""
@@ -113,8 +124,9 @@ class MasterTransport:
         self.control_path: str | None = None     # the live master's socket
         self.fallback = None                     # this transport's own SshTransport, once needed
         self._cfg: dict[str, str] | None = None  # ssh -G, read once
-        self._abandoned = False                  # its connection went silent: paramiko from then on
+        self._left: tuple | None = None          # the socket (inode, ctime) this process left: it went silent
         self._restarts = 0
+        self._start_failed_at: float | None = None
         self._lock = threading.Lock()
         self._clients = 0
         self._streams: set[PipeStream] = set()
@@ -148,15 +160,16 @@ class MasterTransport:
 
     def _may_start(self) -> bool:
         cfg = self._cfg or {}
+        recent = self._start_failed_at is not None and time.monotonic() - self._start_failed_at < START_AGAIN_S
         return cfg.get("controlmaster") in ("auto", "true") and cfg.get("controlpersist", "no") != "no" \
-            and self._restarts <= RESTARTS
+            and self._restarts <= RESTARTS and not recent
 
     def _start_master(self) -> None:
         """``ssh ... true`` under the user's ControlMaster auto + ControlPersist leaves the master running. In a
         session of its own (no terminal: no prompt, nor askpass), killed whole past START_TIMEOUT_S."""
         strict = "accept-new" if self.accept_new_host_key or self._cfg.get("stricthostkeychecking") == "false" \
             else None                                 # "no" would accept a CHANGED key: never here
-        argv = [*self._base(), "-o", "BatchMode=yes", "-o", "ControlMaster=auto",
+        argv = [*self._base(), "-o", "BatchMode=yes", "-o", "ControlMaster=auto", "-o", "RemoteCommand=none", "-T",
                 *(("-o", f"StrictHostKeyChecking={strict}") if strict else ()), "--", self.target.host, "true"]
         env = dict(os.environ, SSH_ASKPASS_REQUIRE="never")
         with tempfile.TemporaryFile() as err:     # a file: the master it leaves must hold no pipe of ours
@@ -183,12 +196,18 @@ class MasterTransport:
                 path = self._cfg.get("controlpath", "none")
                 if path and path != "none" and self._cfg.get("controlmaster") not in ("ask", "autoask"):
                     self.control_path = path
-            path = None if self._abandoned else self.control_path
+            path = self.control_path
+            if path is not None and self._left is not None:
+                if _socket_id(path) == self._left:
+                    path = None                           # the master whose connection went silent
+                else:
+                    self._left = None                     # gone, or a new one there: as at the start
             if path is not None and not _listening(path):
                 if self._may_start():                     # as ssh would, each time it finds none
                     self._restarts += 1
                     self._start_master()
                 if not _listening(path):
+                    self._start_failed_at = time.monotonic()   # threads behind this one: no start each
                     path = None
             if path is None or self._full(path):
                 if self.fallback is None:
@@ -207,8 +226,8 @@ class MasterTransport:
     # -- clients --------------------------------------------------------------------------------------------
     def _client(self, cmd: Cmd, path: str, **popen):
         """One ``ssh`` client on the master at ``path`` (ssh -G printed it with tokens expanded: a literal %
-        doubled), its log file (``-E``) and the session counted."""
-        fd, log = tempfile.mkstemp(prefix="tune-remote-ssh-", suffix=".log")
+        doubled), its log (``-E``) and the session counted."""
+        fd, log = tempfile.mkstemp(prefix="tune-remote-ssh-", suffix=".log")     # read and removed at the end
         os.close(fd)
         argv = [*self._base(), "-S", path.replace("%", "%%"), "-o", "ControlMaster=no", "-o", "ProxyCommand=false",
                 "-o", "RemoteCommand=none", "-o", "BatchMode=yes", "-o", "LogLevel=ERROR", "-E", log, "-T",
@@ -241,17 +260,19 @@ class MasterTransport:
                               hint="it is retried (a refused session: sshd's MaxSessions)")
 
     def _probe(self, path: str) -> bool:
-        """A session through the master within PROBE_TIMEOUT_S: its connection still answers."""
+        """A session through the master within PROBE_TIMEOUT_S: its connection still answers (a session
+        refused by sshd, MaxSessions, is an answer too)."""
         proc, log = self._client(Cmd(("true",)), path)
+        text = ""
         try:
             proc.communicate(b"", timeout=PROBE_TIMEOUT_S)
-            return proc.returncode == 0
         except subprocess.TimeoutExpired:
             return False
         finally:
             end(proc)
             self._done(path)
-            read_log(log)
+            text = read_log(log)
+        return proc.returncode == 0 or "refused" in text.lower() or "prohibited" in text.lower()
 
     # -- the Transport protocol -------------------------------------------------------------------------
     @property
@@ -274,7 +295,7 @@ class MasterTransport:
         except subprocess.TimeoutExpired:
             end(proc)
             if not self._probe(path):                       # a black hole under the master (R-04)
-                self.path_silent()
+                self._leave(path)
                 raise TransportError(f"connection to {self.label} lost (no answer through the OpenSSH master "
                                      "after a command timed out)") from None
             raise CommandTimeout(f"command on {self.label} did not finish within {timeout:g}s "
@@ -300,13 +321,22 @@ class MasterTransport:
         return stream
 
     def path_silent(self) -> None:
-        """Nothing came back (a black hole): unless a session through the master still answers, this process
-        leaves it (the user's master is theirs to end) and uses its own connection."""
+        """Nothing came back (a black hole): this process's streams end; its own connection is dropped; unless
+        a session through the master still answers, the process leaves that master (the user's, theirs to end)
+        until another one listens there."""
         for stream in list(self._streams):
             stream.close()
+        fallback = self.fallback
+        if fallback is not None and fallback.conn is not None:
+            fallback._drop(fallback.conn)
         path = self.control_path
-        if path is not None and not self._abandoned and not (_listening(path) and self._probe(path)):
-            self._abandoned = True
+        if path is not None and self._left is None and not (_listening(path) and self._probe(path)):
+            self._leave(path)
+
+    def _leave(self, path: str) -> None:
+        for stream in list(self._streams):
+            stream.close()
+        self._left = _socket_id(path) or ()
 
     def close(self) -> None:
         """This process's clients end; the master is the user's (ControlPersist decides when it goes)."""

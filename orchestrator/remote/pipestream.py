@@ -37,6 +37,8 @@ def end(proc: subprocess.Popen) -> None:
 
 
 def read_log(path: str) -> str:
+    """What ssh wrote to its ``-E`` log, which is removed (ssh closes every inherited descriptor at its start:
+    the log must be a path)."""
     try:
         with open(path, "rb") as fh:
             return fh.read(ERR_KEEP).decode("utf-8", "replace").strip()
@@ -49,11 +51,10 @@ def read_log(path: str) -> str:
             pass
 
 
-
 class PipeStream:
     """An ``ssh`` client's pipes as a Stream: stdout as it comes, stderr kept (bounded) by a thread. Pipes are
-    closed by whoever reads them (another thread's ``close`` only ends the client): an fd number closed under a
-    reader could be another file's by its next read. ``owner`` (a MasterTransport) counts the session
+    closed by the last of their users (another thread's ``close`` only ends the client): an fd number closed under
+    a reader or a writer could be another file's by its next call. ``owner`` (a MasterTransport) counts the session
     (``_done``), keeps its open streams (``_streams``) and judges an exit (``_failed``)."""
 
     def __init__(self, proc: subprocess.Popen, owner, path: str, log: str):
@@ -63,7 +64,7 @@ class PipeStream:
         self.log = log
         self._err = bytearray()
         self._io = threading.Lock()
-        self._reading = False
+        self._busy = 0                  # recv/send calls using a pipe's fd number right now
         self._closed = False
         self._released = False
         self._drain = threading.Thread(target=self._read_err, name="ssh-stderr", daemon=True)
@@ -82,18 +83,25 @@ class PipeStream:
             self._err += chunk[: max(0, ERR_KEEP - len(self._err))]
 
     def send(self, data: bytes) -> None:
+        with self._io:
+            if self._closed:
+                return
+            self._busy += 1
+            fd = self.proc.stdin.fileno()
         view = memoryview(data)
         try:
             while view:
-                view = view[os.write(self.proc.stdin.fileno(), view):]
-        except (OSError, ValueError):
+                view = view[os.write(fd, view):]
+        except OSError:
             return   # the client is gone: recv() reports how
+        finally:
+            self._idle()
 
     def recv(self, timeout: float) -> bytes | None:
         with self._io:
             if self._closed:
                 return b""
-            self._reading = True
+            self._busy += 1
             fd = self.proc.stdout.fileno()
         try:
             poller = select.poll()        # any fd number (select() stops at 1024)
@@ -104,10 +112,7 @@ class PipeStream:
         except OSError:
             data = b""
         finally:
-            with self._io:
-                self._reading = False
-                if self._closed:
-                    self._close_pipes()
+            self._idle()
         if not data:
             self._at_eof()
         return data
@@ -139,6 +144,12 @@ class PipeStream:
     def exit_code(self) -> int | None:
         return self.proc.poll()
 
+    def _idle(self) -> None:
+        with self._io:
+            self._busy -= 1
+            if self._closed and not self._busy:
+                self._close_pipes()
+
     def _close_pipes(self) -> None:
         for pipe in (self.proc.stdin, self.proc.stdout):
             try:
@@ -151,7 +162,7 @@ class PipeStream:
         end(self.proc)
         with self._io:
             self._closed = True
-            if not self._reading:
+            if not self._busy:
                 self._close_pipes()
         self._drain.join(timeout=0.2)
         self._release()

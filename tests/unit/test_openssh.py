@@ -368,3 +368,59 @@ def test_close_ends_the_clients_of_this_process_only(tmp_path, fake_ssh, listene
     t.close()
     assert all(s.proc.poll() is not None for s in streams)
     assert os.path.exists(listener[1])                   # the master (the user's) is untouched
+
+
+def test_a_silent_path_drops_the_own_connection_too(tmp_path, fake_ssh):
+    """The fallback carries the node when there is no master: a black hole drops its connection (the next
+    command reconnects), as the pool did for paramiko alone."""
+    fake_ssh.g(controlpath="/nonexistent/cm", controlmaster="false")
+    t = _master(tmp_path)
+    assert not t.via_master()
+    dropped = []
+    t.fallback.conn = object()
+    t.fallback._drop = dropped.append
+    t.path_silent()
+    assert dropped == [t.fallback.conn]
+
+
+def test_a_refused_session_is_an_answer_and_a_new_master_is_taken_again(tmp_path, fake_ssh, listener):
+    sock, path = listener
+    fake_ssh.g(controlpath=path)
+    t = _master(tmp_path)
+    fake_ssh.fail("mux_client_request_session: session request failed: Session open refused by peer")
+    t.path_silent()                                       # sshd answered (MaxSessions): the master lives
+    assert t.via_master()
+    fake_ssh.fail("Timeout, server not responding.")
+    t.path_silent()
+    assert not t.via_master()                             # left while that socket is there
+    fake_ssh.fail("")
+    sock.close()
+    os.unlink(path)                                       # the user starts a new master at the same path
+    s2 = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s2.bind(path)
+    s2.listen(4)
+    try:
+        assert t.via_master()
+    finally:
+        s2.close()
+
+
+def test_a_failed_start_is_not_tried_again_by_every_thread(tmp_path, fake_ssh, monkeypatch):
+    fake_ssh.g(controlpath="/nonexistent/cm", controlmaster="auto", controlpersist="60")
+    starts = []
+    monkeypatch.setattr(MasterTransport, "_start_master", lambda self: starts.append(1))
+    t = _master(tmp_path)
+    for _ in range(5):
+        assert not t.via_master()
+    assert starts == [1]                                   # one start, then START_AGAIN_S of paramiko
+
+
+def test_a_timed_out_command_probes_once(tmp_path, fake_ssh, listener, monkeypatch):
+    fake_ssh.g(controlpath=listener[1])
+    t = _master(tmp_path)
+    probes = []
+    monkeypatch.setattr(MasterTransport, "_probe", lambda self, p: probes.append(p) and False)
+    with pytest.raises(TransportError, match="no answer"):
+        t.run(Cmd(("sleep", "5")), timeout=0.3)
+    assert probes == [listener[1]]
+    assert not t.via_master()                              # left: its connection is a black hole
