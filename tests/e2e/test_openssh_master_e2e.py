@@ -129,3 +129,45 @@ def test_an_unknown_host_key_is_still_refused_and_no_master_is_started(node, tmp
     finally:
         m.stop()
         shutil.rmtree(m.dir, ignore_errors=True)
+
+
+def test_a_master_through_a_proxyjump_bastion_and_the_bastions_key_still_checked(make_node, tmp_path):
+    """The master carries the ProxyJump hop (its clients never connect by themselves: ProxyCommand=false);
+    with the bastion's key unknown no master starts (its hop cannot prompt) and the run is refused as before."""
+    bastion = make_node("current", proxy=False)
+    target = make_node("current", proxy=False)
+    ctr = next(iter(target.containers.values()))
+    known = tmp_path / "known_hosts"
+    sock_dir = Path(tempfile.mkdtemp(prefix="trcm", dir="/tmp"))
+    cfg = tmp_path / "ssh_config"
+    cfg.write_text(
+        f"Host jumpbox\n    HostName {bastion.host}\n    Port {bastion.port}\n    User {bastion.user}\n"
+        f"    IdentityFile {bastion.identity_file}\n    UserKnownHostsFile {known}\n"
+        f"    StrictHostKeyChecking yes\n\n"
+        f"Host gpu-node\n    HostName {target.host}\n    Port {target.port}\n    User {target.user}\n"
+        f"    IdentityFile {target.identity_file}\n    UserKnownHostsFile {known}\n"
+        f"    StrictHostKeyChecking yes\n    ProxyJump jumpbox\n    ControlMaster auto\n"
+        f"    ControlPath {sock_dir}/cm-%C\n    ControlPersist 300\n")
+
+    def master(*args: str) -> int:
+        return subprocess.run(["ssh", "-F", str(cfg), *args, "gpu-node"], capture_output=True,
+                              stdin=subprocess.DEVNULL, timeout=30).returncode
+
+    bed = Bed(target, tmp_path, ssh_config=cfg)
+    bed.inv.write_text(f"nodes:\n  gpu-node:\n    ssh_config: {cfg}\n    containers:\n      {ctr.name}: {{}}\n")
+    args = ["run", "--node", "gpu-node", "--container", ctr.name, "--variant", "a8w8_blockscale",
+            "--nk", "4096,512", "--m-preset", "1,64", "--yes"]
+    try:
+        known.write_text(target.known_hosts_line + "\n")                 # the bastion's key unknown
+        cp = bed.cli(*args, "--job-id", "pj0")
+        assert cp.returncode == 3 and "not known" in cp.stderr.decode(), desc(cp)
+        assert master("-O", "check") != 0 and ctr.launches() == []
+        known.write_text(bastion.known_hosts_line + "\n" + target.known_hosts_line + "\n")
+        cp = bed.cli(*args, "--job-id", "pj1")
+        assert cp.returncode == 0, desc(cp)
+        assert master("-O", "check") == 0 and len(ctr.launches()) == 1
+        cp = bed.cli("fetch", "pj1")
+        assert cp.returncode == 0, desc(cp)
+    finally:
+        master("-O", "exit")
+        shutil.rmtree(sock_dir, ignore_errors=True)
