@@ -20,15 +20,12 @@ from ..state import TERMINAL, JobState, Workspace, atomic_write
 from ..steps.budget import parse_duration, seconds_per_shape, within
 from ..variants import get_variant
 from . import plan as planning
+from .merge import sub_workspace  # noqa: F401 - driver.sub_workspace, as callers name it
 from .targets import Runner, TargetRef
 
 
 def is_campaign(job: JobState) -> bool:
     return bool(job.request.get("campaign"))
-
-
-def sub_workspace(workspace: Workspace, job: JobState) -> Workspace:
-    return Workspace(workspace.job_dir(job.job_id) / "targets")
 
 
 def sub_job_id(job_id: str, ref: TargetRef, variant: str) -> str:

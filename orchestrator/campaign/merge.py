@@ -13,9 +13,13 @@ from pathlib import Path
 from ..state import JobState, Workspace, atomic_write
 
 
+def sub_workspace(workspace: Workspace, job: JobState) -> Workspace:
+    """Where a campaign's sub-jobs live: ``<ws>/<job>/targets/``."""
+    return Workspace(workspace.job_dir(job.job_id) / "targets")
+
+
 def merged_comparisons(job: JobState, workspace: Workspace, subs: list[JobState]) -> dict[str, Path]:
     import pandas as pd
-    from .driver import sub_workspace
     subws = sub_workspace(workspace, job)
     root = workspace.job_dir(job.job_id)
     variants = sorted({s.variant for s in subs})
@@ -51,7 +55,6 @@ def _summary(path: Path) -> dict:
 
 
 def write_outputs(job: JobState, workspace: Workspace, subs: list[JobState]) -> None:
-    from .driver import sub_workspace
     root = workspace.job_dir(job.job_id)
     comps = merged_comparisons(job, workspace, subs)
     subws = sub_workspace(workspace, job)

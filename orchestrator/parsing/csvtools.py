@@ -48,13 +48,9 @@ import pandas as pd
 
 from ..errors import UsageError
 from ..variants import MOE_KEY
-from .untuned import BF16_UNTUNED_COLUMNS, read_shapes_csv, write_untuned_csv  # noqa: F401 (re-exported)
-
-
 
 __all__ = [
-    "read_tuned_csv", "key_columns", "merge_tuned", "merge_tuned_report", "diff_tuned",
-    "write_untuned_csv", "read_shapes_csv", "BF16_UNTUNED_COLUMNS", "LEGACY_CU_NUM_TO_GFX",
+    "read_tuned_csv", "key_columns", "merge_tuned", "merge_tuned_report", "diff_tuned", "LEGACY_CU_NUM_TO_GFX",
 ]
 
 LEGACY_CU_NUM_TO_GFX = {256: "gfx950", 80: "gfx942", 304: "gfx942"}

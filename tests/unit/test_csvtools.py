@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 
 from orchestrator.parsing import csvtools as ct
+from orchestrator.parsing import untuned as ut
 from orchestrator.variants import get_variant, profile_for
 
 SAMPLES = Path("/work/shared/aiter-samples/configs")
@@ -143,8 +144,8 @@ def test_diff_legacy_vs_head_infers_gfx():
 ])
 def test_untuned_roundtrip_matches_aiter_format(name, variant):
     path = SAMPLES / name
-    shapes = ct.read_shapes_csv(path, variant)
-    text = ct.write_untuned_csv(shapes, variant)
+    shapes = ut.read_shapes_csv(path, variant)
+    text = ut.write_untuned_csv(shapes, variant)
     original = [",".join(c.strip() for c in line.split(",")) for line in path.read_text().splitlines()
                 if line.strip()]
     expected = list(dict.fromkeys(original))             # AITER drop_duplicates()
@@ -156,7 +157,7 @@ def test_write_untuned_moe_rendering():
              "act_type": "<ActivationType.Silu: 0>", "dtype": "torch.bfloat16",
              "q_dtype_a": "torch.float8_e4m3fn", "q_dtype_w": "torch.float8_e4m3fn",
              "q_type": "QuantType.per_1x128", "use_g1u1": True, "doweight_stage1": False}
-    assert ct.write_untuned_csv([shape, shape], "moe_2stages").splitlines() == [
+    assert ut.write_untuned_csv([shape, shape], "moe_2stages").splitlines() == [
         "token,model_dim,inter_dim,expert,topk,act_type,dtype,q_dtype_a,q_dtype_w,q_type,use_g1u1,doweight_stage1",
         "64,4096,256,288,8,ActivationType.Silu,torch.bfloat16,torch.float8_e4m3fn,torch.float8_e4m3fn,"
         "QuantType.per_1x128,1,0",
@@ -165,24 +166,24 @@ def test_write_untuned_moe_rendering():
 
 def test_write_untuned_versioned_columns_and_errors():
     legacy_a8w8 = get_variant("a8w8").resolve(profile_for((0, 1, 9)))
-    assert ct.write_untuned_csv([{"m": 1, "n": 2, "k": 3}], legacy_a8w8) == "M,N,K\n1,2,3\n"
+    assert ut.write_untuned_csv([{"m": 1, "n": 2, "k": 3}], legacy_a8w8) == "M,N,K\n1,2,3\n"
     with pytest.raises(ValueError, match="q_dtype_w"):
-        ct.write_untuned_csv([{"m": 1, "n": 2, "k": 3}], "a8w8")
+        ut.write_untuned_csv([{"m": 1, "n": 2, "k": 3}], "a8w8")
     bf16 = {"m": 1, "n": 2, "k": 3, "bias": False, "dtype": "torch.bfloat16", "outdtype": "torch.float32",
             "scaleab": False, "bpreshuffle": True}
-    assert ct.write_untuned_csv([bf16], "bf16").splitlines()[1] == "1,2,3,False,torch.bfloat16,torch.float32,False,True"
+    assert ut.write_untuned_csv([bf16], "bf16").splitlines()[1] == "1,2,3,False,torch.bfloat16,torch.float32,False,True"
 
 
 def test_read_shapes_csv_case_and_missing(tmp_path):
     p = tmp_path / "mine.csv"
     p.write_text("m,n,k,q_dtype_w,gfx\n16, 1280, 8192 ,torch.int8,gfx942\n16,1280,8192,torch.int8,gfx942\n")
-    assert ct.read_shapes_csv(p, "a8w8") == [{"m": 16, "n": 1280, "k": 8192, "q_dtype_w": "torch.int8"}]
+    assert ut.read_shapes_csv(p, "a8w8") == [{"m": 16, "n": 1280, "k": 8192, "q_dtype_w": "torch.int8"}]
     with pytest.raises(ValueError, match=r"missing column\(s\) B for variant batched_a8w8"):
-        ct.read_shapes_csv(p, "batched_a8w8")
+        ut.read_shapes_csv(p, "batched_a8w8")
     q = tmp_path / "moe.csv"
     q.write_text("TOKEN,model_dim,inter_dim,expert,topk,act_type,dtype,q_dtype_a,q_dtype_w,q_type,use_g1u1,"
                  "doweight_stage1\n1,7168,256,256,8,Silu,bfloat16,float8_e4m3fn,float8_e4m3fn,per_1x128,True,0\n")
-    assert ct.read_shapes_csv(q, "moe_2stages") == [{
+    assert ut.read_shapes_csv(q, "moe_2stages") == [{
         "token": 1, "model_dim": 7168, "inter_dim": 256, "expert": 256, "topk": 8,
         "act_type": "ActivationType.Silu", "dtype": "torch.bfloat16", "q_dtype_a": "torch.float8_e4m3fn",
         "q_dtype_w": "torch.float8_e4m3fn", "q_type": "QuantType.per_1x128", "use_g1u1": 1,
@@ -190,7 +191,7 @@ def test_read_shapes_csv_case_and_missing(tmp_path):
     bad = tmp_path / "bad.csv"
     bad.write_text("M,N,K\n1,x,3\n")
     with pytest.raises(ValueError, match="line 2: bad N"):
-        ct.read_shapes_csv(bad, "a8w8_blockscale")
+        ut.read_shapes_csv(bad, "a8w8_blockscale")
 
 
 def test_git_conflict_markers_refused_like_aiters_csv_validation(tmp_path):
