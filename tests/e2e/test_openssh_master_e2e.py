@@ -3,6 +3,7 @@ real ssh and sshd; the node's proxy counts every TCP connection (the master's is
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import tempfile
@@ -171,3 +172,35 @@ def test_a_master_through_a_proxyjump_bastion_and_the_bastions_key_still_checked
     finally:
         master("-O", "exit")
         shutil.rmtree(sock_dir, ignore_errors=True)
+
+
+def test_a_campaign_rides_the_master_one_connection_for_everything(node, tmp_path, master, monkeypatch):
+    """Plan, mining, both variants' jobs and the promotion across the kind: every target of the campaign's pool
+    rides the one master (sessions counted per master: sshd's MaxSessions), and `status`/`logs` after it too."""
+    import io
+    from contextlib import redirect_stdout
+
+    import yaml
+
+    from orchestrator.cli import main
+    monkeypatch.setenv("TUNE_REMOTE_POLL_S", "0.2")
+    inv = tmp_path / "inventory.yaml"
+    inv.write_text(yaml.safe_dump({"nodes": {node.alias: {"ssh_config": str(master.cfg),
+                                                          "containers": {c: {} for c in node.containers}}}}))
+
+    def cli(*argv: str) -> tuple[int, str]:
+        out = io.StringIO()
+        with redirect_stdout(out):
+            rc = main(["--inventory", str(inv), "--workspace", str(tmp_path / "ws"), *argv])
+        return rc, out.getvalue()
+
+    before = node.proxy.connections_total
+    rc, out = cli("run", "--node", node.alias, "--variant", "a8w8_blockscale,a8w8_blockscale_bpreshuffle",
+                  "--log", "/opt/aiter-sim/logs/vllm_tp8_dsv3.log", "--m-preset", "1,64", "--yes",
+                  "--job-id", "camp")
+    assert rc == 0, out
+    subs = json.loads(cli("status", "--json")[1])[0]["targets"]
+    assert sorted(t["variant"] for t in subs) == ["a8w8_blockscale", "a8w8_blockscale_bpreshuffle"]
+    assert all(t["state"] == "succeeded" for t in subs), subs
+    assert node.proxy.connections_total - before == 1              # the master's, for all of it
+    assert master.alive()
