@@ -4,6 +4,7 @@ real ssh and sshd; the node's proxy counts every TCP connection (the master's is
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import tempfile
@@ -11,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.test_reliability_e2e import Bed, _nothing_ran, _ssh_config, desc, err_lines, finish
+from tests.e2e.test_reliability_e2e import TR, Bed, _nothing_ran, _ssh_config, desc, err_lines, finish
 from tests.fake_remote.provision import poll
 
 pytestmark = pytest.mark.e2e
@@ -204,3 +205,31 @@ def test_a_campaign_rides_the_master_one_connection_for_everything(node, tmp_pat
     assert all(t["state"] == "succeeded" for t in subs), subs
     assert node.proxy.connections_total - before == 1              # the master's, for all of it
     assert master.alive()
+
+
+def test_a_slurm_login_node_is_reached_through_the_users_master(slurm_cluster, tmp_path, monkeypatch):
+    """The login node is where an OTP is asked per connection: its master carries sbatch/squeue/srun and
+    every compute node's container (srun ... docker exec over the login's ssh clients)."""
+    import yaml
+
+    monkeypatch.setenv("TUNE_REMOTE_POLL_S", "0.2")
+    m = Master(slurm_cluster.login, tmp_path)
+    inv = tmp_path / "inventory.yaml"
+    data = slurm_cluster.inventory("testslurm", gpus_per_node=2)
+    data["slurm"]["testslurm"]["ssh_config"] = str(m.cfg)
+    inv.write_text(yaml.safe_dump(data))
+    login = slurm_cluster.login
+    before = login.proxy.connections_total
+    try:
+        cp = subprocess.run([*TR, "--inventory", str(inv), "--workspace", str(tmp_path / "ws"), "run", "--slurm",
+                             "testslurm", "--slurm-nodes", "2", "--variant", "a8w8_blockscale", "--nk", "6144,7168",
+                             "--m-preset", "1,16,64,256", "--yes", "--job-id", "slm"], capture_output=True,
+                            stdin=subprocess.DEVNULL, timeout=300, env=dict(os.environ, TUNE_REMOTE_POLL_S="0.2"))
+        assert cp.returncode == 0, desc(cp)
+        state = json.loads((tmp_path / "ws" / "slm" / "state.json").read_text())
+        assert state["state"] == "succeeded"
+        assert m.alive()                       # started for the login node by the run, left to ControlPersist
+        assert login.proxy.connections_total - before == 1      # one authentication for the whole campaign
+    finally:
+        m.stop()
+        shutil.rmtree(m.dir, ignore_errors=True)
