@@ -209,32 +209,46 @@ class MasterTransport:
                 if not _listening(path):
                     self._start_failed_at = time.monotonic()   # threads behind this one: no start each
                     path = None
-            if path is None or self._full(path):
-                if self.fallback is None:
-                    from .ssh import SshTransport
-                    self.fallback = SshTransport(self.target, accept_new_host_key=self.accept_new_host_key)
-                return self.fallback
-            return path
+            return path if path is not None else self._own()
 
-    def _full(self, path: str) -> bool:
-        with _sessions_lock:
-            return _sessions.get(path, 0) >= MAX_SESSIONS
+    def _own(self):
+        """This transport's own connection (paramiko), made on first need."""
+        if self.fallback is None:
+            from .ssh import SshTransport
+            self.fallback = SshTransport(self.target, accept_new_host_key=self.accept_new_host_key)
+        return self.fallback
+
+    def _session(self):
+        """The master's path with a session of it taken (``_done`` gives it back), or the own connection when
+        there is no master or MAX_SESSIONS of this process ride it already (checked and taken at once)."""
+        path = self._route()
+        if isinstance(path, str):
+            with _sessions_lock:
+                if _sessions.get(path, 0) < MAX_SESSIONS:
+                    _sessions[path] = _sessions.get(path, 0) + 1
+                    return path
+            with self._lock:
+                return self._own()
+        return path
 
     def via_master(self) -> bool:
-        return isinstance(self._route(), str)
+        """A session on the master would be had now (none is taken)."""
+        path = self._session()
+        if isinstance(path, str):
+            self._done(path)
+            return True
+        return False
 
     # -- clients --------------------------------------------------------------------------------------------
     def _client(self, cmd: Cmd, path: str, **popen):
         """One ``ssh`` client on the master at ``path`` (ssh -G printed it with tokens expanded: a literal %
-        doubled), its log (``-E``) and the session counted."""
+        doubled) and its log (``-E``), in a session the caller took (``_session``; given back on failure)."""
         fd, log = tempfile.mkstemp(prefix="tune-remote-ssh-", suffix=".log")     # read and removed at the end
         os.close(fd)
         argv = [*self._base(), "-S", path.replace("%", "%%"), "-o", "ControlMaster=no", "-o", "ProxyCommand=false",
                 "-o", "RemoteCommand=none", "-o", "BatchMode=yes", "-o", "LogLevel=ERROR", "-E", log, "-T",
                 "--", self.target.host, render(cmd)]
         env = {k: os.environ[k] for k in _CLIENT_ENV if k in os.environ}
-        with _sessions_lock:
-            _sessions[path] = _sessions.get(path, 0) + 1
         with self._lock:
             self._clients += 1
         try:
@@ -262,6 +276,8 @@ class MasterTransport:
     def _probe(self, path: str) -> bool:
         """A session through the master within PROBE_TIMEOUT_S: its connection still answers (a session
         refused by sshd, MaxSessions, is an answer too)."""
+        with _sessions_lock:
+            _sessions[path] = _sessions.get(path, 0) + 1      # over the cap if need be: sshd refusing is an answer
         proc, log = self._client(Cmd(("true",)), path)
         text = ""
         try:
@@ -286,7 +302,7 @@ class MasterTransport:
 
     def run(self, cmd: Cmd, *, stdin: bytes | None = None, timeout: float | None = None,
             check: bool = True) -> CommandResult:
-        path = self._route()
+        path = self._session()
         if not isinstance(path, str):
             return path.run(cmd, stdin=stdin, timeout=timeout, check=check)
         proc, log = self._client(cmd, path)
@@ -312,7 +328,7 @@ class MasterTransport:
         return check_result(result) if check else result
 
     def open_stream(self, cmd: Cmd):
-        path = self._route()
+        path = self._session()
         if not isinstance(path, str):
             return path.open_stream(cmd)
         proc, log = self._client(cmd, path, bufsize=0)
