@@ -102,7 +102,7 @@ class Target:
         self._close_helpers()
         if not getattr(self.host, "shared", False):
             if isinstance(exc, PathSilent) and hasattr(self.host, "path_silent"):
-                self.host.path_silent()     # a master of the user's: it is left, not closed (remote/openssh.py)
+                self.host.path_silent()     # the user's master is left, never closed (remote/openssh.py)
             self.host.close()
         elif isinstance(exc, PathSilent):
             self.host.drop()

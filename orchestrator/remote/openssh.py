@@ -35,9 +35,9 @@ import time
 from ..errors import CommandTimeout
 from .pipestream import ERR_KEEP, PipeStream, end, read_log, widen
 from .shell import Cmd, render
+from .sshtarget import DEFAULT_CONNECT_TIMEOUT
 from .transport import CommandResult, TransportError, check_result
 
-CONNECT_TIMEOUT_S = 15           # as SshTransport's default
 START_TIMEOUT_S = 45             # a master's start: connect + authentication (+ a ProxyJump hop)
 PROBE_TIMEOUT_S = 5              # a session through the master: its connection still answers
 MAX_SESSIONS = 8                 # of this process on one master; sshd refuses an 11th (MaxSessions 10)
@@ -143,7 +143,7 @@ class MasterTransport:
             argv += ["-l", t.user]
         if t.identity_file:
             argv += ["-i", os.path.expanduser(t.identity_file)]
-        return argv + ["-o", f"ConnectTimeout={t.connect_timeout or CONNECT_TIMEOUT_S}"]
+        return argv + ["-o", f"ConnectTimeout={t.connect_timeout or DEFAULT_CONNECT_TIMEOUT}"]
 
     def _effective(self) -> dict[str, str]:
         """``ssh -G``: the options ssh itself would use for this node (Match, Include, %-tokens applied)."""
@@ -279,7 +279,6 @@ class MasterTransport:
         with _sessions_lock:
             _sessions[path] = _sessions.get(path, 0) + 1      # over the cap if need be: sshd refusing is an answer
         proc, log = self._client(Cmd(("true",)), path)
-        text = ""
         try:
             proc.communicate(b"", timeout=PROBE_TIMEOUT_S)
         except subprocess.TimeoutExpired:
@@ -340,23 +339,23 @@ class MasterTransport:
         """Nothing came back (a black hole): this process's streams end; its own connection is dropped; unless
         a session through the master still answers, the process leaves that master (the user's, theirs to end)
         until another one listens there."""
-        for stream in list(self._streams):
-            stream.close()
-        fallback = self.fallback
-        if fallback is not None and fallback.conn is not None:
-            fallback._drop(fallback.conn)
+        self._close_streams()
+        if self.fallback is not None:
+            self.fallback.path_silent()
         path = self.control_path
         if path is not None and self._left is None and not (_listening(path) and self._probe(path)):
             self._leave(path)
 
     def _leave(self, path: str) -> None:
+        self._close_streams()
+        self._left = _socket_id(path) or ()
+
+    def _close_streams(self) -> None:
         for stream in list(self._streams):
             stream.close()
-        self._left = _socket_id(path) or ()
 
     def close(self) -> None:
         """This process's clients end; the master is the user's (ControlPersist decides when it goes)."""
-        for stream in list(self._streams):
-            stream.close()
+        self._close_streams()
         if self.fallback is not None:
             self.fallback.close()

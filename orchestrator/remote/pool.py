@@ -54,15 +54,10 @@ class Borrowed:
 
     def drop(self) -> None:
         """The path went silent: close the connection as it is now (every sharer's next command reconnects)."""
-        silent = getattr(self.inner, "path_silent", None)      # the user's OpenSSH master: remote/openssh.py
+        silent = getattr(self.inner, "path_silent", None)      # SSH transports (paramiko's, the user's master)
         if silent is not None:
             silent()
-            return
-        current = getattr(self.inner, "conn", None)
-        dropper = getattr(self.inner, "_drop", None)
-        if dropper is not None and current is not None:
-            dropper(current)
-        elif dropper is None:
+        else:
             self.inner.close()
 
     def close(self) -> None:

@@ -24,11 +24,10 @@ from fabric.config import Config as FabricConfig
 from ..errors import CommandTimeout, ConnectError, HostKeyError, TuneRemoteError
 from .hostkeys import hops, secure
 from .shell import Cmd, render
-from .sshtarget import SshTarget
+from .sshtarget import DEFAULT_CONNECT_TIMEOUT, SshTarget  # SshTarget: importable from here as always
 from .transport import CommandResult, TransportError, check_result
 
 KEEPALIVE_S = 5
-DEFAULT_CONNECT_TIMEOUT = 15
 # paramiko starts a rekey after 512 MiB; a channel that closes while that rekey runs deadlocks its transport
 # thread ("Key-exchange timed out waiting for key negotiation", paramiko issue #822: a fetch of big files hits
 # it). We rekey after 64 GiB, OpenSSH's own default for 128-bit block ciphers; the server's RekeyLimit (OpenSSH:
@@ -169,6 +168,12 @@ class SshTransport:
                 except Exception:  # closing a dead connection must never mask the real error
                     pass
             self.conn = None
+
+    def path_silent(self) -> None:
+        """Nothing came back on the connection (a black hole): close it as it is now (its sharers reconnect)."""
+        current = self.conn
+        if current is not None:
+            self._drop(current)
 
     def _drop(self, conn: fabric.Connection) -> None:
         """Close ``conn`` after it failed, unless another thread already replaced it with a new one."""

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+DEFAULT_CONNECT_TIMEOUT = 15      # seconds, for paramiko (ssh.py) and OpenSSH (openssh.py) alike
+
 
 @dataclass(frozen=True)
 class SshTarget:

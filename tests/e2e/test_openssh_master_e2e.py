@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.test_reliability_e2e import TR, Bed, _nothing_ran, _ssh_config, desc, err_lines, finish
+from tests.e2e.test_proxyjump_e2e import bastion_config
 from tests.fake_remote.provision import poll
 
 pytestmark = pytest.mark.e2e
@@ -142,14 +143,8 @@ def test_a_master_through_a_proxyjump_bastion_and_the_bastions_key_still_checked
     known = tmp_path / "known_hosts"
     sock_dir = Path(tempfile.mkdtemp(prefix="trcm", dir="/tmp"))
     cfg = tmp_path / "ssh_config"
-    cfg.write_text(
-        f"Host jumpbox\n    HostName {bastion.host}\n    Port {bastion.port}\n    User {bastion.user}\n"
-        f"    IdentityFile {bastion.identity_file}\n    UserKnownHostsFile {known}\n"
-        f"    StrictHostKeyChecking yes\n\n"
-        f"Host gpu-node\n    HostName {target.host}\n    Port {target.port}\n    User {target.user}\n"
-        f"    IdentityFile {target.identity_file}\n    UserKnownHostsFile {known}\n"
-        f"    StrictHostKeyChecking yes\n    ProxyJump jumpbox\n    ControlMaster auto\n"
-        f"    ControlPath {sock_dir}/cm-%C\n    ControlPersist 300\n")
+    cfg.write_text(bastion_config(bastion, target, known, f"    ControlMaster auto\n    ControlPath {sock_dir}/cm-%C\n"
+                                                            "    ControlPersist 300\n"))
 
     def master(*args: str) -> int:
         return subprocess.run(["ssh", "-F", str(cfg), *args, "gpu-node"], capture_output=True,

@@ -9,6 +9,17 @@ from orchestrator.cli import main
 pytestmark = pytest.mark.e2e
 
 
+def bastion_config(bastion, target, known, extra: str = "") -> str:
+    """ssh_config text: ``jumpbox`` (the bastion) and ``gpu-node`` behind it (ProxyJump), host keys checked on
+    both hops against ``known``; ``extra``: more lines for gpu-node."""
+    return (f"Host jumpbox\n    HostName {bastion.host}\n    Port {bastion.port}\n    User {bastion.user}\n"
+            f"    IdentityFile {bastion.identity_file}\n    UserKnownHostsFile {known}\n"
+            f"    StrictHostKeyChecking yes\n\n"
+            f"Host gpu-node\n    HostName {target.host}\n    Port {target.port}\n    User {target.user}\n"
+            f"    IdentityFile {target.identity_file}\n    UserKnownHostsFile {known}\n"
+            f"    StrictHostKeyChecking yes\n    ProxyJump jumpbox\n{extra}")
+
+
 def test_proxyjump_through_a_bastion(make_node, tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("TUNE_REMOTE_POLL_S", "0.2")
     monkeypatch.setenv("TUNE_REMOTE_RECONNECT_S", "0")
@@ -18,13 +29,7 @@ def test_proxyjump_through_a_bastion(make_node, tmp_path, monkeypatch, capsys):
     known = tmp_path / "known_hosts"
     known.write_text(bastion.known_hosts_line + "\n" + target.known_hosts_line + "\n")
     cfg = tmp_path / "ssh_config"
-    cfg.write_text(
-        f"Host jumpbox\n    HostName {bastion.host}\n    Port {bastion.port}\n    User {bastion.user}\n"
-        f"    IdentityFile {bastion.identity_file}\n    UserKnownHostsFile {known}\n"
-        f"    StrictHostKeyChecking yes\n\n"
-        f"Host gpu-node\n    HostName {target.host}\n    Port {target.port}\n    User {target.user}\n"
-        f"    IdentityFile {target.identity_file}\n    UserKnownHostsFile {known}\n"
-        f"    StrictHostKeyChecking yes\n    ProxyJump jumpbox\n")
+    cfg.write_text(bastion_config(bastion, target, known))
     inv = tmp_path / "inv.yaml"
     inv.write_text(yaml.safe_dump({"nodes": {"gpu-node": {"ssh_config": str(cfg),
                                                           "containers": {ctr.name: {}}}}}))
