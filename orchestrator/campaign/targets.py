@@ -36,6 +36,8 @@ class Runner(Protocol):
 
     def close(self) -> None: ...    # the connections its targets shared (one per node: remote/pool.py)
 
+    def keep_only(self, nodes: set[str]) -> None: ...   # the plan is made: let the other nodes go
+
     def run(self, sub: JobState, workspace: Workspace, settings: Settings) -> str: ...
 
     def cancel(self, sub: JobState, workspace: Workspace, grace_s: float) -> dict: ...
@@ -111,6 +113,20 @@ class InventoryRunner:
             idle = self._idle.setdefault(ref, [])
             if not any(t is target for t in idle):      # closed twice: still lent once
                 idle.append(target)
+
+    def keep_only(self, nodes: set[str]) -> None:
+        """The plan is made: the idle targets of the nodes it left out are shut (their helpers exit on EOF)
+        and their connections closed, not held for the hours the campaign runs."""
+        with self._lock:
+            drop = [t for ref, ts in self._idle.items() if ref.node not in nodes for t in ts]
+            self._idle = {ref: ts for ref, ts in self._idle.items() if ref.node in nodes}
+            self._lent = [t for t in self._lent if not any(t is d for d in drop)]
+        for t in drop:
+            try:
+                t.shut()
+            except Exception:  # noqa: BLE001 - closing a dead channel must never mask the real error
+                pass
+        self.pool.close_unused()
 
     def close(self) -> None:
         """Every target's helper channels (the helpers exit on EOF), then the connections."""

@@ -113,6 +113,7 @@ def _carry(env: Env, job: JobState, inv: Inventory, settings, dry_run: bool = Fa
                 raise SystemExit(1)
             job.variant = ",".join(plan["variants"])
             subs = driver.create_sub_jobs(job, env.workspace, plan)
+            runner.keep_only({s.node for s in subs})
             subws = driver.sub_workspace(env.workspace, job)
             for s in subs:
                 subws.save(s)

@@ -9,6 +9,7 @@ views of the first: sshd's MaxSessions): each target's channels are counted on i
 round trips), and closing a view leaves the connection to the pool. Channels of one connection are independent
 (paramiko multiplexes them, one thread each); a connection that fails is closed by whoever saw it fail and
 reopened by the next command (``SshTransport._drop``), so a dead node costs its sharers one retry each.
+The connections of the nodes a campaign's plan left out are closed once the plan is made (``close_unused``).
 """
 
 from __future__ import annotations
@@ -94,6 +95,18 @@ class HostPool:
     def _give_back(self, entry: list) -> None:
         with self._lock:
             entry[1] -= 1
+
+    def close_unused(self) -> int:
+        """Close the connections no view holds (the hosts a campaign's plan left out); how many."""
+        with self._lock:
+            idle = [e[0] for v in self._hosts.values() for e in v if e[1] <= 0]
+            self._hosts = {k: kept for k, v in self._hosts.items() if (kept := [e for e in v if e[1] > 0])}
+        for t in idle:
+            try:
+                t.close()
+            except Exception:  # noqa: BLE001 - closing a dead connection must never mask the real error
+                pass
+        return len(idle)
 
     def connections(self, key: object) -> int:
         return len(self._hosts.get(key, ()))

@@ -125,6 +125,46 @@ def test_a_runner_lends_a_containers_target_to_one_job_after_the_other(tmp_path)
     assert {id(t) for t in shut} >= {id(a), id(b), id(other)}
 
 
+
+def test_the_nodes_a_plan_left_out_are_let_go_and_the_kept_ones_stay_connected(tmp_path):
+    """A campaign probes every node it was given; the ones the plan leaves out (no free GPU, wrong gfx) must
+    not hold a connection and a helper for the hours the campaign runs."""
+    from orchestrator.campaign.targets import InventoryRunner, TargetRef
+    from orchestrator.inventory import load_inventory
+    inv = tmp_path / "inventory.yaml"
+    inv.write_text("nodes:\n  n1:\n    local: true\n    containers: {c1: {}}\n"
+                   "  n2:\n    local: true\n    containers: {c1: {}}\n")
+    made = {}
+
+    class Runner(InventoryRunner):
+        def _make(self, ref):
+            target = super()._make(ref)
+            made[ref.node] = target.host.inner
+            return target
+
+    runner = Runner(load_inventory(str(inv)))
+    closed = []
+    probes = [runner.open(TargetRef(n, "c1")) for n in ("n1", "n2")]
+    for node, t in made.items():
+        t.close = lambda node=node: closed.append(node)
+    for t in probes:
+        t.close()                                   # the plan's probes are done
+    runner.keep_only({"n1"})
+    assert closed == ["n2"] and runner.pool.connections("n2") == 0 and runner.pool.connections("n1") == 1
+    assert runner.open(TargetRef("n1", "c1")) is probes[0]       # the kept node's target (and helper) is reused
+    again = runner.open(TargetRef("n2", "c1"))                    # a left-out node opened later: a new one
+    assert again is not probes[1] and runner.pool.connections("n2") == 1
+
+
+def test_close_unused_closes_only_connections_no_view_holds():
+    pool, made, make = _pool()
+    a = pool.borrow("n1", make)
+    b = pool.borrow("n2", make)
+    b.close()
+    assert pool.close_unused() == 1 and [t.closed for t in made] == [0, 1]
+    assert pool.connections("n2") == 0 and a.inner is made[0] and pool.connections("n1") == 1
+
+
 class _Chan:
     pass
 
