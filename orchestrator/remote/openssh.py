@@ -33,7 +33,7 @@ import threading
 import time
 
 from ..errors import CommandTimeout
-from .pipestream import ERR_KEEP, PipeStream, end, read_log, widen
+from .pipestream import ERR_KEEP, PipeStream, end, new_log, read_log, widen
 from .shell import Cmd, render
 from .sshtarget import DEFAULT_CONNECT_TIMEOUT
 from .transport import CommandResult, TransportError, check_result
@@ -243,8 +243,7 @@ class MasterTransport:
     def _client(self, cmd: Cmd, path: str, **popen):
         """One ``ssh`` client on the master at ``path`` (ssh -G printed it with tokens expanded: a literal %
         doubled) and its log (``-E``), in a session the caller took (``_session``; given back on failure)."""
-        fd, log = tempfile.mkstemp(prefix="tune-remote-ssh-", suffix=".log")     # read and removed at the end
-        os.close(fd)
+        log = new_log()                                     # read and removed at the end
         argv = [*self._base(), "-S", path.replace("%", "%%"), "-o", "ControlMaster=no", "-o", "ProxyCommand=false",
                 "-o", "RemoteCommand=none", "-o", "BatchMode=yes", "-o", "LogLevel=ERROR", "-E", log, "-T",
                 "--", self.target.host, render(cmd)]

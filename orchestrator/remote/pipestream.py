@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import atexit
 import os
 import select
+import shutil
 import subprocess
+import tempfile
 import threading
 
 try:
@@ -34,6 +37,43 @@ def end(proc: subprocess.Popen) -> None:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+LOG_PREFIX = "tune-remote-ssh-"
+_log_dir: list[str] = []
+_log_lock = threading.Lock()
+
+
+def new_log() -> str:
+    """A path for one client's ``-E`` log, in this process's own temp dir (removed at exit). A process killed
+    outright leaves its dir: the next one removes the dirs of processes no longer alive."""
+    with _log_lock:
+        if not _log_dir or not os.path.isdir(_log_dir[0]):
+            _sweep(tempfile.gettempdir())
+            _log_dir[:] = [tempfile.mkdtemp(prefix=f"{LOG_PREFIX}{os.getpid()}-")]
+            atexit.register(shutil.rmtree, _log_dir[0], True)
+    fd, path = tempfile.mkstemp(dir=_log_dir[0], suffix=".log")
+    os.close(fd)
+    return path
+
+
+def _sweep(tmp: str) -> None:
+    try:
+        entries = list(os.scandir(tmp))
+    except OSError:
+        return
+    for e in entries:
+        parts = e.name[len(LOG_PREFIX):].split("-", 1)
+        if not e.name.startswith(LOG_PREFIX) or not parts[0].isdigit() or int(parts[0]) == os.getpid():
+            continue
+        try:
+            if not e.is_dir(follow_symlinks=False) or e.stat(follow_symlinks=False).st_uid != os.getuid():
+                continue
+            os.kill(int(parts[0]), 0)
+        except ProcessLookupError:
+            shutil.rmtree(e.path, ignore_errors=True)
+        except OSError:
+            continue
 
 
 def read_log(path: str) -> str:

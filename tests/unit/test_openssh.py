@@ -424,3 +424,27 @@ def test_a_timed_out_command_probes_once(tmp_path, fake_ssh, listener, monkeypat
         t.run(Cmd(("sleep", "5")), timeout=0.3)
     assert probes == [listener[1]]
     assert not t.via_master()                              # left: its connection is a black hole
+
+
+def test_client_logs_live_in_a_dir_of_the_process_and_a_killed_processs_dir_is_swept(tmp_path, monkeypatch):
+    """A process killed outright (SIGKILL) leaves its clients' -E logs: the next one removes them, and only
+    those of processes no longer alive."""
+    import subprocess as sp
+
+    from orchestrator.remote import pipestream
+    dead = sp.Popen(["true"])
+    dead.wait()
+    stale = tmp_path / f"tune-remote-ssh-{dead.pid}-abc"
+    stale.mkdir()
+    (stale / "x.log").write_text("left by a killed run")
+    alive = tmp_path / f"tune-remote-ssh-{os.getppid()}-def"
+    alive.mkdir()
+    other = tmp_path / "tune-remote-ssh-notapid"
+    other.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setattr(pipestream, "_log_dir", [])
+    log = pipestream.new_log()
+    assert not stale.exists() and alive.is_dir() and other.is_dir()
+    assert os.path.dirname(log).startswith(str(tmp_path / f"tune-remote-ssh-{os.getpid()}-"))
+    assert os.path.dirname(pipestream.new_log()) == os.path.dirname(log)      # one dir per process
+    assert pipestream.read_log(log) == "" and not os.path.exists(log)
