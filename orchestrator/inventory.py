@@ -1,13 +1,13 @@
-"""inventory.yaml -> frozen dataclasses. Errors name the file, line and key that is wrong."""
+"""inventory.yaml -> the dataclasses of inventory_model.py. Errors name the file, line and key that is wrong."""
 
 from __future__ import annotations
 
 import os
-import re
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import InventoryError
+from .inventory_model import (CONTAINER_KEYS, NAME, NODE_KEYS, SLURM_KEYS, ContainerSpec, Inventory,  # noqa: F401
+                              NodeSpec, SlurmSpec, container_from_value)
 
 
 class _YamlOnUse:
@@ -20,111 +20,6 @@ class _YamlOnUse:
 
 
 yaml = _YamlOnUse()
-
-NODE_KEYS = {"host", "port", "user", "identity_file", "docker", "containers", "ssh_config", "local"}
-CONTAINER_KEYS = {"aiter_path", "env", "python", "user", "workdir"}
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
-
-
-@dataclass(frozen=True)
-class ContainerSpec:
-    name: str
-    aiter_path: str | None = None
-    env: dict[str, str] = field(default_factory=dict)
-    python: str = "python3"
-    user: str | None = None
-    workdir: str | None = None      # node work dir for job files (default: see helpers/discovery._workdir)
-
-
-@dataclass(frozen=True)
-class NodeSpec:
-    name: str
-    host: str
-    port: int | None = None
-    user: str | None = None
-    identity_file: str | None = None
-    docker: tuple[str, ...] = ("docker",)
-    ssh_config: str | None = None
-    local: bool = False  # run on this machine without SSH (tests, demo)
-    containers: dict[str, ContainerSpec] = field(default_factory=dict)
-    any_container: bool = False   # an Ansible host without tune_remote_containers: --container names it
-
-    def container(self, name: str) -> ContainerSpec:
-        try:
-            return self.containers[name]
-        except KeyError:
-            if self.any_container and _NAME.match(name):
-                return ContainerSpec(name=name)
-            raise InventoryError(
-                f"node {self.name!r} has no container {name!r} in the inventory",
-                hint="containers of this node: " + (", ".join(self.containers) or "none"),
-            ) from None
-
-
-@dataclass(frozen=True)
-class SlurmSpec:
-    """A Slurm cluster reached through its login node (inventory top level ``slurm: {NAME: {...}}``)."""
-    name: str
-    login: str
-    container: str                      # "{node}" expands to the compute node's name
-    port: int | None = None
-    user: str | None = None
-    identity_file: str | None = None
-    ssh_config: str | None = None
-    partition: str | None = None
-    account: str | None = None
-    gpus_per_node: int | None = None
-    time: str | None = None
-    docker: tuple[str, ...] = ("docker",)
-
-    def container_on(self, node: str) -> str:
-        return self.container.replace("{node}", node)
-
-
-SLURM_KEYS = {"login": str, "container": str, "port": int, "user": str, "identity_file": str,
-              "ssh_config": str, "partition": str, "account": str, "gpus_per_node": int, "time": str}
-
-
-@dataclass(frozen=True)
-class Inventory:
-    path: str
-    nodes: dict[str, NodeSpec]
-    groups: dict[str, tuple[str, ...]] = field(default_factory=dict)
-    slurm: dict[str, SlurmSpec] = field(default_factory=dict)
-
-    def cluster(self, name: str) -> SlurmSpec:
-        if name not in self.slurm:
-            raise InventoryError(f"unknown Slurm cluster {name!r} in {self.path}",
-                                 hint="clusters in this inventory's slurm: " + (", ".join(self.slurm) or "none"))
-        return self.slurm[name]
-
-    def select(self, names) -> list[NodeSpec]:
-        """Nodes named by ``--node`` values: a node, a group of ``groups:``, or ``all``; in order, once each."""
-        out: dict[str, NodeSpec] = {}
-        for name in names:
-            if name == "all":
-                members = tuple(self.nodes)
-            elif name in self.groups:
-                members = self.groups[name]
-            elif name in self.nodes:
-                members = (name,)
-            else:
-                raise InventoryError(
-                    f"unknown node {name!r} in {self.path}",
-                    hint="nodes: " + (", ".join(self.nodes) or "none") + "; groups: "
-                         + (", ".join(self.groups) or "none") + "; or all")
-            for m in members:
-                out.setdefault(m, self.nodes[m])
-        return list(out.values())
-
-    def node(self, name: str) -> NodeSpec:
-        try:
-            return self.nodes[name]
-        except KeyError:
-            raise InventoryError(
-                f"unknown node {name!r} in {self.path}",
-                hint="nodes in this inventory: " + (", ".join(self.nodes) or "none"),
-            ) from None
 
 
 def resolve_inventory_path(cli_value: str | None) -> str:
@@ -192,7 +87,7 @@ def _slurm(path: str, item) -> dict[str, SlurmSpec]:
                              hint="e.g. slurm: {mi355: {login: login01, container: aiter-dev}}")
     out = {}
     for name, (ck, cv) in _mapping_items(vnode).items():
-        if not _NAME.match(name) or not isinstance(cv, yaml.MappingNode):
+        if not NAME.match(name) or not isinstance(cv, yaml.MappingNode):
             raise InventoryError(f"{path}{_line(ck)}: slurm cluster {name!r} must be a mapping with login: "
                                  "and container:")
         items = _mapping_items(cv)
@@ -229,7 +124,7 @@ def _groups(path: str, item, nodes: dict[str, NodeSpec]) -> dict[str, tuple[str,
                              hint="e.g. groups: {mi355: [mi355-07, mi355-08]}")
     out: dict[str, tuple[str, ...]] = {}
     for name, (gk, gv) in _mapping_items(vnode).items():
-        if not _NAME.match(name) or name == "all" or name in nodes:
+        if not NAME.match(name) or name == "all" or name in nodes:
             raise InventoryError(f"{path}{_line(gk)}: invalid group name {name!r}",
                                  hint="a group name is not 'all' and not the name of a node")
         if not isinstance(gv, yaml.SequenceNode) or not gv.value:
@@ -263,7 +158,7 @@ def _scalar(path: str, key: str, knode, vnode, kind):
 
 
 def _node(path: str, name: str, knode, vnode) -> NodeSpec:
-    if not _NAME.match(name):
+    if not NAME.match(name):
         raise InventoryError(f"{path}{_line(knode)}: invalid node name {name!r}",
                              hint="use letters, digits, '-', '_' and '.'")
     if vnode.tag == "tag:yaml.org,2002:null" or not isinstance(vnode, yaml.MappingNode):
@@ -299,39 +194,4 @@ def _node(path: str, name: str, knode, vnode) -> NodeSpec:
 
 def _container(path: str, node: str, name: str, knode, vnode) -> ContainerSpec:
     value = yaml.safe_load(yaml.serialize(vnode)) if vnode is not None else None
-    return _container_from_value(path, node, name, value, _line(knode))
-
-
-def _container_from_value(path: str, node: str, name: str, value, where: str) -> ContainerSpec:
-    """A container's options (inventory.yaml's, or an Ansible host's tune_remote_containers)."""
-    if not _NAME.match(name):
-        raise InventoryError(f"{path}{where}: invalid container name {name!r}")
-    if value is None:
-        value = {}
-    if not isinstance(value, dict):
-        raise InventoryError(f"{path}{where}: options of container {name!r} must be a mapping "
-                             "({} = discover everything)")
-    unknown = set(value) - CONTAINER_KEYS
-    if unknown:
-        raise InventoryError(f"{path}{where}: unknown option {sorted(unknown)[0]!r} for "
-                             f"container {name!r}", hint="allowed: " + ", ".join(sorted(CONTAINER_KEYS)))
-    env = value.get("env") or {}
-    if not isinstance(env, dict) or not all(isinstance(k, str) for k in env):
-        raise InventoryError(f"{path}{where}: env of container {name!r} must map names to values")
-    return ContainerSpec(
-        name=name,
-        aiter_path=value.get("aiter_path"),
-        env={k: str(v) for k, v in env.items()},
-        python=str(value.get("python") or "python3"),
-        user=value.get("user"),
-        workdir=_workdir(value.get("workdir"), path, where, name),
-    )
-
-
-def _workdir(value, path, where, name):
-    if value is None:
-        return None
-    if not isinstance(value, str) or not (value.startswith("/") or value.startswith("~")):
-        raise InventoryError(f"{path}{where}: workdir of container {name!r} must be an absolute path",
-                             hint="e.g. workdir: /scratch/tune-remote")
-    return value
+    return container_from_value(path, node, name, value, _line(knode))

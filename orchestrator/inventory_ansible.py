@@ -27,7 +27,7 @@ from __future__ import annotations
 import re
 
 from .errors import InventoryError
-from .inventory import _NAME, ContainerSpec, Inventory, NodeSpec, _container_from_value
+from .inventory_model import NAME, ContainerSpec, Inventory, NodeSpec, container_from_value
 
 GROUP_KEYS = {"hosts", "children", "vars"}
 _RANGE = re.compile(r"\[([0-9]+|[a-z]):([0-9]+|[a-z])(?::([0-9]+))?\]")
@@ -119,7 +119,7 @@ def _mapping(path: str, what: str, value) -> dict:
 
 
 def _node(path: str, host: str, v: dict) -> NodeSpec:
-    if not _NAME.match(host):
+    if not NAME.match(host):
         raise InventoryError(f"{path}: invalid host name {host!r}", hint="use letters, digits, '-', '_' and '.'")
     port = v.get("ansible_port")
     try:
@@ -148,7 +148,7 @@ def _containers(path: str, host: str, value) -> dict[str, ContainerSpec]:
     if not isinstance(value, dict) or not value:
         raise InventoryError(f"{path}: host {host!r}: tune_remote_containers must name containers",
                              hint="e.g. tune_remote_containers: [aiter-dev]")
-    return {str(name): _container_from_value(path, host, str(name), opts, "") for name, opts in value.items()}
+    return {str(name): container_from_value(path, host, str(name), opts, "") for name, opts in value.items()}
 
 
 def _str(value) -> str | None:
