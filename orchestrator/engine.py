@@ -74,6 +74,18 @@ def run_job(ctx: Ctx) -> str:
                 ctx.save()
                 _best_effort_fetch(ctx, name)
                 raise
+            except Exception as exc:     # a bug: the job says so instead of staying "running" for ever,
+                why = f"internal error in step {name}: {type(exc).__name__}: {exc}"[:500]
+                if name == "remote":     # but a pipeline that may run on the node stays re-attachable
+                    job.note(why + " (the node's pipeline goes on: `tune-remote resume` re-attaches)")
+                    ctx.save()
+                    raise
+                st.status, st.finished = "failed", time.time()
+                if job.state == "running":
+                    job.state = "failed"
+                job.error = why
+                ctx.save()
+                raise
             if job.state != "running":       # cancelled at confirmation / on the node
                 st.status = "failed"
                 ctx.save()

@@ -15,9 +15,19 @@ from ..variants import VARIANTS, get_variant
 from .base import Env, _finish, _settings, _target_for, cli
 
 
-def _validate_local_inputs(variant_name: str, logs, shapes_csv, nk, model=None) -> None:
-    from ..steps.shapes import parse_nk, split_log_sources
+def _validate_local_inputs(variant_name: str, logs, shapes_csv, nk, model=None, m_preset=None, tp=1) -> None:
+    from ..steps.shapes import check_m_preset, parse_nk, split_log_sources
     variant = get_variant(variant_name)
+    check_m_preset(m_preset)
+    if nk and variant.family != "gemm":
+        raise UsageError(f"--nk applies to dense GEMM variants, not {variant.name}",
+                         hint="use --shapes-csv or --log for batched and MoE variants")
+    if model:
+        from ..parsing.modelshapes import model_problem
+        problem = model_problem(_read_model(model), tp)
+        if problem:
+            raise UsageError(f"--model {model} at --tp {tp}: {problem}",
+                             hint="a Hugging Face config.json of the served model, and the server's --tp")
     for path in split_log_sources(list(logs))["local"]:
         if not Path(path).is_file():
             raise UsageError(f"log file {path} not found on this machine",
@@ -117,7 +127,7 @@ def run(env: Env, node, container, variant, dry_run, slurm, slurm_nodes, logs, s
         validate_campaign_inputs(inv, nodes, container, variants, logs, shapes_csv, nk, detach, slurm)
         for v in variants:
             if v != "auto":
-                _validate_local_inputs(v, logs, shapes_csv, nk, model)
+                _validate_local_inputs(v, logs, shapes_csv, nk, model, m_preset, tp)
     else:
         node, variant = nodes[0], variants[0]
         get_variant(variant)
@@ -129,7 +139,7 @@ def run(env: Env, node, container, variant, dry_run, slurm, slurm_nodes, logs, s
                              hint="add --container NAME" + (" (one of: " + ", ".join(node_spec.containers) + ")"
                                                             if node_spec.containers else ""))
         ctr = node_spec.container(container)
-        _validate_local_inputs(variant, logs, shapes_csv, nk, model)
+        _validate_local_inputs(variant, logs, shapes_csv, nk, model, m_preset, tp)
     gpu_list = _parse_gpus(gpus)
     if budget is not None:
         from ..steps.budget import parse_duration

@@ -35,12 +35,13 @@ from .base import cli
 def shapes(env, logs, variant, csv_out, as_json, model, tp, m_preset, gfx, ep, fuse_shared_experts, gemm_variant,
            node, container):
     """Untuned shapes from server logs (or from a model config), as JSON or AITER CSV; no node needed."""
-    from ..parsing.untuned import write_untuned_csv
     from ..remote.helpers import shapelog
     if variant and variant != "bf16":  # bf16 (a16w16) shapes are mined, not tuned, by tune-remote
         get_variant(variant)
     if not logs and not model:
         raise UsageError("give log files or --model config.json", hint="tune-remote shapes server.log --json")
+    from ..steps.shapes import check_m_preset
+    check_m_preset(m_preset)
     found: dict[str, list[dict]] = {}
     warnings: list[str] = []
     if logs:
@@ -51,7 +52,7 @@ def shapes(env, logs, variant, csv_out, as_json, model, tp, m_preset, gfx, ep, f
         found = {k: v for k, v in res.shapes.items()}
         warnings = list(res.warnings)
     if model:
-        from ..parsing.modelshapes import shapes_from_model
+        from ..parsing.modelshapes import model_problem, shapes_from_model
         try:
             cfg = json.loads(Path(model).read_text())
         except ValueError as exc:
@@ -64,8 +65,12 @@ def shapes(env, logs, variant, csv_out, as_json, model, tp, m_preset, gfx, ep, f
             raise UsageError(f"--gfx {gfx!r} is not a gfx name", hint="e.g. --gfx gfx942 (MI300X) or gfx950 (MI355X)")
         if gemm_variant:
             get_variant(gemm_variant)
-        for v, rows in shapes_from_model(cfg, tp, gfx=gfx, ep=ep, fuse_shared_experts=fuse_shared_experts,
-                                         gemm_variant=gemm_variant).items():
+        kw = dict(gfx=gfx, ep=ep, fuse_shared_experts=fuse_shared_experts, gemm_variant=gemm_variant)
+        problem = model_problem(cfg, tp, **kw) if isinstance(cfg, dict) else "not a model config (a JSON object)"
+        if problem:
+            raise UsageError(f"--model {model} at --tp {tp}: {problem}",
+                             hint="a Hugging Face config.json of the served model, and the server's --tp")
+        for v, rows in shapes_from_model(cfg, tp, **kw).items():
             if variant is None or v == variant:
                 found.setdefault(v, []).extend(rows)
     elif node:
@@ -80,9 +85,25 @@ def shapes(env, logs, variant, csv_out, as_json, model, tp, m_preset, gfx, ep, f
         if m_preset:
             from ..steps.shapes import expand
             rows = expand(rows, get_variant(chosen).family, m_preset)
-        Path(csv_out).write_text(write_untuned_csv(rows, chosen))
+        Path(csv_out).write_text(_untuned_text(rows, chosen))
     if as_json or not csv_out:
         click.echo(json.dumps(found, indent=None if as_json else 2))
+
+
+def _untuned_text(rows: list[dict], variant: str) -> str:
+    """The untuned CSV; ``q_dtype_w`` only where the log gives it: a log of an AITER before v0.1.10 (a8w8
+    without it) gives that AITER's ``M,N,K`` form."""
+    from ..parsing.untuned import write_untuned_csv
+    chosen = variant
+    if variant != "bf16" and rows and not any("q_dtype_w" in r for r in rows):
+        import dataclasses
+        v = get_variant(variant)
+        chosen = dataclasses.replace(v, untuned_columns=tuple(c for c in v.untuned_columns if c != "q_dtype_w"))
+    try:
+        return write_untuned_csv(rows, chosen)
+    except ValueError as exc:
+        raise UsageError(f"--csv: {exc}", hint="the logs mix AITER versions (some lines without q_dtype_w): "
+                                               "give one version's logs") from None
 
 
 def _gfx_of(env, node: str, container: str | None) -> str:

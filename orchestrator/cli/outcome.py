@@ -71,8 +71,9 @@ def rollback(env: Env, job_id, accept_new_host_key):
 @cli.command("export")
 @click.argument("job_id")
 @click.option("--model-config", "model_config", required=True, metavar="NAME",
-              help="model name: writes model_configs/<NAME>_<tuned base name>.csv")
-@click.option("--dest", type=click.Path(file_okay=False), default=None, help="default: <job dir>/export")
+              help="model name: writes <NAME>_<tuned base name>.csv, a file for aiter/configs/model_configs/")
+@click.option("--dest", type=click.Path(file_okay=False), default=None,
+              help="the directory it is written to (default: <job dir>/export)")
 @click.pass_obj
 def export_cmd(env: Env, job_id, model_config, dest):
     """Write the job's proven rows as an AITER model_configs CSV + a Markdown summary (offline)."""

@@ -71,7 +71,7 @@ from typing import Any
 
 from ..remote.helpers.shapelog import expand_m
 
-__all__ = ["shapes_from_model", "linear_layers", "moe_shapes", "model_quant"]
+__all__ = ["shapes_from_model", "linear_layers", "moe_shapes", "model_quant", "model_problem"]
 
 MOE_VARIANT = "moe_2stages"
 
@@ -315,3 +315,15 @@ def shapes_from_model(config: dict, tp: int, m_preset: Any = "pow2", gfx: str | 
         else:
             expanded[variant] = expand_m([{"m": 1, **s} for s in shapes], m_preset, keep_logged=False)
     return expanded
+
+
+def model_problem(config: dict, tp: int, **kw) -> str | None:
+    """Why ``config`` at ``tp`` gives no shapes (a missing key, a head count not divisible by tp, an unknown
+    quant_method), else None: the CLI's one line before anything runs on a node."""
+    try:
+        shapes_from_model(config, tp, m_preset=None, **kw)
+    except KeyError as exc:
+        return f"no {exc.args[0]!r} in the config"
+    except (ValueError, TypeError, AttributeError) as exc:
+        return str(exc)
+    return None

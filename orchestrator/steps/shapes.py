@@ -41,6 +41,17 @@ def parse_nk(values: list[str]) -> list[tuple[int, int]]:
     return pairs
 
 
+def check_m_preset(preset: str | None) -> None:
+    """A bad ``--m-preset``: one line, exit 2, before anything runs on a node."""
+    if preset in (None, "logged"):
+        return
+    try:
+        shapelog.m_sweep(preset)
+    except ValueError as exc:
+        raise UsageError(f"--m-preset {preset!r}: {exc}",
+                         hint="pow2, cudagraph, logged, or M values like 1,16,128") from None
+
+
 def expand(shapes: list[dict], family: str, preset: str) -> list[dict]:
     """Sweep M (GEMM/batched) or token (MoE) per distinct remaining key, keeping the logged values
     (AITER looks the exact M up first); 'logged' keeps only what was seen."""
@@ -188,7 +199,7 @@ def collect(ctx: Ctx) -> tuple[list[dict], list[str]]:
             res = ctx.call("shapes", {"logs": paths, "variant": variant.name, "meta": True},
                            host=(where == "node"), timeout=3600)
         if res.get("missing"):
-            raise JobError(f"log file not found on the {where}: {res['missing'][0]}",
+            raise UsageError(f"log file not found on the {where}: {res['missing'][0]}",
                            hint="paths without a prefix are inside the container; use node:PATH for the "
                                 "node's host and local:PATH for this machine")
         for w in res.get("warnings") or []:

@@ -1,10 +1,13 @@
 """Bad input: one clear line, exit 2, and nothing remote (the node below would refuse: exit 3)."""
 
 import json
+from pathlib import Path
 
 import pytest
 
 from orchestrator.cli import main
+
+MODEL = str(Path(__file__).parents[1] / "fixtures" / "models" / "deepseek_v3.json")
 
 INV = """nodes:
   n1:
@@ -49,11 +52,25 @@ def run(argv, capsys):
     # --container may be left out only where the node has exactly one container (issue 10)
     (["run", "--node", "n2", "--variant", "a8w8", "--nk", "1,2"], "node 'n2' has 2 containers; say which"),
     (["run", "--container", "c1", "--variant", "a8w8", "--nk", "1,2"], "say where to tune"),
+    # checked before connecting (was: after discover, or never: a job stuck at "running")
+    (["run", "--node", "n1", "--container", "c1", "--variant", "a8w8", "--nk", "1,2", "--m-preset", "foo"],
+     "--m-preset 'foo'"),
+    (["run", "--node", "n1", "--container", "c1", "--variant", "moe_2stages", "--nk", "1,2"],
+     "--nk applies to dense GEMM variants"),
+    (["run", "--node", "n1", "--container", "c1", "--variant", "a8w8_blockscale", "--model", MODEL, "--tp", "3"],
+     "is not divisible by tp = 3"),
+    (["run", "--node", "n1", "--container", "c1", "--variant", "a8w8_blockscale", "--model", "{empty}"],
+     "no 'hidden_size' in the config"),
+    (["shapes", "--model", MODEL, "--tp", "3"], "is not divisible by tp = 3"),
+    (["shapes", "--model", "{empty}"], "no 'hidden_size' in the config"),
+    (["shapes", "--model", MODEL, "--m-preset", "1,x"], "--m-preset '1,x'"),
     (["resume", "nope"], "no job 'nope'"),
     (["logs", "nope"], "no job 'nope'"),
 ])
 def test_usage_errors_exit_2_with_one_line(inv, capsys, argv, needle):
-    code, out, err = run(argv, capsys)
+    empty = inv.parent / "empty.json"
+    empty.write_text("{}")
+    code, out, err = run([a.replace("{empty}", str(empty)) for a in argv], capsys)
     assert code == 2, err
     lines = [line for line in err.splitlines() if line.strip()]
     assert len(lines) == 1 and needle in lines[0], err
@@ -83,3 +100,49 @@ def test_status_json_lists_jobs(inv, capsys):
     rows = json.loads(out)
     assert rows[0]["job_id"] == "j1" and rows[0]["state"] == "running"
     assert {"job_id", "state", "step", "node", "container", "variant"} <= set(rows[0])
+
+
+def test_shapes_csv_has_q_dtype_w_only_where_the_log_gives_it(tmp_path, capsys):
+    """Issue 4: "m,n,k + q_dtype_w where the log gives it": a log of an AITER before v0.1.10 (a8w8 lines
+    without q_dtype_w) gives that AITER's M,N,K CSV; logs mixing both forms: one line, exit 2 (was: an
+    internal error, exit 1, no file)."""
+    old = '[aiter] shape is M:16, N:8192, K:1024, not found tuned config in /a/a8w8_tuned_gemm.csv, will use default config!'
+    new = ('[aiter] shape is M:32, N:1280, K:8192, q_dtype_w:torch.int8, not found tuned config in '
+           '/a/a8w8_tuned_gemm.csv, will use default config!')
+    (tmp_path / "old.log").write_text(old + "\n")
+    (tmp_path / "new.log").write_text(new + "\n")
+    (tmp_path / "mixed.log").write_text(old + "\n" + new + "\n")
+    for name, header, row in (("old", "M,N,K", "16,8192,1024"), ("new", "M,N,K,q_dtype_w", "32,1280,8192,torch.int8")):
+        out = tmp_path / f"{name}.csv"
+        code, _, err = run(["shapes", str(tmp_path / f"{name}.log"), "--variant", "a8w8", "--csv", str(out),
+                            "--m-preset", "logged"], capsys)
+        assert code == 0, err
+        assert out.read_text().splitlines() == [header, row]
+    code, _, err = run(["shapes", str(tmp_path / "mixed.log"), "--variant", "a8w8", "--csv",
+                        str(tmp_path / "mixed.csv")], capsys)
+    assert code == 2 and "lacks column(s) q_dtype_w" in err and len(err.strip().splitlines()) == 1, err
+    assert not (tmp_path / "mixed.csv").exists()
+
+
+def test_a_log_missing_in_the_container_is_a_usage_error(tmp_path, capsys):
+    """Issue 3: "missing log -> one clear line, exit 2": a container path can only be looked for there
+    (discover runs first), but it is still the user's input that is wrong: exit 2, not a job failure (1)."""
+    import time
+
+    from orchestrator.cli.base import Env
+    from orchestrator.cli.jobs import _drive
+    from orchestrator.context import Settings
+    from orchestrator.demo import demo_target, prepare_demo
+    from orchestrator.errors import UsageError
+    from orchestrator.state import JobState, Workspace
+    demo_dir, _ = prepare_demo(tmp_path / "node")
+    env = Env.__new__(Env)
+    env.workspace, env.quiet = Workspace(tmp_path / "ws"), True
+    job = JobState(job_id="j1", node="demo", container="simulated", variant="a8w8_blockscale",
+                   created=time.time(), request={"logs": ["/nonexistent/server.log"], "detach": False,
+                                                 "m_preset": None, "nk": [], "shapes_csv": None, "gpus": None,
+                                                 "repeats": 1, "promote": "proven"})
+    with pytest.raises(UsageError) as err:
+        _drive(env, job, demo_target(str(demo_dir)), Settings(yes=True, poll_s=0.05))
+    assert err.value.exit_code == 2 and "log file not found on the container: /nonexistent/server.log" in str(err.value)
+    assert env.workspace.load("j1").state == "failed"
