@@ -41,8 +41,12 @@ def make_plan(job: JobState, runner: Runner, refs: list[TargetRef], variants: li
     reachable = [p for p in probes if not p.error]
     unreachable = [f"{p.ref.label}: {p.error}" for p in probes if p.error]
     if not reachable:
-        raise JobError("no target could be used: " + "; ".join(unreachable),
+        err = JobError("no target could be used: " + "; ".join(unreachable),
                        hint="check the nodes with `ssh NODE docker ps`, or choose others with --node")
+        codes = {p.exc.exit_code if p.exc is not None else err.exit_code for p in probes}
+        if len(codes) == 1:
+            err.exit_code = codes.pop()      # e.g. 3: none could be connected to (as for a single target)
+        raise err
     for p in reachable:
         ui.event(f"{p.ref.label}: aiter {p.facts.get('version')} ({p.facts.get('profile')}), "
                  f"{p.facts.get('gfx')} cu_num={p.facts.get('cu_num')}, GPUs free: "
@@ -220,24 +224,30 @@ def targets_rows(job: JobState, workspace: Workspace) -> list[dict]:
 
 
 def cancel(job: JobState, workspace: Workspace, runner: Runner, grace_s: float,
-           remote: bool = True, nodes: tuple = ()) -> tuple[int, int]:
+           remote: bool = True, nodes: tuple = ()) -> dict:
     """``remote=False``: the processes were stopped another way (Slurm); only the states are written.
-    ``nodes``: only the sub-jobs on them; the campaign stays running while others are."""
-    signalled = killed = 0
+    ``nodes``: only the sub-jobs on them; the campaign stays running while others are. A target whose run
+    had already ended on the node keeps its results: the campaign stays running for a ``resume`` to collect
+    them. Returns the counts, the pids that survived SIGKILL, and the targets that had already finished."""
+    out: dict = {"signalled": 0, "killed": 0, "remaining": [], "finished": [], "tables": []}
     subws = sub_workspace(workspace, job)
     for sub in sub_jobs(job, workspace):
         if sub.state in TERMINAL or (nodes and sub.node not in nodes):
             continue
         if remote and sub.remote.get("run_dir"):
             res = runner.cancel(sub, subws, grace_s)
-            signalled += len(res.get("signalled") or [])
-            killed += len(res.get("killed") or [])
+            out["signalled"] += len(res.get("signalled") or [])
+            out["killed"] += len(res.get("killed") or [])
+            out["remaining"] += [f"{sub.node}:{pid}" for pid in res.get("remaining") or []]
+            if (res.get("table") or {}).get("line"):
+                out["tables"].append(f"{sub.node}/{sub.container} {sub.variant}: {res['table']['line']}")
             if res.get("already_finished") and res.get("state") in ("succeeded", "failed"):
+                out["finished"].append(f"{sub.node}/{sub.container} {sub.variant} ({res['state']})")
                 continue     # it ended on its own first: its results stay for the driver (or a resume)
         sub.state, sub.error = "cancelled", "cancelled by the user"
         subws.save(sub)
-    if nodes and any(s.state not in TERMINAL for s in sub_jobs(job, workspace)):
-        return signalled, killed                 # the other targets go on
+    if any(s.state not in TERMINAL for s in sub_jobs(job, workspace)):
+        return out                               # the other targets go on, or wait for a resume to collect
     job.state, job.error, job.step = "cancelled", "cancelled by the user", "done"
     workspace.save(job)
-    return signalled, killed
+    return out

@@ -11,7 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from ..context import Ctx, Settings
-from ..errors import TuneRemoteError, UsageError
+from ..errors import ConnectionLost, TuneRemoteError, UsageError
 from ..state import JobState
 from ..ui import Ui
 from ..variants import VARIANTS, format_version, get_variant, is_dev_build, parse_version, profile_for
@@ -26,6 +26,7 @@ class Probe:
     ref: TargetRef
     facts: dict = field(default_factory=dict)
     error: str | None = None
+    exc: TuneRemoteError | None = None       # what made ``error``: a campaign no target answered ends with its code
 
     @property
     def kind(self) -> tuple:
@@ -41,6 +42,7 @@ def _probe_one(runner: Runner, ref: TargetRef, settings: Settings, gpus) -> Prob
     target = None
     try:
         target = runner.open(ref)
+        target.connect()       # cannot connect / host key refused: said at once, not retried as a lost connection
         job = JobState(job_id="probe", node=ref.node, container=ref.container, variant="a8w8", created=0,
                        request={})
         ctx = Ctx(job=job, workspace=None, target=target, settings=settings, ui=Ui(quiet=True))
@@ -60,8 +62,10 @@ def _probe_one(runner: Runner, ref: TargetRef, settings: Settings, gpus) -> Prob
         if not facts.get("free_gpus"):
             return Probe(ref, facts, error=f"no free GPU on {ref.node}")
         return Probe(ref, facts)
+    except ConnectionLost as exc:      # its hint names the probe's placeholder job: not a job to resume
+        return Probe(ref, error=exc.message, exc=exc)
     except TuneRemoteError as exc:
-        return Probe(ref, error=exc.one_line())
+        return Probe(ref, error=exc.one_line(), exc=exc)
     finally:
         if target is not None:
             target.close()

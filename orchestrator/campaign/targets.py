@@ -155,7 +155,8 @@ class InventoryRunner:
     def cancel(self, sub: JobState, workspace: Workspace, grace_s: float) -> dict:
         target = self.open(TargetRef(sub.node, sub.container))
         ctx = Ctx(job=sub, workspace=workspace, target=target, settings=Settings(), ui=Ui(quiet=True))
+        from ..steps.remote import cancel
         try:
-            return ctx.call("cancel", {"run_dir": sub.remote["run_dir"], "grace_s": grace_s})
+            return cancel(ctx, grace_s)
         finally:
             target.close()

@@ -5,7 +5,7 @@ import time
 
 import click
 
-from ..errors import ConnectionLost, TuneRemoteError, UsageError
+from ..errors import ConnectionLost, JobError, TuneRemoteError, UsageError
 from ..inventory import Inventory
 from ..state import TERMINAL, JobState
 from ..variants import get_variant
@@ -173,14 +173,25 @@ def cancel_campaign(env: Env, job: JobState, grace: float, nodes=()) -> None:
     try:
         if source:   # TERM to the whole Slurm job: its holder stops the container side, then scancel
             sig, killed = source.cancel(grace)
-            driver.cancel(job, env.workspace, runner, grace, remote=False)
+            res = driver.cancel(job, env.workspace, runner, grace, remote=False)
         else:
-            sig, killed = driver.cancel(job, env.workspace, runner, grace, nodes=nodes)
+            res = driver.cancel(job, env.workspace, runner, grace, nodes=nodes)
+            sig, killed = res["signalled"], res["killed"]
     finally:
         runner.close()
         if source:
             source.close()
+    for line in res["tables"]:
+        click.echo("tune-remote: the tuned table of " + line.replace("[tune-remote] table: ", ""), err=True)
     what = f"job {job.job_id}" + (f" on {', '.join(nodes)}" if nodes else "")
+    if res["finished"]:
+        click.echo(f"{len(res['finished'])} target(s) had already ended on their own: "
+                   f"{'; '.join(res['finished'])}; `tune-remote resume {job.job_id}` collects their results")
+    if res["remaining"]:
+        raise JobError(f"{what}: {len(res['remaining'])} process(es) survived SIGKILL (node:pid "
+                       f"{', '.join(res['remaining'])}; stuck in the kernel, e.g. a hung GPU)",
+                       hint="check them with `ps -o pid,stat,wchan -p PID` in the container; they end with the "
+                            "GPU reset or a container restart")
     click.echo(f"{what} cancelled ({sig} process(es) signalled, {killed} killed)")
 
 

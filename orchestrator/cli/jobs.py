@@ -54,7 +54,7 @@ def _validate_local_inputs(variant_name: str, logs, shapes_csv, nk, model=None, 
               help="container name on the node(s) (may be left out when each node has one container)")
 @click.option("--variant", required=True, metavar="VARIANT",
               help="one of: " + ", ".join(VARIANTS) + "; or a comma-separated list, or auto (a campaign)")
-@click.option("--dry-run", is_flag=True, help="campaigns: print the plan (targets, shards) and exit")
+@click.option("--dry-run", is_flag=True, help="print the plan (targets, shapes, shards) and exit; nothing is launched")
 @click.option("--slurm", default=None, metavar="CLUSTER", help="take the nodes from this Slurm cluster (inventory slurm:)")
 @click.option("--slurm-nodes", type=click.IntRange(1), default=1, show_default=True,
               help="with --slurm: how many nodes (one batch job each)")
@@ -123,6 +123,8 @@ def run(env: Env, node, container, variant, dry_run, slurm, slurm_nodes, logs, s
     if not nodes and not slurm:
         raise UsageError("say where to tune", hint="--node NODE (or a group, or all), or --slurm CLUSTER")
     campaign = bool(slurm) or is_campaign_request(inv, nodes, variants)
+    if dry_run:              # one target's plan (discover, shapes) is a campaign's: printed, nothing launched
+        campaign, detach = True, False
     if campaign:
         validate_campaign_inputs(inv, nodes, container, variants, logs, shapes_csv, nk, detach, slurm)
         for v in variants:

@@ -232,25 +232,15 @@ def cancel(env: Env, job_id, grace, nodes):
         return
     target = _target_for(env, job, False)
     ctx = Ctx(job=job, workspace=env.workspace, target=target, settings=Settings(), ui=env.ui())
+    from ..steps.remote import cancel as cancel_run
     try:
-        res = ctx.call("cancel", {"run_dir": job.remote["run_dir"], "grace_s": grace})
-        table = _check_table_after_cancel(ctx) if not res.get("already_finished") else None
+        res = cancel_run(ctx, grace)
     finally:
         target.close()
+    table = res.get("table")
     if table and table.get("line"):
         click.echo(table["line"].replace("[tune-remote] table: ", "tune-remote: the tuned table "), err=True)
     _cancel_outcome(env, job, res)
-
-
-def _check_table_after_cancel(ctx: Ctx) -> dict | None:
-    """A cancel can land in the middle of the tuner's in-place rewrite of its table: check it (parseable, a
-    superset of the backup) and repair it from the backup if not (remote/helpers/tables.py)."""
-    r = ctx.job.remote
-    if not r.get("tuned_csv"):
-        return None
-    return ctx.call("table_check", {"table": r["tuned_csv"], "backup": r.get("tuned_backup"),
-                                    "keys": ["gfx", "cu_num", *ctx.variant.untuned_columns],
-                                    "keep_dir": f"{r['job_dir']}/damaged"})
 
 
 def _cancelled(error: str):

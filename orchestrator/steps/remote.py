@@ -326,6 +326,19 @@ def _note_stalls(ctx: Ctx) -> None:
                         "it was relaunched, skipping the shapes already tuned"))
 
 
+def cancel(ctx: Ctx, grace_s: float) -> dict:
+    """The run's process tree ended on the node (TERM, grace, KILL). A cancel can land in the middle of the
+    tuner's in-place rewrite of its table: then the table is checked (parseable, a superset of the backup) and
+    repaired from the backup if not (remote/helpers/tables.py); that answer is ``res["table"]``."""
+    r = ctx.job.remote
+    res = ctx.call("cancel", {"run_dir": r["run_dir"], "grace_s": grace_s})
+    if not res.get("already_finished") and r.get("tuned_csv"):
+        res["table"] = ctx.call("table_check", {"table": r["tuned_csv"], "backup": r.get("tuned_backup"),
+                                                "keys": ["gfx", "cu_num", *ctx.variant.untuned_columns],
+                                                "keep_dir": f"{r['job_dir']}/damaged"})
+    return res
+
+
 def prepare_relaunch(job) -> None:
     """A lost job goes on in a new run dir: the steps that finished (the first baseline) are carried over,
     the tuner skips the rows it already wrote, and every later step runs again."""

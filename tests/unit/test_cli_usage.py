@@ -146,3 +146,21 @@ def test_a_log_missing_in_the_container_is_a_usage_error(tmp_path, capsys):
         _drive(env, job, demo_target(str(demo_dir)), Settings(yes=True, poll_s=0.05))
     assert err.value.exit_code == 2 and "log file not found on the container: /nonexistent/server.log" in str(err.value)
     assert env.workspace.load("j1").state == "failed"
+
+
+def test_dry_run_of_one_target_launches_nothing_and_an_unreachable_plan_exits_3_at_once(inv, capsys, monkeypatch):
+    """`--dry-run` was read only by campaigns: a single-target run went on to tune (an audit found it). Now it
+    plans like a campaign of one; a node that refuses the connection is said at once (exit 3), not retried
+    for TUNE_REMOTE_RECONNECT_S as a lost connection with a hint naming a placeholder job."""
+    import os
+    import time
+
+    from orchestrator.cli import jobs
+    monkeypatch.setattr(jobs, "_drive", lambda *a, **k: pytest.fail("a dry run drove the job"))
+    t = time.monotonic()
+    code, out, err = run(["run", "--node", "n1", "--container", "c1", "--variant", "a8w8", "--nk", "1,2",
+                          "--dry-run", "--detach"], capsys)
+    assert code == 3, err
+    assert time.monotonic() - t < 10 and "cannot connect" in err and "resume probe" not in err
+    assert not os.path.exists(os.environ["TUNE_REMOTE_WORKSPACE"]) or not any(
+        p.name != ".locks" for p in Path(os.environ["TUNE_REMOTE_WORKSPACE"]).iterdir())

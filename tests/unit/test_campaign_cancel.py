@@ -1,0 +1,79 @@
+"""`cancel` of a campaign (issue 10, issue 8's cancel rows), as an audit found it missing: a target that had
+already ended on its own keeps its results (the campaign stays running for `resume` to collect them, not
+"cancelled" with that target stuck at "running"); processes that survived SIGKILL are named with exit 1."""
+
+from __future__ import annotations
+
+import pytest
+
+from orchestrator.campaign import driver
+from orchestrator.cli import main
+from orchestrator.state import JobState, Workspace
+
+
+class Runner:
+    def __init__(self, answers):
+        self.answers = answers
+        self.asked = []
+
+    def cancel(self, sub, workspace, grace_s):
+        self.asked.append(sub.node)
+        return self.answers[sub.node]
+
+    def runner(self):
+        return self
+
+    def close(self):
+        pass
+
+
+def _campaign(ws: Workspace, nodes=("n1", "n2")) -> JobState:
+    job = JobState(job_id="c1", node=",".join(nodes), container="c", variant="a8w8", created=0.0,
+                   request={"campaign": {"nodes": list(nodes), "container": "c", "sub_jobs": []}})
+    subws = driver.sub_workspace(ws, job)
+    for n in nodes:
+        sub = JobState(job_id=f"c1.{n}.c.a8w8", node=n, container="c", variant="a8w8", created=0.0, request={},
+                       state="running")
+        sub.remote["run_dir"] = f"/r/{n}"
+        subws.save(sub)
+        job.request["campaign"]["sub_jobs"].append(sub.job_id)
+    job.state = "running"
+    ws.save(job)
+    return job
+
+
+def _states(ws, job):
+    return {s.node: s.state for s in driver.sub_jobs(job, ws)}
+
+
+def test_a_target_that_finished_first_keeps_its_results_and_the_campaign_waits_for_resume(tmp_path):
+    ws = Workspace(tmp_path / "ws")
+    job = _campaign(ws)
+    runner = Runner({"n1": {"already_finished": True, "state": "succeeded"},
+                     "n2": {"signalled": [11, 12], "killed": [12], "table": {"line": "[tune-remote] table: repaired"}}})
+    res = driver.cancel(job, ws, runner, 1.0)
+    assert _states(ws, job) == {"n1": "running", "n2": "cancelled"}
+    assert ws.load("c1").state == "running"             # `resume` collects n1, then the campaign ends
+    assert res["finished"] == ["n1/c a8w8 (succeeded)"] and (res["signalled"], res["killed"]) == (2, 1)
+    assert res["tables"] == ["n2/c a8w8: [tune-remote] table: repaired"]
+    assert driver.finish(ws.load("c1"), ws) == "running"
+
+
+def test_every_target_cancelled_ends_the_campaign_cancelled(tmp_path):
+    ws = Workspace(tmp_path / "ws")
+    job = _campaign(ws)
+    driver.cancel(job, ws, Runner({"n1": {}, "n2": {}}), 1.0)
+    assert _states(ws, job) == {"n1": "cancelled", "n2": "cancelled"} and ws.load("c1").state == "cancelled"
+
+
+def test_the_cli_names_survivors_with_exit_1_and_says_what_finished_first(tmp_path, monkeypatch, capsys):
+    ws = Workspace(tmp_path / "ws")
+    _campaign(ws)
+    runner = Runner({"n1": {"already_finished": True, "state": "failed"}, "n2": {"remaining": [4242]}})
+    from orchestrator.cli import campaign as cli_campaign
+    monkeypatch.setattr(cli_campaign, "_source", lambda *a, **k: runner)
+    monkeypatch.setattr(cli_campaign, "campaign_inventory", lambda *a, **k: None)
+    code = main(["--workspace", str(ws.root), "cancel", "c1"])
+    out, err = capsys.readouterr()
+    assert code == 1 and "n2:4242" in err and "survived SIGKILL" in err, err
+    assert "had already ended on their own: n1/c a8w8 (failed)" in out and "resume c1" in out
