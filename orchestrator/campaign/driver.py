@@ -204,8 +204,11 @@ def finish(job: JobState, workspace: Workspace) -> str:
     states = {s.state for s in subs}
     if "running" in states:
         job.state, job.step = "running", "remote"
-    elif subs and states == {"succeeded"}:
+    elif subs and states == {"succeeded"} and not job.request["campaign"].get("unreachable"):
         job.state, job.step, job.error = "succeeded", "done", None
+    elif subs and states == {"succeeded"}:   # every target tuned, but some could not be reached: the report says so
+        job.state, job.step = "failed", "done"
+        job.error = "unreachable: " + "; ".join(job.request["campaign"]["unreachable"])
     else:
         bad = [f"{s.node}/{s.container} {s.variant}: {s.state}" + (f" ({s.error})" if s.error else "")
                for s in subs if s.state != "succeeded"]

@@ -126,10 +126,6 @@ def _carry(env: Env, job: JobState, inv: Inventory, settings, dry_run: bool = Fa
             ui.event(f"job {job.job_id}: {len(subs)} target job(s) on {len(refs)} target(s); "
                      f"state in {env.workspace.job_dir(job.job_id)}")
         driver.drive(job, env.workspace, runner, settings, ui, only=only)
-        unreachable = job.request["campaign"].get("unreachable")
-        if unreachable and job.state == "succeeded":
-            job.state, job.error = "failed", "unreachable: " + "; ".join(unreachable)
-            env.workspace.save(job)
     except ConnectionLost:
         raise                                   # the nodes go on; resume re-attaches
     except BaseException as exc:

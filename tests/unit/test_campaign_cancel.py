@@ -77,3 +77,19 @@ def test_the_cli_names_survivors_with_exit_1_and_says_what_finished_first(tmp_pa
     out, err = capsys.readouterr()
     assert code == 1 and "n2:4242" in err and "survived SIGKILL" in err, err
     assert "had already ended on their own: n1/c a8w8 (failed)" in out and "resume c1" in out
+
+
+def test_a_campaign_with_an_unreachable_target_is_failed_in_its_report_too(tmp_path, monkeypatch):
+    """The state the report is written with is the one `status` shows (was: report "succeeded", job failed)."""
+    from orchestrator.campaign import merge
+    ws = Workspace(tmp_path / "ws")
+    job = _campaign(ws)
+    job.request["campaign"]["unreachable"] = ["n3/c: cannot connect"]
+    subws = driver.sub_workspace(ws, job)
+    for sub in driver.sub_jobs(job, ws):
+        sub.state = "succeeded"
+        subws.save(sub)
+    written = []
+    monkeypatch.setattr(merge, "write_outputs", lambda job, ws, subs: written.append((job.state, job.error)))
+    assert driver.finish(job, ws) == "failed"
+    assert written == [("failed", "unreachable: n3/c: cannot connect")]
