@@ -98,7 +98,7 @@ def load_ansible(path: str, data: dict) -> Inventory:
     if clash:
         raise InventoryError(f"{path}: group {clash[0]!r} has the name of a host",
                              hint="tune-remote's --node takes both; rename one of them")
-    return Inventory(path=path, nodes=nodes, groups={g: tuple(m) for g, m in groups.items() if m})
+    return Inventory(path=path, nodes=nodes, groups={g: tuple(m) for g, m in groups.items()})
 
 
 ALIASES = {"ansible_ssh_host": "ansible_host", "ansible_ssh_port": "ansible_port", "ansible_ssh_user": "ansible_user"}

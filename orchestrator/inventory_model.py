@@ -93,6 +93,9 @@ class Inventory:
                 members = tuple(self.nodes)
             elif name in self.groups:
                 members = self.groups[name]
+                if not members:
+                    raise InventoryError(f"group {name!r} in {self.path} has no nodes",
+                                         hint="add hosts to it, or choose another --node")
             elif name in self.nodes:
                 members = (name,)
             else:

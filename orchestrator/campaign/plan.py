@@ -93,7 +93,7 @@ def mine(runner: Runner, probe_: Probe, request: dict, variants: list[str], sett
             variants = _variants_in_logs(ctx, request.get("logs") or [])
             if not variants:
                 raise UsageError("--variant auto: the logs show no untuned shapes of any variant",
-                                 hint="check the --log paths, or name the variants: --variant a8w8_blockscale,moe")
+                                 hint="check the --log paths, or name the variants: --variant a8w8_blockscale,moe_2stages")
         out = {}
         for v in variants:
             job.variant = v

@@ -28,7 +28,7 @@ def validate_campaign_inputs(inv: Inventory, nodes, container, variants, logs, s
         InventorySource(inv, nodes, container).targets()     # unknown node/group, missing --container: exit 2
     if "auto" in variants and len(variants) > 1:
         raise UsageError("--variant auto cannot be combined with named variants",
-                         hint="use --variant auto, or list the variants: --variant a8w8_blockscale,moe")
+                         hint="use --variant auto, or list the variants: --variant a8w8_blockscale,moe_2stages")
     for v in variants:
         if v != "auto":
             get_variant(v)

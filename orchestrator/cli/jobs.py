@@ -119,6 +119,9 @@ def run(env: Env, node, container, variant, dry_run, slurm, slurm_nodes, logs, s
     Several nodes (or a group, or all) and/or several variants (or auto) make one campaign job."""
     from .campaign import is_campaign_request, validate_campaign_inputs
     nodes, variants = list(node), [v.strip() for v in variant.split(",") if v.strip()]
+    if not variants:
+        raise UsageError(f"--variant {variant!r} names no variant",
+                         hint="e.g. --variant a8w8_blockscale, several as a8w8_blockscale,moe_2stages, or auto")
     inv = load_inventory(env.inventory_path)
     if not nodes and not slurm:
         raise UsageError("say where to tune", hint="--node NODE (or a group, or all), or --slurm CLUSTER")

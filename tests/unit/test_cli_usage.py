@@ -64,6 +64,7 @@ def run(argv, capsys):
     (["shapes", "--model", MODEL, "--tp", "3"], "is not divisible by tp = 3"),
     (["shapes", "--model", "{empty}"], "no 'hidden_size' in the config"),
     (["shapes", "--model", MODEL, "--m-preset", "1,x"], "--m-preset '1,x'"),
+    (["run", "--node", "n1", "--container", "c1", "--variant", ",", "--nk", "1,2"], "names no variant"),
     (["resume", "nope"], "no job 'nope'"),
     (["logs", "nope"], "no job 'nope'"),
 ])

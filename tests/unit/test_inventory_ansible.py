@@ -106,3 +106,12 @@ def test_a_tune_remote_inventory_is_not_taken_for_an_ansible_one(tmp_path):
     p.write_text("hosts:\n  n1: {}\n")
     with pytest.raises(InventoryError, match="missing 'nodes:'"):
         load_inventory(str(p))
+
+
+def test_an_empty_group_is_named_as_such(tmp_path):
+    p = tmp_path / "hosts.yml"
+    p.write_text("all:\n  children:\n    gpu:\n      hosts:\n        n1: {tune_remote_containers: [c]}\n"
+                 "    spare:\n      hosts: {}\n")
+    with pytest.raises(InventoryError, match="group 'spare' in .* has no nodes"):
+        load_inventory(str(p)).select(["spare"])
+    assert [n.name for n in load_inventory(str(p)).select(["gpu"])] == ["n1"]
