@@ -23,7 +23,8 @@ from .base import cli
 @click.option("--gfx", default=None, metavar="GFX",
               help="with --model: the serving GPU (gfx942 = MI300X/MI325X/MI308X uses the fnuz FP8 types, "
                    "gfx950 the OCP ones); default gfx950")
-@click.option("--ep", is_flag=True, help="with --model: expert parallelism (experts split over --tp ranks)")
+@click.option("--ep", is_flag=True, help="with --model: expert parallelism (experts split over --tp ranks; AITER looks the MoE up "
+                   "with topk-1 then, #3999)")
 @click.option("--fuse-shared-experts", is_flag=True, help="with --model: shared experts fused into the MoE")
 @click.option("--gemm-variant", default=None, metavar="VARIANT",
               help="with --model: the GEMM variant the server dispatches FP8 linears to "
@@ -70,7 +71,8 @@ def shapes(env, logs, variant, csv_out, as_json, model, tp, m_preset, gfx, ep, f
         if problem:
             raise UsageError(f"--model {model} at --tp {tp}: {problem}",
                              hint="a Hugging Face config.json of the served model, and the server's --tp")
-        for v, rows in shapes_from_model(cfg, tp, **kw).items():
+        sweep = m_preset if m_preset not in (None, "logged") else "pow2"
+        for v, rows in shapes_from_model(cfg, tp, m_preset=sweep, **kw).items():
             if variant is None or v == variant:
                 found.setdefault(v, []).extend(rows)
     elif node:
@@ -82,9 +84,13 @@ def shapes(env, logs, variant, csv_out, as_json, model, tp, m_preset, gfx, ep, f
         if chosen is None:
             raise UsageError("--csv writes one variant's CSV", hint="add --variant V")
         rows = found.get(chosen, [])
+        from ..steps.shapes import expand, runtime_lookups
+        family = "gemm" if chosen == "bf16" else get_variant(chosen).family
         if m_preset:
-            from ..steps.shapes import expand
-            rows = expand(rows, get_variant(chosen).family, m_preset)
+            rows = expand(rows, family, m_preset)
+        rows, notes = runtime_lookups(rows, family)    # MoE tokens: the power-of-two buckets AITER looks up
+        for n in notes:
+            click.echo(f"note: {n}", err=True)
         Path(csv_out).write_text(_untuned_text(rows, chosen))
     if as_json or not csv_out:
         click.echo(json.dumps(found, indent=None if as_json else 2))

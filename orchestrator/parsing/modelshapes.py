@@ -69,7 +69,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..remote.helpers.shapelog import expand_m
+from ..remote.helpers.shapelog import expand_m, m_sweep
 
 __all__ = ["shapes_from_model", "linear_layers", "moe_shapes", "model_quant", "model_problem"]
 
@@ -283,7 +283,7 @@ def moe_shapes(config: dict, tp: int, gfx: str | None = None, ep: bool = False,
         "model_dim": int(cfg["hidden_size"]),
         "inter_dim": moe["inter"] if ep else _div(moe["inter"], tp, "moe intermediate size"),
         "expert": experts,
-        "topk": topk,
+        "topk": topk - 1 if ep else topk,    # fused_moe: `topk -= int(is_ep)` in the lookup key (#3999)
         "act_type": act_type,
         "dtype": dt,
         "q_dtype_a": qd,
@@ -311,7 +311,8 @@ def shapes_from_model(config: dict, tp: int, m_preset: Any = "pow2", gfx: str | 
     expanded: dict[str, list[dict]] = {}
     for variant, shapes in out.items():
         if variant == MOE_VARIANT:
-            expanded[variant] = expand_m([{"token": 1, **s} for s in shapes], m_preset, keep_logged=False)
+            expanded[variant] = expand_m([{"token": 1, **s} for s in shapes], "pow2", keep_logged=False,
+                                         tokens=m_sweep(m_preset))
         else:
             expanded[variant] = expand_m([{"m": 1, **s} for s in shapes], m_preset, keep_logged=False)
     return expanded

@@ -56,6 +56,9 @@ def test_deepseek_options():
     assert unfused["moe_2stages"] == [moe(7168, 256, 257, 9, FNUZ, FNUZ, "QuantType.per_1x128")]
     ep = shapes_from_model(c, tp=8, m_preset=None, ep=True)
     assert ep["moe_2stages"][0]["inter_dim"] == 2048
+    # fused_moe looks an EP MoE up with topk-1 (`topk -= int(is_ep)`, aiter-formats §3.2, #3999): rows tuned at
+    # the routed topk would never be found
+    assert ep["moe_2stages"][0]["topk"] == 7 and shapes_from_model(c, tp=8, m_preset=None)["moe_2stages"][0]["topk"] == 8
 
 
 def test_qwen3_moe_fp8_tp8_and_tp4():

@@ -33,3 +33,21 @@ def test_bad_gfx_and_variant_refused(capsys):
     assert main(["shapes", "--model", DSV3, "--gfx", "mi300"]) == ExitCode.USAGE
     assert "--gfx 'mi300' is not a gfx name" in capsys.readouterr().err
     assert main(["shapes", "--model", DSV3, "--gemm-variant", "nope"]) == ExitCode.USAGE
+
+
+def test_csv_follows_the_m_preset_and_snaps_moe_tokens_as_the_runtime_looks_them_up(tmp_path, capsys):
+    """An audit found `shapes --csv` wrote tokens 96/200 (never looked up: #5125) and swept 1..32768 whatever
+    --m-preset said; and a bf16 model's --csv with --m-preset failed with 'unknown variant bf16'."""
+    moe = tmp_path / "moe.csv"
+    assert main(["shapes", "--model", DSV3, "--tp", "8", "--m-preset", "96,200,40000", "--variant", "moe_2stages",
+                 "--csv", str(moe)]) == 0
+    assert [r.split(",")[0] for r in moe.read_text().splitlines()[1:]] == ["128", "256", "40000"]
+    assert "96->128, 200->256" in capsys.readouterr().err
+    gemm = tmp_path / "g.csv"
+    assert main(["shapes", "--model", DSV3, "--tp", "8", "--m-preset", "1,8,64", "--variant", "a8w8_blockscale",
+                 "--csv", str(gemm)]) == 0
+    assert {r.split(",")[0] for r in gemm.read_text().splitlines()[1:]} == {"1", "8", "64"}
+    bf16 = tmp_path / "b.csv"
+    llama = DSV3.replace("deepseek_v3", "llama3_1_8b")
+    assert main(["shapes", "--model", llama, "--csv", str(bf16), "--m-preset", "1,8"]) == 0
+    assert bf16.read_text().startswith("M,N,K,bias,dtype,outdtype,scaleAB,bpreshuffle\n1,")
