@@ -69,11 +69,21 @@ def validate(tune_args: list[str], help_text: str | None, script: str, why_no_he
                              hint="its flags: " + " ".join(sorted(f for f in known if f.startswith("--"))))
 
 
+# tuners that take -k but never measure split-K: the blockscale bpreshuffle one hard-codes maxsplitK = 0
+# (aiter-after-v0.1.20.md §2.2, ROCm/aiter#4448 open)
+NO_SPLITK = {"a8w8_blockscale_bpreshuffle"}
+
+
 def splitk_note(tune_args: list[str], help_text: str | None, variant_name: str) -> str | None:
-    """The plan's warning when the tuner has -k/--splitK and it is not given."""
+    """The plan's warning when the tuner has -k/--splitK and it is not given (or, where the tuner ignores
+    it, that passing it changes nothing)."""
     if not help_text or not any(f in help_flags(help_text) for f in SPLITK_FLAGS):
         return None
-    if any(f in SPLITK_FLAGS for f in flags_of(tune_args)):
+    given = any(f in SPLITK_FLAGS for f in flags_of(tune_args))
+    if variant_name in NO_SPLITK:
+        return (f"--splitk changes nothing for {variant_name}: its tuner hard-codes maxsplitK = 0, every row is "
+                "measured at KBatch 1 (ROCm/aiter#4448)") if given else None
+    if given:
         return None
     return (f"splitK candidates will be skipped: the {variant_name} tuner tries them only with -k "
             "(pass --splitk; ROCm/aiter#5277/#5278: the shipped gfx950 blockscale table was tuned without "

@@ -211,3 +211,21 @@ def test_hang_blocks_until_killed(tmp_path):
         os.killpg(p.pid, signal.SIGKILL)
         p.wait()
     assert json.loads(open(inst.host_path(inst.control_path)).read())["hang_after_shapes"] == 1
+
+
+def test_split_k_rows_only_with_k_and_never_from_the_blockscale_bpreshuffle_tuner(nodes, tmp_path):
+    """aiter-formats §1.1: CK/CK-Tile split-K candidates are tried only with -k; after-v0.1.20 §2.2: the
+    blockscale bpreshuffle tuner hard-codes maxsplitK = 0 (#4448). ASM rows carry their own splitK."""
+    inst = nodes["current"]
+    seen = {}
+    for variant in ("a8w8", "a8w8_blockscale_bpreshuffle"):
+        base = {"n": 1536, "k": 7168, **({"q_dtype_w": "torch.int8"} if variant == "a8w8" else {})}
+        shapes = [{"m": m, **base} for m in (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048)]
+        unt = untuned_csv(tmp_path / f"{variant}.csv", variant, shapes)
+        for k in ((), ("-k",)):
+            out = tmp_path / f"{variant}{len(k)}_tuned.csv"
+            r = py(inst, *tune_argv(inst, variant, unt, out, *k))
+            assert r.returncode == 0 or "Tuning not Finished" in r.stderr, r.stdout + r.stderr   # the model's failing M
+            seen[variant, bool(k)] = {row["splitK"] for row in read_csv(out)[1] if row.get("libtype", "ck") != "asm"}
+    assert seen["a8w8", False] == {"0"} and seen["a8w8", True] > {"0"}
+    assert seen["a8w8_blockscale_bpreshuffle", False] == seen["a8w8_blockscale_bpreshuffle", True] == {"0"}

@@ -47,6 +47,10 @@ def test_splitk_note():
     assert splitk_note(["-k"], HELP_BLOCKSCALE, "a8w8_blockscale") is None
     assert splitk_note([], "usage: x.py [-h] [--mp MP]\n", "x") is None  # a tuner without -k
     assert splitk_note([], None, "x") is None
+    # the blockscale bpreshuffle tuner hard-codes maxsplitK = 0 (#4448): no advice to pass -k, and a note if given
+    assert splitk_note([], HELP_BLOCKSCALE, "a8w8_blockscale_bpreshuffle") is None
+    assert "changes nothing" in splitk_note(["-k"], HELP_BLOCKSCALE, "a8w8_blockscale_bpreshuffle")
+
 
 
 def test_q_dtype_w():

@@ -265,7 +265,10 @@ class TunerCommon:
         if res is None:
             return None
         res = dict(res)
-        if "libtype" in self.resultList and not getattr(args, "splitK", False) and res.get("libtype") != "asm":
+        # CK/CK-Tile split-K candidates are tried only with -k (aiter-formats.md §1.1); the blockscale
+        # bpreshuffle tuner hard-codes maxsplitK = 0 (after-v0.1.20 §2.2, #4448); ASM rows carry their own value
+        if res.get("libtype", "ck") != "asm" and (not getattr(args, "splitK", False)
+                                                   or variant == "a8w8_blockscale_bpreshuffle"):
             res["splitK"] = 0
         return {c: res.get(c) for c in self.resultList}
 
