@@ -261,12 +261,15 @@ class SlurmSource:
                   str(grace_s), *dirs, check=False)
         ids = [s["id"] for s in jobs.values()]
         running = [j for j, row in self.squeue().items() if row[0] in ("RUNNING", "CONFIGURING", "COMPLETING")]
+        idle = [j for j in ids if j not in running]
+        if idle:                 # pending (or gone): nothing of theirs runs, no grace to wait for
+            self._run("scancel", *idle, check=False)
         if running:
             self._run("scancel", "--full", "--signal=TERM", *running, check=False)
             deadline = time.monotonic() + grace_s + wait_s
-            while self.squeue() and time.monotonic() < deadline:
+            while set(running) & set(self.squeue()) and time.monotonic() < deadline:
                 time.sleep(0.5)
-        self._run("scancel", *ids, check=False)
+            self._run("scancel", *running, check=False)     # what is still there (stuck)
         signalled = killed = 0
         out = self._run("sh", "-c", 'for d; do tail -n 1 "$d/stopped" 2>/dev/null; echo; done', "sh", *dirs,
                         check=False)

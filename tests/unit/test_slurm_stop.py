@@ -70,3 +70,27 @@ def test_holder_is_posix_sh_and_traps_term_around_a_background_wait():
     assert HOLDER.startswith("#!/bin/sh\n")
     assert "trap 'stop \"$@\"' TERM INT" in HOLDER and "sleep 1 &\n  wait $!" in HOLDER
     subprocess.run(["sh", "-n"], input=HOLDER, text=True, check=True)
+
+
+def test_cancel_ends_pending_jobs_at_once_and_waits_only_for_running_ones(monkeypatch):
+    """An audit found a campaign with one running and one pending job always waited grace + 60 s: the
+    pending job stayed in squeue until the final scancel, and the wait was for squeue to be empty."""
+    from orchestrator.campaign import slurm as sl
+    queue = {"101": ("RUNNING", "n1", "None"), "102": ("PENDING", "", "Resources")}
+    calls = []
+
+    def run(self, *argv, stdin=None, check=True):
+        calls.append(argv)
+        if argv[0] == "scancel":     # plain: the jobs leave squeue; TERM: the holder's trap ends its job
+            for j in (a for a in argv[1:] if not a.startswith("-")):
+                queue.pop(j, None)
+        return ""
+
+    monkeypatch.setattr(sl.SlurmSource, "_run", run)
+    monkeypatch.setattr(sl.SlurmSource, "squeue", lambda self: dict(queue))
+    src = sl.SlurmSource(None, {"dir": "/d", "jobs": {"0": {"id": "101"}, "1": {"id": "102"}}}, None, None)
+    t = time.monotonic()
+    src.cancel(grace_s=5.0, wait_s=60.0)
+    assert time.monotonic() - t < 2.0
+    scancels = [c for c in calls if c[0] == "scancel"]
+    assert scancels[0] == ("scancel", "102") and scancels[1] == ("scancel", "--full", "--signal=TERM", "101")
