@@ -153,7 +153,7 @@ def _scalar(path: str, key: str, knode, vnode, kind):
     if kind is str:
         if value is None or isinstance(value, (dict, list)):
             raise InventoryError(f"{path}{_line(knode)}: {key} must be a string")
-        value = str(value)
+        value = vnode.value      # as written: YAML 1.1 reads `time: 4:00:00` as 14400 and `user: 0123` as 123
     return value
 
 

@@ -50,3 +50,14 @@ def test_missing_file(tmp_path):
     with pytest.raises(InventoryError) as err:
         load_inventory(str(tmp_path / "nope.yaml"))
     assert "TUNE_REMOTE_INVENTORY" in err.value.hint
+
+
+def test_slurm_strings_are_read_as_written(tmp_path):
+    """YAML 1.1 reads an unquoted `time: 4:00:00` as the integer 14400 (base 60): sbatch -t 14400 would ask
+    for 10 days. String settings are taken as written (an audit found it)."""
+    from orchestrator.inventory import load_inventory
+    p = tmp_path / "inv.yaml"
+    p.write_text("slurm:\n  c:\n    login: login01\n    container: aiter-{node}\n    time: 4:00:00\n"
+                 "    user: 0123\n    partition: 'gpu'\n")
+    spec = load_inventory(str(p)).cluster("c")
+    assert (spec.time, spec.user, spec.partition, spec.container) == ("4:00:00", "0123", "gpu", "aiter-{node}")
