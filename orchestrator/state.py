@@ -162,6 +162,19 @@ class Workspace:
     def job_dir(self, job_id: str) -> Path:
         return self.root / check_job_id(job_id)
 
+    def claim(self, job_id: str) -> str:
+        """``job_id`` (a generated one), or ``job_id-2``, ``-3``... : the first whose directory this process
+        creates. Ids have a one-second clock: two runs started in the same second must not collide."""
+        self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
+        for n in range(1, 1000):
+            jid = job_id if n == 1 else f"{job_id[:76]}-{n}"
+            try:
+                self.job_dir(jid).mkdir(mode=0o700)
+                return jid
+            except FileExistsError:
+                continue
+        raise JobError(f"no free job id like {job_id} in {self.root}", hint="pass --job-id")
+
     def exists(self, job_id: str) -> bool:
         return (self.job_dir(job_id) / "state.json").is_file()
 

@@ -56,8 +56,8 @@ def _validate_local_inputs(variant_name: str, logs, shapes_csv, nk, model=None, 
               help="one of: " + ", ".join(VARIANTS) + "; or a comma-separated list, or auto (a campaign)")
 @click.option("--dry-run", is_flag=True, help="print the plan (targets, shapes, shards) and exit; nothing is launched")
 @click.option("--slurm", default=None, metavar="CLUSTER", help="take the nodes from this Slurm cluster (inventory slurm:)")
-@click.option("--slurm-nodes", type=click.IntRange(1), default=1, show_default=True,
-              help="with --slurm: how many nodes (one batch job each)")
+@click.option("--slurm-nodes", type=click.IntRange(1), default=None,
+              help="with --slurm: how many nodes (one batch job each; default 1)")
 @click.option("--log", "logs", multiple=True, metavar="PATH",
               help="server log inside the container; node:PATH on the node's host; local:PATH here (repeatable)")
 @click.option("--shapes-csv", type=click.Path(dir_okay=False), help="shapes in AITER's untuned CSV format")
@@ -125,6 +125,9 @@ def run(env: Env, node, container, variant, dry_run, slurm, slurm_nodes, logs, s
     inv = load_inventory(env.inventory_path)
     if not nodes and not slurm:
         raise UsageError("say where to tune", hint="--node NODE (or a group, or all), or --slurm CLUSTER")
+    if slurm_nodes is not None and not slurm:
+        raise UsageError("--slurm-nodes applies to --slurm", hint="add --slurm CLUSTER, or leave --slurm-nodes out")
+    slurm_nodes = slurm_nodes or 1
     campaign = bool(slurm) or is_campaign_request(inv, nodes, variants)
     if dry_run:              # one target's plan (discover, shapes) is a campaign's: printed, nothing launched
         campaign, detach = True, False
@@ -152,8 +155,12 @@ def run(env: Env, node, container, variant, dry_run, slurm, slurm_nodes, logs, s
     from ..steps.tuneargs import compose, normalize_q_dtype_w
     tune_args = compose(tune_arg, splitk=splitk, libtype=libtype, err_ratio=err_ratio)
     q_dtype_w = normalize_q_dtype_w(q_dtype_w, variants) if q_dtype_w else None
-    job_id = check_job_id(job_id) if job_id else new_job_id(
-        "-".join(variants) if campaign else variant, (slurm or "-".join(nodes)) if campaign else node)
+    if not job_id:
+        job_id = new_job_id("-".join(variants) if campaign else variant,
+                            (slurm or "-".join(nodes)) if campaign else node)
+        if not dry_run:
+            job_id = env.workspace.claim(job_id)
+    job_id = check_job_id(job_id)
     if env.workspace.exists(job_id):
         raise UsageError(f"job {job_id} already exists in {env.workspace.root}",
                          hint=f"use `tune-remote resume {job_id}` or choose another --job-id")
@@ -294,7 +301,7 @@ def demo(env: Env, variant, profile, repeats, noise, nodes):
     if nodes > 1:
         _demo_campaign(env, variant, profile, repeats, noise, nodes)
         return
-    job_id = new_job_id(variant, "demo")
+    job_id = env.workspace.claim(new_job_id(variant, "demo"))
     demo_dir, log_path = prepare_demo(env.workspace.root / ".demo-nodes" / job_id, profile=profile, variant=variant,
                                       noise_pct=noise)
     job = JobState(job_id=job_id, node="demo", container="simulated", variant=variant, created=time.time(),
@@ -313,7 +320,7 @@ def _demo_campaign(env: Env, variant: str, profile: str, repeats: int, noise: fl
     from ..demo import demo_nodes
     from ..inventory import Inventory
     from .campaign import run_campaign
-    job_id = new_job_id(variant, f"demo{count}")
+    job_id = env.workspace.claim(new_job_id(variant, f"demo{count}"))
     dirs, log_path = demo_nodes(env.workspace.root / ".demo-nodes" / job_id, count, profile=profile,
                                 variant=variant, noise_pct=noise)
     request = {"logs": [log_path], "demo_nodes": dirs, "detach": False, "m_preset": None, "nk": [],

@@ -65,6 +65,8 @@ def run(argv, capsys):
     (["shapes", "--model", "{empty}"], "no 'hidden_size' in the config"),
     (["shapes", "--model", MODEL, "--m-preset", "1,x"], "--m-preset '1,x'"),
     (["run", "--node", "n1", "--container", "c1", "--variant", ",", "--nk", "1,2"], "names no variant"),
+    (["run", "--node", "n1", "--container", "c1", "--variant", "a8w8", "--nk", "1,2", "--slurm-nodes", "2"],
+     "--slurm-nodes applies to --slurm"),
     (["resume", "nope"], "no job 'nope'"),
     (["logs", "nope"], "no job 'nope'"),
 ])

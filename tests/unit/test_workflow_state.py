@@ -58,3 +58,16 @@ def test_every_variant_has_key_columns_and_a_config_env():
     assert len(VARIANTS) == 9
     for v in VARIANTS.values():
         assert v.key_columns and v.config_env.startswith("AITER_CONFIG_")
+
+
+def test_two_runs_started_in_the_same_second_get_different_job_ids(tmp_path):
+    """Generated ids have a one-second clock; an audit saw the second `run --slurm` of a script exit 2
+    'already exists'. Each claim creates its directory, so concurrent claims cannot both win."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from orchestrator.state import Workspace
+    ws = Workspace(tmp_path / "ws")
+    with ThreadPoolExecutor(8) as pool:
+        ids = list(pool.map(lambda _: ws.claim("20261126-101500-n1-a8w8"), range(8)))
+    assert len(set(ids)) == 8 and "20261126-101500-n1-a8w8" in ids and "20261126-101500-n1-a8w8-8" in ids
+    assert all((tmp_path / "ws" / i).is_dir() for i in ids) and ws.jobs() == []
