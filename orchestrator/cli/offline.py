@@ -52,6 +52,10 @@ def shapes(env, logs, variant, csv_out, as_json, model, tp, m_preset, gfx, ep, f
         res = shapelog.parse_files(list(logs), variant)
         found = {k: v for k, v in res.shapes.items()}
         warnings = list(res.warnings)
+        gate = get_variant(variant).log_gate_env if variant and variant != "bf16" else None
+        if gate and not (res.misses.get(variant) or res.hits.get(variant)):   # e.g. A6W6 (after-v0.1.20 §3)
+            warnings.append(f"the logs have no {variant} lookup lines: AITER prints them only with {gate}=1 in "
+                            "the server's environment")
     if model:
         from ..parsing.modelshapes import model_problem, shapes_from_model
         try:

@@ -51,3 +51,12 @@ def test_csv_follows_the_m_preset_and_snaps_moe_tokens_as_the_runtime_looks_them
     llama = DSV3.replace("deepseek_v3", "llama3_1_8b")
     assert main(["shapes", "--model", llama, "--csv", str(bf16), "--m-preset", "1,8"]) == 0
     assert bf16.read_text().startswith("M,N,K,bias,dtype,outdtype,scaleAB,bpreshuffle\n1,")
+
+
+def test_a6w6_lines_missing_from_a_log_are_explained(tmp_path, capsys):
+    """Issue 12: A6W6 prints its lookups only with AITER_LOG_TUNED_CONFIG=1 -- "say so when mining a log that
+    lacks them" (run did; the offline `shapes` did not)."""
+    log = tmp_path / "s.log"
+    log.write_text("INFO 11-26 10:00:00 server started\n")
+    assert main(["shapes", str(log), "--variant", "a6w6", "--json"]) == 0
+    assert "AITER_LOG_TUNED_CONFIG=1" in capsys.readouterr().err
