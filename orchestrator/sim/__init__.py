@@ -36,6 +36,9 @@ TREE = Path(__file__).resolve().parent / "tree"
 NODE_MODULES = tuple(Path(__file__).resolve().parent / n for n in ("perf_model.py", "lookups.py"))
 
 PROFILES = {"current": "0.1.20", "legacy": "0.1.11", "newest": "0.1.29"}
+# the version pip reports, where it is not the plain release: wheels after v0.1.20 carry a post release and
+# the ROCm build as a local version (aiter-after-v0.1.20.md §1: `0.1.NN[.postK]+rocmX.Y`)
+PIP_VERSIONS = {"newest": "0.1.29.post1+rocm10.1"}
 # `#@ if <tags>` blocks: a profile keeps a block when every tag holds (`!tag` = must not hold).
 # newest = current + what changed after v0.1.20 (orchestrator/sim/newest.py, aiter-after-v0.1.20.md)
 PROFILE_TAGS = {"current": {"current"}, "legacy": {"legacy"}, "newest": {"current", "newest"}}
@@ -68,6 +71,10 @@ class SimSpec:
     @property
     def version(self) -> str:
         return PROFILES[self.profile]
+
+    @property
+    def pip_version(self) -> str:
+        return PIP_VERSIONS.get(self.profile, self.version)
 
     @property
     def dist_name(self) -> str:
@@ -182,12 +189,12 @@ def _record_line(base: Path, p: Path) -> str:
 
 def _write_dist_info(where: Path, spec: SimSpec, editable_target: str | None, record_roots=()) -> Path:
     norm = spec.dist_name.replace("-", "_")
-    di = where / f"{norm}-{spec.version}.dist-info"
+    di = where / f"{norm}-{spec.pip_version}.dist-info"
     di.mkdir(parents=True, exist_ok=True)
     (di / "METADATA").write_text(
         "Metadata-Version: 2.1\n"
         f"Name: {spec.dist_name}\n"
-        f"Version: {spec.version}\n"
+        f"Version: {spec.pip_version}\n"
         "Summary: AITER: AI Tensor Engine for ROCm (simulated node)\n"
         "Home-page: https://github.com/ROCm/aiter\n"
         "Author: AMD\n"
@@ -200,7 +207,7 @@ def _write_dist_info(where: Path, spec: SimSpec, editable_target: str | None, re
     if editable_target is not None:
         (di / "direct_url.json").write_text(
             json.dumps({"url": f"file://{editable_target}", "dir_info": {"editable": True}}))
-        pth = where / f"__editable__.{norm}-{spec.version}.pth"
+        pth = where / f"__editable__.{norm}-{spec.pip_version}.pth"
         pth.write_text(editable_target + "\n")
         files += [di / "direct_url.json", pth]
     (di / "WHEEL").write_text("Wheel-Version: 1.0\nGenerator: setuptools (80.9.0)\nRoot-Is-Purelib: false\n"

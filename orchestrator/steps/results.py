@@ -165,7 +165,7 @@ def report_context(ctx: Ctx) -> dict:
                 # rendered before the final fetch: the node's work is over, so say how it ended
                 "state": "succeeded (partial tuning)" if job.step_state("remote").info.get("partial")
                 else ("succeeded" if job.state == "running" else job.state)},
-        "environment": {"aiter_version": facts.get("version"), "pip_name": facts.get("pip_name"),
+        "environment": {"aiter_version": _version_text(facts), "pip_name": facts.get("pip_name"),
                         "install_mode": facts.get("install_mode"), "aiter_root": facts.get("aiter_root"),
                         "gfx": facts.get("gfx"), "cu_num": facts.get("cu_num"),
                         "gpu_count": facts.get("gpu_count"), "free_gpus": facts.get("tune_gpus"),
@@ -252,3 +252,9 @@ def run_report(ctx: Ctx) -> None:
     ctx.job.remote["report_md_on_node"] = False   # the fetch step writes it there, in its first round trip
     ctx.ui.event(f"report: {ctx.job_dir / 'report.md'} (and on the node: {ctx.job.remote['report_md']})")
 
+
+
+def _version_text(facts: dict):
+    """The release, and the build as pip or git names it when that says more (``0.1.29 (0.1.29.post1+rocm10.1)``)."""
+    version, raw = facts.get("version"), facts.get("version_raw")
+    return f"{version} ({raw})" if raw and version and raw != version else version

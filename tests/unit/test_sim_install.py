@@ -119,3 +119,17 @@ def test_scripts_are_profile_clean(nodes):
     cur = run(nodes["dev"], ["head", "-1", "aiter/configs/a8w8_blockscale_tuned_gemm.csv"]).stdout
     old = run(nodes["legacy_aiter"], ["head", "-1", "aiter/configs/a8w8_blockscale_tuned_gemm.csv"]).stdout
     assert cur.startswith("gfx,cu_num,M,N,K,libtype,") and old.startswith("cu_num,M,N,K,libtype,")
+
+
+def test_the_newest_profile_reports_a_wheel_style_version_and_discover_reads_the_release(tmp_path):
+    """after-v0.1.20 §1: pip versions now look like 0.1.NN[.postK]+rocmX.Y; the test bed's newest node has one."""
+    from orchestrator.sim import SimSpec, install
+    from orchestrator.steps.results import _version_text
+    from orchestrator.variants import format_version, is_dev_build, parse_version
+    inst = install(tmp_path / "n", SimSpec(profile="newest"))
+    [meta] = (tmp_path / "n").rglob("*.dist-info/METADATA")
+    raw = next(line.split(": ", 1)[1] for line in meta.read_text().splitlines() if line.startswith("Version: "))
+    assert raw == "0.1.29.post1+rocm10.1" and inst.version == "0.1.29"
+    assert format_version(parse_version(raw)) == "0.1.29" and not is_dev_build(raw)
+    assert _version_text({"version": "0.1.29", "version_raw": raw}) == "0.1.29 (0.1.29.post1+rocm10.1)"
+    assert _version_text({"version": "0.1.20", "version_raw": "0.1.20"}) == "0.1.20"
