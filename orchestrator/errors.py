@@ -10,7 +10,7 @@ class ExitCode(enum.IntEnum):
 
     OK = 0
     JOB_FAILED = 1          # the job (or the requested operation on it) failed
-    USAGE = 2               # bad arguments / inventory / input files; nothing ran remotely
+    USAGE = 2               # bad arguments / inventory / input files; nothing ran remotely but a read-only look
     CONNECT = 3             # cannot connect or authenticate, or host key refused
     INTERRUPTED = 130       # Ctrl-C on the laptop; the remote job is untouched, `resume` continues it
     CONNECTION_LOST = 75    # EX_TEMPFAIL: connection lost and not re-established; `resume` continues
@@ -37,7 +37,8 @@ class TuneRemoteError(Exception):
 
 
 class UsageError(TuneRemoteError):
-    """Bad command line, inventory, variant or input file. Raised before anything remote runs."""
+    """Bad command line, inventory, variant or input file. Raised before anything remote runs, or after a
+    read-only look found the input wrong (a log path not in the container)."""
 
     exit_code = ExitCode.USAGE
 

@@ -21,7 +21,8 @@ EXIT_CODES_HELP = """\b
 Exit codes:
   0   success
   1   the job failed (or was cancelled / lost)
-  2   usage or inventory error (nothing ran remotely)
+  2   usage or inventory error (nothing ran remotely, or only the look that
+      found the input wrong, e.g. a --log path not in the container)
   3   cannot connect or authenticate, or host key refused
   75  connection lost and not re-established; the job goes on on the node,
       `tune-remote resume JOB` continues it
