@@ -193,5 +193,21 @@ def _node(path: str, name: str, knode, vnode) -> NodeSpec:
 
 
 def _container(path: str, node: str, name: str, knode, vnode) -> ContainerSpec:
-    value = yaml.safe_load(yaml.serialize(vnode)) if vnode is not None else None
+    value = yaml.load(yaml.serialize(vnode), Loader=_as_written_loader()) if vnode is not None else None
     return container_from_value(path, node, name, value, _line(knode))
+
+
+def _as_written_loader():
+    """A SafeLoader that keeps YAML 1.1's numbers, booleans and dates as written: a container's options are
+    strings (`user: 1000:44` is a uid:gid, not the base-60 integer 60044; env `0123` is not octal 83)."""
+    global _AS_WRITTEN
+    if _AS_WRITTEN is None:
+        class Loader(yaml.SafeLoader):
+            pass
+        for kind in ("int", "float", "bool", "timestamp"):
+            Loader.add_constructor(f"tag:yaml.org,2002:{kind}", lambda loader, node: node.value)
+        _AS_WRITTEN = Loader
+    return _AS_WRITTEN
+
+
+_AS_WRITTEN = None

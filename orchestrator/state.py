@@ -175,6 +175,21 @@ class Workspace:
                 continue
         raise JobError(f"no free job id like {job_id} in {self.root}", hint="pass --job-id")
 
+    @contextlib.contextmanager
+    def keeping(self, claimed: str | None):
+        """A claimed id's directory goes again when the command ends before the job's state was saved (a
+        refused connection, a failed plan, Ctrl-C at the confirmation): no empty job dirs left behind."""
+        try:
+            yield
+        except BaseException:
+            d = self.job_dir(claimed) if claimed else None
+            if d is not None and not (d / "state.json").exists():
+                with contextlib.suppress(OSError):
+                    (d / ".lock").unlink()
+                with contextlib.suppress(OSError):
+                    d.rmdir()
+            raise
+
     def exists(self, job_id: str) -> bool:
         return (self.job_dir(job_id) / "state.json").is_file()
 

@@ -14,7 +14,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from ..context import Settings
-from ..errors import JobError, TuneRemoteError, UsageError
+from ..errors import ExitCode, JobError, TuneRemoteError, UsageError
 from ..parsing.untuned import write_untuned_csv
 from ..state import TERMINAL, JobState, Workspace, atomic_write
 from ..steps.budget import parse_duration, seconds_per_shape, within
@@ -44,9 +44,9 @@ def make_plan(job: JobState, runner: Runner, refs: list[TargetRef], variants: li
         err = JobError("no target could be used: " + "; ".join(unreachable),
                        hint="check the nodes with `ssh NODE docker ps`, or choose others with --node")
         codes = {p.exc.exit_code if p.exc is not None else err.exit_code for p in probes}
-        if len(codes) == 1:
-            err.exit_code = codes.pop()      # e.g. 3: none could be connected to (as for a single target)
-        raise err
+        if codes == {ExitCode.CONNECT}:
+            err.exit_code = ExitCode.CONNECT     # none could be connected to (as for a single target); never 75:
+        raise err                                # there is no job yet for a `resume`
     for p in reachable:
         ui.event(f"{p.ref.label}: aiter {p.facts.get('version')} ({p.facts.get('profile')}), "
                  f"{p.facts.get('gfx')} cu_num={p.facts.get('cu_num')}, GPUs free: "
@@ -141,9 +141,10 @@ def drive(job: JobState, workspace: Workspace, runner: Runner, settings: Setting
                     sub.state, sub.error = "failed", exc.one_line()
                     subws.save(sub)
             except Exception as exc:  # noqa: BLE001 - one target's bug must not stop the others
-                sub = subws.load(sid)
-                sub.state, sub.error = "failed", f"{type(exc).__name__}: {exc}"
-                subws.save(sub)
+                sub = subws.load(sid)   # the engine said which step failed; a pipeline that may run on the
+                if sub.state == "running" and sub.step != "remote":   # node stays re-attachable (resume)
+                    sub.state, sub.error = "failed", f"internal error: {type(exc).__name__}: {exc}"
+                    subws.save(sub)
             sub = subws.load(sid)
             with lock:
                 ui.event(f"{label}: {sub.variant} {sub.state}" + (f" ({sub.error})" if sub.error else ""))
@@ -232,7 +233,7 @@ def cancel(job: JobState, workspace: Workspace, runner: Runner, grace_s: float,
     ``nodes``: only the sub-jobs on them; the campaign stays running while others are. A target whose run
     had already ended on the node keeps its results: the campaign stays running for a ``resume`` to collect
     them. Returns the counts, the pids that survived SIGKILL, and the targets that had already finished."""
-    out: dict = {"signalled": 0, "killed": 0, "remaining": [], "finished": [], "tables": []}
+    out: dict = {"signalled": 0, "killed": 0, "remaining": [], "finished": [], "tables": [], "cancelled": 0}
     subws = sub_workspace(workspace, job)
     for sub in sub_jobs(job, workspace):
         if sub.state in TERMINAL or (nodes and sub.node not in nodes):
@@ -249,6 +250,7 @@ def cancel(job: JobState, workspace: Workspace, runner: Runner, grace_s: float,
                 continue     # it ended on its own first: its results stay for the driver (or a resume)
         sub.state, sub.error = "cancelled", "cancelled by the user"
         subws.save(sub)
+        out["cancelled"] += 1
     if any(s.state not in TERMINAL for s in sub_jobs(job, workspace)):
         return out                               # the other targets go on, or wait for a resume to collect
     job.state, job.error, job.step = "cancelled", "cancelled by the user", "done"

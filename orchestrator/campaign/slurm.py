@@ -236,16 +236,18 @@ class SlurmSource:
         return self.login.run(Cmd(("test", "-e", f"{self.state['dir']}/{i}/cancel")), timeout=60,
                               check=False).exit_code == 0
 
-    def release(self) -> None:
+    def release(self, keep: set | None = None) -> None:
         """The campaign is over: running holders end by themselves (exit-code file 0); a job still pending
-        (the campaign failed before it ran) is cancelled, so nothing is left queued."""
-        dirs = [f"{self.state['dir']}/{i}" for i in self.state["jobs"]]
+        (the campaign failed before it ran) is cancelled, so nothing is left queued. ``keep``: the plan is
+        made, only the nodes it left out are given back now (not held for the hours the campaign runs)."""
+        jobs = {i: s for i, s in self.state["jobs"].items() if keep is None or s.get("node") not in keep}
+        dirs = [f"{self.state['dir']}/{i}" for i in jobs]
         if dirs:
             self._run("sh", "-c", 'for d; do touch "$d/release"; done', "sh", *dirs, check=False)
-        ids = [s["id"] for s in self.state["jobs"].values() if s.get("id")]
+        ids = [s["id"] for s in jobs.values() if s.get("id")]
         if ids:
             self._run("scancel", "--state=PENDING", *ids, check=False)
-        for s in self.state["jobs"].values():
+        for s in jobs.values():
             s["state"], s["reason"] = "ENDED", None
         self.save()
 

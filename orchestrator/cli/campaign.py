@@ -113,7 +113,9 @@ def _carry(env: Env, job: JobState, inv: Inventory, settings, dry_run: bool = Fa
                 raise SystemExit(1)
             job.variant = ",".join(plan["variants"])
             subs = driver.create_sub_jobs(job, env.workspace, plan)
-            runner.keep_only({s.node for s in subs})
+            runner.keep_only({s.node for s in subs})    # the nodes the plan left out: connections closed,
+            if slurm:                                    # and their Slurm jobs ended (the GPUs given back)
+                source.release(keep={s.node for s in subs})
             subws = driver.sub_workspace(env.workspace, job)
             for s in subs:
                 subws.save(s)
@@ -188,7 +190,10 @@ def cancel_campaign(env: Env, job: JobState, grace: float, nodes=()) -> None:
                        f"{', '.join(res['remaining'])}; stuck in the kernel, e.g. a hung GPU)",
                        hint="check them with `ps -o pid,stat,wchan -p PID` in the container; they end with the "
                             "GPU reset or a container restart")
-    click.echo(f"{what} cancelled ({sig} process(es) signalled, {killed} killed)")
+    if res["finished"]:       # the job goes on until a resume collects them: say what was cancelled
+        click.echo(f"{what}: {res['cancelled']} target(s) cancelled ({sig} process(es) signalled, {killed} killed)")
+    else:
+        click.echo(f"{what} cancelled ({sig} process(es) signalled, {killed} killed)")
 
 
 def status_targets(env: Env, job: JobState) -> list[dict]:

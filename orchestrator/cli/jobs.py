@@ -129,8 +129,8 @@ def run(env: Env, node, container, variant, dry_run, slurm, slurm_nodes, logs, s
         raise UsageError("--slurm-nodes applies to --slurm", hint="add --slurm CLUSTER, or leave --slurm-nodes out")
     slurm_nodes = slurm_nodes or 1
     campaign = bool(slurm) or is_campaign_request(inv, nodes, variants)
-    if dry_run:              # one target's plan (discover, shapes) is a campaign's: printed, nothing launched
-        campaign, detach = True, False
+    if dry_run and not campaign:    # one target's plan (discover, shapes) is a campaign's: printed, nothing
+        campaign, detach = True, False  # launched (so --detach means nothing here)
     if campaign:
         validate_campaign_inputs(inv, nodes, container, variants, logs, shapes_csv, nk, detach, slurm)
         for v in variants:
@@ -155,30 +155,32 @@ def run(env: Env, node, container, variant, dry_run, slurm, slurm_nodes, logs, s
     from ..steps.tuneargs import compose, normalize_q_dtype_w
     tune_args = compose(tune_arg, splitk=splitk, libtype=libtype, err_ratio=err_ratio)
     q_dtype_w = normalize_q_dtype_w(q_dtype_w, variants) if q_dtype_w else None
+    claimed = None
     if not job_id:
         job_id = new_job_id("-".join(variants) if campaign else variant,
                             (slurm or "-".join(nodes)) if campaign else node)
         if not dry_run:
-            job_id = env.workspace.claim(job_id)
+            job_id = claimed = env.workspace.claim(job_id)
     job_id = check_job_id(job_id)
     if env.workspace.exists(job_id):
         raise UsageError(f"job {job_id} already exists in {env.workspace.root}",
                          hint=f"use `tune-remote resume {job_id}` or choose another --job-id")
-    request = {"logs": list(logs), "shapes_csv": os.path.abspath(shapes_csv) if shapes_csv else None,
-               "nk": list(nk), "m_preset": m_preset, "gpus": gpu_list, "batch": batch, "timeout": timeout,
-               "stall_timeout": stall_timeout, "detach": detach, "repeats": repeats, "promote": promote_mode,
-               "serve_cmd": serve_cmd, "tune_args": tune_args, "q_dtype_w": q_dtype_w,
-               "max_m": max_m, "budget": budget, "padded_m": padded_m, "table_from_log": table_from_log,
-               "force_cu_num": force_cu_num, "model": _read_model(model), "tp": tp}
-    if campaign:
-        from .campaign import run_campaign
-        run_campaign(env, inv, nodes, container, variants, request, job_id, _settings(yes, accept_new_host_key),
-                     dry_run, slurm, slurm_nodes)
-        return
-    job = JobState(job_id=job_id, node=node, container=container, variant=variant, created=time.time(),
-                   request=request)
-    target = Target(node_spec, ctr, accept_new_host_key=accept_new_host_key)
-    _drive(env, job, target, _settings(yes, accept_new_host_key))
+    with env.workspace.keeping(claimed):
+        request = {"logs": list(logs), "shapes_csv": os.path.abspath(shapes_csv) if shapes_csv else None,
+                   "nk": list(nk), "m_preset": m_preset, "gpus": gpu_list, "batch": batch, "timeout": timeout,
+                   "stall_timeout": stall_timeout, "detach": detach, "repeats": repeats, "promote": promote_mode,
+                   "serve_cmd": serve_cmd, "tune_args": tune_args, "q_dtype_w": q_dtype_w,
+                   "max_m": max_m, "budget": budget, "padded_m": padded_m, "table_from_log": table_from_log,
+                   "force_cu_num": force_cu_num, "model": _read_model(model), "tp": tp}
+        if campaign:
+            from .campaign import run_campaign
+            run_campaign(env, inv, nodes, container, variants, request, job_id, _settings(yes, accept_new_host_key),
+                         dry_run, slurm, slurm_nodes)
+            return
+        job = JobState(job_id=job_id, node=node, container=container, variant=variant, created=time.time(),
+                       request=request)
+        target = Target(node_spec, ctr, accept_new_host_key=accept_new_host_key)
+        _drive(env, job, target, _settings(yes, accept_new_host_key))
 
 
 def _read_model(path):

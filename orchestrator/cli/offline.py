@@ -23,8 +23,8 @@ from .base import cli
 @click.option("--gfx", default=None, metavar="GFX",
               help="with --model: the serving GPU (gfx942 = MI300X/MI325X/MI308X uses the fnuz FP8 types, "
                    "gfx950 the OCP ones); default gfx950")
-@click.option("--ep", is_flag=True, help="with --model: expert parallelism (experts split over --tp ranks; AITER looks the MoE up "
-                   "with topk-1 then, #3999)")
+@click.option("--ep", is_flag=True, help="with --model: expert parallelism (experts split over --tp ranks: AITER looks the MoE up "
+                   "with the rank's expert count and topk-1, #3999)")
 @click.option("--fuse-shared-experts", is_flag=True, help="with --model: shared experts fused into the MoE")
 @click.option("--gemm-variant", default=None, metavar="VARIANT",
               help="with --model: the GEMM variant the server dispatches FP8 linears to "

@@ -282,8 +282,10 @@ def moe_shapes(config: dict, tp: int, gfx: str | None = None, ep: bool = False,
     return [{
         "model_dim": int(cfg["hidden_size"]),
         "inter_dim": moe["inter"] if ep else _div(moe["inter"], tp, "moe intermediate size"),
-        "expert": experts,
-        "topk": topk - 1 if ep else topk,    # fused_moe: `topk -= int(is_ep)` in the lookup key (#3999)
+        # EP: each rank holds experts/tp whole experts; fused_moe keys the lookup with its local count
+        # (w1.shape[0]; gemm_moe_ep_tune.py: "expert as the local expert count") and `topk -= int(is_ep)` (#3999)
+        "expert": _div(experts, tp, "experts") if ep else experts,
+        "topk": topk - 1 if ep else topk,
         "act_type": act_type,
         "dtype": dt,
         "q_dtype_a": qd,

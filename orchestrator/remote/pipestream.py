@@ -40,18 +40,22 @@ def end(proc: subprocess.Popen) -> None:
 
 
 LOG_PREFIX = "tune-remote-ssh-"
-_log_dir: list[str] = []
+_log_dir: list = []             # [path, the held lock's fd]
 _log_lock = threading.Lock()
 
 
 def new_log() -> str:
-    """A path for one client's ``-E`` log, in this process's own temp dir (removed at exit). A process killed
-    outright leaves its dir: the next one removes the dirs of processes no longer alive."""
+    """A path for one client's ``-E`` log, in this process's own temp dir (removed at exit), whose ``.lock``
+    it holds (flock) while it lives. A process killed outright leaves its dir: the next one removes the dirs
+    whose lock it can take (their process is gone: a pid check would misjudge another pid namespace)."""
     with _log_lock:
         if not _log_dir or not os.path.isdir(_log_dir[0]):
             _sweep(tempfile.gettempdir())
-            _log_dir[:] = [tempfile.mkdtemp(prefix=f"{LOG_PREFIX}{os.getpid()}-")]
-            atexit.register(shutil.rmtree, _log_dir[0], True)
+            d = tempfile.mkdtemp(prefix=f"{LOG_PREFIX}{os.getpid()}-")
+            fd = os.open(os.path.join(d, ".lock"), os.O_RDWR | os.O_CREAT, 0o600)
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            _log_dir[:] = [d, fd]
+            atexit.register(shutil.rmtree, d, True)
     fd, path = tempfile.mkstemp(dir=_log_dir[0], suffix=".log")
     os.close(fd)
     return path
@@ -59,21 +63,23 @@ def new_log() -> str:
 
 def _sweep(tmp: str) -> None:
     try:
-        entries = list(os.scandir(tmp))
+        entries = [e for e in os.scandir(tmp) if e.name.startswith(LOG_PREFIX)]
     except OSError:
         return
     for e in entries:
-        parts = e.name[len(LOG_PREFIX):].split("-", 1)
-        if not e.name.startswith(LOG_PREFIX) or not parts[0].isdigit() or int(parts[0]) == os.getpid():
-            continue
         try:
             if not e.is_dir(follow_symlinks=False) or e.stat(follow_symlinks=False).st_uid != os.getuid():
                 continue
-            os.kill(int(parts[0]), 0)
-        except ProcessLookupError:
-            shutil.rmtree(e.path, ignore_errors=True)
+            fd = os.open(os.path.join(e.path, ".lock"), os.O_RDWR | os.O_NOFOLLOW)
         except OSError:
-            continue
+            continue                        # no lock (not one of ours), or gone meanwhile
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            continue                        # its process lives
+        finally:
+            os.close(fd)
+        shutil.rmtree(e.path, ignore_errors=True)
 
 
 def read_log(path: str) -> str:

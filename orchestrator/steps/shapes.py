@@ -43,7 +43,7 @@ def parse_nk(values: list[str]) -> list[tuple[int, int]]:
 
 def check_m_preset(preset: str | None) -> None:
     """A bad ``--m-preset``: one line, exit 2, before anything runs on a node."""
-    if preset in (None, "logged"):
+    if preset is None or preset.strip().lower() in ("logged", "none"):
         return
     try:
         shapelog.m_sweep(preset)
@@ -55,7 +55,7 @@ def check_m_preset(preset: str | None) -> None:
 def expand(shapes: list[dict], family: str, preset: str) -> list[dict]:
     """Sweep M (GEMM/batched) or token (MoE) per distinct remaining key, keeping the logged values
     (AITER looks the exact M up first); 'logged' keeps only what was seen."""
-    if preset == "logged":
+    if str(preset).strip().lower() in ("logged", "none"):
         return _dedupe(shapes)
     if family == "moe":
         return shapelog.expand_m(shapes, "pow2", tokens=shapelog.m_sweep(preset))

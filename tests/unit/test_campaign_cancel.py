@@ -77,6 +77,7 @@ def test_the_cli_names_survivors_with_exit_1_and_says_what_finished_first(tmp_pa
     out, err = capsys.readouterr()
     assert code == 1 and "n2:4242" in err and "survived SIGKILL" in err, err
     assert "had already ended on their own: n1/c a8w8 (failed)" in out and "resume c1" in out
+    assert "job c1 cancelled" not in out       # n2 cancelled, n1 to collect: the job is not cancelled
 
 
 def test_a_campaign_with_an_unreachable_target_is_failed_in_its_report_too(tmp_path, monkeypatch):
@@ -93,3 +94,45 @@ def test_a_campaign_with_an_unreachable_target_is_failed_in_its_report_too(tmp_p
     monkeypatch.setattr(merge, "write_outputs", lambda job, ws, subs: written.append((job.state, job.error)))
     assert driver.finish(job, ws) == "failed"
     assert written == [("failed", "unreachable: n3/c: cannot connect")]
+
+
+@pytest.mark.parametrize("step,after", [("remote", "running"), ("compare", "failed")])
+def test_a_bug_in_a_target_job_leaves_a_pipeline_that_may_run_re_attachable(tmp_path, step, after):
+    """A reviewer found the campaign driver marked a target 'failed' on any bug, even while its pipeline may
+    still run on the node (the engine leaves that one running for `resume`): GPUs held, nothing to cancel."""
+    from types import SimpleNamespace
+    ws = Workspace(tmp_path / "ws")
+    job = _campaign(ws, nodes=("n1",))
+    subws = driver.sub_workspace(ws, job)
+    [sub] = driver.sub_jobs(job, ws)
+    sub.step = step
+    sub.request["shapes_csv"] = str(tmp_path / "shard.csv")
+    (tmp_path / "shard.csv").write_text("M,N,K\n1,2,3\n")
+    subws.save(sub)
+
+    class Buggy(Runner):
+        ui_for = None
+
+        def run(self, sub, workspace, settings):
+            raise KeyError("boom")
+
+    ui = SimpleNamespace(event=lambda *a: None)
+    job.request["promote"] = "none"
+    driver.drive(job, ws, Buggy({}), SimpleNamespace(poll_s=1, reconnect_s=1, accept_new_host_key=False), ui)
+    [sub] = driver.sub_jobs(job, ws)
+    assert sub.state == after
+    assert (after == "running") == (ws.load("c1").state == "running")
+    if after == "failed":
+        assert sub.error == "internal error: KeyError: 'boom'"
+
+
+def test_the_cli_says_how_many_targets_it_cancelled_when_others_wait_to_be_collected(tmp_path, monkeypatch, capsys):
+    ws = Workspace(tmp_path / "ws")
+    _campaign(ws)
+    runner = Runner({"n1": {"already_finished": True, "state": "succeeded"}, "n2": {"signalled": [7]}})
+    from orchestrator.cli import campaign as cli_campaign
+    monkeypatch.setattr(cli_campaign, "_source", lambda *a, **k: runner)
+    monkeypatch.setattr(cli_campaign, "campaign_inventory", lambda *a, **k: None)
+    assert main(["--workspace", str(ws.root), "cancel", "c1"]) == 0
+    out = capsys.readouterr().out
+    assert "job c1: 1 target(s) cancelled (1 process(es) signalled, 0 killed)" in out and "resume c1" in out

@@ -81,3 +81,22 @@ def test_groups_split_by_gpu_kind_and_exclude_gpus_that_cannot_run_the_variant()
     groups, excluded = group(p, "a4w4_blockscale")
     assert [m.ref.node for ms in groups.values() for m in ms] == ["a", "b"]
     assert len(excluded) == 1 and "c/d" in excluded[0] and "gfx942" in excluded[0]
+
+
+@pytest.mark.parametrize("errors,code", [(("connect", "connect"), 3), (("lost", "lost"), 1), (("connect", "lost"), 1)])
+def test_a_plan_no_target_answered_exits_3_only_when_none_could_be_connected_to(monkeypatch, errors, code):
+    """Never 75 ('resume continues it'): there is no job yet to resume (a reviewer's finding)."""
+    from types import SimpleNamespace
+
+    from orchestrator.campaign import driver
+    from orchestrator.campaign import plan as planning
+    from orchestrator.campaign.plan import Probe
+    from orchestrator.campaign.targets import TargetRef
+    from orchestrator.errors import ConnectError, ConnectionLost, JobError
+    make = {"connect": lambda: ConnectError("cannot connect"), "lost": lambda: ConnectionLost("lost")}
+    probes = [Probe(TargetRef(f"n{i}", "c"), error="x", exc=make[e]()) for i, e in enumerate(errors)]
+    monkeypatch.setattr(planning, "probe", lambda *a, **k: probes)
+    job = SimpleNamespace(request={})
+    with pytest.raises(JobError) as err:
+        driver.make_plan(job, None, [], ["a8w8"], None, None)
+    assert err.value.exit_code == code and "no target could be used" in str(err.value)

@@ -151,6 +151,14 @@ def test_a_log_missing_in_the_container_is_a_usage_error(tmp_path, capsys):
     assert env.workspace.load("j1").state == "failed"
 
 
+def test_m_preset_spellings_that_worked_still_work():
+    from orchestrator.steps.shapes import check_m_preset, expand
+    for preset in (None, "logged", "LOGGED", "none", "pow2", "CudaGraph", "1,2,4"):
+        check_m_preset(preset)
+    moe = [{"token": 96, "model_dim": 1, "inter_dim": 1, "expert": 1, "topk": 1}]
+    assert expand(moe, "moe", "LOGGED") == moe and expand(moe, "moe", "none") == moe
+
+
 def test_dry_run_of_one_target_launches_nothing_and_an_unreachable_plan_exits_3_at_once(inv, capsys, monkeypatch):
     """`--dry-run` was read only by campaigns: a single-target run went on to tune (an audit found it). Now it
     plans like a campaign of one; a node that refuses the connection is said at once (exit 3), not retried
@@ -167,3 +175,19 @@ def test_dry_run_of_one_target_launches_nothing_and_an_unreachable_plan_exits_3_
     assert time.monotonic() - t < 10 and "cannot connect" in err and "resume probe" not in err
     assert not os.path.exists(os.environ["TUNE_REMOTE_WORKSPACE"]) or not any(
         p.name != ".locks" for p in Path(os.environ["TUNE_REMOTE_WORKSPACE"]).iterdir())
+    # several targets: --detach is still refused for campaigns (a dry run does not change what a run may do)
+    code, out, err = run(["run", "--node", "n1", "--node", "n2", "--container", "c1", "--variant", "a8w8",
+                          "--nk", "1,2", "--dry-run", "--detach"], capsys)
+    assert code == 2 and "--detach is not available for campaigns" in err, err
+
+
+def test_a_run_that_fails_before_its_job_is_saved_leaves_no_job_dir(inv, capsys):
+    """A generated id is claimed by creating its directory; a refused connection (exit 3) must not leave
+    that directory behind (a reviewer found one per failed run)."""
+    import os
+    for _ in range(2):
+        code, out, err = run(["run", "--node", "n1", "--container", "c1", "--variant", "a8w8", "--nk", "1,2",
+                              "--yes"], capsys)
+        assert code == 3, err
+    ws = Path(os.environ["TUNE_REMOTE_WORKSPACE"])
+    assert not ws.exists() or [p.name for p in ws.iterdir() if not p.name.startswith(".")] == []

@@ -61,3 +61,15 @@ def test_slurm_strings_are_read_as_written(tmp_path):
                  "    user: 0123\n    partition: 'gpu'\n")
     spec = load_inventory(str(p)).cluster("c")
     assert (spec.time, spec.user, spec.partition, spec.container) == ("4:00:00", "0123", "gpu", "aiter-{node}")
+
+
+def test_container_options_are_read_as_written(tmp_path):
+    """A reviewer found `user: 1000:44` (uid:gid, gid 44 = video) became the base-60 integer 60044 handed to
+    `docker exec -u`, and env values 0123 / yes / 1:30 became '83' / 'True' / '90'."""
+    from orchestrator.inventory import load_inventory
+    p = tmp_path / "inv.yaml"
+    p.write_text("nodes:\n  n1:\n    host: h\n    containers:\n      c:\n        user: 1000:44\n"
+                 "        env: {A: 0123, B: yes, C: 1:30, D: 'x y', E: 2.50}\n        python: python3.12\n")
+    c = load_inventory(str(p)).node("n1").container("c")
+    assert c.user == "1000:44" and c.python == "python3.12"
+    assert c.env == {"A": "0123", "B": "yes", "C": "1:30", "D": "x y", "E": "2.50"}

@@ -59,6 +59,7 @@ def test_deepseek_options():
     # fused_moe looks an EP MoE up with topk-1 (`topk -= int(is_ep)`, aiter-formats §3.2, #3999): rows tuned at
     # the routed topk would never be found
     assert ep["moe_2stages"][0]["topk"] == 7 and shapes_from_model(c, tp=8, m_preset=None)["moe_2stages"][0]["topk"] == 8
+    assert ep["moe_2stages"][0]["expert"] == 32          # the rank's local experts (w1.shape[0]), 256 / 8
 
 
 def test_qwen3_moe_fp8_tp8_and_tp4():

@@ -428,23 +428,35 @@ def test_a_timed_out_command_probes_once(tmp_path, fake_ssh, listener, monkeypat
 
 def test_client_logs_live_in_a_dir_of_the_process_and_a_killed_processs_dir_is_swept(tmp_path, monkeypatch):
     """A process killed outright (SIGKILL) leaves its clients' -E logs: the next one removes them, and only
-    those of processes no longer alive."""
+    those whose process is gone: judged by the dir's lock, which its living process holds (a pid check would
+    misjudge a process in another pid namespace sharing /tmp)."""
     import subprocess as sp
 
     from orchestrator.remote import pipestream
-    dead = sp.Popen(["true"])
-    dead.wait()
-    stale = tmp_path / f"tune-remote-ssh-{dead.pid}-abc"
+    stale = tmp_path / "tune-remote-ssh-111-abc"          # its process was killed: nobody holds the lock
     stale.mkdir()
+    (stale / ".lock").write_text("")
     (stale / "x.log").write_text("left by a killed run")
-    alive = tmp_path / f"tune-remote-ssh-{os.getppid()}-def"
+    alive = tmp_path / "tune-remote-ssh-222-def"          # held by a living process (any pid, any namespace)
     alive.mkdir()
-    other = tmp_path / "tune-remote-ssh-notapid"
-    other.mkdir()
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-    monkeypatch.setattr(pipestream, "_log_dir", [])
-    log = pipestream.new_log()
-    assert not stale.exists() and alive.is_dir() and other.is_dir()
-    assert os.path.dirname(log).startswith(str(tmp_path / f"tune-remote-ssh-{os.getpid()}-"))
-    assert os.path.dirname(pipestream.new_log()) == os.path.dirname(log)      # one dir per process
-    assert pipestream.read_log(log) == "" and not os.path.exists(log)
+    (alive / ".lock").write_text("")
+    holder = sp.Popen([sys.executable, "-c", "import fcntl,sys,time; f=open(sys.argv[1]); "
+                       "fcntl.flock(f, fcntl.LOCK_EX); print(1, flush=True); time.sleep(60)", str(alive / ".lock")],
+                      stdout=sp.PIPE)
+    try:
+        assert holder.stdout.readline() == b"1\n"
+        other = tmp_path / "tune-remote-ssh-nolock"          # not made by tune-remote: no lock, left alone
+        other.mkdir()
+        monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+        monkeypatch.setattr(pipestream, "_log_dir", [])
+        log = pipestream.new_log()
+        assert not stale.exists() and alive.is_dir() and other.is_dir()
+        mine = os.path.dirname(log)
+        assert mine.startswith(str(tmp_path / f"tune-remote-ssh-{os.getpid()}-"))
+        assert os.path.dirname(pipestream.new_log()) == mine      # one dir per process
+        assert pipestream.read_log(log) == "" and not os.path.exists(log)
+        pipestream._sweep(str(tmp_path))                            # our own dir: its lock is held by us
+        assert os.path.isdir(mine)
+    finally:
+        holder.kill()
+        holder.wait()

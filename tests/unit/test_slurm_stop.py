@@ -94,3 +94,20 @@ def test_cancel_ends_pending_jobs_at_once_and_waits_only_for_running_ones(monkey
     assert time.monotonic() - t < 2.0
     scancels = [c for c in calls if c[0] == "scancel"]
     assert scancels[0] == ("scancel", "102") and scancels[1] == ("scancel", "--full", "--signal=TERM", "101")
+
+
+def test_the_nodes_a_plan_leaves_out_are_given_back_to_slurm_at_once(monkeypatch):
+    """A reviewer found the Slurm jobs of nodes the plan left out held their GPUs until the campaign ended."""
+    from orchestrator.campaign import slurm as sl
+    calls = []
+    monkeypatch.setattr(sl.SlurmSource, "_run", lambda self, *argv, stdin=None, check=True: calls.append(argv) or "")
+    state = {"dir": "/d", "jobs": {"0": {"id": "101", "node": "a"}, "1": {"id": "102", "node": "b"}}}
+    saved = []
+    src = sl.SlurmSource(None, state, lambda: saved.append(1), None)
+    src.release(keep={"a"})
+    assert calls[0][-1:] == ("/d/1",) and "/d/0" not in calls[0]
+    assert calls[1] == ("scancel", "--state=PENDING", "102")
+    assert state["jobs"]["1"]["state"] == "ENDED" and "state" not in state["jobs"]["0"] and saved
+    calls.clear()
+    src.release()                                    # the campaign's end: every holder
+    assert calls[0][-2:] == ("/d/0", "/d/1")
