@@ -671,3 +671,23 @@ def test_ranges_of_several_files_add_up_and_say_the_most_processes_one_used(tmp_
     two = _dense_log(tmp_path / "b", (2 << 20) + 4096)  # two ranges: one worker
     got = shapelog.parse_files([big, two], procs=3, min_range=1 << 20)
     assert got.ranges["processes"] == 3 and got.ranges["counted"] + got.ranges["scanned"] == 5
+
+
+def test_memory_stays_bounded_on_a_log_of_many_distinct_long_candidate_lines(tmp_path):
+    """An audit found the memo of candidate lines (whole lines as keys, up to 65536 of them, each up to 1 MiB)
+    grew with the log: 300 distinct 0.9 MB lines holding "tuned" peaked at 310 MB. The memos now have a byte
+    budget: the peak stays well under the issue's 100 MB whatever the log."""
+    import resource
+    import subprocess
+    import sys
+    log = tmp_path / "progress.log"
+    with open(log, "wb") as fh:
+        for i in range(150):   # ~130 MB: tqdm progress redrawn with \r, one 0.88 MB line per bar
+            fh.write(b"\r[Tuning] %06d 37%% |#####     | tuned 1/3 " % i * 20000 + b"\n")
+    script = Path(shapelog.__file__)
+    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    cp = subprocess.run([sys.executable, str(script), str(log), "--summary", "--procs", "1"],
+                        capture_output=True, text=True)
+    assert cp.returncode == 0, cp.stderr
+    peak_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    assert peak_mb < 80 or before / 1024 >= 80, f"peak RSS {peak_mb:.0f} MB"

@@ -18,6 +18,8 @@ except ImportError:
         _find_tuple_end, _is_candidate, _shape_key, variant_from_tuned_file)
     from shaperules import ShapeLogResult, _Rules  # type: ignore
 
+_CACHE_CHARS = 8 << 20    # the memo's keys (message texts) together: memory O(1) whatever the messages
+
 
 # --------------------------------------------------------------------------------------------
 # the record-level parser
@@ -41,6 +43,7 @@ class _Parser(_Rules):
         self._warn_counts = collections.OrderedDict()   # kind -> [count, examples, template]
         self._once = set()
         self._cache = {}
+        self._cache_chars = 0
 
     # -- warnings ------------------------------------------------------------------------
     def _warn_once(self, text):
@@ -249,9 +252,11 @@ class _Parser(_Rules):
             got = parse(message)
             if got is not None:
                 got = got + (_shape_key(got[1]),)
-            if len(self._cache) >= _CACHE_MAX:
+            if len(self._cache) >= _CACHE_MAX or self._cache_chars + len(message) > _CACHE_CHARS:
                 self._cache.clear()
+                self._cache_chars = 0
             self._cache[message] = got
+            self._cache_chars += len(message)
         return got
 
     def _emit(self, counter, table, parsed):

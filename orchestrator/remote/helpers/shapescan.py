@@ -28,6 +28,7 @@ def _open_binary(path):
 DENSE_PROBE_BYTES = 256 << 10
 DENSE_MIN_CANDIDATES = 16  # "tuned" this often in a block's first 256 KiB: count identical lines instead
 _EFFECTS_MAX = 65536
+_EFFECTS_BYTES = 8 << 20    # the memo's keys (whole lines) together: memory stays O(1) whatever the lines
 
 
 def _is_candidate_b(line):
@@ -50,6 +51,7 @@ class _Scanner(object):
     def __init__(self, parser):
         self.p = parser
         self.effects = {}   # line bytes -> effect (only order-free lines are remembered)
+        self._effect_bytes = 0
 
     def dense(self, block):
         """Worth counting identical lines: many candidates, and no record or echo spans into the block."""
@@ -62,9 +64,11 @@ class _Scanner(object):
         if eff is None and len(line) <= MAX_LINE_BYTES:
             eff = self.p.effect_of(line.decode("utf-8", "replace"))
             if eff is not None:
-                if len(self.effects) >= _EFFECTS_MAX:
+                if len(self.effects) >= _EFFECTS_MAX or self._effect_bytes + len(line) > _EFFECTS_BYTES:
                     self.effects.clear()
+                    self._effect_bytes = 0
                 self.effects[line] = eff
+                self._effect_bytes += len(line)
         return eff
 
     def count_lines(self, lines):
