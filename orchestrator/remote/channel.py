@@ -49,6 +49,7 @@ class HelperChannel:
         self.stream = stream
         self.label = label
         self.hello: dict | None = None
+        self.refusal: dict | None = None   # the helper's one answer instead of a hello (e.g. an untrusted dir)
         self.requests = 0                 # requests answered: one round trip each
         self.ping_s = ping_s()
         self._buf = bytearray()
@@ -94,6 +95,8 @@ class HelperChannel:
                 if msg is not None and msg.get("hello"):
                     self.hello = msg
                     return msg
+                if msg is not None and msg.get("ok") is False and "id" not in msg:
+                    self.refusal = msg
         except HelperGone:
             return None
 

@@ -221,8 +221,8 @@ class NodeHelper:
             return None
         if self._stream_failed_at is not None and time.monotonic() - self._stream_failed_at < self.RETRY_STREAM_S:
             return None
-        cmd = self._checked("--serve", "--idle", f"{idle_s():g}")
         for attempt in (1, 2):
+            cmd = self._checked("--serve", "--idle", f"{idle_s():g}")
             try:
                 stream = opener(cmd)
             except NotImplementedError:   # e.g. docker exec over srun: one exec per op
@@ -243,6 +243,8 @@ class NodeHelper:
             if hello is None and code == 2 and b"can't open file" in err and attempt == 1:
                 self.push()
                 continue
+            if hello is None and attempt == 1 and self._per_user(channel.refusal):
+                continue                  # /tmp/tune-remote is someone else's: the channel from our own dir
             if hello is None and code != 0 and any(m in err for m in _DAEMON_REFUSALS):
                 line = err.decode("utf-8", "replace").strip().splitlines()[-1][:200]
                 raise ContainerUnavailable(f"{self.transport.label}: docker exec refused: {line}",

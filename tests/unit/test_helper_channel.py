@@ -47,3 +47,59 @@ def test_the_first_request_of_a_new_channel_is_sent_before_the_hello_is_read(tmp
         assert [k for k, _ in t.events][0] == "send" and helper.channel.requests == 2
     finally:
         helper.close()
+
+
+def test_a_shared_base_dir_owned_by_someone_else_still_gets_the_persistent_channel():
+    """An audit found that when /tmp/tune-remote belonged to another user, the helper's refusal was read as
+    "cannot run persistently": every op went by exec (~144 ms a poll instead of ~1 ms) and every new CLI
+    process started over. The refusal now moves the channel to /tmp/tune-remote-<uid> at once."""
+    import json as _json
+
+    from orchestrator.remote.detached import NodeHelper
+    from orchestrator.remote.transport import CommandResult
+    refusal = _json.dumps({"ok": False, "untrusted": True, "uid": 1000, "error": "refusing"}).encode() + b"\n"
+
+    class Stream:
+        def __init__(self, data):
+            self.data = [data, b""]
+
+        def send(self, b):
+            pass
+
+        def recv(self, t):
+            return self.data.pop(0) if self.data else b""
+
+        def stderr(self):
+            return b""
+
+        def exit_code(self):
+            return 0
+
+        def close(self):
+            pass
+
+    class T:
+        label = "fake/ctr"
+
+        def __init__(self):
+            self.streams, self.execs, self.pushed = [], 0, []
+
+        def open_stream(self, cmd):
+            argv = " ".join(cmd.argv)
+            self.streams.append(argv)
+            if "/tmp/tune-remote/" in argv:
+                return Stream(refusal)
+            return Stream(_json.dumps({"id": 0, "ok": True, "hello": True}).encode() + b"\n"
+                          + _json.dumps({"id": 1, "ok": True, "version": "x"}).encode() + b"\n")
+
+        def run(self, cmd, stdin=None, timeout=None, check=True):
+            self.execs += 1
+            self.pushed.append(cmd.argv[-1])
+            return CommandResult(cmd, 0, b"", b"")
+
+    t = T()
+    h = NodeHelper(t)
+    assert h.call("version")["version"] == "x"
+    assert h.base_dir == "/tmp/tune-remote-1000" and h.helpers_started == 1
+    assert len(t.streams) == 2 and "/tmp/tune-remote-1000/" in t.streams[1]
+    assert t.execs == 1 and t.pushed == [f"/tmp/tune-remote-1000/helper-{h.version}"]     # the push only
