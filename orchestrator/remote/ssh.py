@@ -110,8 +110,9 @@ class SshTransport:
             connect_timeout=self.target.connect_timeout or None,
             connect_kwargs=connect_kwargs,
         )
-        if conn.connect_timeout is None:
-            conn.connect_timeout = DEFAULT_CONNECT_TIMEOUT
+        for hop in hops(conn):     # every hop: a bastion behind a dead VPN must not block for the kernel's
+            if hop.connect_timeout is None:     # ~127 s of SYN retries (fabric builds gateways without one)
+                hop.connect_timeout = DEFAULT_CONNECT_TIMEOUT
         secure(conn, self.accept_new_host_key)
         _prefer_fast_ciphers(conn)
         return conn

@@ -283,3 +283,16 @@ def test_a_retry_keeps_the_lent_target_and_drops_a_shared_connection_only_when_t
     assert runner.open(ref) is not target
     target.close()
     assert runner.open(ref) is target
+
+
+def test_every_hop_of_a_proxyjump_chain_has_a_connect_timeout(tmp_path):
+    """An audit found the bastion's socket was opened with timeout=None (fabric builds the gateway without
+    one): behind a dead VPN that blocks for the kernel's SYN retries, longer than the reconnect window."""
+    from orchestrator.remote.hostkeys import hops
+    from orchestrator.remote.sshtarget import DEFAULT_CONNECT_TIMEOUT
+    cfg = tmp_path / "ssh_config"
+    cfg.write_text("Host node1\n  HostName 10.255.255.1\n  User u\n  ProxyJump bastion\n"
+                   "Host bastion\n  HostName 10.255.255.2\n  User b\n")
+    conn = SshTransport(SshTarget("node1", None, None, None, str(cfg)))._make_connection()
+    got = [(h.host, h.connect_timeout) for h in hops(conn)]
+    assert len(got) == 2 and all(t == DEFAULT_CONNECT_TIMEOUT for _, t in got), got
