@@ -229,3 +229,17 @@ def test_split_k_rows_only_with_k_and_never_from_the_blockscale_bpreshuffle_tune
             seen[variant, bool(k)] = {row["splitK"] for row in read_csv(out)[1] if row.get("libtype", "ck") != "asm"}
     assert seen["a8w8", False] == {"0"} and seen["a8w8", True] > {"0"}
     assert seen["a8w8_blockscale_bpreshuffle", False] == seen["a8w8_blockscale_bpreshuffle", True] == {"0"}
+
+
+def test_the_final_sort_rewrites_the_table_in_place_as_aiter_does(nodes, tmp_path):
+    """aiter-formats §1.4: the tuner rewrites its -o file in place (df.to_csv: truncate, write), never
+    through a temporary file + rename: same inode afterwards (an audit found the sim's final sort atomic)."""
+    inst = nodes["current"]
+    shapes = shapes_for("a8w8_blockscale")
+    unt = untuned_csv(tmp_path / "untuned.csv", "a8w8_blockscale", shapes)
+    out = tmp_path / "tuned.csv"
+    out.write_text("")
+    inode = out.stat().st_ino
+    r = py(inst, *tune_argv(inst, "a8w8_blockscale", unt, out, "--sort", "True"))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert out.stat().st_ino == inode and len(read_csv(out)[1]) == 2

@@ -380,7 +380,7 @@ class TunerCommon:
         for i, r in enumerate(rows):
             last[self._key_of(r)] = i
         rows = [r for i, r in enumerate(rows) if last[self._key_of(r)] == i]
-        write_csv(output_file, cols, rows)
+        write_table(output_file, cols, rows)     # in place, as df.to_csv does (aiter-formats §1.4)
 
     def sort_keys(self):
         ks = list(self.keys)
