@@ -118,6 +118,8 @@ def seconds_per_shape(workspace, variant: str, family: str, gfx: str | None) -> 
     for j in jobs:
         if j.variant != variant or j.state != "succeeded" or not j.shapes or (gfx and j.facts.get("gfx") != gfx):
             continue
+        if j.request.get("demo_dir") or j.request.get("demo_nodes"):
+            continue    # a simulated node's seconds say nothing of a real GPU's (a user found demos skewing --budget)
         sub = (j.steps.get("remote").info.get("sub") or {}) if j.steps.get("remote") else {}
         start = (sub.get("tune") or {}).get("started")
         end = (sub.get("after") or {}).get("started")
@@ -127,5 +129,6 @@ def seconds_per_shape(workspace, variant: str, family: str, gfx: str | None) -> 
     if rates:
         rates.sort()
         return rates[len(rates) // 2], f"measured: median of {len(rates)} earlier {variant} job(s) here"
-    return ASSUMED_S.get(family, ASSUMED_S["gemm"]), f"assumed {ASSUMED_S.get(family, 90):.0f} s per shape-GPU: " \
-        f"no finished {variant} job in this workspace to measure it from"
+    return ASSUMED_S.get(family, ASSUMED_S["gemm"]), f"assumed {ASSUMED_S.get(family, 90):.0f} s per shape-GPU " \
+        f"for the smallest shapes, more for larger ones (cost grows with M*N*K): no finished {variant} job in " \
+        "this workspace to measure it from"
