@@ -88,10 +88,11 @@ def test_the_rate_is_measured_from_earlier_jobs_of_the_variant(tmp_path):
     assert source.startswith("measured")
     assert budget.seconds_per_shape(ws, "a8w8_blockscale", "gemm", "gfx942")[1].startswith("assumed")
     # a demo's simulated node (gfx950 too) says nothing of a real GPU: never measured from (a user's finding)
-    demo = JobState(job_id="demo", node="demo", container="simulated", variant="a8w8_blockscale", created=0,
-                    request={"demo_dir": "/x"}, state="succeeded", facts={"gfx": "gfx950", "tune_gpus": [0, 1]},
-                    shapes=[{"m": 1, "n": 512, "k": 7168}] * 4)
-    demo.steps["remote"] = StepState(status="done", info={"sub": {"tune": {"started": 1000.0},
-                                                                  "after": {"started": 1001.0}}})
-    ws.save(demo)
+    for i in range(3):
+        demo = JobState(job_id=f"demo{i}", node="demo", container="simulated", variant="a8w8_blockscale",
+                        created=0, request={"demo_dir": "/x"}, state="succeeded",
+                        facts={"gfx": "gfx950", "tune_gpus": [0, 1]}, shapes=[{"m": 1, "n": 512, "k": 7168}] * 4)
+        demo.steps["remote"] = StepState(status="done", info={"sub": {"tune": {"started": 1000.0},
+                                                                      "after": {"started": 1001.0}}})
+        ws.save(demo)
     assert budget.seconds_per_shape(ws, "a8w8_blockscale", "gemm", "gfx950")[0] == pytest.approx(rate)
