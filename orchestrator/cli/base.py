@@ -70,9 +70,8 @@ def _finish(job: JobState, env: Env) -> None:
     out = {"job_id": job.job_id, "state": job.state, "dir": str(env.workspace.job_dir(job.job_id))}
     if job.error:
         out["error"] = job.error
-    if not env.quiet:
-        click.echo(json.dumps(out) if not sys.stdout.isatty() else
-                   f"job {job.job_id}: {job.state} -> {out['dir']}" + (f" ({job.error})" if job.error else ""))
+    click.echo(json.dumps(out) if not sys.stdout.isatty() else      # the result: printed with -q too
+               f"job {job.job_id}: {job.state} -> {out['dir']}" + (f" ({job.error})" if job.error else ""))
     if job.state not in ("succeeded", "running"):
         raise SystemExit(ExitCode.JOB_FAILED)
 

@@ -314,7 +314,8 @@ def demo(env: Env, variant, profile, repeats, noise, nodes):
     _drive(env, job, demo_target(str(demo_dir)), Settings(yes=True, poll_s=0.2))
     jd = env.workspace.job_dir(job_id)
     if not env.quiet:
-        click.echo(f"report: {jd / 'report.md'}\n        {jd / 'report.html'}\ncomparison: {jd / 'comparison.csv'}")
+        click.echo(f"report: {jd / 'report.md'}\n        {jd / 'report.html'}\ncomparison: {jd / 'comparison.csv'}",
+                   err=True)    # stdout: the one result line (JSON when piped)
 
 
 def _demo_campaign(env: Env, variant: str, profile: str, repeats: int, noise: float, count: int) -> None:
@@ -332,4 +333,5 @@ def _demo_campaign(env: Env, variant: str, profile: str, repeats: int, noise: fl
                  Settings(yes=True, poll_s=0.2), False)
     jd = env.workspace.job_dir(job_id)
     if not env.quiet:
-        click.echo(f"report: {jd / 'report.md'}\n        {jd / 'report.html'}\ncomparison: {jd / 'comparison.csv'}")
+        click.echo(f"report: {jd / 'report.md'}\n        {jd / 'report.html'}\ncomparison: {jd / 'comparison.csv'}",
+                   err=True)    # stdout: the one result line (JSON when piped)

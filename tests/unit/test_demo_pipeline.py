@@ -108,3 +108,13 @@ def _status(ws: Path) -> str:
     with redirect_stdout(out):
         assert main(["--workspace", str(ws), "status", "--json"]) == 0
     return out.getvalue()
+
+
+def test_quiet_still_prints_the_result_and_stdout_is_one_json_line(ws, capsys):
+    """`-q` is "print only results and errors": `JOB=$(tune-remote -q run ...)` needs the result line, and a
+    piped demo's stdout must be JSON alone (`| jq`): the report paths go to stderr (a user's findings)."""
+    assert main(["-q", "--workspace", str(ws), "demo", "--repeats", "1"]) == 0
+    out, err = capsys.readouterr()
+    [line] = out.strip().splitlines()
+    got = json.loads(line)
+    assert got["state"] == "succeeded" and got["job_id"] and got["dir"]
