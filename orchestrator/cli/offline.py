@@ -153,8 +153,8 @@ def csv():
 @click.option("--csv", "csv_out", type=click.Path(dir_okay=False), help="write the diff as CSV")
 def csv_diff(a, b, csv_out):
     """Per key: kernel, us and speedup of B against A (positive = B faster)."""
-    from ..parsing.csvtools import diff_tuned, read_tuned_csv
-    df = diff_tuned(read_tuned_csv(a), read_tuned_csv(b))
+    from ..parsing.csvtools import diff_tuned
+    df = diff_tuned(_tuned_table(a), _tuned_table(b))
     if csv_out:
         df.to_csv(csv_out, index=False)
     click.echo(df.to_string(index=False))
@@ -165,10 +165,31 @@ def csv_diff(a, b, csv_out):
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="merged CSV to write")
 def csv_merge(inputs, output):
     """Merge tuned CSVs keeping the best valid row per key (never us=-1; never duplicate keys)."""
-    from ..parsing.csvtools import merge_tuned_report, read_tuned_csv
+    from ..parsing.csvtools import merge_tuned_report
     from ..state import atomic_write
-    df, report = merge_tuned_report([read_tuned_csv(p) for p in inputs])
+    df, report = merge_tuned_report([_tuned_table(p) for p in inputs])
     atomic_write(Path(output), df.to_csv(index=False).encode())
     click.echo(f"wrote {len(df)} rows to {output} (from {report['input_rows']}: {report['duplicates']} "
                f"duplicate(s) resolved, {report['invalid_us']} with invalid us and {report['err_too_high']} "
                "with errRatio over the bound dropped)")
+
+
+def _tuned_table(path: str):
+    """A tuned table, or one line (exit 2) saying what the file is not: an untuned CSV, a comparison.csv or
+    a Markdown file were diffed/merged as if they were tables (NaN rows, '118 duplicates', an internal error)."""
+    import pandas as pd
+
+    from ..parsing.csvtools import read_tuned_csv
+    try:
+        df = read_tuned_csv(path)
+    except (pd.errors.ParserError, UnicodeDecodeError) as exc:
+        raise UsageError(f"{path} is not a CSV: {str(exc).strip().splitlines()[-1][:120]}",
+                         hint="csv diff/merge take AITER tuned tables, e.g. aiter/configs/a8w8_tuned_gemm.csv") from None
+    cols = set(df.columns)
+    result = cols & {"us", "kernelName", "kernelName1"}
+    if not result or not cols & {"M", "token"}:
+        raise UsageError(f"{path} is not an AITER tuned table (its header has no " +
+                         ("M or token key" if result else "us or kernelName column") + ")",
+                         hint="csv diff/merge take tuned tables (…_tuned_gemm.csv, tuned_fmoe.csv), not untuned "
+                              "CSVs or a job's comparison.csv")
+    return df

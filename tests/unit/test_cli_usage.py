@@ -191,3 +191,20 @@ def test_a_run_that_fails_before_its_job_is_saved_leaves_no_job_dir(inv, capsys)
         assert code == 3, err
     ws = Path(os.environ["TUNE_REMOTE_WORKSPACE"])
     assert not ws.exists() or [p.name for p in ws.iterdir() if not p.name.startswith(".")] == []
+
+
+def test_csv_diff_and_merge_refuse_files_that_are_not_tuned_tables(tmp_path, capsys):
+    """A user merged a comparison.csv ('118 duplicate(s) resolved', exit 0), diffed an untuned CSV (NaN rows)
+    and a Markdown file (internal error, exit 1): each is now one line, exit 2."""
+    (tmp_path / "cmp.csv").write_text("m,n,k,metric,before,after,speedup_pct\n1,2,3,us,1,1,0\n")
+    (tmp_path / "untuned.csv").write_text("M,N,K\n1,2,3\n")
+    (tmp_path / "x.md").write_text("# A title\nsome, text, here, with commas\n")
+    tuned = tmp_path / "t.csv"
+    tuned.write_text("gfx,cu_num,M,N,K,kernelId,splitK,us,kernelName,tflops,bw,errRatio\n"
+                     "gfx950,256,1,2,3,4,0,5.0,k,1,1,0.0\n")
+    for argv, needle in ((["csv", "merge", str(tmp_path / "cmp.csv"), "-o", str(tmp_path / "o.csv")], "not an AITER tuned table"),
+                         (["csv", "diff", str(tmp_path / "untuned.csv"), str(tuned)], "not an AITER tuned table"),
+                         (["csv", "diff", str(tmp_path / "x.md"), str(tuned)], "is not a CSV")):
+        code, out, err = run(argv, capsys)
+        assert code == 2 and needle in err and len(err.strip().splitlines()) == 1, (argv, err)
+    assert run(["csv", "merge", str(tuned), "-o", str(tmp_path / "o.csv")], capsys)[0] == 0
