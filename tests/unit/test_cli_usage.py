@@ -198,7 +198,7 @@ def test_csv_diff_and_merge_refuse_files_that_are_not_tuned_tables(tmp_path, cap
     and a Markdown file (internal error, exit 1): each is now one line, exit 2."""
     (tmp_path / "cmp.csv").write_text("m,n,k,metric,before,after,speedup_pct\n1,2,3,us,1,1,0\n")
     (tmp_path / "untuned.csv").write_text("M,N,K\n1,2,3\n")
-    (tmp_path / "x.md").write_text("# A title\nsome, text, here, with commas\n")
+    (tmp_path / "x.md").write_text((Path(__file__).parents[2] / "README.md").read_text())
     tuned = tmp_path / "t.csv"
     tuned.write_text("gfx,cu_num,M,N,K,kernelId,splitK,us,kernelName,tflops,bw,errRatio\n"
                      "gfx950,256,1,2,3,4,0,5.0,k,1,1,0.0\n")
