@@ -299,7 +299,9 @@ def _retry(job: JobState) -> None:
 def demo(env: Env, variant, profile, repeats, noise, nodes):
     """The whole pipeline against a local simulated node: no GPU, no SSH, no docker."""
     from ..demo import demo_target, prepare_demo, serve_cmd
-    get_variant(variant)
+    if get_variant(variant).bench is None:     # the before/after comparison runs the variant's op_test
+        raise UsageError(f"the demo cannot run {variant}: AITER ships no benchmark (op_test) for it",
+                         hint="demo one of: " + ", ".join(v for v in VARIANTS if VARIANTS[v].bench is not None))
     if nodes > 1:
         _demo_campaign(env, variant, profile, repeats, noise, nodes)
         return

@@ -67,6 +67,7 @@ def run(argv, capsys):
     (["run", "--node", "n1", "--container", "c1", "--variant", ",", "--nk", "1,2"], "names no variant"),
     (["run", "--node", "n1", "--container", "c1", "--variant", "a8w8", "--nk", "1,2", "--slurm-nodes", "2"],
      "--slurm-nodes applies to --slurm"),
+    (["demo", "--variant", "a6w6"], "the demo cannot run a6w6"),
     (["resume", "nope"], "no job 'nope'"),
     (["logs", "nope"], "no job 'nope'"),
 ])
