@@ -81,6 +81,9 @@ def shapes(env, logs, variant, csv_out, as_json, model, tp, m_preset, gfx, ep, f
                 found.setdefault(v, []).extend(rows)
     elif node:
         raise UsageError("--node applies to --model (it discovers the gfx)", hint="add --model config.json")
+    if found.get("bf16"):
+        warnings.append("bf16 (a16w16) shapes are listed for reference: tune-remote does not tune them (`run "
+                        "--variant bf16` is refused); AITER's csrc/gemm_a16w16/gemm_a16w16_tune.py takes --csv's file")
     for w in warnings:
         click.echo(f"warning: {w}", err=True)
     if csv_out:

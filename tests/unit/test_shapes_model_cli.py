@@ -60,3 +60,10 @@ def test_a6w6_lines_missing_from_a_log_are_explained(tmp_path, capsys):
     log.write_text("INFO 11-26 10:00:00 server started\n")
     assert main(["shapes", str(log), "--variant", "a6w6", "--json"]) == 0
     assert "AITER_LOG_TUNED_CONFIG=1" in capsys.readouterr().err
+
+
+def test_bf16_shapes_say_tune_remote_does_not_tune_them(capsys):
+    log = Path(DSV3).parents[1] / "logs" / "bf16.log"
+    assert main(["shapes", str(log), "--json"]) == 0
+    out, err = capsys.readouterr()
+    assert "bf16" in json.loads(out) and "tune-remote does not tune them" in err
