@@ -136,3 +136,16 @@ def test_the_cli_says_how_many_targets_it_cancelled_when_others_wait_to_be_colle
     assert main(["--workspace", str(ws.root), "cancel", "c1"]) == 0
     out = capsys.readouterr().out
     assert "job c1: 1 target(s) cancelled (1 process(es) signalled, 0 killed)" in out and "resume c1" in out
+
+
+def test_status_lists_a_campaigns_targets_and_node_narrows_them(tmp_path, capsys):
+    """A user found `status C --node demo2` printed the same whole-job row as `status C` (only --json narrowed)."""
+    ws = Workspace(tmp_path / "ws")
+    _campaign(ws)
+    capsys.readouterr()
+    assert main(["--workspace", str(ws.root), "status", "c1"]) == 0
+    out = capsys.readouterr().out
+    assert "    n1/c  a8w8  running" in out and "    n2/c  a8w8  running" in out
+    assert main(["--workspace", str(ws.root), "status", "c1", "--node", "n2"]) == 0
+    out = capsys.readouterr().out
+    assert "n2/c" in out and "n1/c" not in out
