@@ -236,7 +236,7 @@ def test_expand_m():
     assert list(swept[0]) == list(shapelog.MOE_KEY)
 
 
-SHAPE_MODULES = ("shapelog", "shapefmt", "shaperules", "shaperecords", "shapescan", "shapepar")
+SHAPE_MODULES = ("shapelog", "shapefmt", "shaperules", "shaperecords", "shapescan", "shapepar", "text")
 
 
 @pytest.mark.parametrize("name", SHAPE_MODULES)

@@ -6,6 +6,11 @@ from __future__ import annotations
 import os
 import re
 
+try:  # the laptop imports orchestrator.remote.helpers.*; the node, top-level modules beside node_helper.py
+    from .text import SGLANG_PREFIX, VLLM_PREFIX
+except ImportError:
+    from text import SGLANG_PREFIX, VLLM_PREFIX  # type: ignore
+
 MAX_CONTINUATION_LINES = 8
 MAX_RECORD_CHARS = 4096
 ECHO_WINDOW = 32
@@ -94,8 +99,7 @@ def variant_from_kernel_name(name):
 # regexes (applied only to prefiltered lines)
 # --------------------------------------------------------------------------------------------
 
-_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
-_SGLANG_PREFIX = re.compile(r"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d[^\]]*\]\s*$")
+_SGLANG_PREFIX = re.compile(SGLANG_PREFIX + r"\s*$")   # at the end of a record's prefix
 
 _BATCH_MISS = re.compile(
     r"shape is B:\s*(\d+), M:\s*(\d+), N:\s*(\d+), K:\s*(\d+)( dtype is bf16)?,? not found tuned config")
@@ -137,8 +141,8 @@ _ENUM_REPR = re.compile(r"<\s*([\w.]+)\s*:")
 _NEW_RECORD_MARKERS = ("[aiter", "[fused_moe]", "shape is ", "[GEMM_shape_dump]", "[Fp8LinearMethod]")
 # a physical line that starts a new log record (so it cannot continue a wrapped tuple):
 # "[...", "(Worker_TP0 pid=1) ", "INFO 04-10 ...", "Memory access fault ..." (a capitalised word)
-_VLLM_PREFIX = re.compile(r"^\(\w+ pid=\d+\) ?")
-_NEW_RECORD_START = re.compile(r"^(?:\[|\(\w+ pid=\d+\)|[A-Z][a-z]+ |[A-Z]{3,})")
+_VLLM_PREFIX = re.compile("^" + VLLM_PREFIX + " ?")
+_NEW_RECORD_START = re.compile(r"^(?:\[|%s|[A-Z][a-z]+ |[A-Z]{3,})" % VLLM_PREFIX)
 
 _NEEDLES_B = (b"tuned", b"fused_moe", b"GEMM_shape_dump", b"Fp8LinearMethod", b"A6W6 shape")
 

@@ -1,5 +1,5 @@
-"""Text facts shared by the node helper and the laptop: ANSI escapes and the one key-value normaliser
-(review D-09).
+"""Text facts shared by the node helper and the laptop (review D-09, D-10): ANSI escapes, the line prefixes
+serving frameworks put before AITER's messages, and the one key-value normaliser.
 
 Stdlib only, Python >= 3.8: pushed to the node beside node_helper.py (imported there as ``text``) and
 imported on the laptop as ``orchestrator.remote.helpers.text``. It imports nothing of the project.
@@ -7,11 +7,28 @@ imported on the laptop as ``orchestrator.remote.helpers.text``. It imports nothi
 
 import re
 
-ANSI_RE = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
+# CSI (incl. private modes such as tqdm/rich's cursor hide ``\x1b[?25l``), OSC (``\x1b]...BEL`` or ``ST``) and
+# two-character escapes (``\x1b7`` save cursor, ``\x1b=`` keypad, ``\x1bM``). Callers on hot paths test
+# ``"\x1b" in line`` first.
+ANSI_RE = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[0-Z\\-_]")
 
 
 def strip_ansi(text):
-    return ANSI_RE.sub("", text)
+    """``text`` without ANSI escape sequences."""
+    return ANSI_RE.sub("", text) if "\x1b" in text else text
+
+
+# The prefixes a serving framework puts before a log record, as regex pieces (no anchors, no trailing space):
+VLLM_PREFIX = r"\(\w+ pid=\d+\)"                                  # vLLM: (Worker_TP0 pid=1)
+SGLANG_PREFIX = r"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d[^\]]*\]"       # SGLang: [2026-02-17 23:52:11 TP4]
+AITER_TAG = r"\[aiter(?: [A-Z]+)?\]"                              # AITER: [aiter] / [aiter INFO]
+# all three, each optional, in the order they nest: "(Worker_TP0 pid=1) [aiter] ..." -> "..."
+LINE_PREFIX_RE = re.compile(r"^(?:%s\s*)?(?:%s\s*)?(?:%s\s?)?" % (VLLM_PREFIX, SGLANG_PREFIX, AITER_TAG))
+
+
+def strip_prefix(line):
+    """``line`` without a leading vLLM / SGLang prefix and ``[aiter]`` tag (ANSI escapes must be gone)."""
+    return LINE_PREFIX_RE.sub("", line, count=1)
 
 
 # --------------------------------------------------------------------------------------------
