@@ -8,8 +8,10 @@ import re
 
 try:  # the laptop imports orchestrator.remote.helpers.*; the node, top-level modules beside node_helper.py
     from .text import SGLANG_PREFIX, VLLM_PREFIX
+    from .variant_facts import FILE_STEMS, MOE_KEY, MOE_VARIANT  # noqa: F401 (MOE_KEY re-exported)
 except ImportError:
     from text import SGLANG_PREFIX, VLLM_PREFIX  # type: ignore
+    from variant_facts import FILE_STEMS, MOE_KEY, MOE_VARIANT  # type: ignore  # noqa: F401
 
 MAX_CONTINUATION_LINES = 8
 MAX_RECORD_CHARS = 4096
@@ -20,28 +22,9 @@ _CACHE_MAX = 65536        # distinct messages memoised (cleared when full)
 _MISSING = object()
 MAX_LINE_BYTES = 1 << 20   # a longer physical line is skipped unparsed (one warning): memory stays O(1)
 
-MOE_VARIANT = "moe_2stages"
-MOE_KEY = (
-    "token", "model_dim", "inter_dim", "expert", "topk", "act_type", "dtype",
-    "q_dtype_a", "q_dtype_w", "q_type", "use_g1u1", "doweight_stage1",
-)
-
 # --------------------------------------------------------------------------------------------
 # variant from a tuned file / kernel name
 # --------------------------------------------------------------------------------------------
-
-# longest first: "a8w8_blockscale_bpreshuffle_tuned_gemm" must win over "a8w8_blockscale_..."
-_FILE_STEMS = (
-    ("a8w8_blockscale_bpreshuffle_tuned_gemm", "a8w8_blockscale_bpreshuffle"),
-    ("a8w8_blockscale_tuned_gemm", "a8w8_blockscale"),
-    ("a8w8_bpreshuffle_tuned_gemm", "a8w8_bpreshuffle"),
-    ("a4w4_blockscale_tuned_gemm", "a4w4_blockscale"),
-    ("a6w6_blockscale_tuned_gemm", "a6w6"),
-    ("a8w8_tuned_batched_gemm", "batched_a8w8"),
-    ("bf16_tuned_batched_gemm", "batched_bf16"),
-    ("a8w8_tuned_gemm", "a8w8"),
-    ("bf16_tuned_gemm", "bf16"),
-)
 
 
 def variant_from_tuned_file(path, has_q_dtype_w=False):
@@ -56,7 +39,7 @@ def variant_from_tuned_file(path, has_q_dtype_w=False):
                                     "to a8w8_bpreshuffle (inferred: the ASM a8w8 kernels live in the "
                                     "bpreshuffle table today)")
     base = os.path.basename(p.replace("\\", "/")).lower()
-    for stem, variant in _FILE_STEMS:
+    for stem, variant in FILE_STEMS:   # variant_facts.py, generated from variants.py: longest stem first
         if stem in base:
             return variant, None
     # heuristics for renamed files
