@@ -282,6 +282,13 @@ VARIANTS: dict[str, KernelVariant] = {
 }
 
 
+# GEMMs whose shapes the logs show (and `shapes` mines) but that tune-remote does not tune: name -> the tuned
+# CSV the runtime names in their lines (bf16 = a16w16, csrc/gemm_a16w16/gemm_tuner.py, aiter-formats.md §1)
+LOGGED_ONLY_TUNED_CSV: dict[str, str] = {
+    "bf16": "aiter/configs/bf16_tuned_gemm.csv",
+}
+
+
 def get_variant(name: str) -> KernelVariant:
     try:
         return VARIANTS[name]

@@ -38,17 +38,12 @@ import math
 import re
 from typing import Any, Iterable
 
+from ..remote.helpers.text import strip_ansi, strip_prefix
 from ..variants import BenchSpec
 
 __all__ = ["parse_bench_log", "parse_markdown_tables", "parse_pandas_tables", "parse_perf_lines",
            "bench_results"]
 
-_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
-_PREFIX = re.compile(
-    r"^(?:\(\w+ pid=\d+\)\s*)?"                                   # vLLM (Worker_TP0 pid=1)
-    r"(?:\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d[^\]]*\]\s*)?"           # SGLang [2026-02-17 23:52:11 TP4]
-    r"(?:\[aiter(?: [A-Z]+)?\]\s?)?"                               # [aiter] / [aiter INFO]
-)
 _SUMMARY = "summary (markdown):"
 _ALIGN_CELL = re.compile(r"^:?-+:?$")
 _PERF = re.compile(
@@ -65,10 +60,7 @@ _DTYPE_ALIASES = {
 
 
 def _clean(line: str) -> str:
-    if "\x1b" in line:
-        line = _ANSI.sub("", line)
-    line = line.rstrip("\r\n")
-    return _PREFIX.sub("", line, count=1)
+    return strip_prefix(strip_ansi(line).rstrip("\r\n"))   # vLLM (Worker_TP0 pid=1), SGLang [date TPn], [aiter]
 
 
 def _cell(text: str) -> Any:
@@ -203,7 +195,7 @@ def parse_perf_lines(text: str) -> list[dict]:
     for raw in text.splitlines():
         if "[perf]" not in raw:
             continue
-        line = _ANSI.sub("", raw) if "\x1b" in raw else raw
+        line = strip_ansi(raw)
         m = _PERF.search(line)
         if not m:
             continue

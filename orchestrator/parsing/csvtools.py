@@ -47,6 +47,7 @@ from typing import Any, Iterable
 import pandas as pd
 
 from ..errors import UsageError
+from ..remote.helpers.text import key_text
 from ..variants import MOE_KEY
 
 __all__ = [
@@ -145,20 +146,10 @@ def _is_moe(df: pd.DataFrame) -> bool:
 
 
 def _key_series(df: pd.DataFrame, keys: list[str]) -> pd.Series:
-    """One hashable, type-normalised tuple per row (16 == 16.0 == '16'; NaN == '')."""
-    def norm(v: Any) -> str:
-        if v is None:
-            return ""
-        if isinstance(v, float):
-            if math.isnan(v):
-                return ""
-            if v.is_integer():
-                return str(int(v))
-        return str(v).strip()
-
+    """One hashable, type-normalised tuple per row (16 == 16.0 == '16' == '16.0'; NaN == ''): ``key_text``."""
     if not keys:
         return pd.Series([()] * len(df), index=df.index, dtype=object)
-    parts = [df[k].astype(object).map(norm) for k in keys]
+    parts = [df[k].astype(object).map(key_text) for k in keys]
     return pd.Series(list(zip(*parts)), index=df.index, dtype=object)
 
 

@@ -22,11 +22,12 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..remote.helpers.text import strip_ansi
+
 __all__ = ["Edge", "parse_ninja_log", "profile", "build_lines", "TOP_UNITS"]
 
 TOP_UNITS = 8
 _HEADER = re.compile(r"^# ninja log v(\d+)\s*$")
-_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _START = re.compile(r"start build \[(?P<md>[^\]\s]+)\](?: under (?P<dir>\S+))?")
 _FINISH = re.compile(r"finish build \[(?P<md>[^\]\s]+)\], cost (?P<s>\d+(?:\.\d+)?)s")
 _FAILED = re.compile(r"failed jit build \[(?P<md>[^\]\s]+)\]")
@@ -129,7 +130,7 @@ def build_lines(text: str) -> list[dict[str, Any]]:
     for raw in text.splitlines():
         if "build [" not in raw:
             continue
-        line = _ANSI.sub("", raw) if "\x1b" in raw else raw
+        line = strip_ansi(raw)
         m = _START.search(line)
         if m:
             rec = {"module": m.group("md"), "cost_s": None, "failed": False, "dir": m.group("dir")}

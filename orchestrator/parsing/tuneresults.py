@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import re
 
-_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+from ..remote.helpers.text import strip_ansi
+
 _GEMM = re.compile(r"Tuning result for (?P<key>.+?) is kernelId=(?P<id>-?\d+) (?P<name>\S+) splitK=(?P<splitk>-?\d+),"
                    r" (?P<us>[-\w.+]+) ?us, err_ratio=(?P<err>[-\w.+]+), tflops=(?P<tflops>[-\w.+]+) TFLOPS")
 _MOE = re.compile(r"Tuning result for \((?P<key>[^)]*)\) is \((?P<best>[^)]*)\) (?P<us>[-\w.+]+) us, "
@@ -46,7 +47,7 @@ def _key(text: str) -> str:
 
 
 def parse_line(line: str) -> dict | None:
-    line = _ANSI.sub("", line)
+    line = strip_ansi(line)
     if "Tuning result for" in line:
         m = _GEMM.search(line)
         if m:

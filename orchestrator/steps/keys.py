@@ -1,42 +1,32 @@
-"""One normaliser for key values (review D-09), without pandas: the early steps use it before pandas loads."""
+"""Key values as typed Python values, without pandas: the early steps use it before pandas loads.
+
+The rule itself is ``key_text`` (orchestrator/remote/helpers/text.py, review D-09): the one normaliser the
+CSV tools and the node helper use too. This is its typed view for the laptop's dicts and sets.
+"""
 
 from __future__ import annotations
 
-import math
 import re
-import sys
 from typing import Any
 
-_INT_RE = re.compile(r"[+-]?\d+")
+from ..remote.helpers.text import key_text
+
+_CANON_INT = re.compile(r"-?\d+")   # key_text's spelling of an integer
 
 
 def norm_key_value(v: Any) -> Any:
-    """Make '16', 16, 16.0 and numpy ints one key value; None/NaN -> None; other text stripped."""
-    if v is None:
-        return None
-    pd = sys.modules.get("pandas")   # a pandas NA can only exist once pandas is loaded; never load it here
-    if pd is not None and (v is pd.NA or v is pd.NaT):
-        return None
-    if isinstance(v, bool):
-        return int(v)
-    if isinstance(v, int):
-        return v
-    if isinstance(v, float):
-        if math.isnan(v):
-            return None
-        return int(v) if v.is_integer() else v
-    if hasattr(v, "item") and not isinstance(v, str):  # numpy scalars
-        try:
-            return norm_key_value(v.item())
+    """``key_text(v)`` typed: an int when integer-like ('16', 16, 16.0, numpy ints, True); None for None,
+    NaN and pandas NA; a non-integer float stays that float (us, tflops); other text stripped ('' stays '')."""
+    if not isinstance(v, (str, int, float)) and hasattr(v, "item"):
+        try:   # numpy scalars: their Python value (a numpy float keeps being a float)
+            v = v.item()
         except (TypeError, ValueError):
             pass
-    s = str(v).strip()
-    if _INT_RE.fullmatch(s):
-        return int(s)
-    try:  # "16.0" as read back from a float CSV column
-        f = float(s)
-        if f.is_integer() and not s.lower().startswith(("inf", "nan", "-inf")):
-            return int(f)
-    except ValueError:
-        pass
-    return s
+    t = key_text(v)
+    if _CANON_INT.fullmatch(t):
+        return int(t)
+    if isinstance(v, float):
+        return None if v != v else v
+    if t == "" and not isinstance(v, str):
+        return None
+    return t

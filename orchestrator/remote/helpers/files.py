@@ -15,6 +15,7 @@ import zlib
 
 from common import HelperError, _now
 import mounts
+from text import key_text
 
 HASH_CHUNK = 1024 * 1024
 
@@ -185,17 +186,6 @@ def op_backup(req):
     return {"backups": result}
 
 
-def _key_value(v):
-    v = (v or "").strip()
-    try:
-        f = float(v)
-        if f.is_integer():
-            return str(int(f))
-    except ValueError:
-        pass
-    return v
-
-
 def op_tuned_keys(req):
     """Key tuples of tuned CSVs (by header name, any case) for one GPU: which shapes already have rows.
 
@@ -223,11 +213,11 @@ def op_tuned_keys(req):
                 for row in reader:
                     if len(row) < len(header):
                         continue
-                    if cu_num is not None and cu_i is not None and _key_value(row[cu_i]) != cu_num:
+                    if cu_num is not None and cu_i is not None and key_text(row[cu_i]) != cu_num:
                         continue
                     if gfx and gfx_i is not None and row[gfx_i].strip() != gfx:
                         continue
-                    keys.append([_key_value(row[i]) for i in idx])
+                    keys.append([key_text(row[i]) for i in idx])
             files[path] = keys
     return {"files": files}
 

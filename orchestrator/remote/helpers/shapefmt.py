@@ -6,6 +6,13 @@ from __future__ import annotations
 import os
 import re
 
+try:  # the laptop imports orchestrator.remote.helpers.*; the node, top-level modules beside node_helper.py
+    from .text import SGLANG_PREFIX, VLLM_PREFIX
+    from .variant_facts import FILE_STEMS, MOE_KEY, MOE_VARIANT  # noqa: F401 (MOE_KEY re-exported)
+except ImportError:
+    from text import SGLANG_PREFIX, VLLM_PREFIX  # type: ignore
+    from variant_facts import FILE_STEMS, MOE_KEY, MOE_VARIANT  # type: ignore  # noqa: F401
+
 MAX_CONTINUATION_LINES = 8
 MAX_RECORD_CHARS = 4096
 ECHO_WINDOW = 32
@@ -15,28 +22,9 @@ _CACHE_MAX = 65536        # distinct messages memoised (cleared when full)
 _MISSING = object()
 MAX_LINE_BYTES = 1 << 20   # a longer physical line is skipped unparsed (one warning): memory stays O(1)
 
-MOE_VARIANT = "moe_2stages"
-MOE_KEY = (
-    "token", "model_dim", "inter_dim", "expert", "topk", "act_type", "dtype",
-    "q_dtype_a", "q_dtype_w", "q_type", "use_g1u1", "doweight_stage1",
-)
-
 # --------------------------------------------------------------------------------------------
 # variant from a tuned file / kernel name
 # --------------------------------------------------------------------------------------------
-
-# longest first: "a8w8_blockscale_bpreshuffle_tuned_gemm" must win over "a8w8_blockscale_..."
-_FILE_STEMS = (
-    ("a8w8_blockscale_bpreshuffle_tuned_gemm", "a8w8_blockscale_bpreshuffle"),
-    ("a8w8_blockscale_tuned_gemm", "a8w8_blockscale"),
-    ("a8w8_bpreshuffle_tuned_gemm", "a8w8_bpreshuffle"),
-    ("a4w4_blockscale_tuned_gemm", "a4w4_blockscale"),
-    ("a6w6_blockscale_tuned_gemm", "a6w6"),
-    ("a8w8_tuned_batched_gemm", "batched_a8w8"),
-    ("bf16_tuned_batched_gemm", "batched_bf16"),
-    ("a8w8_tuned_gemm", "a8w8"),
-    ("bf16_tuned_gemm", "bf16"),
-)
 
 
 def variant_from_tuned_file(path, has_q_dtype_w=False):
@@ -51,7 +39,7 @@ def variant_from_tuned_file(path, has_q_dtype_w=False):
                                     "to a8w8_bpreshuffle (inferred: the ASM a8w8 kernels live in the "
                                     "bpreshuffle table today)")
     base = os.path.basename(p.replace("\\", "/")).lower()
-    for stem, variant in _FILE_STEMS:
+    for stem, variant in FILE_STEMS:   # variant_facts.py, generated from variants.py: longest stem first
         if stem in base:
             return variant, None
     # heuristics for renamed files
@@ -94,8 +82,7 @@ def variant_from_kernel_name(name):
 # regexes (applied only to prefiltered lines)
 # --------------------------------------------------------------------------------------------
 
-_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
-_SGLANG_PREFIX = re.compile(r"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d[^\]]*\]\s*$")
+_SGLANG_PREFIX = re.compile(SGLANG_PREFIX + r"\s*$")   # at the end of a record's prefix
 
 _BATCH_MISS = re.compile(
     r"shape is B:\s*(\d+), M:\s*(\d+), N:\s*(\d+), K:\s*(\d+)( dtype is bf16)?,? not found tuned config")
@@ -137,8 +124,8 @@ _ENUM_REPR = re.compile(r"<\s*([\w.]+)\s*:")
 _NEW_RECORD_MARKERS = ("[aiter", "[fused_moe]", "shape is ", "[GEMM_shape_dump]", "[Fp8LinearMethod]")
 # a physical line that starts a new log record (so it cannot continue a wrapped tuple):
 # "[...", "(Worker_TP0 pid=1) ", "INFO 04-10 ...", "Memory access fault ..." (a capitalised word)
-_VLLM_PREFIX = re.compile(r"^\(\w+ pid=\d+\) ?")
-_NEW_RECORD_START = re.compile(r"^(?:\[|\(\w+ pid=\d+\)|[A-Z][a-z]+ |[A-Z]{3,})")
+_VLLM_PREFIX = re.compile("^" + VLLM_PREFIX + " ?")
+_NEW_RECORD_START = re.compile(r"^(?:\[|%s|[A-Z][a-z]+ |[A-Z]{3,})" % VLLM_PREFIX)
 
 _NEEDLES_B = (b"tuned", b"fused_moe", b"GEMM_shape_dump", b"Fp8LinearMethod", b"A6W6 shape")
 

@@ -5,7 +5,9 @@ STDLIB ONLY, Python >= 3.8, no imports from ``orchestrator``: pushed into contai
 (and the CLI, and the M/token sweeps); the work is split by concern: ``shapefmt`` (the message formats,
 regexes, variant names, the MoE tuple), ``shaperules`` (what each message adds to the result),
 ``shaperecords`` (physical lines -> records: continuations, echoes, memo), ``shapescan`` (bytes ->
-candidate lines, grep-style) and ``shapepar`` (``parse_files``: files, a big dense one over several processes).
+candidate lines, grep-style) and ``shapepar`` (``parse_files``: files, a big dense one over several
+processes). Beside them: ``text`` (ANSI escapes, line prefixes; shared with the laptop's parsers) and
+``variant_facts`` (MOE_KEY, tuned-file stems: generated from orchestrator/variants.py).
 
 Formats are from ../../../../shared/reference/aiter-formats.md §3 and aiter-real-logs.md.
 

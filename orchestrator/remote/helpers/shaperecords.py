@@ -7,16 +7,18 @@ import collections
 
 try:  # the laptop imports orchestrator.remote.helpers.*; the node, top-level modules beside node_helper.py
     from .shapefmt import (
-        ECHO_WINDOW, MAX_CONTINUATION_LINES, MAX_EXAMPLES, MAX_LINE_BYTES, MAX_RECORD_CHARS, _ANSI,
+        ECHO_WINDOW, MAX_CONTINUATION_LINES, MAX_EXAMPLES, MAX_LINE_BYTES, MAX_RECORD_CHARS,
         _CACHE_MAX, _MISSING, _NEW_RECORD_MARKERS, _NEW_RECORD_START, _SGLANG_PREFIX, _VLLM_PREFIX,
         _find_tuple_end, _is_candidate, _shape_key, variant_from_tuned_file)
     from .shaperules import ShapeLogResult, _Rules
+    from .text import ANSI_RE
 except ImportError:
     from shapefmt import (  # type: ignore
-        ECHO_WINDOW, MAX_CONTINUATION_LINES, MAX_EXAMPLES, MAX_LINE_BYTES, MAX_RECORD_CHARS, _ANSI,
+        ECHO_WINDOW, MAX_CONTINUATION_LINES, MAX_EXAMPLES, MAX_LINE_BYTES, MAX_RECORD_CHARS,
         _CACHE_MAX, _MISSING, _NEW_RECORD_MARKERS, _NEW_RECORD_START, _SGLANG_PREFIX, _VLLM_PREFIX,
         _find_tuple_end, _is_candidate, _shape_key, variant_from_tuned_file)
     from shaperules import ShapeLogResult, _Rules  # type: ignore
+    from text import ANSI_RE  # type: ignore
 
 _CACHE_CHARS = 8 << 20    # the memo's keys (message texts) together: memory O(1) whatever the messages
 
@@ -189,7 +191,7 @@ class _Parser(_Rules):
 
     def _continue(self, line):
         if "\x1b" in line:
-            line = _ANSI.sub("", line)
+            line = ANSI_RE.sub("", line)
         body = line.rstrip("\r\n")
         vp = _VLLM_PREFIX.match(body)
         if vp and vp.group(0).strip() in self._pending[1]:
@@ -215,7 +217,7 @@ class _Parser(_Rules):
 
     def _record(self, line):
         if "\x1b" in line:
-            line = _ANSI.sub("", line)
+            line = ANSI_RE.sub("", line)
         line = line.rstrip("\r\n")
         if "not found tuned config" in line:
             self._gemm_miss(line)

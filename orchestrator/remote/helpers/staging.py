@@ -16,7 +16,8 @@ import os
 import shutil
 
 from common import HelperError, _now
-from files import _backup_name, _copy_preserving, _key_value, atomic_write
+from files import _backup_name, _copy_preserving, atomic_write
+from text import key_text
 
 RECORD = "promotion.json"
 
@@ -60,7 +61,7 @@ def _keyer(header, key_columns):
     if missing:
         raise HelperError("table header %s lacks key columns %s" % (",".join(header), ",".join(missing)))
     idx = [low.index(c) for c in cols]
-    return cols, lambda row: tuple(_key_value(row[i] if i < len(row) else "") for i in idx)
+    return cols, lambda row: tuple(key_text(row[i] if i < len(row) else "") for i in idx)
 
 
 def _common(key, cols, other_cols):
@@ -114,7 +115,7 @@ def op_promote(req):
     s_cols, s_key = _keyer(s_head, key_columns)
     gfx, cu_num = req.get("gfx"), req.get("cu_num")
     prefix = tuple(v for c, v in (("gfx", gfx), ("cu_num", cu_num)) if c in s_cols)
-    wanted = set(prefix + tuple(_key_value(str(v)) for v in k) for k in req.get("keys") or [])
+    wanted = set(prefix + tuple(key_text(v) for v in k) for k in req.get("keys") or [])
     # keys another table already covers: AITER >= 0.1.12 raises on a duplicate key when it merges them
     taken = []          # (the key columns shared with another table, its keys on them)
     others = sorted(set(p for pattern in req.get("others") or [] for p in glob.glob(pattern)))

@@ -1,0 +1,88 @@
+"""Generate orchestrator/remote/helpers/variant_facts.py from variants.py (review D-11).
+
+The node helper is stdlib-only and cannot import ``orchestrator.variants``; what it needs of the registry
+(the fused-MoE key, the tuned-file stems that name a variant in AITER's log lines) is written into a small
+module of literals, committed and pushed with the helper. ``tests/unit/test_variant_facts.py`` regenerates
+it in memory and fails when the committed file differs. After changing ``VARIANTS``, ``MOE_KEY`` or
+``LOGGED_ONLY_TUNED_CSV``, run::
+
+    python -m orchestrator.gen_variant_facts
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+import sys
+from pathlib import Path
+
+from .variants import LOGGED_ONLY_TUNED_CSV, MOE_KEY, VARIANTS
+
+COMMAND = "python -m orchestrator.gen_variant_facts"
+TARGET = Path(__file__).resolve().parent / "remote" / "helpers" / "variant_facts.py"
+
+
+def _stem(tuned_csv: str) -> str:
+    base = posixpath.basename(tuned_csv)
+    return base[:-4] if base.endswith(".csv") else base
+
+
+def file_stems() -> list[tuple[str, str]]:
+    """(tuned-file stem, variant) for the GEMM families (their log lines name the tuned file) and the
+    logged-only GEMMs, longest stem first: the first stem found in a file name wins, so a stem that contains
+    another is tried before it (stems of equal length keep the registry's order)."""
+    pairs = [(_stem(v.tuned_csv), v.name) for v in VARIANTS.values() if v.family != "moe"]
+    pairs += [(_stem(csv), name) for name, csv in LOGGED_ONLY_TUNED_CSV.items()]
+    stems = [s for s, _ in pairs]
+    dup = sorted({s for s in stems if stems.count(s) > 1})
+    if dup:
+        raise ValueError("two variants share the tuned-file stem(s) %s" % ", ".join(dup))
+    return sorted(pairs, key=lambda p: -len(p[0]))
+
+
+def moe_variant() -> str:
+    names = [v.name for v in VARIANTS.values() if v.family == "moe"]
+    if len(names) != 1:
+        raise ValueError("the helper knows one fused-MoE variant; the registry has %r" % names)
+    return names[0]
+
+
+def render() -> str:
+    """The text of variant_facts.py (deterministic: the test compares it byte for byte)."""
+    q = json.dumps
+    out = [
+        '"""Variant facts for the node helper. GENERATED from orchestrator/variants.py: do not edit.',
+        "",
+        "Change variants.py, then run `%s`" % COMMAND,
+        "(tests/unit/test_variant_facts.py fails while this file differs from what it writes).",
+        "Stdlib only, Python >= 3.8 (pushed to the node with the helper).",
+        '"""',
+        "",
+        "# the fused-MoE variant and the key of its tuned CSV (variants.MOE_KEY)",
+        "MOE_VARIANT = %s" % q(moe_variant()),
+        "MOE_KEY = (",
+        *("    %s," % q(c) for c in MOE_KEY),
+        ")",
+        "",
+        "# tuned-file stem -> variant, longest first: the first stem found in a file name wins",
+        "# (from each GEMM variant's tuned_csv and variants.LOGGED_ONLY_TUNED_CSV)",
+        "FILE_STEMS = (",
+        *("    (%s, %s)," % (q(s), q(v)) for s, v in file_stems()),
+        ")",
+        "",
+    ]
+    return "\n".join(out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    text = render()
+    if TARGET.exists() and TARGET.read_text(encoding="utf-8") == text:
+        print(f"{TARGET} is up to date")
+        return 0
+    TARGET.write_text(text, encoding="utf-8")
+    print(f"wrote {TARGET}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
