@@ -1,4 +1,4 @@
-"""Commands on a finished job's outcome: promote (its proven rows into the live table later), rollback."""
+"""Commands on a finished job's outcome: promote (its rows into the live table later), rollback."""
 from __future__ import annotations
 
 import json
@@ -22,7 +22,8 @@ def _finished(env: Env, job_id: str, what: str) -> JobState:
     return job
 
 
-def _with_ctx(env: Env, job: JobState, accept_new_host_key: bool, fn):
+def _with_ctx(env: Env, job: JobState, accept_new_host_key: bool, fn, what: str):
+    env.workspace.own(job.job_id, what)     # one process changes a job's outcome at a time
     target = _target_for(env, job, accept_new_host_key)
     ctx = Ctx(job=job, workspace=env.workspace, target=target, settings=Settings(), ui=env.ui())
     try:
@@ -39,18 +40,30 @@ def _with_ctx(env: Env, job: JobState, accept_new_host_key: bool, fn):
 @click.option("--accept-new-host-key", is_flag=True)
 @click.pass_obj
 def promote(env: Env, job_id, rows, accept_new_host_key):
-    """Merge a finished job's rows into the live table (after a backup); idempotent."""
+    """Merge a finished job's rows into the live table (after a backup); the rows of --rows not promoted yet
+    (e.g. --rows all after the proven rows); repeating it changes nothing."""
     from ..steps import promote as step
     job = _finished(env, job_id, "promotion")
     if job.state != "succeeded":
         raise UsageError(f"job {job_id} {job.state}; only a succeeded job's rows can be promoted",
                          hint=f"tune-remote status {job_id}")
-    res = _with_ctx(env, job, accept_new_host_key, lambda ctx: step.promote(ctx, rows))
-    job.step_state("promote").info.update(mode=rows, promoted=len(res.get("promoted") or []))
-    env.workspace.save(job)
-    click.echo(json.dumps({"job_id": job_id, "live": res.get("live"), "already": res.get("already"),
-                           "promoted": len(res.get("promoted") or []), "backup": res.get("backup"),
-                           "skipped_duplicates": res.get("skipped_duplicates") or []}, indent=2))
+    res = _with_ctx(env, job, accept_new_host_key, lambda ctx: step.later(ctx, rows), "promote")
+    click.echo(json.dumps({"job_id": job_id, **promote_summary(job, res)}, indent=2))
+
+
+def promote_summary(job: JobState, res: dict) -> dict:
+    """What `promote` prints for one job: its totals, what this call added, what a rollback would restore."""
+    rounds = res.get("rounds") or ([res] if res.get("promoted") else [])
+    eng = job.step_state("promote").info.get("engaged") or {}
+    out = {"live": res.get("live"), "already": bool(res.get("already")),
+           "promoted": len(res.get("promoted") or []), "promoted_now": len(res.get("promoted_now") or []),
+           "promotions": len(rounds),
+           "backup": (rounds[-1].get("backup") if rounds else None),
+           "rollback_restores": (res.get("backup") or "(no table: rollback removes it)") if rounds else None,
+           "skipped_duplicates": res.get("skipped_duplicates") or []}
+    if res.get("promoted_now") and eng:
+        out["engaged"] = f"{eng.get('engaged', 0)}/{eng.get('total', 0)}"
+    return out
 
 
 @cli.command()
@@ -58,14 +71,23 @@ def promote(env: Env, job_id, rows, accept_new_host_key):
 @click.option("--accept-new-host-key", is_flag=True)
 @click.pass_obj
 def rollback(env: Env, job_id, accept_new_host_key):
-    """Restore every live table the job changed to its backup (byte for byte) and the live JIT module."""
+    """Restore the live table the job changed (byte for byte, as before its first promotion) and the live JIT
+    module."""
     from ..steps import promote as step
     job = _finished(env, job_id, "rollback")
     if not job.remote.get("promotion"):
         raise UsageError(f"job {job_id} never promoted anything", hint="nothing to undo; the live table is as it was")
-    res = _with_ctx(env, job, accept_new_host_key, step.rollback)
-    click.echo(json.dumps({"job_id": job_id, "live": res.get("live"), "already": res.get("already"),
-                           "restored_from": res.get("backup"), "modules": res.get("modules")}, indent=2))
+    res = _with_ctx(env, job, accept_new_host_key, step.rollback, "rollback")
+    click.echo(json.dumps({"job_id": job_id, **rollback_summary(res)}, indent=2))
+
+
+def rollback_summary(res: dict) -> dict:
+    n = len(res.get("rounds") or [res])
+    return {"live": res.get("live"), "already": bool(res.get("already")), "restored_from": res.get("backup"),
+            "restored": (("the live table as it was before the job's first promotion" if res.get("backup") else
+                          "no live table, as before the job's first promotion (the file it created is removed)")
+                         + f" ({n} promotion(s) undone)"),
+            "modules": res.get("modules")}
 
 
 @cli.command("export")
