@@ -27,10 +27,29 @@ def _with_ctx(env: Env, job: JobState, accept_new_host_key: bool, fn, what: str)
     target = _target_for(env, job, accept_new_host_key)
     ctx = Ctx(job=job, workspace=env.workspace, target=target, settings=Settings(), ui=env.ui())
     try:
-        return fn(ctx)
+        return changed(ctx, fn(ctx))
     finally:
         target.close()
         env.workspace.save(job)
+
+
+def changed(ctx: Ctx, res: dict) -> dict:
+    """After a promote or rollback that changed the live table: the job's report (md + html) rendered again
+    from its saved state, and its copy on the node written again in one round trip (else by the next fetch)."""
+    if res.get("already") or res.get("nothing"):
+        return res
+    from ..errors import TuneRemoteError
+    from ..steps.fetch import _report_for_the_node
+    from ..steps.results import rerender_report
+    rerender_report(ctx)
+    writes = _report_for_the_node(ctx)
+    if writes:
+        try:
+            ctx.call("write_files", {"files": writes})
+            ctx.job.remote["report_md_on_node"] = True
+        except TuneRemoteError:
+            pass                 # the next `tune-remote fetch` writes it
+    return res
 
 
 @cli.command()

@@ -1,5 +1,6 @@
 """`promote` and `rollback` after the job (README "The outcome"): a later `promote --rows all` adds the rows not
-promoted yet as a new round, rollback restores the live table as before the FIRST promotion."""
+promoted yet as a new round, rollback restores the live table as before the FIRST promotion, and the job's
+report is rendered again."""
 
 from __future__ import annotations
 
@@ -125,3 +126,27 @@ def test_promote_rows_all_after_the_jobs_proven_promotion_promotes_the_rest(ws, 
     res = json.loads(out)
     assert res["already"] is False and "before the job's first promotion (2 promotion(s) undone)" in res["restored"]
     assert live.read_bytes() == before and _promoted(job).empty
+
+
+def test_the_report_is_rendered_again_after_a_later_promote_and_rollback(ws, capsys):
+    job = _demo(ws, capsys)
+    proven = len(_promoted(job))
+    assert f" {proven} promoted, " in (job / "report.md").read_text()
+
+    assert _cli(ws, capsys, "promote", job.name, "--rows", "all")[0] == 0
+    n = len(_promoted(job))
+    md, html = (job / "report.md").read_text(), (job / "report.html").read_text()
+    assert f" {n} promoted, " in md and f" {proven} promoted, " not in md
+    head = md[:md.index("## ")]
+    assert "**The outcome changed after the job:**" in head and "`tune-remote promote --rows all`" in head
+    assert md.count("(promoted)") == n and "Promotion 2 (all, " in md
+    assert 'id="outcome-changed"' in html and "tune-remote promote --rows all" in html
+    state = json.loads((job / "state.json").read_text())
+    assert Path(state["remote"]["report_md"]).read_text() == md        # the node's copy too
+
+    assert _cli(ws, capsys, "rollback", job.name)[0] == 0
+    md = (job / "report.md").read_text()
+    assert " 0 promoted, " in md and "(promoted)" not in md
+    assert "`tune-remote rollback`" in md[:md.index("## ")] and "- Rolled back at " in md
+    assert "Before the rollback: Engaged at runtime" in md
+    assert "`tune-remote rollback`" in (job / "report.html").read_text()
