@@ -1,4 +1,5 @@
-"""Commands on a finished job's outcome: promote (its rows into the live table later), rollback."""
+"""Commands on a finished job's outcome: promote (its rows into the live table later), rollback, export;
+a campaign's go to each target (orchestrator/campaign/outcome.py)."""
 from __future__ import annotations
 
 import json
@@ -9,13 +10,18 @@ from ..context import Ctx, Settings
 from ..errors import UsageError
 from ..state import JobState, check_job_id
 from .base import Env, _target_for, cli
+from .watch import NODE_OPTION
 
 
-def _finished(env: Env, job_id: str, what: str) -> JobState:
+def _finished(env: Env, job_id: str, what: str, nodes=()) -> JobState:
     job = env.workspace.load(check_job_id(job_id))
     if job.state == "running":
         raise UsageError(f"job {job_id} is still running; {what} waits for its end",
                          hint=f"tune-remote status {job_id} (or resume it)")
+    if job.request.get("campaign"):
+        return job               # its targets' sub-jobs hold the tables (campaign/outcome.py)
+    from .pick import check_nodes
+    check_nodes(env, job, nodes)
     if not job.remote.get("live_csv"):
         raise UsageError(f"job {job_id} has no staging table (it never reached prepare, or predates staging)",
                          hint="nothing on the node can be promoted or rolled back for it")
@@ -57,12 +63,16 @@ def changed(ctx: Ctx, res: dict) -> dict:
 @click.option("--rows", type=click.Choice(["proven", "all"]), default="proven", show_default=True,
               help="proven: rows whose verdict is improved; all: every tuned row")
 @click.option("--accept-new-host-key", is_flag=True)
+@NODE_OPTION
 @click.pass_obj
-def promote(env: Env, job_id, rows, accept_new_host_key):
+def promote(env: Env, job_id, rows, accept_new_host_key, nodes):
     """Merge a finished job's rows into the live table (after a backup); the rows of --rows not promoted yet
-    (e.g. --rows all after the proven rows); repeating it changes nothing."""
+    (e.g. --rows all after the proven rows); repeating it changes nothing. A campaign: every succeeded target
+    (or those on --node), then each target's rows onto the other targets of its GPU kind."""
     from ..steps import promote as step
-    job = _finished(env, job_id, "promotion")
+    job = _finished(env, job_id, "promotion", nodes)
+    if job.request.get("campaign"):
+        return _campaign(env, job, nodes, accept_new_host_key, "promote", rows)
     if job.state != "succeeded":
         raise UsageError(f"job {job_id} {job.state}; only a succeeded job's rows can be promoted",
                          hint=f"tune-remote status {job_id}")
@@ -88,12 +98,15 @@ def promote_summary(job: JobState, res: dict) -> dict:
 @cli.command()
 @click.argument("job_id")
 @click.option("--accept-new-host-key", is_flag=True)
+@NODE_OPTION
 @click.pass_obj
-def rollback(env: Env, job_id, accept_new_host_key):
+def rollback(env: Env, job_id, accept_new_host_key, nodes):
     """Restore the live table the job changed (byte for byte, as before its first promotion) and the live JIT
-    module."""
+    module. A campaign: on every target (or those on --node), its own rows and those spread onto it."""
     from ..steps import promote as step
-    job = _finished(env, job_id, "rollback")
+    job = _finished(env, job_id, "rollback", nodes)
+    if job.request.get("campaign"):
+        return _campaign(env, job, nodes, accept_new_host_key, "rollback")
     if not job.remote.get("promotion"):
         raise UsageError(f"job {job_id} never promoted anything", hint="nothing to undo; the live table is as it was")
     res = _with_ctx(env, job, accept_new_host_key, step.rollback, "rollback")
@@ -115,14 +128,53 @@ def rollback_summary(res: dict) -> dict:
               help="model name: writes <NAME>_<tuned base name>.csv, a file for aiter/configs/model_configs/")
 @click.option("--dest", type=click.Path(file_okay=False), default=None,
               help="the directory it is written to (default: <job dir>/export)")
+@NODE_OPTION
 @click.pass_obj
-def export_cmd(env: Env, job_id, model_config, dest):
-    """Write the job's proven rows as an AITER model_configs CSV + a Markdown summary (offline)."""
+def export_cmd(env: Env, job_id, model_config, dest, nodes):
+    """Write the job's proven rows as an AITER model_configs CSV + a Markdown summary (offline). A campaign:
+    one file per variant with the proven rows of every target (or those on --node)."""
     from pathlib import Path
 
     from ..steps.export import export
     job = env.workspace.load(check_job_id(job_id))
     if job.state == "running":
         raise UsageError(f"job {job_id} is still running", hint=f"tune-remote status {job_id}")
+    if job.request.get("campaign"):
+        from ..campaign import outcome as camp
+        from .pick import select
+        subws, subs = select(env, job, nodes)
+        res = camp.export(job, env.workspace, subws, subs, model_config, Path(dest) if dest else None)
+        click.echo(json.dumps({"job_id": job_id, "variants": res}, indent=2))
+        return
+    from .pick import check_nodes
+    check_nodes(env, job, nodes)
     res = export(job, env.workspace.job_dir(job.job_id), model_config, Path(dest) if dest else None)
     click.echo(json.dumps({"job_id": job_id, **res}, indent=2))
+
+
+def _campaign(env: Env, job: JobState, nodes, accept_new_host_key: bool, what: str, rows: str = "proven") -> None:
+    """promote / rollback on a campaign's targets (campaign/outcome.py), one JSON row per target."""
+    from ..campaign import outcome as camp
+    from .pick import campaign_runner, select
+    subws, subs = select(env, job, nodes)
+    if job.request["campaign"].get("slurm"):
+        raise UsageError(f"job {job.job_id} ran on a Slurm allocation, which ended with it: its compute nodes "
+                         f"cannot be reached to {what} any more",
+                         hint="each target's record and backups are in <its job dir>/promotion* on its node")
+    env.workspace.own(job.job_id, what)     # one process changes a campaign's targets at a time
+    with campaign_runner(env, job, accept_new_host_key) as runner:
+        if what == "promote":
+            out = camp.promote(job, env.workspace, subws, subs, runner, rows, env.ui())
+        else:
+            if not any(s.remote.get("promotion", {}).get("promoted") or s.remote.get("peer_promotions")
+                       for s in subs):
+                raise UsageError(f"job {job.job_id} never promoted anything"
+                                 + (f" on {', '.join(nodes)}" if nodes else ""),
+                                 hint="nothing to undo; the live tables are as they were")
+            out = camp.rollback(job, env.workspace, subws, subs, runner)
+    click.echo(json.dumps({"job_id": job.job_id, "targets": out}, indent=2))
+    if any(r.get("error") for r in out):
+        from ..errors import JobError
+        bad = [f"{r['node']}/{r['container']} {r['variant']}: {r['error']}" for r in out if r.get("error")]
+        raise JobError(f"{what} failed on {len(bad)} target(s): " + "; ".join(bad),
+                       hint=f"tune-remote {what} {job.job_id} --node NODE again once it is reachable")

@@ -1,6 +1,6 @@
-"""`promote` and `rollback` after the job (README "The outcome"): a later `promote --rows all` adds the rows not
-promoted yet as a new round, rollback restores the live table as before the FIRST promotion, and the job's
-report is rendered again."""
+"""`promote`, `rollback`, `export` after the job (README "The outcome"): a later `promote --rows all` adds the
+rows not promoted yet as a new round, rollback restores the live table as before the FIRST promotion, the
+job's report is rendered again, and a campaign's targets are reached (orchestrator/campaign/outcome.py)."""
 
 from __future__ import annotations
 
@@ -150,3 +150,42 @@ def test_the_report_is_rendered_again_after_a_later_promote_and_rollback(ws, cap
     assert "`tune-remote rollback`" in md[:md.index("## ")] and "- Rolled back at " in md
     assert "Before the rollback: Engaged at runtime" in md
     assert "`tune-remote rollback`" in (job / "report.html").read_text()
+
+
+def test_a_campaign_promotes_rolls_back_and_exports_through_its_targets(ws, capsys):
+    job = _demo(ws, capsys, "--nodes", "3")
+    targets = {}
+    for d in (job / "targets").iterdir():
+        st = json.loads((d / "state.json").read_text())
+        targets[st["node"]] = (Path(st["remote"]["live_csv"]), Path(st["remote"]["promotion"]["backup"]).read_bytes())
+    assert set(targets) == {"demo1", "demo2", "demo3"}
+    assert all(live.read_bytes() != before for live, before in targets.values())
+
+    rc, out, err = _cli(ws, capsys, "promote", job.name, "--rows", "all")
+    assert rc == 0, err
+    rows = {r["node"]: r for r in json.loads(out)["targets"]}
+    assert all(rows[n]["promoted_now"] > 0 and rows[n]["promotions"] == 2 for n in rows)
+    assert any("demo2 promoted on demo1" in x for x in rows["demo1"]["spread"])
+    assert "The outcome changed after the campaign" in (job / "report.md").read_text()
+    rc, out, _ = _cli(ws, capsys, "promote", job.name, "--rows", "all")
+    assert rc == 0 and all(r["already"] for r in json.loads(out)["targets"])
+
+    rc, out, err = _cli(ws, capsys, "rollback", job.name)
+    assert rc == 0, err
+    rows = {r["node"]: r for r in json.loads(out)["targets"]}
+    assert [x.split(" (")[0] for x in rows["demo1"]["undone"]] == ["the rows of demo2", "its own rows"]
+    assert [x.split(" (")[0] for x in rows["demo3"]["undone"]] == ["its own rows"]      # a kind of its own
+    for node, (live, before) in targets.items():        # own rows and the rows spread onto it: all undone
+        assert live.read_bytes() == before, node
+    assert _promoted(job).empty
+    rc, out, _ = _cli(ws, capsys, "rollback", job.name)
+    assert rc == 0 and all(r["already"] for r in json.loads(out)["targets"])
+    rc, _, err = _cli(ws, capsys, "rollback", job.name, "--node", "nosuch")
+    assert rc == 2 and "no target on node 'nosuch'" in err
+
+    rc, out, err = _cli(ws, capsys, "export", job.name, "--model-config", "dsv3")
+    assert rc == 0, err
+    res = json.loads(out)["variants"]["a8w8_blockscale"]
+    exported = pd.read_csv(res["csv"], dtype=str)
+    assert len(exported) == res["rows"] > 0 and set(exported["cu_num"]) == {"256", "64"}
+    assert "demo3/simulated" in Path(res["summary"]).read_text()
