@@ -62,6 +62,12 @@ def write_outputs(job: JobState, workspace: Workspace, subs: list[JobState]) -> 
              f"Generated {time.strftime('%Y-%m-%d %H:%M:%S')}. **State:** {job.state}"
              + (f" ({job.error})" if job.error else ""), "",
              f"Variants: {job.variant}. Targets: {len({(s.node, s.container) for s in subs})}.", ""]
+    later = (job.request.get("campaign") or {}).get("later") or []
+    if later:   # promote / rollback after the campaign: this report, comparison.csv and the live tables agree
+        lines += ["**The outcome changed after the campaign** (this report and comparison.csv were written "
+                  "again; each target's own report too):", ""]
+        lines += [f"- {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(c['at']))}: `{c['command']}`: "
+                  + "; ".join(c.get("lines") or []) for c in later] + [""]
     kinds = (job.request.get("campaign") or {}).get("kinds") or {}
     lines += ["## Targets", "", "| node | container | variant | GPU kind | shapes | state | report |",
               "|---|---|---|---|---|---|---|"]

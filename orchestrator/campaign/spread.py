@@ -20,9 +20,12 @@ def _kind(job: JobState, sub: JobState) -> str:
     return ((job.request.get("campaign") or {}).get("kinds") or {}).get(f"{sub.node}/{sub.container}", "?")
 
 
-def spread(job: JobState, subws: Workspace, runner: Runner, subs: list[JobState], ui) -> list[str]:
-    """One line per transfer (or failure), for the report."""
-    if (job.request.get("promote") or "proven") == "none":
+def spread(job: JobState, subws: Workspace, runner: Runner, subs: list[JobState], ui, later: bool = False,
+           changed: list[str] | None = None) -> list[str]:
+    """One line per transfer (or failure), for the report. ``later``: asked by `tune-remote promote JOB` after
+    the job (whatever its --promote was); a target that holds the rows already changes nothing. ``changed``
+    gets the lines of the transfers that changed a live table (or failed)."""
+    if not later and (job.request.get("promote") or "proven") == "none":
         return []
     lines: list[str] = []
     groups: dict[tuple, list[JobState]] = {}
@@ -40,15 +43,26 @@ def spread(job: JobState, subws: Workspace, runner: Runner, subs: list[JobState]
                 if dst is src:
                     continue
                 try:
-                    n = _transfer(dst, src, keys, staging.read_bytes(), subws, runner)
-                    lines.append(f"{variant}: {n} proven row(s) of {src.node} promoted on {dst.node} ({kind})")
+                    res = _transfer(dst, src, keys, staging.read_bytes(), subws, runner)
+                    n, now = len(res.get("promoted") or []), len(res.get("promoted_now") or [])
+                    lines.append(f"{variant}: {n} {'' if later else 'proven '}row(s) of {src.node} promoted on "
+                                 f"{dst.node} ({kind})" + (f", {now} of them now" if later and now != n else ""))
+                    if now and changed is not None:
+                        changed.append(lines[-1])
                 except TuneRemoteError as exc:
                     lines.append(f"{variant}: rows of {src.node} NOT promoted on {dst.node}: {exc.one_line()}")
+                    if changed is not None:
+                        changed.append(lines[-1])
                 ui.event(lines[-1])
     return lines
 
 
-def _transfer(dst: JobState, src: JobState, keys: list, staging: bytes, subws: Workspace, runner: Runner) -> int:
+def peer_backup_dir(dst: JobState, src_node: str) -> str:
+    """Where the promotion of ``src_node``'s rows on ``dst`` keeps its record and backups (rollback's input)."""
+    return f"{dst.remote['job_dir']}/promotion-from-{src_node}"
+
+
+def _transfer(dst: JobState, src: JobState, keys: list, staging: bytes, subws: Workspace, runner: Runner) -> dict:
     from ..steps import promote as step
     target = runner.open(TargetRef(dst.node, dst.container))
     ctx = Ctx(job=dst, workspace=subws, target=target, settings=Settings(), ui=Ui(quiet=True))
@@ -62,15 +76,19 @@ def _transfer(dst: JobState, src: JobState, keys: list, staging: bytes, subws: W
         env = {**(dst.facts.get("env") or {}), **ctx.target.container.env}
         n = len(variant.key_columns)
         res = ctx.call("promote", {
-            "live": dst.remote["live_csv"], "staging": peer, "backup_dir": f"{job_dir}/promotion-from-{src.node}",
+            "live": dst.remote["live_csv"], "staging": peer, "backup_dir": peer_backup_dir(dst, src.node),
             "key_columns": list(variant.key_columns), "keys": [[str(v) for v in k[-n:]] for k in keys],
             "gfx": dst.facts.get("gfx"),
             "cu_num": str(dst.facts.get("cu_num")) if dst.facts.get("cu_num") is not None else None,
             "others": step._others(ctx), "modules": [module] if module else [],
             "package_dir": dst.facts.get("package_dir"), "jit_dir_env": env.get("AITER_JIT_DIR")})
         res.pop("ok", None)
-        dst.remote.setdefault("peer_promotions", []).append({"from": src.job_id, **res})
+        if not res.get("nothing"):     # one entry per source: its record (a later round updates it)
+            peers = [p for p in dst.remote.get("peer_promotions") or [] if p.get("from") != src.job_id]
+            dst.remote["peer_promotions"] = peers + [
+                {"from": src.job_id, "backup_dir": peer_backup_dir(dst, src.node),
+                 **{k: v for k, v in res.items() if k != "promoted_now"}}]
         ctx.save()
-        return len(res.get("promoted") or [])
+        return res
     finally:
         target.close()

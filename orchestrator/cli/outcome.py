@@ -1,4 +1,5 @@
-"""Commands on a finished job's outcome: promote (its proven rows into the live table later), rollback."""
+"""Commands on a finished job's outcome: promote (its rows into the live table later), rollback, export;
+a campaign's go to each target (orchestrator/campaign/outcome.py)."""
 from __future__ import annotations
 
 import json
@@ -9,27 +10,52 @@ from ..context import Ctx, Settings
 from ..errors import UsageError
 from ..state import JobState, check_job_id
 from .base import Env, _target_for, cli
+from .watch import NODE_OPTION
 
 
-def _finished(env: Env, job_id: str, what: str) -> JobState:
+def _finished(env: Env, job_id: str, what: str, nodes=()) -> JobState:
     job = env.workspace.load(check_job_id(job_id))
     if job.state == "running":
         raise UsageError(f"job {job_id} is still running; {what} waits for its end",
                          hint=f"tune-remote status {job_id} (or resume it)")
+    if job.request.get("campaign"):
+        return job               # its targets' sub-jobs hold the tables (campaign/outcome.py)
+    from .pick import check_nodes
+    check_nodes(env, job, nodes)
     if not job.remote.get("live_csv"):
         raise UsageError(f"job {job_id} has no staging table (it never reached prepare, or predates staging)",
                          hint="nothing on the node can be promoted or rolled back for it")
     return job
 
 
-def _with_ctx(env: Env, job: JobState, accept_new_host_key: bool, fn):
+def _with_ctx(env: Env, job: JobState, accept_new_host_key: bool, fn, what: str):
+    env.workspace.own(job.job_id, what)     # one process changes a job's outcome at a time
     target = _target_for(env, job, accept_new_host_key)
     ctx = Ctx(job=job, workspace=env.workspace, target=target, settings=Settings(), ui=env.ui())
     try:
-        return fn(ctx)
+        return changed(ctx, fn(ctx))
     finally:
         target.close()
         env.workspace.save(job)
+
+
+def changed(ctx: Ctx, res: dict) -> dict:
+    """After a promote or rollback that changed the live table: the job's report (md + html) rendered again
+    from its saved state, and its copy on the node written again in one round trip (else by the next fetch)."""
+    if res.get("already") or res.get("nothing"):
+        return res
+    from ..errors import TuneRemoteError
+    from ..steps.fetch import _report_for_the_node
+    from ..steps.results import rerender_report
+    rerender_report(ctx)
+    writes = _report_for_the_node(ctx)
+    if writes:
+        try:
+            ctx.call("write_files", {"files": writes})
+            ctx.job.remote["report_md_on_node"] = True
+        except TuneRemoteError:
+            pass                 # the next `tune-remote fetch` writes it
+    return res
 
 
 @cli.command()
@@ -37,35 +63,63 @@ def _with_ctx(env: Env, job: JobState, accept_new_host_key: bool, fn):
 @click.option("--rows", type=click.Choice(["proven", "all"]), default="proven", show_default=True,
               help="proven: rows whose verdict is improved; all: every tuned row")
 @click.option("--accept-new-host-key", is_flag=True)
+@NODE_OPTION
 @click.pass_obj
-def promote(env: Env, job_id, rows, accept_new_host_key):
-    """Merge a finished job's rows into the live table (after a backup); idempotent."""
+def promote(env: Env, job_id, rows, accept_new_host_key, nodes):
+    """Merge a finished job's rows into the live table (after a backup); the rows of --rows not promoted yet
+    (e.g. --rows all after the proven rows); repeating it changes nothing. A campaign: every succeeded target
+    (or those on --node), then each target's rows onto the other targets of its GPU kind."""
     from ..steps import promote as step
-    job = _finished(env, job_id, "promotion")
+    job = _finished(env, job_id, "promotion", nodes)
+    if job.request.get("campaign"):
+        return _campaign(env, job, nodes, accept_new_host_key, "promote", rows)
     if job.state != "succeeded":
         raise UsageError(f"job {job_id} {job.state}; only a succeeded job's rows can be promoted",
                          hint=f"tune-remote status {job_id}")
-    res = _with_ctx(env, job, accept_new_host_key, lambda ctx: step.promote(ctx, rows))
-    job.step_state("promote").info.update(mode=rows, promoted=len(res.get("promoted") or []))
-    env.workspace.save(job)
-    click.echo(json.dumps({"job_id": job_id, "live": res.get("live"), "already": res.get("already"),
-                           "promoted": len(res.get("promoted") or []), "backup": res.get("backup"),
-                           "skipped_duplicates": res.get("skipped_duplicates") or []}, indent=2))
+    res = _with_ctx(env, job, accept_new_host_key, lambda ctx: step.later(ctx, rows), "promote")
+    click.echo(json.dumps({"job_id": job_id, **promote_summary(job, res)}, indent=2))
+
+
+def promote_summary(job: JobState, res: dict) -> dict:
+    """What `promote` prints for one job: its totals, what this call added, what a rollback would restore."""
+    rounds = res.get("rounds") or ([res] if res.get("promoted") else [])
+    eng = job.step_state("promote").info.get("engaged") or {}
+    out = {"live": res.get("live"), "already": bool(res.get("already")),
+           "promoted": len(res.get("promoted") or []), "promoted_now": len(res.get("promoted_now") or []),
+           "promotions": len(rounds),
+           "backup": (rounds[-1].get("backup") if rounds else None),
+           "rollback_restores": (res.get("backup") or "(no table: rollback removes it)") if rounds else None,
+           "skipped_duplicates": res.get("skipped_duplicates") or []}
+    if res.get("promoted_now") and eng:
+        out["engaged"] = f"{eng.get('engaged', 0)}/{eng.get('total', 0)}"
+    return out
 
 
 @cli.command()
 @click.argument("job_id")
 @click.option("--accept-new-host-key", is_flag=True)
+@NODE_OPTION
 @click.pass_obj
-def rollback(env: Env, job_id, accept_new_host_key):
-    """Restore every live table the job changed to its backup (byte for byte) and the live JIT module."""
+def rollback(env: Env, job_id, accept_new_host_key, nodes):
+    """Restore the live table the job changed (byte for byte, as before its first promotion) and the live JIT
+    module. A campaign: on every target (or those on --node), its own rows and those spread onto it."""
     from ..steps import promote as step
-    job = _finished(env, job_id, "rollback")
+    job = _finished(env, job_id, "rollback", nodes)
+    if job.request.get("campaign"):
+        return _campaign(env, job, nodes, accept_new_host_key, "rollback")
     if not job.remote.get("promotion"):
         raise UsageError(f"job {job_id} never promoted anything", hint="nothing to undo; the live table is as it was")
-    res = _with_ctx(env, job, accept_new_host_key, step.rollback)
-    click.echo(json.dumps({"job_id": job_id, "live": res.get("live"), "already": res.get("already"),
-                           "restored_from": res.get("backup"), "modules": res.get("modules")}, indent=2))
+    res = _with_ctx(env, job, accept_new_host_key, step.rollback, "rollback")
+    click.echo(json.dumps({"job_id": job_id, **rollback_summary(res)}, indent=2))
+
+
+def rollback_summary(res: dict) -> dict:
+    n = len(res.get("rounds") or [res])
+    return {"live": res.get("live"), "already": bool(res.get("already")), "restored_from": res.get("backup"),
+            "restored": (("the live table as it was before the job's first promotion" if res.get("backup") else
+                          "no live table, as before the job's first promotion (the file it created is removed)")
+                         + f" ({n} promotion(s) undone)"),
+            "modules": res.get("modules")}
 
 
 @cli.command("export")
@@ -74,14 +128,53 @@ def rollback(env: Env, job_id, accept_new_host_key):
               help="model name: writes <NAME>_<tuned base name>.csv, a file for aiter/configs/model_configs/")
 @click.option("--dest", type=click.Path(file_okay=False), default=None,
               help="the directory it is written to (default: <job dir>/export)")
+@NODE_OPTION
 @click.pass_obj
-def export_cmd(env: Env, job_id, model_config, dest):
-    """Write the job's proven rows as an AITER model_configs CSV + a Markdown summary (offline)."""
+def export_cmd(env: Env, job_id, model_config, dest, nodes):
+    """Write the job's proven rows as an AITER model_configs CSV + a Markdown summary (offline). A campaign:
+    one file per variant with the proven rows of every target (or those on --node)."""
     from pathlib import Path
 
     from ..steps.export import export
     job = env.workspace.load(check_job_id(job_id))
     if job.state == "running":
         raise UsageError(f"job {job_id} is still running", hint=f"tune-remote status {job_id}")
+    if job.request.get("campaign"):
+        from ..campaign import outcome as camp
+        from .pick import select
+        subws, subs = select(env, job, nodes)
+        res = camp.export(job, env.workspace, subws, subs, model_config, Path(dest) if dest else None)
+        click.echo(json.dumps({"job_id": job_id, "variants": res}, indent=2))
+        return
+    from .pick import check_nodes
+    check_nodes(env, job, nodes)
     res = export(job, env.workspace.job_dir(job.job_id), model_config, Path(dest) if dest else None)
     click.echo(json.dumps({"job_id": job_id, **res}, indent=2))
+
+
+def _campaign(env: Env, job: JobState, nodes, accept_new_host_key: bool, what: str, rows: str = "proven") -> None:
+    """promote / rollback on a campaign's targets (campaign/outcome.py), one JSON row per target."""
+    from ..campaign import outcome as camp
+    from .pick import campaign_runner, select
+    subws, subs = select(env, job, nodes)
+    if job.request["campaign"].get("slurm"):
+        raise UsageError(f"job {job.job_id} ran on a Slurm allocation, which ended with it: its compute nodes "
+                         f"cannot be reached to {what} any more",
+                         hint="each target's record and backups are in <its job dir>/promotion* on its node")
+    env.workspace.own(job.job_id, what)     # one process changes a campaign's targets at a time
+    with campaign_runner(env, job, accept_new_host_key) as runner:
+        if what == "promote":
+            out = camp.promote(job, env.workspace, subws, subs, runner, rows, env.ui())
+        else:
+            if not any(s.remote.get("promotion", {}).get("promoted") or s.remote.get("peer_promotions")
+                       for s in subs):
+                raise UsageError(f"job {job.job_id} never promoted anything"
+                                 + (f" on {', '.join(nodes)}" if nodes else ""),
+                                 hint="nothing to undo; the live tables are as they were")
+            out = camp.rollback(job, env.workspace, subws, subs, runner)
+    click.echo(json.dumps({"job_id": job.job_id, "targets": out}, indent=2))
+    if any(r.get("error") for r in out):
+        from ..errors import JobError
+        bad = [f"{r['node']}/{r['container']} {r['variant']}: {r['error']}" for r in out if r.get("error")]
+        raise JobError(f"{what} failed on {len(bad)} target(s): " + "; ".join(bad),
+                       hint=f"tune-remote {what} {job.job_id} --node NODE again once it is reachable")

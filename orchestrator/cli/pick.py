@@ -50,12 +50,19 @@ def select(env: Env, job: JobState, nodes=(), variant: str | None = None) -> tup
 def opener(env: Env, job: JobState, accept_new_host_key: bool = False) -> Iterator[Callable]:
     """``open(sub) -> Target`` through the campaign's runner; the runner's source is closed afterwards."""
     from ..campaign.targets import TargetRef
+    with campaign_runner(env, job, accept_new_host_key) as runner:
+        yield lambda sub: runner.open(TargetRef(sub.node, sub.container))
+
+
+@contextmanager
+def campaign_runner(env: Env, job: JobState, accept_new_host_key: bool = False):
+    """The campaign's runner (its targets' connections); it and its source are closed afterwards."""
     from ..context import Settings
     from .campaign import _source, campaign_inventory
     source = _source(env, job, campaign_inventory(env, job), Settings(accept_new_host_key=accept_new_host_key))
     runner = source.runner(accept_new_host_key)
     try:
-        yield lambda sub: runner.open(TargetRef(sub.node, sub.container))
+        yield runner
     finally:
         runner.close()
         if hasattr(source, "close"):

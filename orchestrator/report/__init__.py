@@ -25,6 +25,8 @@ Context keys (values are plain JSON-able data unless said otherwise)::
                   column (e.g. MoE bypass); a key matches a row on the columns they share
     logs:         {name: {"node": path, "local": path}} | {name: path} | [{"name", "node", "local"}]
     tuned_csv:    {"node_path", "backup_path", "rows_added", "local_path"}
+    promotion, engaged, serving, outcome_changes: see orchestrator/report/outcome.py (outcome_changes: the
+                  commands run after the job that changed its outcome, listed under the result line)
     generated_at: str|datetime (default: now, UTC);  tool_version: str
 
 Also accepted (spellings already in use): ``environment.version`` for ``aiter_version``;

@@ -5,7 +5,9 @@ Context keys read (all optional)::
 
     promotion: {"mode": "proven"|"all"|"none", "live", "backup", "promoted": [[key text]], "added",
                 "replaced", "skipped_duplicates": [[...]], "modules": {so: moved-to or None},
-                "rolled_back": bool}
+                "rolled_back": bool, "rolled_back_at": epoch s,
+                "rounds": [{"mode", "time", "promoted", "added", "replaced", "backup"}] (a later promote adds one)}
+    outcome_changes: [{"command", "at": epoch s, "what"}]   commands run after the job that changed its outcome
     engaged:   {"engaged": int, "total": int, "log": path,
                 "shapes": [{"key": {...}, "engaged": bool, "reason": str, "hit": bool|None,
                             "value", "before", "after"}]}
@@ -19,6 +21,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..verdict import ALPHA, MIN_GAIN_PCT, NOISE_K, SINGLE_SAMPLE_PCT
+from .fmt import _fmt_time
 
 
 def verdict_method(summary: Mapping[str, Any]) -> str:
@@ -46,29 +49,43 @@ def outcome_view(ctx: Mapping[str, Any], table_cls) -> dict[str, Any]:
     v["has_promotion"] = True
     mode = promo.get("mode") or "proven"
     lines = []
-    if mode == "none":
+    if mode == "none" and not promo.get("promoted"):
         lines.append("--promote none: the live table and the live JIT modules were left untouched; "
                      "`tune-remote promote JOB` promotes the proven rows later.")
-    else:
+    if promo.get("rolled_back"):
+        lines.append(f"Rolled back at {_fmt_time(promo.get('rolled_back_at'))}: the live table "
+                     f"{promo.get('live') or '?'} and its JIT module are as before the job's first promotion; none "
+                     "of the rows below is in the live table now.")
+    rounds = promo.get("rounds") or ([promo] if promo.get("promoted") else [])
+    if mode != "none" or rounds:
         n = len(promo.get("promoted") or [])
-        lines.append(f"Mode {mode}: {n} row(s) merged into the live table {promo.get('live') or '?'} "
-                     f"({promo.get('added', 0)} added, {promo.get('replaced', 0)} replaced); rows judged "
-                     "regressed or within_noise are never promoted in mode proven.")
+        lines.append((f"Mode {(rounds[0].get('mode') if len(rounds) == 1 else None) or mode}: " if len(rounds) < 2
+                      else "")
+                     + f"{n} row(s) merged into the live table {promo.get('live') or '?'} "
+                     f"({promo.get('added', 0)} added, {promo.get('replaced', 0)} replaced"
+                     + (f", in {len(rounds)} promotions" if len(rounds) > 1 else "")
+                     + "); rows judged regressed or within_noise are never promoted in mode proven.")
+        if len(rounds) > 1:
+            for i, r in enumerate(rounds, 1):
+                lines.append(f"Promotion {i} ({r.get('mode') or mode}, {_fmt_time(r.get('time'))}): "
+                             f"{len(r.get('promoted') or [])} row(s), {r.get('added', 0)} added, "
+                             f"{r.get('replaced', 0)} "
+                             f"replaced; backup of the live table before it: {r.get('backup') or 'none (no table)'}.")
         if promo.get("backup"):
-            lines.append(f"Backup of the live table before promotion: {promo['backup']} "
-                         "(`tune-remote rollback JOB` restores it byte for byte).")
+            lines.append(f"Backup of the live table before {'the first ' if len(rounds) > 1 else ''}promotion: "
+                         f"{promo['backup']} (`tune-remote rollback JOB` restores it byte for byte"
+                         + (", undoing every promotion of the job)." if len(rounds) > 1 else ")."))
         for so, moved in (promo.get("modules") or {}).items():
             lines.append(f"Live JIT module {so}: " + (f"moved aside to {moved} (renamed, never rewritten: a "
                          "running server keeps its mapped copy and needs a restart to use the new rows)"
                          if moved else "was not built yet"))
         for k in promo.get("skipped_duplicates") or []:
             lines.append(f"Not promoted, key already in another table AITER merges: {', '.join(map(str, k))}")
-        if promo.get("rolled_back"):
-            lines.append("Rolled back: the live table and module are as before the job.")
     v["promotion_lines"] = lines
     eng = dict(ctx.get("engaged") or {})
     if eng:
-        v["engaged_headline"] = (f"Engaged at runtime: {eng.get('engaged', 0)}/{eng.get('total', 0)} promoted "
+        v["engaged_headline"] = (("Before the rollback: " if promo.get("rolled_back") else "")
+                                 + f"Engaged at runtime: {eng.get('engaged', 0)}/{eng.get('total', 0)} promoted "
                                  "shapes hit their tuned row in a fresh process (live configuration, "
                                  "AITER_LOG_TUNED_CONFIG=1, no tune-remote environment).")
         t = table_cls(["shape", "engaged", "lookup hit", "fresh process", "before", "after", "reason"],
@@ -80,6 +97,13 @@ def outcome_view(ctx: Mapping[str, Any], table_cls) -> dict[str, Any]:
                   row_class="improved" if s.get("engaged") else "regressed")
         v["engaged"] = t
     return v
+
+
+def changes_view(ctx: Mapping[str, Any]) -> list[str]:
+    """``outcome_changes``: one line per command run after the job that changed its outcome (promote, rollback),
+    for the report's first lines."""
+    return [f"{_fmt_time(c.get('at'))}: `{c.get('command')}`: {c.get('what')}"
+            for c in ctx.get("outcome_changes") or []]
 
 
 def serving_view(ctx: Mapping[str, Any], table_cls) -> dict[str, Any]:

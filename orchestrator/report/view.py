@@ -14,7 +14,7 @@ from .fmt import (DASH, Table, _elapsed, _fmt_command, _fmt_time, _isnum, _key_l
                   fmt_duration, fmt_int, fmt_key, fmt_pct, fmt_scalar)
 from .jit import jit_view
 from .mchart import group_charts
-from .outcome import outcome_view, serving_view, verdict_method
+from .outcome import changes_view, outcome_view, serving_view, verdict_method
 from .tables import (_as_comparison, _common_columns, _group_table, _logs_table, _rows_table, _shape_list,
                      _shape_table)
 
@@ -187,6 +187,7 @@ def build_view(ctx: Mapping[str, Any]) -> dict[str, Any]:
     v["warnings"] = warnings
     v["notes"] = [str(n) for n in (ctx.get("notes") or [])]
     v.update(outcome_view(ctx, Table))
+    v["outcome_changes"] = changes_view(ctx)
     v.update(jit_view(ctx, Table))
     v.update(serving_view(ctx, Table))
     return v

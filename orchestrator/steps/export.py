@@ -35,13 +35,47 @@ def _keyer(header: list[str], cols: list[str]):
 
 
 def export(job: JobState, job_dir: Path, name: str, dest: Path | None = None) -> dict:
+    if not job.remote.get("tuned_csv"):
+        raise UsageError(f"job {job.job_id} has no tuned table", hint=f"tune-remote status {job.job_id}")
+    return export_many([(job, job_dir)], name, dest or job_dir / "export")
+
+
+def export_many(jobs: list[tuple[JobState, Path]], name: str, dest: Path, by: str | None = None) -> dict:
+    """One file of the proven rows of one variant's jobs (a campaign's targets: each row keeps its gfx/cu_num;
+    a key two targets both hold comes from the first). Their tables must share a header (one AITER version)."""
     if not _NAME.match(name or ""):
         raise UsageError(f"--model-config {name!r} is not a file-name stem",
                          hint="letters, digits, '.', '_' and '-', e.g. --model-config dsv3")
-    if not job.remote.get("tuned_csv"):
-        raise UsageError(f"job {job.job_id} has no tuned table", hint=f"tune-remote status {job.job_id}")
-    variant = get_variant(job.variant)
-    base = Path(variant.tuned_csv).stem
+    header, out, parts = None, {}, []
+    for job, job_dir in jobs:
+        h, rows, comp, dropped = _proven(job, job_dir)
+        if header is None:
+            header = h
+        elif [c.strip().lower() for c in h] != [c.strip().lower() for c in header]:
+            raise UsageError(f"{job.node}/{job.container}'s tuned table has other columns than "
+                             f"{jobs[0][0].node}/{jobs[0][0].container}'s (another AITER version)",
+                             hint="export them apart: --node NODE")
+        mine = [k for k in rows if k not in out]
+        dropped["elsewhere"] = len(rows) - len(mine)
+        out.update({k: rows[k] for k in mine})
+        parts.append((job, comp, [k[2:] for k in mine], dropped))
+    job0 = jobs[0][0]
+    base = Path(get_variant(job0.variant).tuned_csv).stem
+    csv_path = dest / f"{name}_{base}.csv"
+    buf = io.StringIO()
+    csv.writer(buf, lineterminator="\n").writerows([header, *out.values()])
+    dest.mkdir(parents=True, exist_ok=True)
+    atomic_write(csv_path, buf.getvalue().encode())
+    md_path = dest / f"{name}_{base}.md"
+    text = "\n".join(_summary(j, c, name, base, keys, d, by if len(parts) > 1 else None, i)
+                     for i, (j, c, keys, d) in enumerate(parts))
+    atomic_write(md_path, text.encode())
+    dropped = {k: sum(d.get(k, 0) for *_, d in parts) for k in ("hipblaslt", "owned")}
+    return {"csv": str(csv_path), "summary": str(md_path), "rows": len(out), "dropped": dropped}
+
+
+def _proven(job: JobState, job_dir: Path) -> tuple[list[str], dict, Comparison, dict]:
+    """The job's header, its proven rows to export ({(gfx, cu_num, *key): row}), its comparison, what it left out."""
     staging = job_dir / Path(job.remote["tuned_csv"]).name
     cjson = job_dir / "comparison.json"
     if not staging.is_file() or not cjson.is_file():
@@ -83,23 +117,21 @@ def export(job: JobState, job_dir: Path, name: str, dest: Path | None = None) ->
         if k in owned:
             dropped["owned"] += 1
             continue
-        out[k] = r   # the newest row of a key wins, as in AITER's sortResults
-    dest = Path(dest) if dest else job_dir / "export"
-    csv_path = dest / f"{name}_{base}.csv"
-    buf = io.StringIO()
-    csv.writer(buf, lineterminator="\n").writerows([header, *out.values()])
-    dest.mkdir(parents=True, exist_ok=True)
-    atomic_write(csv_path, buf.getvalue().encode())
-    md_path = dest / f"{name}_{base}.md"
-    atomic_write(md_path, _summary(job, comp, name, base, list(out), dropped).encode())
-    return {"csv": str(csv_path), "summary": str(md_path), "rows": len(out), "dropped": dropped}
+        out[(gfx, cu) + k] = r   # the newest row of a key wins, as in AITER's sortResults
+    return header, out, comp, dropped
 
 
-def _summary(job: JobState, comp: Comparison, name: str, base: str, keys: list[tuple], dropped: dict) -> str:
+def _summary(job: JobState, comp: Comparison, name: str, base: str, keys: list[tuple], dropped: dict,
+             by: str | None = None, part: int = 0) -> str:
+    """The PR summary of one job's rows; ``by``: one part of a file several jobs (a campaign's targets) fill."""
     f, sm = job.facts, comp.summary
     rows = comp.rows
     sel = {k for k in keys}
-    lines = [f"# [Perf] Add tuned {base} configs for {name} on {f.get('gfx')}", "",
+    title = ([f"# [Perf] Add tuned {base} configs for {name}", "",
+              f"File: `aiter/configs/model_configs/{name}_{base}.csv`; tuned by tune-remote {by} on several "
+              "targets, one part per target below.", ""] if by and not part else [])
+    lines = title + [f"{'##' if by else '#'} [Perf] Add tuned {base} configs for {name} on {f.get('gfx')}"
+                     + (f" ({job.node}/{job.container})" if by else ""), "",
              f"File: `aiter/configs/model_configs/{name}_{base}.csv` ({len(keys)} rows, gfx={f.get('gfx')}, "
              f"cu_num={f.get('cu_num')}); AITER {f.get('version')}; tuned by tune-remote job `{job.job_id}` on "
              f"{job.node}/{job.container}.", "",
@@ -108,7 +140,10 @@ def _summary(job: JobState, comp: Comparison, name: str, base: str, keys: list[t
              f"node noise {sm.get('pooled_noise_pct')}% (relative sd); one-sided exact Mann-Whitney U plus a "
              "practical bar of max(1 %, 3 x noise).",
              f"Left out: {dropped['hipblaslt']} hipBLASLt row(s) (library-version dependent), {dropped['owned']} "
-             "row(s) whose key the shared table already owns (no duplicate keys across merged files).", "",
+             "row(s) whose key the shared table already owns (no duplicate keys across merged files)"
+             + (f", {dropped['elsewhere']} row(s) an earlier target gave already." if dropped.get("elsewhere")
+                else ".")
+             , "",
              f"| shape | before ({comp.metric}) | after ({comp.metric}) | speedup % | p |", "|---|---:|---:|---:|---:|"]
     for _, r in rows.iterrows():
         k = tuple(norm_key_value(r[c]) for c in comp.key_columns)

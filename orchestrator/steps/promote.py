@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import json
 import re
+import time
 
 from ..context import Ctx
-from ..errors import UsageError
+from ..errors import TuneRemoteError, UsageError
 from ..remote.shell import Cmd
 from ..state import atomic_write
 from .compare import Comparison, norm_key_value
@@ -84,12 +85,13 @@ def promote(ctx: Ctx, mode: str, then=None) -> dict:
         "others": _others(ctx), "modules": [module] if module else [],
         "package_dir": job.facts.get("package_dir"),
         "jit_dir_env": ({**(job.facts.get("env") or {}), **ctx.target.container.env}.get("AITER_JIT_DIR")),
+        "mode": mode,
     }
     answers = ctx.call_batch([("promote", req), *after]) if after else [ctx.call("promote", req)]
     res = answers[0]
     res.pop("ok", None)
-    if not res.get("nothing"):
-        job.remote["promotion"] = {"mode": mode, **res}     # the node's record only: never ``then``
+    if not res.get("nothing"):     # the node's record only: never ``then``, nor this call's own keys
+        job.remote["promotion"] = {"mode": mode, **{k: v for k, v in res.items() if k != "promoted_now"}}
     _mark(ctx, res)
     if after:
         res["then"] = answers[1:]
@@ -109,11 +111,48 @@ def _mark(ctx: Ctx, res: dict) -> None:
 
 
 def rollback(ctx: Ctx) -> dict:
+    """Undo the job's promotion(s): the live table and module as before its FIRST promotion."""
     res = ctx.call("rollback", {"backup_dir": backup_dir(ctx)})
     res.pop("ok", None)
     ctx.job.remote["promotion"] = {**(ctx.job.remote.get("promotion") or {}), **res}
     _mark(ctx, res)
+    if not res.get("already"):
+        later_change(ctx, "rollback", f"the live table and JIT module are as before the job's first promotion "
+                     f"({res.get('rounds_undone') or 1} promotion(s) undone, {len(res.get('promoted') or [])} "
+                     "row(s)); nothing of this job is promoted now")
     return res
+
+
+def later(ctx: Ctx, mode: str) -> dict:
+    """``tune-remote promote JOB --rows MODE`` on a finished job: the rows of MODE not promoted yet (a first
+    promotion, or the next round of an earlier one), then the engaged-at-runtime check of every promoted
+    shape (it also builds the live module from the new table). Repeating it changes nothing (``already``)."""
+    res = promote(ctx, mode)
+    now = res.get("promoted_now") or []
+    if res.get("already") or res.get("nothing") or not now:
+        return res
+    info = ctx.job.step_state("promote").info
+    info.update({k: res.get(k) for k in ("added", "replaced", "skipped_duplicates", "backup", "modules")})
+    info.update(mode=mode, promoted=len(res.get("promoted") or []))
+    for k in res.get("skipped_duplicates") or []:
+        ctx.job.note(f"not promoted: {k} already has a row in another table AITER merges (model_configs/ "
+                     "or AITER_CONFIG list); a duplicate key makes AITER >= 0.1.12 raise")
+    rounds = res.get("rounds") or [res]
+    later_change(ctx, f"promote --rows {mode}", f"{len(now)} more row(s) promoted ({info['promoted']} in all, "
+                 f"promotion {len(rounds)} of the job; backup of the live table before it: "
+                 f"{rounds[-1].get('backup') or 'none, it did not exist'})")
+    try:
+        info["engaged"] = engaged_at_runtime(ctx, res)
+    except TuneRemoteError as exc:
+        info.pop("engaged", None)
+        ctx.job.note(f"engaged-at-runtime check after `tune-remote promote` failed: {exc.one_line()}")
+    return res
+
+
+def later_change(ctx: Ctx, command: str, what: str) -> None:
+    """A command run after the job changed its outcome: kept for the report's first lines."""
+    ctx.job.step_state("promote").info.setdefault("later", []).append(
+        {"command": f"tune-remote {command}", "at": time.time(), "what": what})
 
 
 def run(ctx: Ctx) -> None:

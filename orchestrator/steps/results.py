@@ -147,8 +147,9 @@ def run_compare(ctx: Ctx) -> None:
         job.note(f"the benchmark printed no {variant.bench.metric!r} values (see the bench logs)")
 
 
-def report_context(ctx: Ctx) -> dict:
-    """The report's context (keys documented in orchestrator/report/__init__.py)."""
+def report_context(ctx: Ctx, saved: bool = False) -> dict:
+    """The report's context (keys documented in orchestrator/report/__init__.py). ``saved``: from the job's
+    saved state only (a later re-render: the JIT profile from jit_profile.json, nothing asked of the node)."""
     job, remote = ctx.job, ctx.job.remote
     comp_info = job.step_state("compare").info
     comparison = None
@@ -161,7 +162,8 @@ def report_context(ctx: Ctx) -> dict:
     facts = job.facts
     return {
         "job": {"id": job.job_id, "variant": job.variant, "node": job.node, "container": job.container,
-                "started": job.created, "finished": time.time(),
+                "started": job.created,
+                "finished": (job.step_state("report").started or time.time()) if saved else time.time(),
                 # rendered before the final fetch: the node's work is over, so say how it ended
                 "state": "succeeded (partial tuning)" if job.step_state("remote").info.get("partial")
                 else ("succeeded" if job.state == "running" else job.state)},
@@ -189,7 +191,8 @@ def report_context(ctx: Ctx) -> dict:
         "comparison": comparison,
         "promotion": _promotion(job),
         "engaged": job.step_state("promote").info.get("engaged"),
-        "jit_profile": jit_collect(ctx),
+        "jit_profile": _saved_jit_profile(ctx) if saved else jit_collect(ctx),
+        "outcome_changes": job.step_state("promote").info.get("later") or [],
         "serving": {"command": job.request.get("serve_cmd"),
                     "rows": job.step_state("promote").info.get("serving")},
         "notes": list(job.notes),
@@ -252,6 +255,25 @@ def run_report(ctx: Ctx) -> None:
     ctx.job.remote["report_md_on_node"] = False   # the fetch step writes it there, in its first round trip
     ctx.ui.event(f"report: {ctx.job_dir / 'report.md'} (and on the node: {ctx.job.remote['report_md']})")
 
+
+def rerender_report(ctx: Ctx) -> None:
+    """report.md / report.html again, from the job's saved state, after a later command (promote, rollback)
+    changed the outcome; the node's copy follows (now when the node is at hand, else with the next fetch)."""
+    if not (ctx.job_dir / "report.md").is_file():
+        return                   # the job never reached its report: nothing to bring up to date
+    md, html = render_report(report_context(ctx, saved=True))
+    atomic_write(ctx.job_dir / "report.md", md.encode())
+    atomic_write(ctx.job_dir / "report.html", html.encode())
+    if ctx.job.remote.get("report_md"):
+        ctx.job.remote["report_md_on_node"] = False
+
+
+def _saved_jit_profile(ctx: Ctx) -> dict | None:
+    path = ctx.job_dir / "jit_profile.json"
+    try:
+        return json.loads(path.read_text()) if path.is_file() else None
+    except ValueError:
+        return None
 
 
 def _version_text(facts: dict):

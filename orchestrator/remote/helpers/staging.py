@@ -5,7 +5,11 @@ AITER reads at runtime) changes only here, after a backup, by writing a complete
 it over the old one (a reader never sees half a file). The live JIT module compiled from the old table
 is moved aside (rename, never rewritten in place: a running server keeps its mapped inode), so the next
 fresh process builds it from the new table. Every change is recorded in ``<backup_dir>/promotion.json``
-so promote and rollback are idempotent and rollback restores byte for byte.
+so promote and rollback are idempotent and rollback restores byte for byte. A later promotion of the
+same job (``promote JOB --rows all`` after the proven rows) promotes the keys asked for that are not
+promoted yet, as a new round with its own backup of the live table as it is then; the record keeps the
+first promotion's backup and modules, so a rollback restores the live table as it was before the job's
+first promotion, whatever rounds followed.
 """
 
 import csv
@@ -98,19 +102,24 @@ def op_promote(req):
 
     request: {"live", "staging", "backup_dir", "key_columns": [lower], "keys": [[text]], "gfx", "cu_num",
               "others": [glob of tables AITER merges with this one], "modules": [module names],
-              "package_dir", "jit_dir_env"}
+              "package_dir", "jit_dir_env", "mode" (kept in the round, for the report)}
+    An unrolled-back record of this backup_dir: the keys asked for that it does not hold yet are
+    promoted as its next round (``promoted_now``); none: ``already`` and nothing changes.
     """
     live, staging, bdir = req.get("live"), req.get("staging"), req.get("backup_dir")
     if not live or not staging or not bdir:
         raise HelperError("promote: live, staging and backup_dir are required")
     rec_path = os.path.join(bdir, RECORD)
     old = _read_record(rec_path)
-    if old and not old.get("rolled_back"):
-        return dict(old, already=True)
+    if old is not None and old.get("rolled_back"):
+        old = None                      # promoted, rolled back: this is a first promotion again
+    key_columns = [c.lower() for c in req.get("key_columns") or []]
+    done_before = set(tuple(k) for k in (old or {}).get("promoted") or [])
+    if old is not None and _asked(req, done_before):
+        return dict(old, already=True)  # every key asked for is promoted already: nothing to do
     if not os.path.isfile(staging):
         raise HelperError("promote: the staging table %s is gone" % staging,
                           hint="the job directory on the node was cleaned; nothing was changed")
-    key_columns = [c.lower() for c in req.get("key_columns") or []]
     s_head, s_rows = _read(staging)
     s_cols, s_key = _keyer(s_head, key_columns)
     gfx, cu_num = req.get("gfx"), req.get("cu_num")
@@ -132,11 +141,13 @@ def op_promote(req):
     chosen, skipped = {}, []
     for r in s_rows:
         k = s_key(r)
-        if k in wanted:
+        if k in wanted and k not in done_before:    # a later promotion adds the rows not promoted yet
             if any(_common(k, s_cols, common) in keys for common, keys in taken):
                 skipped.append(list(k))
             else:
                 chosen[k] = r  # the newest staging row of a key wins, as in AITER's sortResults
+    if not chosen and old is not None:     # the rest is covered by other tables, or has no row
+        return dict(old, already=True)
     if not chosen:  # nothing to change: the live table and modules stay exactly as they are
         return {"live": live, "promoted": [], "skipped_duplicates": skipped, "already": False, "nothing": True}
     existed = os.path.isfile(live)
@@ -177,15 +188,45 @@ def op_promote(req):
     for name in req.get("modules") or []:
         so = os.path.join(jit_dir, name + ".so")
         modules[so] = _move_aside(so, os.path.join(bdir, "jit"))
-    record = {"live": live, "backup": backup, "existed": existed, "promoted": [list(k) for k in chosen],
-              "replaced": replaced, "added": len(added), "skipped_duplicates": skipped,
-              "modules": modules, "time": _now(), "rolled_back": False}
+    now = [list(k) for k in chosen]
+    this = {"time": _now(), "mode": req.get("mode"), "backup": backup, "existed": existed, "promoted": now,
+            "replaced": replaced, "added": len(added), "skipped_duplicates": skipped, "modules": modules}
+    if old is None:
+        record = {"live": live, "backup": backup, "existed": existed, "promoted": now, "replaced": replaced,
+                  "added": len(added), "skipped_duplicates": skipped, "modules": modules, "time": this["time"],
+                  "rolled_back": False, "rounds": [this]}
+    else:
+        # a later promotion of the same job: the record keeps the FIRST backup and the modules as they were
+        # before the first promotion (what rollback restores); this one's backup and moves are in its round
+        record = dict(old, promoted=old.get("promoted", []) + now, replaced=old.get("replaced", 0) + replaced,
+                      added=old.get("added", 0) + len(added), skipped_duplicates=skipped,
+                      rounds=_rounds(old) + [this])
     atomic_write(rec_path, (json.dumps(record, indent=1) + "\n").encode("utf-8"))
-    return dict(record, already=False)
+    return dict(record, already=False, promoted_now=now)
+
+
+def _rounds(rec):
+    """The promotions a record holds, oldest first (a record from before later promotions is one)."""
+    if rec.get("rounds"):
+        return list(rec["rounds"])
+    return [{k: rec.get(k) for k in ("time", "backup", "existed", "promoted", "replaced", "added",
+                                     "skipped_duplicates", "modules")}]
+
+
+def _asked(req, done):
+    """Every key of the request (with this GPU's gfx/cu_num prefix, either form) is in ``done``."""
+    gfx, cu_num = req.get("gfx"), req.get("cu_num")
+    pref = [p for p in ((gfx, cu_num), (cu_num,), ()) if all(v is not None for v in p)]
+    for k in req.get("keys") or []:
+        key = tuple(_key_value(str(v)) for v in k)
+        if not any(tuple(_key_value(str(v)) for v in p) + key in done for p in pref):
+            return False
+    return True
 
 
 def op_rollback(req):
-    """Restore the live table (byte for byte) and the live module(s) a promotion changed."""
+    """Restore the live table (byte for byte) and the live module(s) as they were before the job's FIRST
+    promotion: every later promotion of the job (``rounds``) is undone with it."""
     bdir = req.get("backup_dir")
     if not bdir:
         raise HelperError("rollback: backup_dir is required")
@@ -197,6 +238,7 @@ def op_rollback(req):
     if rec.get("rolled_back"):
         return dict(rec, already=True)
     live = rec["live"]
+    # the record's top-level backup and modules are the first promotion's (later ones only add rounds)
     if rec.get("backup"):
         _copy_preserving(rec["backup"], live)
     elif os.path.isfile(live):
@@ -206,6 +248,6 @@ def op_rollback(req):
             _copy_preserving(saved, so)   # new inode renamed in place: a mapped old one stays valid
         elif not saved and os.path.isfile(so):
             os.unlink(so)                 # built from the promoted table; the next process rebuilds it
-    rec.update(rolled_back=True, rolled_back_at=_now())
+    rec.update(rolled_back=True, rolled_back_at=_now(), rounds_undone=len(_rounds(rec)))
     atomic_write(rec_path, (json.dumps(rec, indent=1) + "\n").encode("utf-8"))
     return dict(rec, already=False)
