@@ -218,8 +218,8 @@ def _asked(req, done):
     gfx, cu_num = req.get("gfx"), req.get("cu_num")
     pref = [p for p in ((gfx, cu_num), (cu_num,), ()) if all(v is not None for v in p)]
     for k in req.get("keys") or []:
-        key = tuple(_key_value(str(v)) for v in k)
-        if not any(tuple(_key_value(str(v)) for v in p) + key in done for p in pref):
+        key = tuple(key_text(v) for v in k)
+        if not any(tuple(key_text(v) for v in p) + key in done for p in pref):
             return False
     return True
 
