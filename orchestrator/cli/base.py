@@ -4,7 +4,6 @@ from __future__ import annotations
 import atexit
 import json
 import os
-import signal
 import sys
 import threading
 
@@ -78,7 +77,10 @@ def _finish(job: JobState, env: Env) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Console entry point: maps every error to one line and an exit code."""
-    signal.signal(signal.SIGPIPE, signal.SIG_DFL) if hasattr(signal, "SIGPIPE") else None
+    # SIGPIPE stays ignored (Python's default): a write to an ssh client that went away or to a reset socket
+    # is an error its transport handles, never the silent end of this process (it was SIG_DFL: a job's
+    # driver died when the user's OpenSSH master ended mid-write); stdout closed by `| head`: click's main
+    # catches that EPIPE and exits 1 quietly
     try:
         cli.main(args=argv, prog_name="tune-remote", standalone_mode=False)
         return ExitCode.OK

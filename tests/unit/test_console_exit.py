@@ -37,3 +37,28 @@ def test_a_non_daemon_thread_still_at_work_is_waited_for(tmp_path):
               "console_main()\n", tmp_path)
     assert cp.returncode == 0, cp.stderr
     assert done.read_text() == "x"
+
+
+def test_sigpipe_never_ends_the_process_and_a_closed_stdout_ends_it_quietly(tmp_path):
+    """SIGPIPE was set to SIG_DFL: a write to an ssh client that had just exited (the user's OpenSSH master
+    ended mid-job) killed the job's driver outright (exit -13, seen in CI). It stays ignored: such a write is an
+    error its transport handles; stdout closed by `| head` still ends the command quietly (click: exit 1)."""
+    import signal
+    import subprocess
+    import sys
+
+    from orchestrator.state import JobState, Workspace
+    ws = Workspace(tmp_path / "ws")
+    for i in range(400):                       # `status --json` of them: more than a pipe's 64 KiB buffer
+        ws.save(JobState(job_id=f"j{i:03d}", node="n1", container="c1", variant="a8w8_blockscale", created=0.0,
+                         request={}, state="succeeded", error="x" * 2000))
+    code = ("import signal, sys; from orchestrator.cli.base import main; rc = main(sys.argv[1:]); "
+            "sys.stderr.write('SIGPIPE %s\\n' % (signal.getsignal(signal.SIGPIPE) == signal.SIG_IGN)); sys.exit(rc)")
+    p = subprocess.Popen([sys.executable, "-c", code, "--workspace", str(ws.root), "status", "--json"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    p.stdout.read(10)
+    p.stdout.close()                           # the reader went away, as `| head -c 10` does
+    err = p.stderr.read().decode()
+    assert p.wait() in (0, 1), err            # never -13 (killed by SIGPIPE)
+    assert "SIGPIPE True" in err and "internal error" not in err and "Traceback" not in err
+    assert signal.getsignal(signal.SIGPIPE) == signal.SIG_IGN
