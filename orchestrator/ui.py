@@ -113,7 +113,8 @@ class Ui:
         line = (f"{job.job_id}: {current}"
                 + (f" batches {done}/{total} ({pct:.1f}%)" if total else "")
                 + (f" ETA {_fmt_age(eta)}" if eta is not None else "")
-                + f" last log line {_fmt_age(tail.get('age_s'))} ago")
+                + (f" last log line {_fmt_age(tail.get('age_s'))} ago" if tail.get("age_s") is not None
+                   else " (no log line yet)"))
         if not self.tty:
             if line != self._last_line:
                 print(f"tune-remote: {line}", file=self.stream, flush=True)

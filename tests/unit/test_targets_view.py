@@ -38,3 +38,18 @@ def test_a_tty_draws_one_row_per_target():
     view.stop()
     text = out.getvalue()
     assert all(f"{n}/c moe_2stages" in text for n in ("n1", "n2", "n3")) and "1/2 (50%)" in text
+
+
+def test_a_progress_line_before_any_log_line_says_so():
+    """A user saw 'baseline last log line - ago' before the step had written anything."""
+    import io
+    from types import SimpleNamespace
+
+    from orchestrator.ui import Ui
+    out = io.StringIO()
+    ui = Ui(tty=False, stream=out)
+    job = SimpleNamespace(job_id="j1")
+    ui.progress(job, {"current": "baseline", "tail": {}})
+    ui.progress(job, {"current": "tune", "tail": {"age_s": 3}})
+    assert out.getvalue().splitlines() == ["tune-remote: j1: baseline (no log line yet)",
+                                           "tune-remote: j1: tune last log line 3s ago"]
