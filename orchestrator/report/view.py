@@ -261,8 +261,9 @@ def _derived_warnings(tuning: Mapping[str, Any], no_kernel: list | None, cmp: Co
     if rc not in (None, 0):
         out.append(f"the tuner exited with status {rc}")
     if no_kernel:
-        out.append(f"{len(no_kernel)} shape(s) found no kernel during tuning; "
-                   "AITER keeps its default for them")
+        out.append(f"{len(no_kernel)} shape(s) found no kernel during tuning: AITER serves them as any shape "
+                   "without a row of its own (the row of its padded M where the table has one, else its default), "
+                   "so their 'after' can still change")
     if cmp is not None:
         sm = cmp.summary
         if sm.get("only_before"):

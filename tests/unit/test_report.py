@@ -447,3 +447,11 @@ def test_wide_moe_key_factors_out_constant_columns():
     assert [g[:2] for g in groups] == [["256", "small"], ["256", "medium"], ["256", "all"],
                                        ["512", "small"], ["512", "medium"], ["512", "all"]]
     assert parse_html(html).errors == []
+
+
+def test_the_no_kernel_warning_says_how_aiter_serves_those_shapes():
+    """A user read "AITER keeps its default for them" next to such a shape marked improved: AITER serves a
+    shape without its own row from its padded-M row where the table has one (aiter-formats: found padded_M)."""
+    from orchestrator.report.view import _derived_warnings
+    lines = _derived_warnings({}, [{"m": 72, "n": 7168, "k": 2048}], None)
+    assert any("padded M" in w and "can still change" in w for w in lines), lines
