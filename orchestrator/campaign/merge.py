@@ -59,14 +59,14 @@ def write_outputs(job: JobState, workspace: Workspace, subs: list[JobState]) -> 
     comps = merged_comparisons(job, workspace, subs)
     subws = sub_workspace(workspace, job)
     lines = [f"# Campaign {job.job_id}", "",
-             f"Generated {time.strftime('%Y-%m-%d %H:%M:%S')}. **State:** {job.state}"
+             f"Generated {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())}. **State:** {job.state}"
              + (f" ({job.error})" if job.error else ""), "",
              f"Variants: {job.variant}. Targets: {len({(s.node, s.container) for s in subs})}.", ""]
     later = (job.request.get("campaign") or {}).get("later") or []
     if later:   # promote / rollback after the campaign: this report, comparison.csv and the live tables agree
         lines += ["**The outcome changed after the campaign** (this report and comparison.csv were written "
                   "again; each target's own report too):", ""]
-        lines += [f"- {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(c['at']))}: `{c['command']}`: "
+        lines += [f"- {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime(c['at']))}: `{c['command']}`: "
                   + "; ".join(c.get("lines") or []) for c in later] + [""]
     kinds = (job.request.get("campaign") or {}).get("kinds") or {}
     lines += ["## Targets", "", "| node | container | variant | GPU kind | shapes | state | report |",
@@ -82,7 +82,8 @@ def write_outputs(job: JobState, workspace: Workspace, subs: list[JobState]) -> 
         lines.append(f"- **{variant}**: {summ['shapes']} shapes compared "
                      f"({path.relative_to(root)}); faster > 1 %: {summ.get('faster', '-')}, "
                      f"slower < -1 %: {summ.get('slower', '-')}, median speedup {summ.get('median', '-')} %"
-                     + (f"; verdicts {summ['verdicts']}" if summ.get("verdicts") else ""))
+                     + ("; verdicts " + ", ".join(f"{k} {n}" for k, n in summ["verdicts"].items())
+                        if summ.get("verdicts") else ""))
     if not comps:
         lines.append("- no comparison (no target finished its benchmarks)")
     spread = [x for x in (job.request.get("campaign") or {}).get("spread") or [] if not x.startswith("(")]
@@ -93,8 +94,11 @@ def write_outputs(job: JobState, workspace: Workspace, subs: list[JobState]) -> 
         lines += ["", "## Plan", "", "```", *plan, "```"]
     md = "\n".join(lines) + "\n"
     atomic_write(root / "report.md", md.encode())
-    body = html.escape(md)
+    from markdown_it import MarkdownIt      # rich's own Markdown parser; raw HTML in the text stays escaped
+    body = MarkdownIt("commonmark", {"html": False}).enable("table").render(md)
     atomic_write(root / "report.html", (
         "<!doctype html><html><head><meta charset='utf-8'><title>Campaign "
-        f"{html.escape(job.job_id)}</title></head><body><pre style='font-family:ui-monospace,monospace'>"
-        f"{body}</pre></body></html>\n").encode())
+        f"{html.escape(job.job_id)}</title><style>body{{font-family:system-ui,sans-serif;margin:2em;max-width:75em}}"
+        "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:.2em .5em}"
+        "code,pre{font-family:ui-monospace,monospace}</style></head><body>"
+        f"{body}</body></html>\n").encode())

@@ -96,6 +96,10 @@ def test_demo_nodes_3_runs_a_campaign_over_two_gpu_kinds(ws, capsys):
     assert targets == {"demo1": "succeeded", "demo2": "succeeded", "demo3": "succeeded"}
     md = (job / "report.md").read_text()
     assert "demo3" in md and (job / "report.html").is_file()
+    # a real HTML page (it was the Markdown inside <pre>): tables, headings; UTC times; verdicts as words
+    page = (job / "report.html").read_text()
+    assert "<table>" in page and "<h2>Targets</h2>" in page and "<pre style" not in page and "| node |" not in page
+    assert " UTC. **State:**" in md and "verdicts {" not in md
     # the campaign's other commands work on the demo's targets too
     assert main(["--workspace", str(ws), "fetch", job.name, "--node", "demo3"]) == 0
     assert main(["--workspace", str(ws), "logs", job.name, "--node", "nosuch"]) == 2
