@@ -16,7 +16,7 @@ from typing import Protocol
 from ..context import Ctx, Settings, Target, node_transport
 from ..errors import UsageError
 from ..inventory import Inventory
-from ..remote.pool import HostPool
+from ..remote.pool import HostPool, close_quietly
 from ..state import JobState, Workspace
 from ..ui import Ui
 
@@ -121,22 +121,14 @@ class InventoryRunner:
             drop = [t for ref, ts in self._idle.items() if ref.node not in nodes for t in ts]
             self._idle = {ref: ts for ref, ts in self._idle.items() if ref.node in nodes}
             self._lent = [t for t in self._lent if not any(t is d for d in drop)]
-        for t in drop:
-            try:
-                t.shut()
-            except Exception:  # noqa: BLE001 - closing a dead channel must never mask the real error
-                pass
+        close_quietly(drop, "shut")
         self.pool.close_unused()
 
     def close(self) -> None:
         """Every target's helper channels (the helpers exit on EOF), then the connections."""
         with self._lock:
             targets, self._lent, self._idle = self._lent, [], {}
-        for t in targets:
-            try:
-                t.shut()
-            except Exception:  # noqa: BLE001 - closing a dead channel must never mask the real error
-                pass
+        close_quietly(targets, "shut")
         self.pool.close()
 
     ui_for = None     # the campaign's live view sets this: sub-job -> its Ui (one line per target)

@@ -15,19 +15,13 @@ from ..variants import VARIANTS, get_variant
 from .base import Env, _finish, _settings, _target_for, cli
 
 
-def _validate_local_inputs(variant_name: str, logs, shapes_csv, nk, model=None, m_preset=None, tp=1) -> None:
+def _validate_local_inputs(variant_name: str, logs, shapes_csv, nk, model=None, m_preset=None) -> None:
     from ..steps.shapes import check_m_preset, parse_nk, split_log_sources
     variant = get_variant(variant_name)
     check_m_preset(m_preset)
     if nk and variant.family != "gemm":
         raise UsageError(f"--nk applies to dense GEMM variants, not {variant.name}",
                          hint="use --shapes-csv or --log for batched and MoE variants")
-    if model:
-        from ..parsing.modelshapes import model_problem
-        problem = model_problem(_read_model(model), tp)
-        if problem:
-            raise UsageError(f"--model {model} at --tp {tp}: {problem}",
-                             hint="a Hugging Face config.json of the served model, and the server's --tp")
     for path in split_log_sources(list(logs))["local"]:
         if not Path(path).is_file():
             raise UsageError(f"log file {path} not found on this machine",
@@ -135,7 +129,7 @@ def run(env: Env, node, container, variant, dry_run, slurm, slurm_nodes, logs, s
         validate_campaign_inputs(inv, nodes, container, variants, logs, shapes_csv, nk, detach, slurm)
         for v in variants:
             if v != "auto":
-                _validate_local_inputs(v, logs, shapes_csv, nk, model, m_preset, tp)
+                _validate_local_inputs(v, logs, shapes_csv, nk, model, m_preset)
     else:
         node, variant = nodes[0], variants[0]
         get_variant(variant)
@@ -147,7 +141,12 @@ def run(env: Env, node, container, variant, dry_run, slurm, slurm_nodes, logs, s
                              hint="add --container NAME" + (" (one of: " + ", ".join(node_spec.containers) + ")"
                                                             if node_spec.containers else ""))
         ctr = node_spec.container(container)
-        _validate_local_inputs(variant, logs, shapes_csv, nk, model, m_preset, tp)
+        _validate_local_inputs(variant, logs, shapes_csv, nk, model, m_preset)
+    model_cfg = None
+    if model:                     # read and checked once, before anything remote (whatever the variants)
+        from ..parsing.modelshapes import check_model, read_model
+        model_cfg = read_model(model)
+        check_model(model_cfg, tp, model)
     gpu_list = _parse_gpus(gpus)
     if budget is not None:
         from ..steps.budget import parse_duration
@@ -171,7 +170,7 @@ def run(env: Env, node, container, variant, dry_run, slurm, slurm_nodes, logs, s
                    "stall_timeout": stall_timeout, "detach": detach, "repeats": repeats, "promote": promote_mode,
                    "serve_cmd": serve_cmd, "tune_args": tune_args, "q_dtype_w": q_dtype_w,
                    "max_m": max_m, "budget": budget, "padded_m": padded_m, "table_from_log": table_from_log,
-                   "force_cu_num": force_cu_num, "model": _read_model(model), "tp": tp}
+                   "force_cu_num": force_cu_num, "model": model_cfg, "tp": tp}
         if campaign:
             from .campaign import run_campaign
             run_campaign(env, inv, nodes, container, variants, request, job_id, _settings(yes, accept_new_host_key),
@@ -181,19 +180,6 @@ def run(env: Env, node, container, variant, dry_run, slurm, slurm_nodes, logs, s
                        request=request)
         target = Target(node_spec, ctr, accept_new_host_key=accept_new_host_key)
         _drive(env, job, target, _settings(yes, accept_new_host_key))
-
-
-def _read_model(path):
-    if not path:
-        return None
-    import json
-    try:
-        cfg = json.loads(Path(path).read_text())
-    except ValueError as exc:
-        raise UsageError(f"--model {path} is not valid JSON: {exc}") from None
-    if not isinstance(cfg, dict):
-        raise UsageError(f"--model {path} is not a model config (a JSON object)")
-    return cfg
 
 
 def _parse_gpus(gpus: str | None):

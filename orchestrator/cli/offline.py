@@ -57,11 +57,9 @@ def shapes(env, logs, variant, csv_out, as_json, model, tp, m_preset, gfx, ep, f
             warnings.append(f"the logs have no {variant} lookup lines: AITER prints them only with {gate}=1 in "
                             "the server's environment")
     if model:
-        from ..parsing.modelshapes import model_problem, shapes_from_model
-        try:
-            cfg = json.loads(Path(model).read_text())
-        except ValueError as exc:
-            raise UsageError(f"{model} is not valid JSON: {exc}") from None
+        from ..parsing.modelshapes import check_model, read_model, shapes_from_model
+        from ..steps.shapes import sweep_preset
+        cfg = read_model(model)
         if node and gfx:
             raise UsageError("give --gfx or --node, not both", hint="--node asks the node for its gfx")
         if node:
@@ -71,12 +69,8 @@ def shapes(env, logs, variant, csv_out, as_json, model, tp, m_preset, gfx, ep, f
         if gemm_variant:
             get_variant(gemm_variant)
         kw = dict(gfx=gfx, ep=ep, fuse_shared_experts=fuse_shared_experts, gemm_variant=gemm_variant)
-        problem = model_problem(cfg, tp, **kw) if isinstance(cfg, dict) else "not a model config (a JSON object)"
-        if problem:
-            raise UsageError(f"--model {model} at --tp {tp}: {problem}",
-                             hint="a Hugging Face config.json of the served model, and the server's --tp")
-        sweep = m_preset if m_preset not in (None, "logged") else "pow2"
-        for v, rows in shapes_from_model(cfg, tp, m_preset=sweep, **kw).items():
+        check_model(cfg, tp, model, **kw)
+        for v, rows in shapes_from_model(cfg, tp, m_preset=sweep_preset(m_preset), **kw).items():
             if variant is None or v == variant:
                 found.setdefault(v, []).extend(rows)
     elif node:

@@ -71,7 +71,7 @@ from typing import Any
 
 from ..remote.helpers.shapelog import expand_m, m_sweep
 
-__all__ = ["shapes_from_model", "linear_layers", "moe_shapes", "model_quant", "model_problem"]
+__all__ = ["shapes_from_model", "linear_layers", "moe_shapes", "model_quant", "read_model", "check_model"]
 
 MOE_VARIANT = "moe_2stages"
 
@@ -320,13 +320,31 @@ def shapes_from_model(config: dict, tp: int, m_preset: Any = "pow2", gfx: str | 
     return expanded
 
 
-def model_problem(config: dict, tp: int, **kw) -> str | None:
-    """Why ``config`` at ``tp`` gives no shapes (a missing key, a head count not divisible by tp, an unknown
-    quant_method), else None: the CLI's one line before anything runs on a node."""
+def read_model(path: str) -> dict:
+    """A model's config.json, or one line (exit 2) saying why not."""
+    import json
+    from pathlib import Path
+
+    from ..errors import UsageError
+    try:
+        cfg = json.loads(Path(path).read_text())
+    except ValueError as exc:
+        raise UsageError(f"--model {path} is not valid JSON: {exc}") from None
+    if not isinstance(cfg, dict):
+        raise UsageError(f"--model {path} is not a model config (a JSON object)")
+    return cfg
+
+
+def check_model(config: dict, tp: int, path: str, **kw) -> None:
+    """``config`` at ``tp`` gives shapes, or one line (exit 2) saying why not (a missing key, a head count not
+    divisible by tp, an unknown quant_method), before anything runs on a node."""
+    from ..errors import UsageError
     try:
         shapes_from_model(config, tp, m_preset=None, **kw)
+        return
     except KeyError as exc:
-        return f"no {exc.args[0]!r} in the config"
+        problem = f"no {exc.args[0]!r} in the config"
     except (ValueError, TypeError, AttributeError) as exc:
-        return str(exc)
-    return None
+        problem = str(exc)
+    raise UsageError(f"--model {path} at --tp {tp}: {problem}",
+                     hint="a Hugging Face config.json of the served model, and the server's --tp")

@@ -26,6 +26,16 @@ from .transport import CommandResult, Transport
 PER_CONNECTION = 2
 
 
+def close_quietly(things, how: str = "close") -> None:
+    """``thing.close()`` (or ``how``) on each: closing a dead connection or channel must never mask the
+    real error, nor stop the others from closing."""
+    for t in things:
+        try:
+            getattr(t, how)()
+        except Exception:  # noqa: BLE001
+            pass
+
+
 class Borrowed:
     """A pooled transport as one target sees it: its own round-trip count; ``close`` gives it back."""
 
@@ -101,11 +111,7 @@ class HostPool:
         with self._lock:
             idle = [e[0] for v in self._hosts.values() for e in v if e[1] <= 0]
             self._hosts = {k: kept for k, v in self._hosts.items() if (kept := [e for e in v if e[1] > 0])}
-        for t in idle:
-            try:
-                t.close()
-            except Exception:  # noqa: BLE001 - closing a dead connection must never mask the real error
-                pass
+        close_quietly(idle)
         return len(idle)
 
     def connections(self, key: object) -> int:
@@ -117,8 +123,4 @@ class HostPool:
     def close(self) -> None:
         with self._lock:
             hosts, self._hosts = [e[0] for v in self._hosts.values() for e in v], {}
-        for t in hosts:
-            try:
-                t.close()
-            except Exception:  # noqa: BLE001 - closing a dead connection must never mask the real error
-                pass
+        close_quietly(hosts)

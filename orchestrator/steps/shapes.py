@@ -41,9 +41,18 @@ def parse_nk(values: list[str]) -> list[tuple[int, int]]:
     return pairs
 
 
+def _no_sweep(preset) -> bool:
+    return preset is None or str(preset).strip().lower() in ("logged", "none")
+
+
+def sweep_preset(preset):
+    """The M sweep of shapes nothing logged (--nk, --model): ``logged``/``none`` mean the default there."""
+    return "pow2" if _no_sweep(preset) else preset
+
+
 def check_m_preset(preset: str | None) -> None:
     """A bad ``--m-preset``: one line, exit 2, before anything runs on a node."""
-    if preset is None or preset.strip().lower() in ("logged", "none"):
+    if _no_sweep(preset):
         return
     try:
         shapelog.m_sweep(preset)
@@ -55,7 +64,7 @@ def check_m_preset(preset: str | None) -> None:
 def expand(shapes: list[dict], family: str, preset: str) -> list[dict]:
     """Sweep M (GEMM/batched) or token (MoE) per distinct remaining key, keeping the logged values
     (AITER looks the exact M up first); 'logged' keeps only what was seen."""
-    if str(preset).strip().lower() in ("logged", "none"):
+    if _no_sweep(preset):
         return _dedupe(shapes)
     if family == "moe":
         return shapelog.expand_m(shapes, "pow2", tokens=shapelog.m_sweep(preset))
@@ -251,7 +260,7 @@ def collect(ctx: Ctx) -> tuple[list[dict], list[str]]:
         rows = shapes_from_model(req["model"], int(req.get("tp") or 1), m_preset=None,
                                  gfx=ctx.job.facts.get("gfx"), gemm_variant=gemm_variant).get(variant.name, [])
         dim = "token" if variant.family == "moe" else "m"
-        sweep = preset if preset != "logged" else "pow2"
+        sweep = sweep_preset(preset)
         base = [{dim: 1, **r} for r in rows]  # the placeholder M/token is not kept
         shapes.extend(shapelog.expand_m(base, "pow2", keep_logged=False, tokens=shapelog.m_sweep(sweep))
                       if dim == "token" else shapelog.expand_m(base, sweep, keep_logged=False))
@@ -266,7 +275,7 @@ def collect(ctx: Ctx) -> tuple[list[dict], list[str]]:
             for b in bases:
                 b["q_dtype_w"] = req.get("q_dtype_w") or "torch.int8"
         described.append(f"--nk: {len(bases)} (N,K) pairs")
-        shapes.extend(expand(bases, "gemm", preset if preset != "logged" else "pow2"))
+        shapes.extend(expand(bases, "gemm", sweep_preset(preset)))
     shapes, notes = runtime_lookups(_dedupe(shapes), variant.family, req.get("max_m"),
                                     padded=bool(req.get("padded_m")) and variant.padded_m_lookup)
     for n in notes:

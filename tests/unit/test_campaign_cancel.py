@@ -66,15 +66,21 @@ def test_every_target_cancelled_ends_the_campaign_cancelled(tmp_path):
     assert _states(ws, job) == {"n1": "cancelled", "n2": "cancelled"} and ws.load("c1").state == "cancelled"
 
 
-def test_the_cli_names_survivors_with_exit_1_and_says_what_finished_first(tmp_path, monkeypatch, capsys):
+def _cancel_cli(tmp_path, monkeypatch, capsys, answers) -> tuple[int, str, str]:
+    """`tune-remote cancel c1` on a campaign of n1, n2 whose nodes answer ``answers``."""
     ws = Workspace(tmp_path / "ws")
     _campaign(ws)
-    runner = Runner({"n1": {"already_finished": True, "state": "failed"}, "n2": {"remaining": [4242]}})
     from orchestrator.cli import campaign as cli_campaign
-    monkeypatch.setattr(cli_campaign, "_source", lambda *a, **k: runner)
+    monkeypatch.setattr(cli_campaign, "_source", lambda *a, **k: Runner(answers))
     monkeypatch.setattr(cli_campaign, "campaign_inventory", lambda *a, **k: None)
     code = main(["--workspace", str(ws.root), "cancel", "c1"])
     out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_the_cli_names_survivors_with_exit_1_and_says_what_finished_first(tmp_path, monkeypatch, capsys):
+    code, out, err = _cancel_cli(tmp_path, monkeypatch, capsys, {
+        "n1": {"already_finished": True, "state": "failed"}, "n2": {"remaining": [4242]}})
     assert code == 1 and "n2:4242" in err and "survived SIGKILL" in err, err
     assert "had already ended on their own: n1/c a8w8 (failed)" in out and "resume c1" in out
     assert "job c1 cancelled" not in out       # n2 cancelled, n1 to collect: the job is not cancelled
@@ -127,14 +133,9 @@ def test_a_bug_in_a_target_job_leaves_a_pipeline_that_may_run_re_attachable(tmp_
 
 
 def test_the_cli_says_how_many_targets_it_cancelled_when_others_wait_to_be_collected(tmp_path, monkeypatch, capsys):
-    ws = Workspace(tmp_path / "ws")
-    _campaign(ws)
-    runner = Runner({"n1": {"already_finished": True, "state": "succeeded"}, "n2": {"signalled": [7]}})
-    from orchestrator.cli import campaign as cli_campaign
-    monkeypatch.setattr(cli_campaign, "_source", lambda *a, **k: runner)
-    monkeypatch.setattr(cli_campaign, "campaign_inventory", lambda *a, **k: None)
-    assert main(["--workspace", str(ws.root), "cancel", "c1"]) == 0
-    out = capsys.readouterr().out
+    code, out, _err = _cancel_cli(tmp_path, monkeypatch, capsys, {
+        "n1": {"already_finished": True, "state": "succeeded"}, "n2": {"signalled": [7]}})
+    assert code == 0
     assert "job c1: 1 target(s) cancelled (1 process(es) signalled, 0 killed)" in out and "resume c1" in out
 
 

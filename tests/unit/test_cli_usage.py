@@ -158,6 +158,8 @@ def test_m_preset_spellings_that_worked_still_work():
         check_m_preset(preset)
     moe = [{"token": 96, "model_dim": 1, "inter_dim": 1, "expert": 1, "topk": 1}]
     assert expand(moe, "moe", "LOGGED") == moe and expand(moe, "moe", "none") == moe
+    from orchestrator.steps.shapes import sweep_preset      # nothing logged (--nk, --model): the default sweep
+    assert [sweep_preset(p) for p in (None, "logged", "LOGGED", "none", "1,8")] == ["pow2"] * 4 + ["1,8"]
 
 
 def test_dry_run_of_one_target_launches_nothing_and_an_unreachable_plan_exits_3_at_once(inv, capsys, monkeypatch):

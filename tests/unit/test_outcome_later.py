@@ -5,24 +5,12 @@ job's report is rendered again, and a campaign's targets are reached (orchestrat
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
 from orchestrator.cli import main
-
-HELPERS = Path(__file__).resolve().parents[2] / "orchestrator" / "remote" / "helpers"
-
-
-@pytest.fixture
-def staging_mod(monkeypatch):
-    monkeypatch.syspath_prepend(str(HELPERS))
-    for name in ("staging", "files", "common"):
-        sys.modules.pop(name, None)
-    import staging
-    return staging
 
 
 HEAD = "gfx,cu_num,m,n,k,us,kernel\n"

@@ -3,22 +3,7 @@ a live (or model_configs) table without a gfx column keys its rows by cu_num onl
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
-
-import pytest
-
-HELPERS = Path(__file__).resolve().parents[2] / "orchestrator" / "remote" / "helpers"
-
-
-@pytest.fixture
-def staging_mod(monkeypatch):
-    monkeypatch.syspath_prepend(str(HELPERS))
-    for name in ("staging", "files", "common"):
-        sys.modules.pop(name, None)
-    import staging
-    return staging
-
 
 KEYS = ["token", "model_dim"]
 GFX_HEAD = "gfx,cu_num,token,model_dim,us,kernel\n"
