@@ -37,17 +37,16 @@ class Settings:
 
 
 class Target:
-    """The node (host transport) and the container in it (docker exec over the host transport)."""
+    """The node (host transport) and the container in it: ``ctr`` as the runner supplies it (a Slurm step's
+    docker exec, the demo's local directory, ``kubectl exec``), else docker exec over the host transport."""
 
     def __init__(self, node: NodeSpec, container: ContainerSpec, *, accept_new_host_key: bool = False,
-                 host: Transport | None = None, in_container: bool = True):
+                 host: Transport | None = None, ctr: Transport | None = None):
         self.node = node
         self.container = container
         from .remote.detached import NodeHelper
-        from .remote.docker import DockerExecTransport
         self.host = host = host if host is not None else node_transport(node, accept_new_host_key)
-        self.ctr: Transport = (DockerExecTransport(host, container.name, node.docker, container.user)
-                               if in_container else host)
+        self.ctr: Transport = ctr if ctr is not None else docker_exec(host, node, container)
         self.helper = NodeHelper(self.ctr, python=container.python)
         self._host_helper: NodeHelper | None = None
         self.release: Callable[["Target"], None] | None = None   # a runner's: close() gives it back, open
@@ -115,6 +114,12 @@ class Target:
         self.helper.close()
         if self._host_helper is not None:
             self._host_helper.close()
+
+
+def docker_exec(host: Transport, node: NodeSpec, container: ContainerSpec) -> Transport:
+    """The container's transport on an inventory (or Slurm) node: ``docker exec`` over the host's."""
+    from .remote.docker import DockerExecTransport
+    return DockerExecTransport(host, container.name, node.docker, container.user)
 
 
 def node_transport(node: NodeSpec, accept_new_host_key: bool = False) -> Transport:
