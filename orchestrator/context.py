@@ -60,14 +60,12 @@ class Target:
         return self._host_helper
 
     def connect(self) -> None:
-        connect = getattr(self.host, "connect", None)
-        if connect:
-            connect()
+        self.host.connect()
 
     def round_trips(self) -> int:
         """SSH channels opened + requests over persistent helper channels (one network round trip each)."""
         helpers = self.helper.round_trips + (self._host_helper.round_trips if self._host_helper else 0)
-        return getattr(self.host, "round_trips", 0) + helpers
+        return self.host.round_trips + helpers
 
     def counters(self) -> dict:
         """Round trips and helper ops so far (``mark``: from here on, for the job that uses it next)."""
@@ -99,8 +97,8 @@ class Target:
         (the next attempt reconnects), a shared one only when the path went silent (its other users lose
         their channels then, as they would anyway), not when one command's channel failed."""
         self._close_helpers()
-        if not getattr(self.host, "shared", False):
-            if isinstance(exc, PathSilent) and hasattr(self.host, "path_silent"):
+        if not self.host.shared:
+            if isinstance(exc, PathSilent):
                 self.host.path_silent()     # the user's master is left, never closed (remote/openssh.py)
             self.host.close()
         elif isinstance(exc, PathSilent):

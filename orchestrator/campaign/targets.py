@@ -44,6 +44,8 @@ class Runner(Protocol):
 
     def cancel(self, sub: JobState, workspace: Workspace, grace_s: float) -> dict: ...
 
+    def granted_gpus(self, ref: TargetRef) -> list[int] | None: ...   # a scheduler's grant, else None
+
 
 @dataclass
 class SourceEnv:
@@ -199,6 +201,10 @@ class PooledRunner:
         self.pool.close()
 
     ui_for = None     # the campaign's live view sets this: sub-job -> its Ui (one line per target)
+
+    def granted_gpus(self, ref: TargetRef) -> list[int] | None:
+        """The GPUs a scheduler granted on the target's node (used as they are), else None (probed free)."""
+        return None
 
     def run(self, sub: JobState, workspace: Workspace, settings: Settings) -> str:
         from ..engine import run_job
