@@ -15,6 +15,7 @@ from orchestrator.campaign.slurm import SlurmRunner, SlurmSource
 from orchestrator.campaign.targets import (InventoryRunner, InventorySource, PooledRunner, SourceEnv, TargetRef,
                                            TargetSource)
 from orchestrator.cli import main
+from orchestrator.context import Settings
 from orchestrator.errors import JobError, UsageError
 from orchestrator.inventory import load_inventory
 from orchestrator.state import JobState, Workspace
@@ -196,3 +197,52 @@ def test_one_registry_line_makes_a_source_that_cancel_uses(ws, monkeypatch):
     res = lifecycle.cancel(ws, job, lambda: None, None, 2.0)
     assert (res["signalled"], res["killed"]) == (3, 1) and ToySource.seen == [2.0, "closed"]
     assert ws.load("t1").state == "cancelled" and subws.load(sub.job_id).state == "cancelled"
+
+
+class HeldSource(TargetSource):
+    """A source that holds something until it is released (as Slurm holds its nodes)."""
+    kind = "held"
+    log: list = []
+
+    @classmethod
+    def from_job(cls, env):
+        return cls()
+
+    def targets(self):
+        return [TargetRef("a", "c")]
+
+    def runner(self, accept_new_host_key=False):
+        log = self.log
+
+        class R:
+            def keep_only(self, nodes):
+                log.append(("keep_only", nodes))
+
+            def close(self):
+                log.append("runner closed")
+        return R()
+
+    def release(self, keep=None):
+        self.log.append(("release", keep))
+
+    def close(self):
+        self.log.append("source closed")
+
+
+def test_a_no_at_the_confirmation_launches_nothing_and_the_source_gives_back_what_it_held(ws, monkeypatch):
+    monkeypatch.setitem(sources.SOURCES, "held", f"{__name__}:HeldSource")
+    HeldSource.log.clear()
+    plan = {"variants": {"v": {"gfx942": {"a/c": ["1,2,3"]}}}, "unreachable": []}
+    monkeypatch.setattr(driver, "make_plan", lambda *a, **k: plan)
+    monkeypatch.setattr(lifecycle, "plan_lines", lambda p: ["v: 1 shape on a/c"])
+    monkeypatch.setattr(driver, "create_sub_jobs", lambda *a: pytest.fail("a sub-job was made"))
+    job = JobState(job_id="h1", node="a", container="c", variant="v", created=0.0,
+                   request={"variants": ["v"], "campaign": {"sub_jobs": []}})
+    shown, asked = [], []
+    console = lifecycle.Console(ui=None, show=shown.append, confirm=lambda q: asked.append(q) or False)
+    with pytest.raises(lifecycle.Declined):
+        lifecycle.start(ws, job, "held", {}, lambda: None, Settings(), console)
+    assert shown == ["plan:\n  v: 1 shape on a/c"] and asked == ["Run this campaign (1 targets)?"]
+    assert (job.state, job.error) == ("cancelled", "cancelled at the plan confirmation")
+    assert job.request["campaign"]["source"] == "held" and not ws.exists("h1")    # nothing saved
+    assert HeldSource.log == ["runner closed", ("release", None), "source closed"]
