@@ -37,17 +37,16 @@ class Settings:
 
 
 class Target:
-    """The node (host transport) and the container in it (docker exec over the host transport)."""
+    """The node (host transport) and the container in it: ``ctr`` as the runner supplies it (a Slurm step's
+    docker exec, the demo's local directory, ``kubectl exec``), else docker exec over the host transport."""
 
     def __init__(self, node: NodeSpec, container: ContainerSpec, *, accept_new_host_key: bool = False,
-                 host: Transport | None = None, in_container: bool = True):
+                 host: Transport | None = None, ctr: Transport | None = None):
         self.node = node
         self.container = container
         from .remote.detached import NodeHelper
-        from .remote.docker import DockerExecTransport
         self.host = host = host if host is not None else node_transport(node, accept_new_host_key)
-        self.ctr: Transport = (DockerExecTransport(host, container.name, node.docker, container.user)
-                               if in_container else host)
+        self.ctr: Transport = ctr if ctr is not None else docker_exec(host, node, container)
         self.helper = NodeHelper(self.ctr, python=container.python)
         self._host_helper: NodeHelper | None = None
         self.release: Callable[["Target"], None] | None = None   # a runner's: close() gives it back, open
@@ -61,14 +60,12 @@ class Target:
         return self._host_helper
 
     def connect(self) -> None:
-        connect = getattr(self.host, "connect", None)
-        if connect:
-            connect()
+        self.host.connect()
 
     def round_trips(self) -> int:
         """SSH channels opened + requests over persistent helper channels (one network round trip each)."""
         helpers = self.helper.round_trips + (self._host_helper.round_trips if self._host_helper else 0)
-        return getattr(self.host, "round_trips", 0) + helpers
+        return self.host.round_trips + helpers
 
     def counters(self) -> dict:
         """Round trips and helper ops so far (``mark``: from here on, for the job that uses it next)."""
@@ -100,8 +97,8 @@ class Target:
         (the next attempt reconnects), a shared one only when the path went silent (its other users lose
         their channels then, as they would anyway), not when one command's channel failed."""
         self._close_helpers()
-        if not getattr(self.host, "shared", False):
-            if isinstance(exc, PathSilent) and hasattr(self.host, "path_silent"):
+        if not self.host.shared:
+            if isinstance(exc, PathSilent):
                 self.host.path_silent()     # the user's master is left, never closed (remote/openssh.py)
             self.host.close()
         elif isinstance(exc, PathSilent):
@@ -115,6 +112,12 @@ class Target:
         self.helper.close()
         if self._host_helper is not None:
             self._host_helper.close()
+
+
+def docker_exec(host: Transport, node: NodeSpec, container: ContainerSpec) -> Transport:
+    """The container's transport on an inventory (or Slurm) node: ``docker exec`` over the host's."""
+    from .remote.docker import DockerExecTransport
+    return DockerExecTransport(host, container.name, node.docker, container.user)
 
 
 def node_transport(node: NodeSpec, accept_new_host_key: bool = False) -> Transport:

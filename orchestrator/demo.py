@@ -60,7 +60,7 @@ def demo_target(directory: str, name: str = "demo") -> Target:
     node = NodeSpec(name=name, host="localhost", local=True,
                     containers={"simulated": ContainerSpec(name="simulated", python=sys.executable)})
     host = LocalTransport(base_env=node_info["env"], label=name)
-    return Target(node, node.containers["simulated"], host=host, in_container=False)
+    return Target(node, node.containers["simulated"], host=host, ctr=host)
 
 
 # ------------------------------------------------------------------------------------------------ campaigns
@@ -74,25 +74,3 @@ def demo_nodes(root: Path, count: int, *, profile: str, variant: str, noise_pct:
         dirs[f"demo{i}"] = str(d)
         log = log or node_log
     return dirs, log
-
-
-class DemoSource:
-    """The campaign seam (orchestrator/campaign/targets.py) over the demo's simulated nodes: each node one
-    'simulated' container reached through LocalTransport."""
-
-    def __init__(self, dirs: dict[str, str]):
-        self.dirs = dict(dirs)
-
-    def targets(self):
-        from .campaign.targets import TargetRef
-        return [TargetRef(node, "simulated") for node in self.dirs]
-
-    def runner(self, accept_new_host_key: bool = False):
-        from .campaign.targets import InventoryRunner
-        dirs = self.dirs
-
-        class DemoRunner(InventoryRunner):
-            def open(self, ref):
-                return demo_target(dirs[ref.node], name=ref.node)
-
-        return DemoRunner(None)

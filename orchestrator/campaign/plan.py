@@ -54,9 +54,9 @@ def _probe_one(runner: Runner, ref: TargetRef, settings: Settings, gpus) -> Prob
         profile = profile_for(version, dev_build=is_dev_build(facts.get("version") or facts.get("git_describe")))
         facts["version"] = format_version(version) if version else facts.get("version")
         facts["profile"] = profile.name
-        granted = getattr(runner, "granted_gpus", None)
-        if granted and granted(ref):          # what the scheduler granted is what is used
-            facts["free_gpus"] = list(granted(ref))
+        granted = runner.granted_gpus(ref)
+        if granted:                           # what the scheduler granted is what is used
+            facts["free_gpus"] = list(granted)
         elif gpus:
             facts["free_gpus"] = list(gpus)
         if not facts.get("free_gpus"):

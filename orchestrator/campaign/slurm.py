@@ -16,27 +16,66 @@ from __future__ import annotations
 import json
 import time
 
-from ..context import Target
-from ..errors import AllocationEnded, JobError, TuneRemoteError, UsageError
-from ..inventory import ContainerSpec, NodeSpec, SlurmSpec
-from ..remote.pool import Borrowed
+from ..errors import JobError, TuneRemoteError, UsageError
+from ..inventory import SlurmSpec
 from ..remote.shell import Cmd, sh
-from ..remote.srun import SrunTransport
 from ..remote.transport import put_bytes
+from .slurm_runner import SlurmRunner, login_transport
 from .slurm_scripts import HOLDER, STOP
-from .targets import InventoryRunner, TargetRef
+from .targets import SourceEnv, TargetRef, TargetSource
 
 
-
-def login_transport(spec: SlurmSpec, accept_new_host_key: bool = False):
-    from ..remote.openssh import ssh_transport
-    from ..remote.sshtarget import SshTarget
-    return ssh_transport(SshTarget(spec.login, spec.port, spec.user, spec.identity_file, spec.ssh_config),
-                         accept_new_host_key=accept_new_host_key)
-
-
-class SlurmSource:
+class SlurmSource(TargetSource):
     """``state`` is the campaign's ``request["campaign"]["slurm"]`` dict; ``save`` persists it."""
+
+    kind = "slurm"
+    acquires = True
+    cancelled_whole = "a Slurm campaign is cancelled as a whole (its batch jobs share one allocation plan)"
+
+    @classmethod
+    def from_job(cls, env: SourceEnv) -> "SlurmSource":
+        state = env.state["slurm"]
+        return cls(env.inventory().cluster(state["cluster"]), state, env.save, env.ui, env.accept_new_host_key)
+
+    @classmethod
+    def begin(cls, env: SourceEnv, options: dict) -> list[str] | None:
+        """``options``: ``cluster`` (--slurm), ``nodes`` (--slurm-nodes), ``dry_run``."""
+        spec = env.inventory().cluster(options["cluster"])
+        if options.get("dry_run"):
+            return [f"submit {options['nodes']} Slurm job(s) to {spec.name} through {spec.login}, then shard "
+                    "over the nodes Slurm grants"]
+        env.job.node, env.job.container = f"slurm:{spec.name}", spec.container
+        env.state["slurm"] = new_state(env.job.job_id, spec, options["nodes"])
+        env.job.step = "submit"
+        return None
+
+    @classmethod
+    def status(cls, env: SourceEnv, targets: list[dict], live: bool) -> dict:
+        """The Slurm jobs as squeue shows them now (a running campaign; else as last seen): the job row's
+        ``slurm`` list, and each target's ``slurm`` (its job, state, pending reason)."""
+        state = env.state.get("slurm")
+        if not state:
+            return {}
+        rows = saved_rows(state)
+        if live:
+            try:
+                source = cls(env.inventory().cluster(state["cluster"]), state, lambda: None, env.ui)
+                try:
+                    rows = source.live()
+                finally:
+                    source.close()
+            except TuneRemoteError:
+                pass
+        by_node = {r["node"]: r for r in rows if r.get("node")}
+        for t in targets:
+            r = by_node.get(t["node"])
+            if r:
+                t["slurm"] = {k: r[k] for k in ("job", "id", "state", "reason")}
+        return {"slurm": rows}
+
+    def ended_by_cancel(self, exc: BaseException, running: bool) -> bool:
+        return isinstance(exc, Cancelled) or (running and isinstance(exc, TuneRemoteError)
+                                              and self.cancel_requested())
 
     def __init__(self, spec: SlurmSpec, state: dict, save, ui, accept_new_host_key: bool = False, login=None):
         self.spec = spec
@@ -122,7 +161,7 @@ class SlurmSource:
             for i, shard in self.state["jobs"].items():
                 row = live.get(shard["id"])
                 if row is None:
-                    if not shard.get("node") and self._cancel_asked(i):
+                    if not shard.get("node") and self.cancel_asked(i):
                         raise Cancelled(f"Slurm job {shard['id']} ({shard['name']}) was cancelled before it ran")
                     if not shard.get("node"):
                         said_err = self.shard_error(i)
@@ -223,16 +262,18 @@ class SlurmSource:
                 if s.get("node")]
 
     def runner(self, accept_new_host_key: bool = False) -> "SlurmRunner":
-        return SlurmRunner(self.spec, self.state, accept_new_host_key)   # its own pool of login connections
+        return SlurmRunner(self.spec, self.state, accept_new_host_key,   # its own pool of login connections
+                           query=lambda login: SlurmSource(self.spec, self.state, lambda: None, None,
+                                                           accept_new_host_key, login=login))
 
     def cancel_requested(self) -> bool:
         """`tune-remote cancel` asked for this campaign (a `cancel` file in any job's directory)."""
         try:
-            return bool(self.state.get("dir")) and any(self._cancel_asked(i) for i in self.state["jobs"])
+            return bool(self.state.get("dir")) and any(self.cancel_asked(i) for i in self.state["jobs"])
         except TuneRemoteError:
             return False
 
-    def _cancel_asked(self, i: str) -> bool:
+    def cancel_asked(self, i: str) -> bool:
         return self.login.run(Cmd(("test", "-e", f"{self.state['dir']}/{i}/cancel")), timeout=60,
                               check=False).exit_code == 0
 
@@ -287,79 +328,6 @@ class SlurmSource:
 
 class Cancelled(JobError):
     """``tune-remote cancel`` ended the campaign's Slurm jobs before they ran."""
-
-
-class SlurmRunner(InventoryRunner):
-    """The inventory runner's engine and cancel, with the target opened through ``srun`` on the login node."""
-
-    def __init__(self, spec: SlurmSpec, state: dict, accept_new_host_key: bool = False):
-        super().__init__(None, accept_new_host_key)
-        self.spec = spec
-        self.state = state
-
-    def login(self) -> Borrowed:
-        """A view of a login-node connection of the pool: every compute node's steps go through the login node,
-        a few targets to a connection (pool.PER_CONNECTION: sshd's MaxSessions)."""
-        return self.pool.borrow(("login", self.spec.login), lambda: login_transport(self.spec, self.accept_new))
-
-    def _shard(self, node: str) -> dict:
-        for s in self.state["jobs"].values():
-            if s.get("node") == node:
-                return s
-        raise JobError(f"no Slurm job of this campaign runs on {node}")
-
-    def granted_gpus(self, ref: TargetRef) -> list[int] | None:
-        return self._shard(ref.node).get("gpus") or None
-
-    def run(self, sub, workspace, settings) -> str:
-        """As on an inventory node. When the Slurm job under it ends first, the sub-job ends ``cancelled`` (a
-        ``cancel`` asked for it) or ``lost``, saying what Slurm (or the holder's exit-code file) says."""
-        try:
-            state = super().run(sub, workspace, settings)
-        except TuneRemoteError as exc:
-            ended = self._ended(sub.node)
-            if ended is None and not isinstance(exc, AllocationEnded):
-                raise
-            state = "failed"
-        else:
-            ended = self._ended(sub.node) if state != "succeeded" else None
-        if ended is None:
-            return state
-        sub = workspace.load(sub.job_id)
-        sub.state, sub.error = ended
-        workspace.save(sub)
-        return sub.state
-
-    def _ended(self, node: str) -> tuple[str, str] | None:
-        """(state, why) when this node's Slurm job was cancelled by tune-remote or is gone; else None."""
-        i = next((k for k, s in self.state["jobs"].items() if s.get("node") == node), None)
-        if i is None or not self.state.get("dir"):
-            return None
-        src = SlurmSource(self.spec, self.state, lambda: None, None, self.accept_new, login=self.login())
-        try:
-            if src._cancel_asked(i):
-                return "cancelled", "cancelled by the user"
-            shard = self.state["jobs"][i]
-            if shard["id"] in src.squeue():
-                return None
-            rc = src.exit_code(i)
-            slurm = src.scontrol_state(shard)
-            said = ", ".join(x for x in (f"Slurm: {slurm}" if slurm else "", f"exit code {rc}" if rc else "") if x)
-            if not rc:      # no exit-code file: the holder never ended by itself (node lost, killed, purged)
-                return "lost", (f"lost: Slurm job {shard['id']} ({shard['name']}) on node {node} vanished without "
-                                f"an exit-code file" + (f" ({said})" if said else ""))
-            return "failed", f"Slurm job {shard['id']} ({shard['name']}) on node {node} ended under the work ({said})"
-        except TuneRemoteError:
-            return None
-        finally:
-            src.close()
-
-    def _make(self, ref: TargetRef) -> Target:
-        i = next(k for k, s in self.state["jobs"].items() if s.get("node") == ref.node)
-        host = SrunTransport(self.login(), self._shard(ref.node)["id"], ref.node,
-                             guard=f"{self.state['dir']}/{i}/cancel" if self.state.get("dir") else None)
-        node = NodeSpec(name=ref.node, host=self.spec.login, docker=self.spec.docker)
-        return Target(node, ContainerSpec(name=ref.container), host=host)
 
 
 def _reason(reason: str) -> str | None:

@@ -1,19 +1,21 @@
 """The campaign seam: where targets come from (a *target source*) and how one target's work runs (a *runner*).
 
 A target is one container on one node. ``InventorySource`` yields them from inventory.yaml (nodes, groups,
-``all``); a Slurm allocation is the next source. A runner carries one sub-job (one variant's shard on one
-target) through the single-target workflow and can cancel it; ``InventoryRunner`` does it over SSH +
-``docker exec`` with the engine every single-target job uses, so a campaign adds no second code path
-for the work itself.
+``all``); ``slurm.SlurmSource`` from a Slurm allocation, ``demo.DemoSource`` from simulated nodes; the
+registry that finds a saved campaign's source by its kind is ``sources.py``. A runner carries one sub-job
+(one variant's shard on one target) through the single-target workflow and can cancel it; every runner is
+a ``PooledRunner`` (the engine every single-target job uses, targets lent and given back) that supplies only
+how a target is reached (``_make``: the node's transport and the container's), so a campaign adds no second
+code path for the work itself.
 """
 
 from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Callable, Protocol
 
-from ..context import Ctx, Settings, Target, node_transport
+from ..context import Ctx, Settings, Target, docker_exec, node_transport
 from ..errors import UsageError
 from ..inventory import Inventory
 from ..remote.pool import HostPool, close_quietly
@@ -42,16 +44,85 @@ class Runner(Protocol):
 
     def cancel(self, sub: JobState, workspace: Workspace, grace_s: float) -> dict: ...
 
-
-class TargetSource(Protocol):
-    def targets(self) -> list[TargetRef]: ...
-
-    def runner(self, accept_new_host_key: bool = False) -> Runner: ...
+    def granted_gpus(self, ref: TargetRef) -> list[int] | None: ...   # a scheduler's grant, else None
 
 
-class InventorySource:
+@dataclass
+class SourceEnv:
+    """What a source may use: the campaign job (its ``request["campaign"]`` is the source's saved state), the
+    inventory (read on first use), a way to save the job, the UI and the host-key policy."""
+    job: JobState
+    inventory: Callable[[], Inventory]
+    save: Callable[[], None]
+    ui: object = None
+    accept_new_host_key: bool = False
+
+    @property
+    def state(self) -> dict:
+        return self.job.request["campaign"]
+
+
+class TargetSource:
+    """A campaign's targets and how they are reached. Only ``targets`` and ``runner`` are required; the rest
+    are no-ops for a source that holds nothing between the plan and the end (the inventory's nodes)."""
+
+    kind = ""
+    # targets() acquires something (Slurm submits jobs): the job is saved before, so a resume after a lost
+    # answer acquires nothing twice
+    acquires = False
+    # set when the targets are cancelled as one (not per node), with the sentence that says why
+    cancelled_whole: str | None = None
+
+    @classmethod
+    def from_job(cls, env: SourceEnv) -> "TargetSource":
+        """The source of a saved campaign (run, resume, cancel, status)."""
+        raise NotImplementedError
+
+    @classmethod
+    def begin(cls, env: SourceEnv, options: dict) -> list[str] | None:
+        """A new campaign: save what the source needs in ``env.state`` (before anything remote). Returns the
+        dry-run plan's lines when the source cannot make the real plan without acquiring targets (Slurm
+        submits jobs for that), else None."""
+        return None
+
+    def targets(self) -> list[TargetRef]:
+        raise NotImplementedError
+
+    def runner(self, accept_new_host_key: bool = False) -> Runner:
+        raise NotImplementedError
+
+    def release(self, keep: set | None = None) -> None:
+        """Give back what the source holds: all of it (the campaign is over), or all but the nodes in ``keep``
+        (the plan is made)."""
+
+    def cancel(self, grace_s: float) -> tuple[int, int] | None:
+        """End the targets' processes the source's own way and return (signalled, killed); None: the runner
+        cancels each target (``driver.cancel``)."""
+        return None
+
+    def ended_by_cancel(self, exc: BaseException, running: bool) -> bool:
+        """``exc`` stopped the campaign because ``tune-remote cancel`` ended its targets under it."""
+        return False
+
+    @classmethod
+    def status(cls, env: SourceEnv, targets: list[dict], live: bool) -> dict:
+        """What ``status`` adds for the source (keys of the job's row; it may add to each target's row), as
+        the source sees it now when ``live`` (a running job), else as last saved. {}: nothing to add."""
+        return {}
+
+    def close(self) -> None:
+        """The source's own connections (not the runner's)."""
+
+
+class InventorySource(TargetSource):
     """``--node`` values (node, group or ``all``, repeatable) x ``--container`` (optional when each node
     has exactly one container)."""
+
+    kind = "inventory"
+
+    @classmethod
+    def from_job(cls, env: SourceEnv) -> "InventorySource":
+        return cls(env.inventory(), env.state["nodes"], env.state.get("container"))
 
     def __init__(self, inventory: Inventory, node_args, container: str | None):
         self.inventory = inventory
@@ -78,12 +149,12 @@ class InventorySource:
         return InventoryRunner(self.inventory, accept_new_host_key)
 
 
-class InventoryRunner:
-    """Every target it opens on one node borrows the same SSH connection, and a target closed by one job is
-    lent to the next that opens its container (its helper channel open: no new helper), until ``close``."""
+class PooledRunner:
+    """Every target it opens on one node borrows the same connection, and a target closed by one job is
+    lent to the next that opens its container (its helper channel open: no new helper), until ``close``.
+    A subclass supplies ``_make(ref)``: the target with its host and container transports."""
 
-    def __init__(self, inventory: Inventory, accept_new_host_key: bool = False):
-        self.inventory = inventory
+    def __init__(self, accept_new_host_key: bool = False):
         self.accept_new = accept_new_host_key
         self.pool = HostPool()
         self._idle: dict[TargetRef, list[Target]] = {}
@@ -104,9 +175,7 @@ class InventoryRunner:
         return target
 
     def _make(self, ref: TargetRef) -> Target:
-        node = self.inventory.node(ref.node)
-        host = self.pool.borrow(node.name, lambda: node_transport(node, self.accept_new))
-        return Target(node, node.container(ref.container), host=host)
+        raise NotImplementedError
 
     def _give_back(self, ref: TargetRef, target: Target) -> None:
         with self._lock:
@@ -133,6 +202,10 @@ class InventoryRunner:
 
     ui_for = None     # the campaign's live view sets this: sub-job -> its Ui (one line per target)
 
+    def granted_gpus(self, ref: TargetRef) -> list[int] | None:
+        """The GPUs a scheduler granted on the target's node (used as they are), else None (probed free)."""
+        return None
+
     def run(self, sub: JobState, workspace: Workspace, settings: Settings) -> str:
         from ..engine import run_job
         target = self.open(TargetRef(sub.node, sub.container))
@@ -152,3 +225,17 @@ class InventoryRunner:
             return cancel(ctx, grace_s)
         finally:
             target.close()
+
+
+class InventoryRunner(PooledRunner):
+    """An inventory node's container: SSH (or local) to the node, ``docker exec`` into the container."""
+
+    def __init__(self, inventory: Inventory, accept_new_host_key: bool = False):
+        super().__init__(accept_new_host_key)
+        self.inventory = inventory
+
+    def _make(self, ref: TargetRef) -> Target:
+        node = self.inventory.node(ref.node)
+        host = self.pool.borrow(node.name, lambda: node_transport(node, self.accept_new))
+        container = node.container(ref.container)
+        return Target(node, container, host=host, ctr=docker_exec(host, node, container))

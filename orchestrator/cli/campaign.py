@@ -1,13 +1,15 @@
-"""CLI glue for campaigns (several targets and/or variants in one job, or targets from Slurm)."""
+"""CLI glue for campaigns (several targets and/or variants in one job, or targets from a scheduler): the options
+checked and handed to ``campaign/lifecycle.py``, which runs the campaign whatever its targets' source; the plan,
+the confirmation and the outcome on this terminal."""
 from __future__ import annotations
 
 import time
 
 import click
 
-from ..errors import ConnectionLost, JobError, TuneRemoteError, UsageError
+from ..errors import JobError, UsageError
 from ..inventory import Inventory
-from ..state import TERMINAL, JobState
+from ..state import JobState
 from ..variants import get_variant
 from .base import Env, _finish
 
@@ -41,144 +43,53 @@ def validate_campaign_inputs(inv: Inventory, nodes, container, variants, logs, s
                          hint="run it in the foreground (tmux/nohup); `resume JOB` re-attaches after a disconnect")
 
 
-def campaign_inventory(env: Env, job: JobState) -> Inventory:
-    """The inventory a campaign's targets come from (none for the demo's simulated nodes)."""
-    if job.request.get("demo_nodes"):
-        return Inventory(path="(demo)", nodes={})
-    from ..inventory import load_inventory
-    return load_inventory(env.inventory_path)
-
-
-def _source(env: Env, job: JobState, inv: Inventory, settings, nodes=None, container=None):
-    from ..campaign import InventorySource
-    if job.request.get("demo_nodes"):
-        from ..demo import DemoSource
-        return DemoSource(job.request["demo_nodes"])
-    slurm = job.request["campaign"].get("slurm")
-    if slurm:
-        from ..campaign.slurm import SlurmSource
-        return SlurmSource(inv.cluster(slurm["cluster"]), slurm, lambda: env.workspace.save(job), env.ui(),
-                           settings.accept_new_host_key)
-    return InventorySource(inv, nodes or job.request["campaign"]["nodes"],
-                           container if container is not None else job.request["campaign"].get("container"))
-
-
 def run_campaign(env: Env, inv: Inventory, nodes, container, variants, request, job_id, settings, dry_run,
                  slurm: str | None = None, slurm_nodes: int = 1) -> None:
+    from ..campaign import lifecycle
     if env.workspace.exists(job_id):
         raise UsageError(f"job {job_id} already exists in {env.workspace.root}",
                          hint=f"use `tune-remote resume {job_id}` or choose another --job-id")
     job = JobState(job_id=job_id, node=",".join(nodes), container=container or "", variant=",".join(variants),
                    created=time.time(), request=dict(request, variants=list(variants)))
     job.request["campaign"] = {"nodes": list(nodes), "container": container, "sub_jobs": []}
-    if slurm:
-        from ..campaign.slurm import new_state
-        spec = inv.cluster(slurm)
-        if dry_run:
-            click.echo(f"plan:\n  submit {slurm_nodes} Slurm job(s) to {slurm} through {spec.login}, then shard "
-                       "over the nodes Slurm grants", err=True)
-            return
-        job.node, job.container = f"slurm:{slurm}", spec.container
-        job.request["campaign"]["slurm"] = new_state(job_id, spec, slurm_nodes)
-        job.step = "submit"
-        env.workspace.own(job_id, "run")  # one driver per job (R-05)
-        env.workspace.save(job)           # before sbatch: a resume after a lost answer submits nothing twice
-    _carry(env, job, inv, settings, dry_run)
-
-
-def _carry(env: Env, job: JobState, inv: Inventory, settings, dry_run: bool = False, only: tuple = ()) -> None:
-    """Targets, plan, sub-jobs, drive: whatever of it is not done yet (run, and resume after a crash)."""
-    if not dry_run:
-        env.workspace.own(job.job_id, "run")   # one driver per job and its sub-jobs (R-05)
-    from ..campaign import driver
-    from ..campaign.plan import plan_lines
-    source = _source(env, job, inv, settings)
-    slurm = bool(job.request["campaign"].get("slurm"))
-    ui = env.ui()
-    runner = None
-    try:
-        refs = source.targets()
-        runner = source.runner(settings.accept_new_host_key)
-        if not job.request["campaign"]["sub_jobs"]:
-            job.node = ",".join(dict.fromkeys(r.node for r in refs))
-            job.container = ",".join(dict.fromkeys(r.container for r in refs))
-            plan = driver.make_plan(job, runner, refs, job.request["variants"], settings, ui, env.workspace)
-            lines = plan_lines(plan)
-            click.echo("plan:\n  " + "\n  ".join(lines), err=True)
-            if dry_run:
-                return
-            if not settings.yes and settings.interactive and not ui.confirm(
-                    f"Run this campaign ({len(refs)} targets)?"):
-                job.state, job.error = "cancelled", "cancelled at the plan confirmation"
-                raise SystemExit(1)
-            job.variant = ",".join(plan["variants"])
-            subs = driver.create_sub_jobs(job, env.workspace, plan)
-            runner.keep_only({s.node for s in subs})    # the nodes the plan left out: connections closed,
-            if slurm:                                    # and their Slurm jobs ended (the GPUs given back)
-                source.release(keep={s.node for s in subs})
-            subws = driver.sub_workspace(env.workspace, job)
-            for s in subs:
-                subws.save(s)
-            job.request["campaign"].update(
-                sub_jobs=[s.job_id for s in subs], plan_lines=lines, unreachable=plan["unreachable"],
-                kinds={label: kind for groups in plan["variants"].values() for kind, shards in groups.items()
-                       for label in shards})
-            job.step = "remote"
-            env.workspace.save(job)
-            ui.event(f"job {job.job_id}: {len(subs)} target job(s) on {len(refs)} target(s); "
-                     f"state in {env.workspace.job_dir(job.job_id)}")
-        driver.drive(job, env.workspace, runner, settings, ui, only=only)
-    except ConnectionLost:
-        raise                                   # the nodes go on; resume re-attaches
-    except BaseException as exc:
-        from ..campaign.slurm import Cancelled
-        if isinstance(exc, Cancelled) or (slurm and isinstance(exc, TuneRemoteError) and job.state == "running"
-                                          and source.cancel_requested()):   # `cancel` ended the Slurm jobs
-            job.state, job.error = "cancelled", "cancelled by the user"
-        if job.state == "running" and not isinstance(exc, (KeyboardInterrupt, SystemExit)):
-            job.state, job.error = "failed", exc.one_line() if hasattr(exc, "one_line") else str(exc)
-        if job.state in TERMINAL and env.workspace.exists(job.job_id):
-            env.workspace.save(job)
-        raise
-    finally:
-        if runner is not None:
-            runner.close()                      # the connections its targets shared
-        if slurm and (job.state in TERMINAL or dry_run):
-            source.release()                    # the holders end: Slurm gets its nodes back
-        if hasattr(source, "close"):
-            source.close()
-    if not dry_run:
-        _finish(job, env)
+    kind, options = ("slurm", {"cluster": slurm, "nodes": slurm_nodes, "dry_run": dry_run}) if slurm else \
+        ("demo" if request.get("demo_nodes") else "inventory", {})
+    _carried(env, job, settings, lambda console: lifecycle.start(
+        env.workspace, job, kind, options, lambda: inv, settings, console, dry_run), dry_run)
 
 
 def resume_campaign(env: Env, job: JobState, settings, nodes=()) -> None:
     """Re-attach to every unfinished target job, or only to those on `nodes`."""
-    _carry(env, job, campaign_inventory(env, job), settings, only=tuple(nodes))
+    from ..campaign import lifecycle
+    _carried(env, job, settings, lambda console: lifecycle.carry(
+        env.workspace, job, _inventory(env), settings, console, only=tuple(nodes)))
+
+
+def _carried(env: Env, job: JobState, settings, carry, dry_run: bool = False) -> None:
+    """The lifecycle with this terminal as its console (the plan on stderr, the confirmation asked unless
+    --yes); the job's one result line at the end."""
+    from ..campaign.lifecycle import Console, Declined
+    ui = env.ui()
+    ask = settings.interactive and not settings.yes
+    try:
+        carry(Console(ui=ui, show=lambda text: click.echo(text, err=True), confirm=ui.confirm if ask else None))
+    except Declined:
+        raise SystemExit(1) from None
+    if not dry_run:
+        _finish(job, env)
+
+
+def _inventory(env: Env):
+    """The inventory, read when a source asks for it (the demo's never does)."""
+    from ..inventory import load_inventory
+    return lambda: load_inventory(env.inventory_path)
 
 
 def cancel_campaign(env: Env, job: JobState, grace: float, nodes=()) -> None:
     """Cancel every target, or only those on `nodes` (the others go on; the job ends when they do)."""
-    from ..campaign import driver
-    from ..context import Settings
-    inv = campaign_inventory(env, job)
-    slurm = job.request["campaign"].get("slurm")
-    if slurm and nodes:
-        raise UsageError("a Slurm campaign is cancelled as a whole (its batch jobs share one allocation plan)",
-                         hint=f"tune-remote cancel {job.job_id}")
-    plain = _source(env, job, inv, Settings())
-    source = plain if slurm else None
-    runner = plain.runner()
-    try:
-        if source:   # TERM to the whole Slurm job: its holder stops the container side, then scancel
-            sig, killed = source.cancel(grace)
-            res = driver.cancel(job, env.workspace, runner, grace, remote=False)
-        else:
-            res = driver.cancel(job, env.workspace, runner, grace, nodes=nodes)
-            sig, killed = res["signalled"], res["killed"]
-    finally:
-        runner.close()
-        if source:
-            source.close()
+    from ..campaign import lifecycle
+    res = lifecycle.cancel(env.workspace, job, _inventory(env), env.ui(), grace, tuple(nodes))
+    sig, killed = res["signalled"], res["killed"]
     for line in res["tables"]:
         click.echo("tune-remote: the tuned table of " + line.replace("[tune-remote] table: ", ""), err=True)
     what = f"job {job.job_id}" + (f" on {', '.join(nodes)}" if nodes else "")
@@ -196,34 +107,7 @@ def cancel_campaign(env: Env, job: JobState, grace: float, nodes=()) -> None:
         click.echo(f"{what} cancelled ({sig} process(es) signalled, {killed} killed)")
 
 
-def status_targets(env: Env, job: JobState) -> list[dict]:
-    from ..campaign import driver
-    return driver.targets_rows(job, env.workspace)
-
-
-def status_slurm(env: Env, job: JobState, targets: list[dict]) -> dict:
-    """A Slurm campaign's jobs as squeue shows them now (a running campaign; else as last seen): the job
-    row's ``slurm`` list, and each target's ``slurm`` (its job, state, pending reason). {} otherwise."""
-    from ..campaign.slurm import SlurmSource, saved_rows
-    from ..errors import TuneRemoteError
-    from ..inventory import load_inventory
-    state = job.request.get("campaign", {}).get("slurm")
-    if not state:
-        return {}
-    rows = saved_rows(state)
-    if job.state not in TERMINAL:
-        try:
-            source = SlurmSource(load_inventory(env.inventory_path).cluster(state["cluster"]), state, lambda: None,
-                                 env.ui())
-            try:
-                rows = source.live()
-            finally:
-                source.close()
-        except TuneRemoteError:
-            pass
-    by_node = {r["node"]: r for r in rows if r.get("node")}
-    for t in targets:
-        r = by_node.get(t["node"])
-        if r:
-            t["slurm"] = {k: r[k] for k in ("job", "id", "state", "reason")}
-    return {"slurm": rows}
+def status_campaign(env: Env, job: JobState) -> dict:
+    """A campaign's ``targets`` rows for ``status``, and what its source adds (a scheduler's own view)."""
+    from ..campaign import lifecycle
+    return lifecycle.status(env.workspace, job, _inventory(env), env.ui())

@@ -57,16 +57,16 @@ def opener(env: Env, job: JobState, accept_new_host_key: bool = False) -> Iterat
 @contextmanager
 def campaign_runner(env: Env, job: JobState, accept_new_host_key: bool = False):
     """The campaign's runner (its targets' connections); it and its source are closed afterwards."""
-    from ..context import Settings
-    from .campaign import _source, campaign_inventory
-    source = _source(env, job, campaign_inventory(env, job), Settings(accept_new_host_key=accept_new_host_key))
+    from ..campaign import lifecycle, sources
+    from ..inventory import load_inventory
+    source = sources.open_source(lifecycle.source_env(env.workspace, job, lambda: load_inventory(env.inventory_path),
+                                                      env.ui(), accept_new_host_key))
     runner = source.runner(accept_new_host_key)
     try:
         yield runner
     finally:
         runner.close()
-        if hasattr(source, "close"):
-            source.close()
+        source.close()
 
 
 def header(sub: JobState, what: str) -> str:

@@ -29,9 +29,8 @@ def _status_row(job: JobState, env: Env | None = None) -> dict:
     if job.state == "running" and node_state not in (None, "running", "starting"):
         row["node_state"] = node_state          # the node's truth, newer than this cache (R-12)
     if job.request.get("campaign") and env is not None:   # its targets live in the job's directory
-        from .campaign import status_slurm, status_targets
-        row["targets"] = status_targets(env, job)
-        row.update(status_slurm(env, job, row["targets"]))    # Slurm: its jobs' state, pending reason
+        from .campaign import status_campaign
+        row.update(status_campaign(env, job))    # its targets, and its source's view (Slurm: state, pending reason)
     return row
 
 

@@ -217,8 +217,8 @@ class NodeHelper:
         return None  # not reached
 
     def _start(self, first: tuple[str, dict, float | None] | None = None) -> HelperChannel | None:
-        opener = getattr(self.transport, "open_stream", None)
-        if opener is None or not self._stream_ok:
+        opener = self.transport.open_stream
+        if not self.transport.streams or not self._stream_ok:
             return None
         if self._stream_failed_at is not None and time.monotonic() - self._stream_failed_at < self.RETRY_STREAM_S:
             return None

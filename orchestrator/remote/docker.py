@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from . import trace
 from .shell import Cmd, render
-from .transport import CommandResult, Transport, check_result
+from .transport import CommandResult, Transport, TransportBase, check_result
 
 DOCKER_MISSING = 127
 
-class DockerExecTransport:
+class DockerExecTransport(TransportBase):
     def __init__(self, inner: Transport, container: str, docker: tuple[str, ...] = ("docker",),
                  user: str | None = None):
         self.inner = inner
@@ -36,14 +36,17 @@ class DockerExecTransport:
         result = CommandResult(cmd, result.exit_code, result.stdout, result.stderr)
         return check_result(result) if check else result
 
+    @property
+    def streams(self) -> bool:
+        return self.inner.streams
+
     def open_stream(self, cmd: Cmd):
         """A long-lived process in the container (``docker exec -i``, never ``-t``) on one channel."""
-        inner_open = getattr(self.inner, "open_stream", None)
-        if inner_open is None:
+        if not self.inner.streams:
             raise NotImplementedError(f"{self.inner.label} has no long-lived channels")
         wrapped = self.wrap(cmd)   # `sh -c 'exec ...'`: the helper is the exec'd process (a kill reaches it)
         argv = wrapped.argv[:-1] + ("exec " + wrapped.argv[-1],)
-        return inner_open(Cmd(argv))
+        return self.inner.open_stream(Cmd(argv))
 
     def close(self) -> None:
         self.inner.close()

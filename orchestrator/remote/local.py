@@ -10,15 +10,17 @@ from typing import Mapping
 
 from ..errors import CommandTimeout
 from .shell import Cmd
-from .transport import CommandResult, TransportError, check_result
+from .transport import CommandResult, TransportBase, TransportError, check_result
 
 
-class LocalTransport:
+class LocalTransport(TransportBase):
     """Runs argv directly (no shell), with an optional fixed environment overlay.
 
     ``base_env`` plays the role of a container's environment (the demo's simulated AITER sets
     PATH/PYTHONPATH there).
     """
+
+    streams = True
 
     def __init__(self, base_env: Mapping[str, str] | None = None, label: str = "local"):
         self.base_env = dict(base_env or {})

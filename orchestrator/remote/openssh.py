@@ -36,7 +36,7 @@ from ..errors import CommandTimeout
 from .pipestream import ERR_KEEP, PipeStream, end, new_log, read_log, widen
 from .shell import Cmd, render
 from .sshtarget import DEFAULT_CONNECT_TIMEOUT
-from .transport import CommandResult, TransportError, check_result
+from .transport import CommandResult, TransportBase, TransportError, check_result
 
 START_TIMEOUT_S = 45             # a master's start: connect + authentication (+ a ProxyJump hop)
 PROBE_TIMEOUT_S = 5              # a session through the master: its connection still answers
@@ -113,9 +113,11 @@ def _socket_id(path: str) -> tuple | None:
     return (st.st_ino, st.st_ctime_ns)
 
 
-class MasterTransport:
+class MasterTransport(TransportBase):
     """Commands and streams as ``ssh`` clients of the node's OpenSSH master; ``SshTransport`` where there is
     none (see the module)."""
+
+    streams = True
 
     def __init__(self, target, *, accept_new_host_key: bool = False):
         self.target = target

@@ -18,7 +18,7 @@ import threading
 from typing import Callable
 
 from .shell import Cmd
-from .transport import CommandResult, Transport
+from .transport import CommandResult, Transport, TransportBase
 
 
 # targets that share one connection: each holds up to ~4 sessions at once (its helper, the host helper, a copy,
@@ -36,7 +36,7 @@ def close_quietly(things, how: str = "close") -> None:
             pass
 
 
-class Borrowed:
+class Borrowed(TransportBase):
     """A pooled transport as one target sees it: its own round-trip count; ``close`` gives it back."""
 
     shared = True
@@ -46,41 +46,35 @@ class Borrowed:
         self.label = inner.label
         self.round_trips = 0
         self._give_back: Callable[[], None] | None = give_back
-        if getattr(inner, "open_stream", None) is not None:   # optional (transport.Transport): kept so
-            self.open_stream = self._open_stream                # get_file & co. see what the inner offers
+
+    @property
+    def streams(self) -> bool:      # get_file & co. see what the inner offers
+        return self.inner.streams
 
     def run(self, cmd: Cmd, *, stdin: bytes | None = None, timeout: float | None = None,
             check: bool = True) -> CommandResult:
         self.round_trips += 1
         return self.inner.run(cmd, stdin=stdin, timeout=timeout, check=check)
 
-    def _open_stream(self, cmd: Cmd):
+    def open_stream(self, cmd: Cmd):
+        if not self.inner.streams:
+            raise NotImplementedError(f"{self.inner.label} has no long-lived channels")
         self.round_trips += 1
         return self.inner.open_stream(cmd)
 
     def connect(self) -> None:
-        connect = getattr(self.inner, "connect", None)
-        if connect is not None:
-            connect()
+        self.inner.connect()
 
     def drop(self) -> None:
-        """The path went silent: close the connection as it is now (every sharer's next command reconnects)."""
-        silent = getattr(self.inner, "path_silent", None)      # SSH transports (paramiko's, the user's master)
-        if silent is not None:
-            silent()
-        else:
-            self.inner.close()
+        """The path went silent: close the connection as it is now (every sharer's next command reconnects;
+        SSH transports let the user's master live, the others close)."""
+        self.inner.path_silent()
 
     def close(self) -> None:
         """Back to the pool (once); the connection stays open for its other users (HostPool.close ends it)."""
         give_back, self._give_back = self._give_back, None
         if give_back is not None:
             give_back()
-
-    def __getattr__(self, name: str):
-        if name == "open_stream":
-            raise AttributeError(name)
-        return getattr(self.inner, name)
 
 
 class HostPool:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from ..errors import AllocationEnded
 from .shell import Cmd, render
-from .transport import CommandResult, Transport, check_result
+from .transport import CommandResult, Transport, TransportBase, check_result
 
 # what srun says when the job (the allocation) is over: finished, cancelled, expired from slurmctld's memory
 ENDED = (b"has expired", b"Invalid job id", b"Expired or invalid job", b"already completing or completed")
@@ -25,7 +25,7 @@ GUARD = ('[ -e "$1" ] && { echo "tune-remote: cancel requested for this Slurm jo
 CANCELLED = b"tune-remote: cancel requested for this Slurm job"
 
 
-class SrunTransport:
+class SrunTransport(TransportBase):
     def __init__(self, inner: Transport, job_id: str, node: str, guard: str | None = None):
         self.inner = inner
         self.job_id = str(job_id)
@@ -55,19 +55,20 @@ class SrunTransport:
         """The persistent node helper as one long-lived step (its requests then cost no new step each).
         When the job has ended the step cannot start: the helper falls back to one step per op, and that
         raises AllocationEnded."""
-        opener = getattr(self.inner, "open_stream", None)
-        if opener is None:
+        if not self.inner.streams:
             raise NotImplementedError(f"{self.inner.label} has no long-lived channels")
-        return opener(self.wrap(cmd))
+        return self.inner.open_stream(self.wrap(cmd))
+
+    @property
+    def streams(self) -> bool:
+        return self.inner.streams
 
     def connect(self) -> None:
-        connect = getattr(self.inner, "connect", None)
-        if connect:
-            connect()
+        self.inner.connect()
 
     @property
     def round_trips(self) -> int:
-        return getattr(self.inner, "round_trips", 0)
+        return self.inner.round_trips
 
     def close(self) -> None:
         self.inner.close()

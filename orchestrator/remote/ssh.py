@@ -25,7 +25,7 @@ from ..errors import CommandTimeout, ConnectError, HostKeyError, TuneRemoteError
 from .hostkeys import hops, secure
 from .shell import Cmd, render
 from .sshtarget import DEFAULT_CONNECT_TIMEOUT, SshTarget  # SshTarget: importable from here as always
-from .transport import CommandResult, TransportError, check_result
+from .transport import CommandResult, TransportBase, TransportError, check_result
 
 KEEPALIVE_S = 5
 # paramiko starts a rekey after 512 MiB; a channel that closes while that rekey runs deadlocks its transport
@@ -80,7 +80,9 @@ def _prefer_fast_ciphers(conn: fabric.Connection) -> None:
         hop.connect_kwargs.setdefault("transport_factory", _fast_transport)
 
 
-class SshTransport:
+class SshTransport(TransportBase):
+    streams = True
+
     def __init__(self, target: SshTarget, *, accept_new_host_key: bool = False):
         self.target = target
         self.accept_new_host_key = accept_new_host_key

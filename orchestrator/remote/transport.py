@@ -1,4 +1,6 @@
-"""The one transport protocol: run a Cmd (bytes in, bytes out), put bytes, get bytes, close."""
+"""The one transport protocol: run a Cmd (bytes in, bytes out), put bytes, get bytes, close; and every
+optional ability the code uses, declared (``Transport``) with its default (``TransportBase``): nothing probes
+a transport for what it can do."""
 
 from __future__ import annotations
 
@@ -56,16 +58,54 @@ class Stream(Protocol):
 
 
 class Transport(Protocol):
-    """What every transport offers. Wrapping transports (docker exec) hold another transport.
-
-    ``open_stream(cmd) -> Stream`` is optional: without it the node helper runs one exec per op."""
+    """What every transport offers. Wrapping transports (docker exec, srun, a pool's view) hold another
+    transport (``inner``). The optional abilities are capabilities with defaults (``TransportBase``)."""
 
     label: str
+    streams: bool               # open_stream works; else the node helper runs one exec per op
+    shared: bool                # a pool's view of a connection others use too (remote/pool.py)
+    round_trips: int            # channels opened and commands run over it (a job's round trips)
+    inner: "Transport | None"   # the transport it wraps, if it wraps one
+    container: str | None       # the docker container it runs commands in, if it is a docker exec
 
     def run(self, cmd: Cmd, *, stdin: bytes | None = None, timeout: float | None = None,
             check: bool = True) -> CommandResult: ...
 
+    def open_stream(self, cmd: Cmd) -> Stream: ...     # NotImplementedError unless ``streams``
+
+    def connect(self) -> None: ...      # connect now (a refused connection: an error before any state)
+
+    def path_silent(self) -> None: ...  # nothing comes back on a connection that looks open: let it go
+
+    def drop(self) -> None: ...         # a shared one's path went silent: close it as it is now, for all
+
     def close(self) -> None: ...
+
+
+class TransportBase:
+    """The defaults of ``Transport``'s optional abilities: no streams, not shared, connects on first use."""
+
+    label = ""
+    streams = False
+    shared = False
+    round_trips = 0
+    inner: "Transport | None" = None
+    container: str | None = None
+
+    def open_stream(self, cmd: Cmd) -> Stream:
+        raise NotImplementedError(f"{self.label} has no long-lived channels")
+
+    def connect(self) -> None:
+        pass
+
+    def path_silent(self) -> None:
+        self.close()
+
+    def drop(self) -> None:
+        self.path_silent()
+
+    def close(self) -> None:
+        pass
 
 
 def check_result(result: CommandResult) -> CommandResult:
@@ -130,7 +170,7 @@ def get_file(transport: Transport, remote_path: str, write: Callable[[bytes], ob
     else:
         cmd = sh(_REGULAR + 'exec cat -- "$1"', remote_path) if regular_only else Cmd(("cat", "--", remote_path))
         sink = write
-    opener = getattr(transport, "open_stream", None)
+    opener = transport.open_stream if transport.streams else None
     with trace.span(transport.label, "stream " + trace.argv_head(cmd.argv)):
         if not compress:
             return _get_file(transport, cmd, opener, sink, timeout)

@@ -183,8 +183,8 @@ def _host_file(ctx: Ctx, source: dict | None) -> tuple[object, str] | None:
     (own root fs, no docker, a host that cannot say, a path outside what docker mounted into the container:
     the helper's word is not enough). The host's mounts are asked once per pull."""
     ctr = ctx.target.ctr
-    inner = getattr(ctr, "inner", None)
-    if not source or inner is None or not getattr(ctr, "container", None):
+    inner = ctr.inner
+    if not source or inner is None or not ctr.container:      # not a docker exec: no host path to read
         return None
     if "host_mounts" not in ctx.prefetched:   # dropped by each pull; a failed read is asked again next time
         try:

@@ -70,9 +70,14 @@ def _cancel_cli(tmp_path, monkeypatch, capsys, answers) -> tuple[int, str, str]:
     """`tune-remote cancel c1` on a campaign of n1, n2 whose nodes answer ``answers``."""
     ws = Workspace(tmp_path / "ws")
     _campaign(ws)
-    from orchestrator.cli import campaign as cli_campaign
-    monkeypatch.setattr(cli_campaign, "_source", lambda *a, **k: Runner(answers))
-    monkeypatch.setattr(cli_campaign, "campaign_inventory", lambda *a, **k: None)
+    from orchestrator.campaign import lifecycle
+    from orchestrator.campaign.targets import TargetSource
+
+    class Source(TargetSource):          # per-target cancel through the runner (the inventory's way)
+        def runner(self, accept_new_host_key=False):
+            return Runner(answers)
+
+    monkeypatch.setattr(lifecycle, "open_source", lambda env: Source())
     code = main(["--workspace", str(ws.root), "cancel", "c1"])
     out, err = capsys.readouterr()
     return code, out, err

@@ -4,10 +4,10 @@ import os
 import shutil
 
 from orchestrator.remote.local import LocalTransport
-from orchestrator.remote.transport import get_file
+from orchestrator.remote.transport import TransportBase, get_file
 
 
-class _NoStreams:
+class _NoStreams(TransportBase):
     """A transport without open_stream (one run)."""
 
     def __init__(self):
@@ -48,7 +48,7 @@ def _text(n):
     return b"".join(out)
 
 
-class _Shell:
+class _Shell(TransportBase):
     """A transport whose commands run in a shell with a given PATH (no gzip on it, say)."""
 
     def __init__(self, path):

@@ -56,7 +56,7 @@ def test_a_shared_base_dir_owned_by_someone_else_still_gets_the_persistent_chann
     import json as _json
 
     from orchestrator.remote.detached import NodeHelper
-    from orchestrator.remote.transport import CommandResult
+    from orchestrator.remote.transport import CommandResult, TransportBase
     refusal = _json.dumps({"ok": False, "untrusted": True, "uid": 1000, "error": "refusing"}).encode() + b"\n"
 
     class Stream:
@@ -78,15 +78,16 @@ def test_a_shared_base_dir_owned_by_someone_else_still_gets_the_persistent_chann
         def close(self):
             pass
 
-    class T:
+    class T(TransportBase):
         label = "fake/ctr"
+        streams = True
 
         def __init__(self):
-            self.streams, self.execs, self.pushed = [], 0, []
+            self.opened, self.execs, self.pushed = [], 0, []
 
         def open_stream(self, cmd):
             argv = " ".join(cmd.argv)
-            self.streams.append(argv)
+            self.opened.append(argv)
             if "/tmp/tune-remote/" in argv:
                 return Stream(refusal)
             return Stream(_json.dumps({"id": 0, "ok": True, "hello": True}).encode() + b"\n"
@@ -101,5 +102,5 @@ def test_a_shared_base_dir_owned_by_someone_else_still_gets_the_persistent_chann
     h = NodeHelper(t)
     assert h.call("version")["version"] == "x"
     assert h.base_dir == "/tmp/tune-remote-1000" and h.helpers_started == 1
-    assert len(t.streams) == 2 and "/tmp/tune-remote-1000/" in t.streams[1]
+    assert len(t.opened) == 2 and "/tmp/tune-remote-1000/" in t.opened[1]
     assert t.execs == 1 and t.pushed == [f"/tmp/tune-remote-1000/helper-{h.version}"]     # the push only

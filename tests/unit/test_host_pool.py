@@ -7,16 +7,19 @@ import time
 from orchestrator.remote.pool import Borrowed, HostPool
 from orchestrator.remote.shell import Cmd
 from orchestrator.remote.ssh import SshTarget, SshTransport
-from orchestrator.remote.transport import CommandResult, get_file
+from orchestrator.remote.transport import CommandResult, TransportBase, get_file
 
 
-class FakeSsh:
+class FakeSsh(TransportBase):
     def __init__(self, label="n1", streams=True):
         self.label = label
         self.closed = 0
         self.ran = []
-        if streams:
-            self.open_stream = lambda cmd: self.ran.append(("stream", cmd)) or object()
+        self.streams = streams
+
+    def open_stream(self, cmd):
+        self.ran.append(("stream", cmd))
+        return object()
 
     def run(self, cmd, *, stdin=None, timeout=None, check=True):
         self.ran.append(("run", cmd))
@@ -69,11 +72,11 @@ def test_a_third_target_on_a_node_gets_a_second_connection():
 def test_a_view_offers_streams_only_where_its_transport_has_them():
     """get_file & co. fall back to one run when a transport has no streams: a view must not hide that."""
     plain = Borrowed(FakeSsh(streams=False))
-    assert getattr(plain, "open_stream", None) is None
+    assert plain.streams is False
     got = []
     get_file(plain, "/x", got.append)
     assert got == [b"data"] and plain.round_trips == 1
-    assert getattr(Borrowed(FakeSsh()), "open_stream", None) is not None
+    assert Borrowed(FakeSsh()).streams is True
 
 
 def test_a_failed_connection_is_closed_only_if_no_thread_replaced_it_meanwhile():

@@ -1,0 +1,137 @@
+"""A campaign's lifecycle, whatever its targets' source: targets, plan, confirmation, sub-jobs, the source's
+release of what the plan left out, drive, close (``carry``: run, and resume after a crash); ``cancel`` and
+``status`` of a saved campaign. The CLI parses options, answers ``Console`` and prints; the source is found by
+the kind saved in the job (sources.py), so nothing here names one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from ..context import Settings
+from ..errors import ConnectionLost, TuneRemoteError, UsageError
+from ..inventory import Inventory
+from ..state import TERMINAL, JobState, Workspace
+from . import driver
+from .plan import plan_lines
+from .sources import begin, open_source, source_class, source_kind
+from .targets import SourceEnv
+
+
+@dataclass
+class Console:
+    """What the lifecycle asks of its caller: ``ui`` for events (and the live view), ``show`` for the plan,
+    ``confirm`` for the question before anything is launched (None: ask nothing, as with --yes)."""
+    ui: object
+    show: Callable[[str], None]
+    confirm: Callable[[str], bool] | None = None
+
+
+class Declined(Exception):
+    """The user said no at the plan's confirmation: nothing was launched."""
+
+
+def source_env(workspace: Workspace, job: JobState, inventory: Callable[[], Inventory], ui,
+               accept_new_host_key: bool = False) -> SourceEnv:
+    return SourceEnv(job, inventory, lambda: workspace.save(job), ui, accept_new_host_key)
+
+
+def start(workspace: Workspace, job: JobState, kind: str, options: dict, inventory: Callable[[], Inventory],
+          settings: Settings, console: Console, dry_run: bool = False) -> None:
+    """A new campaign from ``kind``'s targets (``options``: what the source was given on the command line)."""
+    env = source_env(workspace, job, inventory, console.ui, settings.accept_new_host_key)
+    lines = begin(kind, env, options)
+    if lines is not None:           # the source's own plan: it cannot show the real one without acquiring
+        console.show("plan:\n  " + "\n  ".join(lines))
+        return
+    if source_class(kind).acquires and not dry_run:
+        workspace.own(job.job_id, "run")    # one driver per job (R-05)
+        workspace.save(job)                 # before it acquires: a resume after a lost answer asks for nothing twice
+    carry(workspace, job, inventory, settings, console, dry_run)
+
+
+def carry(workspace: Workspace, job: JobState, inventory: Callable[[], Inventory], settings: Settings,
+          console: Console, dry_run: bool = False, only: tuple = ()) -> None:
+    """Targets, plan, sub-jobs, drive: whatever of it is not done yet (run, and resume after a crash).
+    ``only``: the nodes to drive (resume --node)."""
+    if not dry_run:
+        workspace.own(job.job_id, "run")   # one driver per job and its sub-jobs (R-05)
+    ui = console.ui
+    source = open_source(source_env(workspace, job, inventory, ui, settings.accept_new_host_key))
+    runner = None
+    try:
+        refs = source.targets()
+        runner = source.runner(settings.accept_new_host_key)
+        if not job.request["campaign"]["sub_jobs"]:
+            job.node = ",".join(dict.fromkeys(r.node for r in refs))
+            job.container = ",".join(dict.fromkeys(r.container for r in refs))
+            plan = driver.make_plan(job, runner, refs, job.request["variants"], settings, ui, workspace)
+            lines = plan_lines(plan)
+            console.show("plan:\n  " + "\n  ".join(lines))
+            if dry_run:
+                return
+            if console.confirm is not None and not console.confirm(f"Run this campaign ({len(refs)} targets)?"):
+                job.state, job.error = "cancelled", "cancelled at the plan confirmation"
+                raise Declined()
+            job.variant = ",".join(plan["variants"])
+            subs = driver.create_sub_jobs(job, workspace, plan)
+            kept = {s.node for s in subs}
+            runner.keep_only(kept)          # the nodes the plan left out: connections closed,
+            source.release(keep=kept)       # and whatever the source held for them given back (Slurm's GPUs)
+            subws = driver.sub_workspace(workspace, job)
+            for s in subs:
+                subws.save(s)
+            job.request["campaign"].update(
+                sub_jobs=[s.job_id for s in subs], plan_lines=lines, unreachable=plan["unreachable"],
+                kinds={label: kind for groups in plan["variants"].values() for kind, shards in groups.items()
+                       for label in shards})
+            job.step = "remote"
+            workspace.save(job)
+            ui.event(f"job {job.job_id}: {len(subs)} target job(s) on {len(refs)} target(s); "
+                     f"state in {workspace.job_dir(job.job_id)}")
+        driver.drive(job, workspace, runner, settings, ui, only=only)
+    except ConnectionLost:
+        raise                                   # the nodes go on; resume re-attaches
+    except BaseException as exc:
+        if source.ended_by_cancel(exc, job.state == "running"):   # `cancel` ended the targets under it
+            job.state, job.error = "cancelled", "cancelled by the user"
+        if job.state == "running" and not isinstance(exc, (KeyboardInterrupt, SystemExit)):
+            job.state, job.error = "failed", exc.one_line() if isinstance(exc, TuneRemoteError) else str(exc)
+        if job.state in TERMINAL and workspace.exists(job.job_id):
+            workspace.save(job)
+        raise
+    finally:
+        if runner is not None:
+            runner.close()                      # the connections its targets shared
+        if job.state in TERMINAL or dry_run:
+            source.release()                    # the source gives back what it holds (Slurm: the holders end)
+        source.close()
+
+
+def cancel(workspace: Workspace, job: JobState, inventory: Callable[[], Inventory], ui, grace_s: float,
+           nodes: tuple = ()) -> dict:
+    """Cancel every target, or only those on ``nodes`` (the others go on; the job ends when they do): the
+    source's own way where it has one (Slurm: TERM to its jobs, then the states), else each target through the
+    runner. ``driver.cancel``'s answer, with the processes signalled and killed."""
+    whole = source_class(source_kind(job)).cancelled_whole
+    if whole and nodes:
+        raise UsageError(whole, hint=f"tune-remote cancel {job.job_id}")
+    source = open_source(source_env(workspace, job, inventory, ui))
+    runner = source.runner()
+    try:
+        ended = source.cancel(grace_s)
+        res = driver.cancel(job, workspace, runner, grace_s, remote=ended is None, nodes=nodes)
+    finally:
+        runner.close()
+        source.close()
+    if ended is not None:
+        res["signalled"], res["killed"] = ended
+    return res
+
+
+def status(workspace: Workspace, job: JobState, inventory: Callable[[], Inventory], ui) -> dict:
+    """``targets`` (one row per sub-job) and whatever the source adds (Slurm: its jobs as squeue says)."""
+    targets = driver.targets_rows(job, workspace)
+    env = source_env(workspace, job, inventory, ui)
+    return {"targets": targets, **source_class(source_kind(job)).status(env, targets, job.state not in TERMINAL)}
