@@ -10,12 +10,43 @@ import re
 import tempfile
 import time
 from dataclasses import asdict, dataclass, field
+from enum import Enum
 from pathlib import Path
 
 from .errors import JobError, JobNotFound, UsageError
 
-TERMINAL = ("succeeded", "failed", "cancelled", "lost")
-JOB_STATES = ("running",) + TERMINAL
+
+
+class Status(str, Enum):
+    """One vocabulary for a job's state (running, then succeeded/failed/cancelled/lost) and a step's status
+    (pending, running, then done/skipped/failed). A member is its JSON value: ``Status.DONE == "done"``,
+    ``str(Status.DONE) == "done"``, and state.json holds the same words it always did."""
+    PENDING = "pending"
+    RUNNING = "running"
+    DONE = "done"
+    SKIPPED = "skipped"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    LOST = "lost"
+
+    def __str__(self) -> str:
+        return self.value
+
+    __format__ = str.__format__
+    __hash__ = str.__hash__      # Enum hashes the member's name: {"done"} == {Status.DONE} needs the value's
+
+    @classmethod
+    def read(cls, value):
+        """A member for a known word; a word this code does not know (a newer writer's) stays as it is."""
+        try:
+            return cls(value)
+        except ValueError:
+            return value
+
+
+TERMINAL = (Status.SUCCEEDED, Status.FAILED, Status.CANCELLED, Status.LOST)
+JOB_STATES = (Status.RUNNING,) + TERMINAL
 _JOB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,80}$")
 
 
@@ -36,7 +67,7 @@ def new_job_id(variant: str, node: str) -> str:
 
 @dataclass
 class StepState:
-    status: str = "pending"          # pending | running | done | failed | skipped
+    status: Status = Status.PENDING
     started: float | None = None
     finished: float | None = None
     info: dict = field(default_factory=dict)
@@ -50,7 +81,7 @@ class JobState:
     variant: str
     created: float
     request: dict                      # what the user asked for (flags), never secrets
-    state: str = "running"
+    state: Status = Status.RUNNING
     step: str = "discover"
     steps: dict[str, StepState] = field(default_factory=dict)
     facts: dict = field(default_factory=dict)      # discover output
@@ -73,7 +104,10 @@ class JobState:
 
     @classmethod
     def from_dict(cls, data: dict) -> "JobState":
-        steps = {k: StepState(**v) for k, v in data.pop("steps", {}).items()}
+        steps = {k: StepState(**{**v, "status": Status.read(v.get("status", Status.PENDING))})
+                 for k, v in data.pop("steps", {}).items()}
+        if "state" in data:
+            data["state"] = Status.read(data["state"])
         return cls(steps=steps, **data)
 
 
@@ -202,15 +236,15 @@ class Workspace:
             disk_rev = int(disk.get("rev") or 0) if disk else 0
             if not self._owned_here(job.job_id):
                 if self.driven_elsewhere(job.job_id) or (disk is not None and disk_rev != job.rev):
-                    if job.state == "cancelled" and disk is not None and disk.get("state") not in TERMINAL:
-                        disk.update(state="cancelled", error=job.error, rev=disk_rev + 1)   # cancel is kept
+                    if job.state == Status.CANCELLED and disk is not None and disk.get("state") not in TERMINAL:
+                        disk.update(state=Status.CANCELLED, error=job.error, rev=disk_rev + 1)   # cancel is kept
                         atomic_write(path, json.dumps(disk, indent=2, sort_keys=True).encode())
                         job.rev = disk_rev + 1
                         return True
                     return False
             elif disk is not None and disk_rev != job.rev:
-                if disk.get("state") == "cancelled" and job.state == "running":   # `cancel` said so meanwhile
-                    job.state, job.error = "cancelled", disk.get("error")
+                if disk.get("state") == Status.CANCELLED and job.state == Status.RUNNING:   # `cancel` said so meanwhile
+                    job.state, job.error = Status.CANCELLED, disk.get("error")
                 job.fetched = {**(disk.get("fetched") or {}), **job.fetched}
             job.rev = disk_rev + 1
             atomic_write(path, job.to_json().encode())

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from ..context import Ctx, Settings
 from ..errors import TuneRemoteError, UsageError
-from ..state import JobState, Workspace
+from ..state import JobState, Status, Workspace
 from ..ui import Ui
 from .driver import sub_jobs
 from .merge import write_outputs
@@ -46,7 +46,7 @@ def promote(job: JobState, workspace: Workspace, subws: Workspace, subs: list[Jo
     for sub in subs:
         row = {"node": sub.node, "container": sub.container, "variant": sub.variant, "job_id": sub.job_id}
         rows.append(row)
-        if sub.state != "succeeded" or not sub.remote.get("live_csv"):
+        if sub.state != Status.SUCCEEDED or not sub.remote.get("live_csv"):
             row["skipped"] = f"target job {sub.state}" + ("" if sub.remote.get("live_csv") else ", no staging table")
             continue
         ctx = _ctx(sub, subws, runner)
@@ -60,7 +60,7 @@ def promote(job: JobState, workspace: Workspace, subws: Workspace, subs: list[Jo
         if row.get("promoted_now"):
             changes.append(f"{sub.node}/{sub.container} {sub.variant}: {row['promoted_now']} row(s) of its own "
                            f"promoted now ({row['promoted']} in all)")
-    lines = spread(job, subws, runner, [s for s in subs if s.state == "succeeded"], ui, later=True,
+    lines = spread(job, subws, runner, [s for s in subs if s.state == Status.SUCCEEDED], ui, later=True,
                    changed=changes)
     for row in rows:
         row["spread"] = [x for x in lines if f" on {row['node']} " in x]

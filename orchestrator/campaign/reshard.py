@@ -13,7 +13,7 @@ import time
 from ..context import Ctx, Settings
 from ..errors import TuneRemoteError
 from ..parsing.untuned import read_shapes_csv, write_untuned_csv
-from ..state import JobState, Workspace, atomic_write
+from ..state import JobState, Status, Workspace, atomic_write
 from ..ui import Ui
 from . import plan as planning
 from .targets import Runner, TargetRef
@@ -49,10 +49,10 @@ def reshard(job: JobState, workspace: Workspace, subws: Workspace, runner: Runne
     done = camp.setdefault("resharded", {})
     new: list[JobState] = []
     for lost in subs:
-        if lost.state != "lost" or lost.job_id in done:
+        if lost.state != Status.LOST or lost.job_id in done:
             continue
         kind = kinds.get(_label(lost))
-        survivors = [s for s in subs if s.variant == lost.variant and s.state == "succeeded"
+        survivors = [s for s in subs if s.variant == lost.variant and s.state == Status.SUCCEEDED
                      and kinds.get(_label(s)) == kind and _label(s) != _label(lost)]
         shard = read_shapes_csv(lost.request["shapes_csv"], lost.variant) if lost.request.get("shapes_csv") else []
         cols = [c for c in shard[0]] if shard else []

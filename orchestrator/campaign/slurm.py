@@ -23,6 +23,7 @@ from ..remote.pool import Borrowed
 from ..remote.shell import Cmd, sh
 from ..remote.srun import SrunTransport
 from ..remote.transport import put_bytes
+from ..state import Status
 from .slurm_scripts import HOLDER, STOP
 from .targets import InventoryRunner, TargetRef
 
@@ -320,9 +321,9 @@ class SlurmRunner(InventoryRunner):
             ended = self._ended(sub.node)
             if ended is None and not isinstance(exc, AllocationEnded):
                 raise
-            state = "failed"
+            state = Status.FAILED
         else:
-            ended = self._ended(sub.node) if state != "succeeded" else None
+            ended = self._ended(sub.node) if state != Status.SUCCEEDED else None
         if ended is None:
             return state
         sub = workspace.load(sub.job_id)
@@ -338,7 +339,7 @@ class SlurmRunner(InventoryRunner):
         src = SlurmSource(self.spec, self.state, lambda: None, None, self.accept_new, login=self.login())
         try:
             if src._cancel_asked(i):
-                return "cancelled", "cancelled by the user"
+                return Status.CANCELLED, "cancelled by the user"
             shard = self.state["jobs"][i]
             if shard["id"] in src.squeue():
                 return None
@@ -346,9 +347,9 @@ class SlurmRunner(InventoryRunner):
             slurm = src.scontrol_state(shard)
             said = ", ".join(x for x in (f"Slurm: {slurm}" if slurm else "", f"exit code {rc}" if rc else "") if x)
             if not rc:      # no exit-code file: the holder never ended by itself (node lost, killed, purged)
-                return "lost", (f"lost: Slurm job {shard['id']} ({shard['name']}) on node {node} vanished without "
+                return Status.LOST, (f"lost: Slurm job {shard['id']} ({shard['name']}) on node {node} vanished without "
                                 f"an exit-code file" + (f" ({said})" if said else ""))
-            return "failed", f"Slurm job {shard['id']} ({shard['name']}) on node {node} ended under the work ({said})"
+            return Status.FAILED, f"Slurm job {shard['id']} ({shard['name']}) on node {node} ended under the work ({said})"
         except TuneRemoteError:
             return None
         finally:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from ..context import Ctx, Settings
 from ..errors import TuneRemoteError
-from ..state import JobState, Workspace
+from ..state import JobState, Status, Workspace
 from ..ui import Ui
 from .targets import Runner, TargetRef
 
@@ -30,7 +30,7 @@ def spread(job: JobState, subws: Workspace, runner: Runner, subs: list[JobState]
     lines: list[str] = []
     groups: dict[tuple, list[JobState]] = {}
     for s in subs:
-        if s.state == "succeeded" and s.remote.get("live_csv"):
+        if s.state == Status.SUCCEEDED and s.remote.get("live_csv"):
             groups.setdefault((s.variant, _kind(job, s)), []).append(s)
     for (variant, kind), members in groups.items():
         for src in members:

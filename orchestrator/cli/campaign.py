@@ -7,7 +7,7 @@ import click
 
 from ..errors import ConnectionLost, JobError, TuneRemoteError, UsageError
 from ..inventory import Inventory
-from ..state import TERMINAL, JobState
+from ..state import TERMINAL, JobState, Status
 from ..variants import get_variant
 from .base import Env, _finish
 
@@ -109,7 +109,7 @@ def _carry(env: Env, job: JobState, inv: Inventory, settings, dry_run: bool = Fa
                 return
             if not settings.yes and settings.interactive and not ui.confirm(
                     f"Run this campaign ({len(refs)} targets)?"):
-                job.state, job.error = "cancelled", "cancelled at the plan confirmation"
+                job.state, job.error = Status.CANCELLED, "cancelled at the plan confirmation"
                 raise SystemExit(1)
             job.variant = ",".join(plan["variants"])
             subs = driver.create_sub_jobs(job, env.workspace, plan)
@@ -132,11 +132,11 @@ def _carry(env: Env, job: JobState, inv: Inventory, settings, dry_run: bool = Fa
         raise                                   # the nodes go on; resume re-attaches
     except BaseException as exc:
         from ..campaign.slurm import Cancelled
-        if isinstance(exc, Cancelled) or (slurm and isinstance(exc, TuneRemoteError) and job.state == "running"
+        if isinstance(exc, Cancelled) or (slurm and isinstance(exc, TuneRemoteError) and job.state == Status.RUNNING
                                           and source.cancel_requested()):   # `cancel` ended the Slurm jobs
-            job.state, job.error = "cancelled", "cancelled by the user"
-        if job.state == "running" and not isinstance(exc, (KeyboardInterrupt, SystemExit)):
-            job.state, job.error = "failed", exc.one_line() if hasattr(exc, "one_line") else str(exc)
+            job.state, job.error = Status.CANCELLED, "cancelled by the user"
+        if job.state == Status.RUNNING and not isinstance(exc, (KeyboardInterrupt, SystemExit)):
+            job.state, job.error = Status.FAILED, exc.one_line() if hasattr(exc, "one_line") else str(exc)
         if job.state in TERMINAL and env.workspace.exists(job.job_id):
             env.workspace.save(job)
         raise

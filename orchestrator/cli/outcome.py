@@ -8,14 +8,14 @@ import click
 
 from ..context import Ctx, Settings
 from ..errors import UsageError
-from ..state import JobState, check_job_id
+from ..state import JobState, Status, check_job_id
 from .base import Env, _target_for, cli
 from .watch import NODE_OPTION
 
 
 def _finished(env: Env, job_id: str, what: str, nodes=()) -> JobState:
     job = env.workspace.load(check_job_id(job_id))
-    if job.state == "running":
+    if job.state == Status.RUNNING:
         raise UsageError(f"job {job_id} is still running; {what} waits for its end",
                          hint=f"tune-remote status {job_id} (or resume it)")
     if job.request.get("campaign"):
@@ -73,7 +73,7 @@ def promote(env: Env, job_id, rows, accept_new_host_key, nodes):
     job = _finished(env, job_id, "promotion", nodes)
     if job.request.get("campaign"):
         return _campaign(env, job, nodes, accept_new_host_key, "promote", rows)
-    if job.state != "succeeded":
+    if job.state != Status.SUCCEEDED:
         raise UsageError(f"job {job_id} {job.state}; only a succeeded job's rows can be promoted",
                          hint=f"tune-remote status {job_id}")
     res = _with_ctx(env, job, accept_new_host_key, lambda ctx: step.later(ctx, rows), "promote")
@@ -137,7 +137,7 @@ def export_cmd(env: Env, job_id, model_config, dest, nodes):
 
     from ..steps.export import export
     job = env.workspace.load(check_job_id(job_id))
-    if job.state == "running":
+    if job.state == Status.RUNNING:
         raise UsageError(f"job {job_id} is still running", hint=f"tune-remote status {job_id}")
     if job.request.get("campaign"):
         from ..campaign import outcome as camp

@@ -14,6 +14,7 @@ import time
 from ..context import Ctx, owner
 from ..errors import ConnectionLost, JobError, ObserverError, TuneRemoteError
 from ..remote.detached import HelperCallError
+from ..state import Status
 from ..workflow import REMOTE_STEPS
 from .prepare import local_log_path
 
@@ -93,14 +94,14 @@ def _apply_markers(info: dict, text: str) -> None:
         if name not in REMOTE_STEPS:
             continue
         words = rest.split()
-        s = sub.setdefault(name, {"status": "pending"})
+        s = sub.setdefault(name, {"status": Status.PENDING})
         if what == "start":
-            s.update(status="running", started=_number(words[0]) if words else None)
+            s.update(status=Status.RUNNING, started=_number(words[0]) if words else None)
             info["current"] = name
         elif what in ("rc", "already-done"):
             rc = _number(words[-1]) if words else None
             rc = int(rc) if rc is not None and float(rc).is_integer() else 1   # garbage rc = failure
-            s.update(status="done" if rc == 0 else "failed", rc=rc)
+            s.update(status=Status.DONE if rc == 0 else Status.FAILED, rc=rc)
         elif what == "partial":
             s.update(status="partial")
 
@@ -264,7 +265,7 @@ def wait(ctx: Ctx, t0: float | None = None) -> None:
             continue
         ctx.save()
         ctx.ui.progress(job, info)
-        if run["state"] not in ("running", "starting") and not run["more"]:
+        if run["state"] not in (Status.RUNNING, "starting") and not run["more"]:
             break
         if not run["more"] and not run.get("long_poll"):   # a long poll already waited on the node
             ctx.sleep(ctx.settings.poll_s)
@@ -273,7 +274,7 @@ def wait(ctx: Ctx, t0: float | None = None) -> None:
     _note_stalls(ctx)
     state = run["state"]
     sub = info.get("sub", {})
-    if state == "succeeded":
+    if state == Status.SUCCEEDED:
         for name in ("baseline", "after"):     # non-fatal bench steps (marker "*"): tuning went on
             if sub.get(name, {}).get("status") == "partial":
                 job.note(f"the {name} benchmark exited with {sub[name].get('rc')}: shapes it did not measure "
@@ -284,17 +285,17 @@ def wait(ctx: Ctx, t0: float | None = None) -> None:
             job.note("the tuner exited with [Tuning not Finished]: some shapes found no valid kernel "
                      "(listed in the report); every other row was written")
         return
-    if state == "cancelled":
-        job.state = "cancelled"
+    if state == Status.CANCELLED:
+        job.state = Status.CANCELLED
         job.error = "cancelled"
         return
-    if state in ("lost", "unknown"):
-        job.state = "lost"
+    if state in (Status.LOST, "unknown"):
+        job.state = Status.LOST
         why = run.get("reason") or "container restarted or process killed"
         raise JobError(f"the job's process on the node is gone without an exit status ({why})",
                        hint=f"`tune-remote resume {job.job_id} --relaunch` tunes the shapes not tuned yet "
                             "(rows already written are kept)")
-    failed = next((n for n in REMOTE_STEPS if sub.get(n, {}).get("status") == "failed"), None)
+    failed = next((n for n in REMOTE_STEPS if sub.get(n, {}).get("status") == Status.FAILED), None)
     rc = sub.get(failed, {}).get("rc", run.get("rc")) if failed else run.get("rc")
     log = job.remote["logs"].get(failed or "tune")
     raise JobError(f"step {failed or 'pipeline'} failed on the node (exit {rc})",
@@ -344,7 +345,7 @@ def prepare_relaunch(job) -> None:
     the tuner skips the rows it already wrote, and every later step runs again."""
     info = job.step_state("remote").info
     n = int(job.remote.get("relaunches", 0)) + 1
-    done = [name for name, sub in (info.get("sub") or {}).items() if sub.get("status") == "done"
+    done = [name for name, sub in (info.get("sub") or {}).items() if sub.get("status") == Status.DONE
             and name == "baseline"]
     job.remote.update(relaunches=n, run_dir=f"{job.remote['job_dir']}/pipeline-r{n}", carry_rc=done)
     info["sub"] = {k: v for k, v in (info.get("sub") or {}).items() if k in done}

@@ -11,7 +11,7 @@ from pathlib import Path
 from ..context import Ctx
 from ..parsing.csvtools import diff_tuned, read_tuned_csv
 from ..report import render_report
-from ..state import atomic_write
+from ..state import Status, atomic_write
 from .bench import measured_by_call, plan_bench
 from .compare import Comparison, compare, norm_key_value
 from .fetch import pull, wanted_files
@@ -166,7 +166,7 @@ def report_context(ctx: Ctx, saved: bool = False) -> dict:
                 "finished": (job.step_state("report").started or time.time()) if saved else time.time(),
                 # rendered before the final fetch: the node's work is over, so say how it ended
                 "state": "succeeded (partial tuning)" if job.step_state("remote").info.get("partial")
-                else ("succeeded" if job.state == "running" else job.state)},
+                else (Status.SUCCEEDED if job.state == Status.RUNNING else job.state)},
         "environment": {"aiter_version": _version_text(facts), "pip_name": facts.get("pip_name"),
                         "install_mode": facts.get("install_mode"), "aiter_root": facts.get("aiter_root"),
                         "gfx": facts.get("gfx"), "cu_num": facts.get("cu_num"),

@@ -11,6 +11,7 @@ from ..errors import JobError, UsageError
 from ..variants import KernelVariant, get_variant
 from ..parsing.untuned import read_shapes_csv
 from ..remote.helpers import shapelog
+from ..state import Status
 from .keys import norm_key_value
 
 
@@ -394,7 +395,7 @@ def run(ctx: Ctx) -> None:
     ctx.ui.show_shapes(variant, shapes, described, ctx.job.step_state("shapes").info.get("misses"))
     if not ctx.settings.yes and ctx.settings.interactive and not ctx.ui.confirm(
             f"Tune these {len(shapes)} {variant.name} shapes on {ctx.job.node}/{ctx.job.container}?"):
-        ctx.job.state = "cancelled"
+        ctx.job.state = Status.CANCELLED
         ctx.job.error = "cancelled at the shape confirmation"
         return
     # the node copy is written by prepare's first round trip, from job.shapes (issue 9: round trips)

@@ -71,3 +71,22 @@ def test_two_runs_started_in_the_same_second_get_different_job_ids(tmp_path):
         ids = list(pool.map(lambda _: ws.claim("20261126-101500-n1-a8w8"), range(8)))
     assert len(set(ids)) == 8 and "20261126-101500-n1-a8w8" in ids and "20261126-101500-n1-a8w8-8" in ids
     assert all((tmp_path / "ws" / i).is_dir() for i in ids) and ws.jobs() == []
+
+
+def test_status_members_are_their_json_words():
+    from orchestrator.state import TERMINAL, Status
+    assert Status.DONE == "done" and str(Status.SUCCEEDED) == "succeeded" and f"{Status.LOST}" == "lost"
+    assert {"succeeded", "failed"} == {Status.SUCCEEDED, Status.FAILED} and "lost" in TERMINAL
+    assert json.dumps({"state": Status.CANCELLED}) == '{"state": "cancelled"}'
+    assert Status.read("done") is Status.DONE and Status.read("paused-by-a-newer-writer") == "paused-by-a-newer-writer"
+
+
+def test_a_loaded_job_holds_members(tmp_path):
+    ws = Workspace(tmp_path)
+    j = job()
+    j.step_state("discover").status = "done"      # a plain word, as old code and old files have it
+    ws.save(j)
+    back = ws.load("j1")
+    from orchestrator.state import Status
+    assert back.state is Status.RUNNING and back.step_state("discover").status is Status.DONE
+    assert json.loads((tmp_path / "j1" / "state.json").read_text())["steps"]["discover"]["status"] == "done"
