@@ -8,7 +8,7 @@ and what was assumed. It rides along with ``discover`` (``probe_template``, step
 
 from __future__ import annotations
 
-from ..aiter_profiles import AiterProfile, format_version, profile_from_facts
+from ..aiter_profiles import AiterProfile, format_version, settle_profile
 from ..context import Ctx
 from ..errors import JobError
 from ..variants import KernelVariant, get_variant
@@ -64,11 +64,7 @@ def probe(ctx: Ctx, variant: KernelVariant) -> AiterProfile:
         ctx.job.note(note)
         ctx.ui.event(note)
     check_gpu_kinds(ctx)
-    profile = profile_from_facts(facts)
-    facts["profile"] = profile.name
-    facts["probed"] = list(profile.probed)
-    facts["assumed"] = list(profile.assumed)
-    return profile
+    return settle_profile(facts)
 
 
 def check_gpu_kinds(ctx: Ctx) -> None:

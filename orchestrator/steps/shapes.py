@@ -135,24 +135,22 @@ def runtime_lookups(shapes: list[dict], family: str, max_m: int | None = None,
 
 def probe_moe_tuple(facts: dict, forms: list[bool]) -> None:
     """The MoE tuple form seen in the log (leading 'gfx…' or a cu_num) is a probe, not a version guess."""
-    from ..aiter_profiles import profile_from_facts
+    from ..aiter_profiles import settle_profile
     facts.setdefault("probes", {})["moe_tuple_gfx"] = max(set(forms), key=forms.count)
-    profile = profile_from_facts(facts)
-    facts["probed"], facts["assumed"] = list(profile.probed), list(profile.assumed)
+    settle_profile(facts)
 
 
 def reprobe_header(ctx: Ctx, table: str) -> None:
     """--table-from-log: the capability probe read the header of the env/default table; the job tunes
     another one, whose header decides the gfx column (one round trip)."""
-    from ..aiter_profiles import profile_from_facts
+    from ..aiter_profiles import settle_profile
     header = ctx.call("probe", {"tuned_csv": table}).get("tuned_header")
     probes = ctx.job.facts.setdefault("probes", {})
     if header:
         probes["tuned_header"] = header
     else:
         probes.pop("tuned_header", None)     # a table not written yet: the version decides
-    profile = profile_from_facts(ctx.job.facts)
-    ctx.job.facts["probed"], ctx.job.facts["assumed"] = list(profile.probed), list(profile.assumed)
+    settle_profile(ctx.job.facts)
 
 
 def consulted_table(consulted: dict[str, int], target: str, root: str, config_env: str,

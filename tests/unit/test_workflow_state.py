@@ -39,9 +39,9 @@ def test_state_round_trip_is_atomic_json(tmp_path):
 
 
 def test_profiles_follow_the_reference_thresholds():
-    assert profile_for((0, 1, 20)).name == "current" and profile_for((0, 1, 20)).timeout_default == 1800
+    assert profile_for((0, 1, 20)).name == "current" and profile_for((0, 1, 20)).has_flag("--timeout")
     legacy = profile_for((0, 1, 11))
-    assert legacy.name == "legacy" and not legacy.gfx_column and legacy.moe_blockscale_bypass == "small"
+    assert legacy.name == "legacy" and not legacy.merge_rejects_duplicates and legacy.moe_blockscale_bypass == "small"
     assert profile_for((0, 1, 10)).moe_blockscale_bypass == "all"
     assert not profile_for((0, 1, 9)).has_flag("--timeout")
     assert profile_for((0, 1, 13)).has_flag("--run_config")
