@@ -9,11 +9,12 @@ import os
 import re
 import tempfile
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from enum import Enum
 from pathlib import Path
 
 from .errors import JobError, JobNotFound, UsageError
+from .records import Facts, JobRequest, NodePaths
 
 
 
@@ -80,17 +81,23 @@ class JobState:
     container: str
     variant: str
     created: float
-    request: dict                      # what the user asked for (flags), never secrets
+    request: JobRequest                # what the user asked for (flags), never secrets
     state: Status = Status.RUNNING
     step: str = "discover"
     steps: dict[str, StepState] = field(default_factory=dict)
-    facts: dict = field(default_factory=dict)      # discover output
-    remote: dict = field(default_factory=dict)     # node paths: job dir, logs, csvs, run dir
+    facts: Facts = field(default_factory=Facts)            # discover output
+    remote: NodePaths = field(default_factory=NodePaths)   # node paths: job dir, logs, csvs, run dir
     shapes: list[dict] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     error: str | None = None
     fetched: dict = field(default_factory=dict)    # node path -> sha256 of the local copy
     rev: int = 0                                   # bumped by every save: who wrote since I loaded (R-05)
+
+    _RECORDS = {"request": JobRequest, "facts": Facts, "remote": NodePaths}
+
+    def __setattr__(self, name: str, value) -> None:
+        kind = self._RECORDS.get(name)      # a plain dict given for a record (old callers, a loaded file)
+        object.__setattr__(self, name, kind.from_dict(value) if kind else value)
 
     def step_state(self, name: str) -> StepState:
         return self.steps.setdefault(name, StepState())
@@ -99,16 +106,27 @@ class JobState:
         if text not in self.notes:
             self.notes.append(text)
 
+    def to_dict(self) -> dict:
+        out = {**self.__dict__.get("_extra", {}), **{f.name: getattr(self, f.name) for f in fields(self)}}
+        out["steps"] = {k: asdict(v) for k, v in self.steps.items()}
+        for name in self._RECORDS:
+            out[name] = out[name].to_dict()
+        return out
+
     def to_json(self) -> str:
-        return json.dumps(asdict(self), indent=2, sort_keys=True)
+        return json.dumps(self.to_dict(), indent=2, sort_keys=True)
 
     @classmethod
     def from_dict(cls, data: dict) -> "JobState":
+        """A job from its state.json; keys this code does not know are written back as they were."""
         steps = {k: StepState(**{**v, "status": Status.read(v.get("status", Status.PENDING))})
                  for k, v in data.pop("steps", {}).items()}
         if "state" in data:
             data["state"] = Status.read(data["state"])
-        return cls(steps=steps, **data)
+        known = {f.name for f in fields(cls)}
+        job = cls(steps=steps, **{k: v for k, v in data.items() if k in known})
+        object.__setattr__(job, "_extra", {k: v for k, v in data.items() if k not in known})
+        return job
 
 
 _OWNED: dict[str, int] = {}     # job dirs this process drives -> the fd holding their .lock (until exit)

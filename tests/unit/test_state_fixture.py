@@ -25,6 +25,12 @@ def _workspace(tmp_path) -> Workspace:
     return Workspace(ws)
 
 
+def _load(tmp_path, data):
+    (tmp_path / data["job_id"]).mkdir()
+    (tmp_path / data["job_id"] / "state.json").write_text(json.dumps(data))
+    return Workspace(tmp_path).load(data["job_id"])
+
+
 def _without_rev(data: dict) -> dict:
     return {k: v for k, v in data.items() if k != "rev"}
 
@@ -86,3 +92,24 @@ def test_the_fixtures_are_what_the_old_code_wrote():
     assert {s["status"] for s in SINGLE["steps"].values()} == {"done"}
     assert CAMPAIGN["request"]["campaign"] and TARGET["request"]["parent"] == CAMPAIGN["job_id"]
     assert len(SINGLE["remote"]) >= 21 and len(SINGLE["facts"]) >= 16 and len(SINGLE["request"]) >= 12
+
+
+def test_the_records_are_typed_and_read_through_attributes(tmp_path):
+    from orchestrator.records import Facts, JobRequest, NodePaths
+    job = _load(tmp_path, TARGET)
+    assert isinstance(job.request, JobRequest) and isinstance(job.facts, Facts) and isinstance(job.remote, NodePaths)
+    assert job.request.parent == CAMPAIGN["job_id"] and job.request.serve_cmd is None    # absent: None, as .get was
+    assert job.facts.gfx == TARGET["facts"]["gfx"] and job.remote.run_dir == TARGET["remote"]["run_dir"]
+    assert "serve_cmd" not in job.request and "serve_cmd" not in json.loads(job.to_json())["request"]
+    job.remote.relaunches = 1                      # set through an attribute: written
+    assert json.loads(job.to_json())["remote"]["relaunches"] == 1
+    assert dict(NodePaths()) == {} and dict(JobRequest(detach=False)) == {"detach": False}
+
+
+def test_a_top_level_key_this_code_does_not_know_survives(tmp_path):
+    data = dict(SINGLE, from_the_future={"a": 1})
+    (tmp_path / data["job_id"]).mkdir()
+    (tmp_path / data["job_id"] / "state.json").write_text(json.dumps(data))
+    ws = Workspace(tmp_path)
+    assert ws.save(ws.load(data["job_id"]))
+    assert json.loads((tmp_path / data["job_id"] / "state.json").read_text())["from_the_future"] == {"a": 1}
