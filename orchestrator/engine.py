@@ -91,7 +91,7 @@ def run_job(ctx: Ctx) -> str:
                 st.status = Status.FAILED
                 ctx.save()
                 break
-            if name == "remote" and job.request.get("detach") and job.step_state("remote").info.get(
+            if name == "remote" and job.request.detach and job.step_state("remote").info.get(
                     "state", Status.RUNNING) == Status.RUNNING:
                 ctx.save()
                 return Status.RUNNING
@@ -120,7 +120,7 @@ def _record_stats(ctx: Ctx) -> None:
 
 def _best_effort_fetch(ctx: Ctx, failed_step: str) -> None:
     """After a failure, bring home whatever logs exist, so the user can see why. Never raises."""
-    if failed_step in ("discover", "shapes") or not ctx.job.remote.get("logs"):
+    if failed_step in ("discover", "shapes") or not ctx.job.remote.logs:
         return
     try:
         fetch = _steps_module("fetch")

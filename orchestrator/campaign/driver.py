@@ -37,7 +37,7 @@ def sub_job_id(job_id: str, ref: TargetRef, variant: str) -> str:
 
 def make_plan(job: JobState, runner: Runner, refs: list[TargetRef], variants: list[str], settings: Settings,
               ui, workspace: Workspace | None = None) -> dict:
-    probes = planning.probe(runner, refs, settings, job.request.get("gpus"))
+    probes = planning.probe(runner, refs, settings, job.request.gpus)
     reachable = [p for p in probes if not p.error]
     unreachable = [f"{p.ref.label}: {p.error}" for p in probes if p.error]
     if not reachable:
@@ -70,8 +70,8 @@ def make_plan(job: JobState, runner: Runner, refs: list[TargetRef], variants: li
         for kind, members in groups.items():
             weights = {p.ref: max(1, len(p.gpus)) for p in members}
             rows = shapes
-            if job.request.get("budget"):     # the kind's GPUs together: the most-missed shapes that fit
-                rows, left = within(shapes, parse_duration(job.request["budget"]), sum(weights.values()), rate)
+            if job.request.budget:     # the kind's GPUs together: the most-missed shapes that fit
+                rows, left = within(shapes, parse_duration(job.request.budget), sum(weights.values()), rate)
                 if left:
                     out.setdefault("budget", []).append(
                         f"--budget {job.request['budget']}: {variant} on {'/'.join(map(str, kind))}: the "
@@ -181,7 +181,7 @@ def drive(job: JobState, workspace: Workspace, runner: Runner, settings: Setting
 
 def _shard_rows(sub: JobState) -> list[str]:
     try:
-        with open(sub.request["shapes_csv"]) as fh:
+        with open(sub.request.shapes_csv) as fh:
             return fh.read().splitlines()[1:]
     except OSError:
         return []
@@ -238,7 +238,7 @@ def cancel(job: JobState, workspace: Workspace, runner: Runner, grace_s: float,
     for sub in sub_jobs(job, workspace):
         if sub.state in TERMINAL or (nodes and sub.node not in nodes):
             continue
-        if remote and sub.remote.get("run_dir"):
+        if remote and sub.remote.run_dir:
             res = runner.cancel(sub, subws, grace_s)
             out["signalled"] += len(res.get("signalled") or [])
             out["killed"] += len(res.get("killed") or [])

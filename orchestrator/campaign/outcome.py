@@ -46,8 +46,8 @@ def promote(job: JobState, workspace: Workspace, subws: Workspace, subs: list[Jo
     for sub in subs:
         row = {"node": sub.node, "container": sub.container, "variant": sub.variant, "job_id": sub.job_id}
         rows.append(row)
-        if sub.state != Status.SUCCEEDED or not sub.remote.get("live_csv"):
-            row["skipped"] = f"target job {sub.state}" + ("" if sub.remote.get("live_csv") else ", no staging table")
+        if sub.state != Status.SUCCEEDED or not sub.remote.live_csv:
+            row["skipped"] = f"target job {sub.state}" + ("" if sub.remote.live_csv else ", no staging table")
             continue
         ctx = _ctx(sub, subws, runner)
         try:
@@ -79,9 +79,9 @@ def rollback(job: JobState, workspace: Workspace, subws: Workspace, subs: list[J
         row = {"node": sub.node, "container": sub.container, "variant": sub.variant, "job_id": sub.job_id,
                "undone": []}
         rows.append(row)
-        records = [(p.get("time") or 0, "peer", p) for p in sub.remote.get("peer_promotions") or []]
+        records = [(p.get("time") or 0, "peer", p) for p in sub.remote.peer_promotions or []]
         if sub.remote.get("promotion", {}).get("promoted"):
-            records.append((sub.remote["promotion"].get("time") or 0, "own", sub.remote["promotion"]))
+            records.append((sub.remote.promotion.get("time") or 0, "own", sub.remote.promotion))
         if not records:
             row["note"] = "nothing promoted on this target"
             continue
@@ -125,7 +125,7 @@ def export(job: JobState, workspace: Workspace, subws: Workspace, subs: list[Job
     out = {}
     dest = Path(dest) if dest else workspace.job_dir(job.job_id) / "export"
     for variant in dict.fromkeys(s.variant for s in subs):
-        mine = [(s, subws.job_dir(s.job_id)) for s in subs if s.variant == variant and s.remote.get("tuned_csv")]
+        mine = [(s, subws.job_dir(s.job_id)) for s in subs if s.variant == variant and s.remote.tuned_csv]
         if not mine:
             raise UsageError(f"job {job.job_id}: no target of {variant} has a tuned table",
                              hint=f"tune-remote status {job.job_id}")

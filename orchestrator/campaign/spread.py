@@ -25,12 +25,12 @@ def spread(job: JobState, subws: Workspace, runner: Runner, subs: list[JobState]
     """One line per transfer (or failure), for the report. ``later``: asked by `tune-remote promote JOB` after
     the job (whatever its --promote was); a target that holds the rows already changes nothing. ``changed``
     gets the lines of the transfers that changed a live table (or failed)."""
-    if not later and (job.request.get("promote") or "proven") == "none":
+    if not later and (job.request.promote or "proven") == "none":
         return []
     lines: list[str] = []
     groups: dict[tuple, list[JobState]] = {}
     for s in subs:
-        if s.state == Status.SUCCEEDED and s.remote.get("live_csv"):
+        if s.state == Status.SUCCEEDED and s.remote.live_csv:
             groups.setdefault((s.variant, _kind(job, s)), []).append(s)
     for (variant, kind), members in groups.items():
         for src in members:

@@ -57,9 +57,9 @@ def _settings(yes: bool, accept_new: bool) -> Settings:
 
 
 def _target_for(env: Env, job: JobState, accept_new: bool) -> Target:
-    if job.request.get("demo_dir"):
+    if job.request.demo_dir:
         from ..demo import demo_target
-        return demo_target(job.request["demo_dir"])
+        return demo_target(job.request.demo_dir)
     inv = load_inventory(env.inventory_path)
     node = inv.node(job.node)
     return Target(node, node.container(job.container), accept_new_host_key=accept_new)

@@ -43,7 +43,7 @@ def validate_campaign_inputs(inv: Inventory, nodes, container, variants, logs, s
 
 def campaign_inventory(env: Env, job: JobState) -> Inventory:
     """The inventory a campaign's targets come from (none for the demo's simulated nodes)."""
-    if job.request.get("demo_nodes"):
+    if job.request.demo_nodes:
         return Inventory(path="(demo)", nodes={})
     from ..inventory import load_inventory
     return load_inventory(env.inventory_path)
@@ -51,9 +51,9 @@ def campaign_inventory(env: Env, job: JobState) -> Inventory:
 
 def _source(env: Env, job: JobState, inv: Inventory, settings, nodes=None, container=None):
     from ..campaign import InventorySource
-    if job.request.get("demo_nodes"):
+    if job.request.demo_nodes:
         from ..demo import DemoSource
-        return DemoSource(job.request["demo_nodes"])
+        return DemoSource(job.request.demo_nodes)
     slurm = job.request["campaign"].get("slurm")
     if slurm:
         from ..campaign.slurm import SlurmSource
@@ -102,7 +102,7 @@ def _carry(env: Env, job: JobState, inv: Inventory, settings, dry_run: bool = Fa
         if not job.request["campaign"]["sub_jobs"]:
             job.node = ",".join(dict.fromkeys(r.node for r in refs))
             job.container = ",".join(dict.fromkeys(r.container for r in refs))
-            plan = driver.make_plan(job, runner, refs, job.request["variants"], settings, ui, env.workspace)
+            plan = driver.make_plan(job, runner, refs, job.request.variants, settings, ui, env.workspace)
             lines = plan_lines(plan)
             click.echo("plan:\n  " + "\n  ".join(lines), err=True)
             if dry_run:

@@ -253,7 +253,7 @@ def resume(env: Env, job_id, yes, accept_new_host_key, relaunch, retry, nodes):
         from .campaign import resume_campaign
         resume_campaign(env, job, _settings(yes, accept_new_host_key), nodes)
         return
-    job.request["detach"] = False
+    job.request.detach = False
     _drive(env, job, _target_for(env, job, accept_new_host_key), _settings(yes, accept_new_host_key))
 
 def _retry(job: JobState) -> None:

@@ -22,7 +22,7 @@ def _finished(env: Env, job_id: str, what: str, nodes=()) -> JobState:
         return job               # its targets' sub-jobs hold the tables (campaign/outcome.py)
     from .pick import check_nodes
     check_nodes(env, job, nodes)
-    if not job.remote.get("live_csv"):
+    if not job.remote.live_csv:
         raise UsageError(f"job {job_id} has no staging table (it never reached prepare, or predates staging)",
                          hint="nothing on the node can be promoted or rolled back for it")
     return job
@@ -52,7 +52,7 @@ def changed(ctx: Ctx, res: dict) -> dict:
     if writes:
         try:
             ctx.call("write_files", {"files": writes})
-            ctx.job.remote["report_md_on_node"] = True
+            ctx.job.remote.report_md_on_node = True
         except TuneRemoteError:
             pass                 # the next `tune-remote fetch` writes it
     return res
@@ -107,7 +107,7 @@ def rollback(env: Env, job_id, accept_new_host_key, nodes):
     job = _finished(env, job_id, "rollback", nodes)
     if job.request.get("campaign"):
         return _campaign(env, job, nodes, accept_new_host_key, "rollback")
-    if not job.remote.get("promotion"):
+    if not job.remote.promotion:
         raise UsageError(f"job {job_id} never promoted anything", hint="nothing to undo; the live table is as it was")
     res = _with_ctx(env, job, accept_new_host_key, step.rollback, "rollback")
     click.echo(json.dumps({"job_id": job_id, **rollback_summary(res)}, indent=2))
@@ -166,7 +166,7 @@ def _campaign(env: Env, job: JobState, nodes, accept_new_host_key: bool, what: s
         if what == "promote":
             out = camp.promote(job, env.workspace, subws, subs, runner, rows, env.ui())
         else:
-            if not any(s.remote.get("promotion", {}).get("promoted") or s.remote.get("peer_promotions")
+            if not any(s.remote.get("promotion", {}).get("promoted") or s.remote.peer_promotions
                        for s in subs):
                 raise UsageError(f"job {job.job_id} never promoted anything"
                                  + (f" on {', '.join(nodes)}" if nodes else ""),

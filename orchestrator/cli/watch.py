@@ -53,7 +53,7 @@ def status(env: Env, job_id, as_json, nodes):
     elif nodes:
         jobs = [j for j in jobs if set(nodes) & set(job_nodes(env, j))]
     for job in jobs:   # running jobs are asked on their node; only `status JOB` saves what it learned
-        if job.state == Status.RUNNING and job.remote.get("run_dir") and not job.request.get("campaign"):
+        if job.state == Status.RUNNING and job.remote.run_dir and not job.request.get("campaign"):
             _refresh(env, job, save=bool(job_id))
     rows = [_status_row(j, env) for j in jobs]
     for r in rows:
@@ -140,7 +140,7 @@ def logs(env: Env, job_id, step, follow, nodes, variant):
 
 
 def _one_log(env: Env, ws, job: JobState, step: str, follow: bool, open_target, missing_ok: bool = False) -> None:
-    node_path = job.remote.get("pipeline_log") if step == "pipeline" else (job.remote.get("logs") or {}).get(step)
+    node_path = job.remote.pipeline_log if step == "pipeline" else (job.remote.logs or {}).get(step)
     if not node_path:
         if missing_ok:
             click.echo(f"(no {step} log yet: {job.state}, step {job.step})")
@@ -149,7 +149,7 @@ def _one_log(env: Env, ws, job: JobState, step: str, follow: bool, open_target, 
     local = ws.job_dir(job.job_id) / "logs" / Path(node_path).name
     if step == "pipeline":
         local = ws.job_dir(job.job_id) / "pipeline.log"
-    if job.state not in TERMINAL and job.remote.get("run_dir"):
+    if job.state not in TERMINAL and job.remote.run_dir:
         _refresh_log(ws, job, step, node_path, local, open_target)
     printed = 0
     if local.is_file():
@@ -227,7 +227,7 @@ def cancel(env: Env, job_id, grace, nodes):
         from .campaign import cancel_campaign
         cancel_campaign(env, job, grace, nodes)
         return
-    if not job.remote.get("run_dir"):
+    if not job.remote.run_dir:
         job.state, job.error = Status.CANCELLED, "cancelled before anything ran on the node"
         env.workspace.update(job.job_id, _cancelled(job.error))
         click.echo(f"job {job_id} cancelled")
@@ -284,7 +284,7 @@ def fetch(env: Env, job_id, dest, accept_new_host_key, nodes):
     if not job.request.get("campaign"):
         from .pick import check_nodes
         check_nodes(env, job, nodes)
-        if not job.remote.get("job_dir"):
+        if not job.remote.job_dir:
             raise JobError(f"job {job_id} produced nothing on the node yet", hint=f"tune-remote status {job_id}")
         outcome = _one_fetch(env.workspace, job, Path(dest) if dest else None,
                              lambda: _target_for(env, job, accept_new_host_key), env.ui())
@@ -297,7 +297,7 @@ def fetch(env: Env, job_id, dest, accept_new_host_key, nodes):
     with opener(env, job, accept_new_host_key) as open_target:
         for sub in subs:
             row = {"node": sub.node, "container": sub.container, "variant": sub.variant, "job_id": sub.job_id}
-            if sub.remote.get("job_dir"):
+            if sub.remote.job_dir:
                 row["files"] = _one_fetch(subws, sub, Path(dest) / sub.job_id if dest else None,
                                           lambda sub=sub: open_target(sub), env.ui())
                 subws.save(sub)

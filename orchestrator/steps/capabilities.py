@@ -57,7 +57,7 @@ def probe(ctx: Ctx, variant: KernelVariant) -> AiterProfile:
             f"is not on this node (AITER {facts.get('version')})",
             hint="upgrade amd-aiter in the container, or choose a container with a newer AITER")
     script = variant.tune_script.format(gfx=facts.get('gfx') or 'gfx942')
-    args = list(ctx.job.request.get("tune_args") or [])
+    args = list(ctx.job.request.tune_args or [])
     tuneargs.validate(args, answer.get("tuner_help"), script, problem)
     note = tuneargs.splitk_note(args, answer.get("tuner_help"), variant.name)
     if note:

@@ -58,9 +58,9 @@ def run(ctx: Ctx) -> None:
     version = parse_version(facts.get("version")) or parse_version(facts.get("git_describe"))
     profile = profile_for(version, dev_build=dev)  # refuses versions older than we support
     ctx.job.facts = facts
-    ctx.job.facts["version_raw"] = raw
-    ctx.job.facts["version"] = raw if dev else (format_version(version) if version else facts.get("version"))
-    ctx.job.facts["profile"] = profile.name
+    ctx.job.facts.version_raw = raw
+    ctx.job.facts.version = raw if dev else (format_version(version) if version else facts.get("version"))
+    ctx.job.facts.profile = profile.name
     variant = get_variant(ctx.job.variant).resolve(profile)
     gfx = facts.get("gfx")
     if variant.requires_gfx and gfx not in variant.requires_gfx:
@@ -85,8 +85,8 @@ def run(ctx: Ctx) -> None:
         busy = "; ".join(f"GPU {p}: {', '.join(g.get('busy') or [])}" for p, g in (facts.get("gpus") or {}).items())
         raise JobError(f"no free GPU on {ctx.job.node} for {ctx.job.container}" + (f" ({busy})" if busy else ""),
                        hint="wait for the GPUs to go idle, or pass --gpus 0,1 to use given GPUs anyway")
-    ctx.job.facts["tune_gpus"] = free
-    ctx.job.facts["tune_hip"] = hip_devices(facts, free)
+    ctx.job.facts.tune_gpus = free
+    ctx.job.facts.tune_hip = hip_devices(facts, free)
     root = facts["aiter_root"]
     ctx.job.remote.update({
         "aiter_root": root,
@@ -104,4 +104,4 @@ def run(ctx: Ctx) -> None:
                  + "".join(f"partition {m}, " for m in sorted(set((facts.get('partitions') or {}).values())))
                  + f"GPUs free: {','.join(map(str, free))}"
                  + (f" (HIP devices {','.join(map(str, ctx.job.facts['tune_hip']))} in this container)"
-                    if ctx.job.facts["tune_hip"] != free else ""))
+                    if ctx.job.facts.tune_hip != free else ""))

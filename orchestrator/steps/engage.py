@@ -67,9 +67,9 @@ def run_request(ctx: Ctx, keys: list[list]) -> dict | None:
 
 
 def _request(ctx: Ctx, calls: list, run_as: dict, prepared: dict) -> dict:
-    job, remote, root = ctx.job, ctx.job.remote, ctx.job.remote["aiter_root"]
+    job, remote, root = ctx.job, ctx.job.remote, ctx.job.remote.aiter_root
     # AITER_LOG_TUNED_CONFIG exists from v0.1.6 on (older than every supported profile)
-    env = {"HIP_VISIBLE_DEVICES": str(remote.get("bench_gpu") or job.facts["tune_gpus"][0]),
+    env = {"HIP_VISIBLE_DEVICES": str(remote.get("bench_gpu") or job.facts.tune_gpus[0]),
            "AITER_LOG_TUNED_CONFIG": "1"}
     cmds = [Cmd((ctx.target.container.python,
                  run_as.get(c.script) or prepared.get(id(c), {}).get("script") or f"{root}/{c.script}",

@@ -333,7 +333,7 @@ def run(ctx: Ctx, dest: Path | None = None) -> dict[str, str]:
     writes = _report_for_the_node(ctx)
     outcome = pull(ctx, wanted_files(ctx, dest), writes=writes)
     if writes:
-        ctx.job.remote["report_md_on_node"] = True
+        ctx.job.remote.report_md_on_node = True
     fetched = sum(1 for v in outcome.values() if v == "fetched")
     unchanged = sum(1 for v in outcome.values() if v == "unchanged")
     ctx.job.step_state("fetch").info.update(fetched=fetched, unchanged=unchanged, dest=str(dest))

@@ -22,11 +22,11 @@ DEFAULT_TIMEOUT_S = 600  # per-task watchdog; older AITER has none by default (a
 
 def tuned_csv_path(ctx: Ctx, variant: KernelVariant) -> str:
     """The file AITER reads at runtime: the container's AITER_CONFIG_* (first path) or the default."""
-    if ctx.job.remote.get("table_from_log"):   # run --table-from-log: the table the server's log named (C-12)
-        return ctx.job.remote["table_from_log"]
-    env = {**(ctx.job.facts.get("env") or {}), **ctx.target.container.env}
+    if ctx.job.remote.table_from_log:   # run --table-from-log: the table the server's log named (C-12)
+        return ctx.job.remote.table_from_log
+    env = {**(ctx.job.facts.env or {}), **ctx.target.container.env}
     configured = env.get(variant.config_env)
-    root = ctx.job.remote["aiter_root"]
+    root = ctx.job.remote.aiter_root
     if configured:
         first = configured.split(":")[0]
         if not first.startswith("/"):     # the tuner and benches run in the aiter root: resolve it there (C-21)
@@ -53,7 +53,7 @@ def staging_name(live: str, variant: KernelVariant) -> str:
 
 def tune_script(ctx: Ctx, variant: KernelVariant) -> str:
     """The tune script relative to the meta root (MoE's pre-0.1.10 path names the gfx)."""
-    return variant.tune_script.format(gfx=ctx.job.facts.get("gfx") or "gfx942")
+    return variant.tune_script.format(gfx=ctx.job.facts.gfx or "gfx942")
 
 
 def hip_devices(facts: dict, physical: list[int]) -> list[int]:
@@ -67,7 +67,7 @@ def hip_devices(facts: dict, physical: list[int]) -> list[int]:
 
 def tune_command(ctx: Ctx, variant: KernelVariant, untuned: str, tuned: str) -> Cmd:
     req, profile = ctx.job.request, ctx.profile
-    gpus = ctx.job.facts["tune_gpus"]
+    gpus = ctx.job.facts.tune_gpus
     mp = len(gpus)
     script = tune_script(ctx, variant)
     argv = [ctx.target.container.python, f"{ctx.job.remote['meta_root']}/{script}",
@@ -79,7 +79,7 @@ def tune_command(ctx: Ctx, variant: KernelVariant, untuned: str, tuned: str) -> 
     env: dict[str, str] = {}  # inventory env comes from the pipeline launch, not from this line
     # confine the tuner to the free GPUs: --mp N alone would use GPUs 0..N-1, busy or not
     env["HIP_VISIBLE_DEVICES"] = ",".join(map(str, hip_devices(ctx.job.facts, gpus)))  # logical ids (C-02)
-    return Cmd(tuple(argv), env=env, cwd=ctx.job.remote["aiter_root"])
+    return Cmd(tuple(argv), env=env, cwd=ctx.job.remote.aiter_root)
 
 
 STALL_RELAUNCHES = 2
@@ -109,7 +109,7 @@ def check_space(ctx: Ctx, tuned: str, table_bytes: int, free: dict) -> None:
     and kills the pipeline's bookkeeping. Says how much the job needs. ``free``: the disk_free op's answer."""
     need = space_needed(table_bytes, len(ctx.job.shapes))
     mib = 1024 * 1024
-    ctx.job.remote["space_needed_bytes"] = need
+    ctx.job.remote.space_needed_bytes = need
     for path, f in free.items():
         have = f.get("free_bytes")
         if have is not None and have < need:
@@ -137,9 +137,9 @@ def _arm_env(ctx: Ctx, live: str, staging: str, live_exists: bool) -> tuple[dict
     """Environment of the before and after benchmarks: the live table vs the staging table, each arm
     with its own private JIT dir (live modules are never built or replaced), one pinned GPU."""
     variant, remote = ctx.variant, ctx.job.remote
-    configured = ({**(ctx.job.facts.get("env") or {}), **ctx.target.container.env}.get(variant.config_env) or "")
+    configured = ({**(ctx.job.facts.env or {}), **ctx.target.container.env}.get(variant.config_env) or "")
     rest = [p for p in configured.split(":")[1:] if p]   # a:b lists merge at runtime: keep the others (C-21)
-    gpu = str(hip_devices(ctx.job.facts, ctx.job.facts["tune_gpus"][:1])[0])
+    gpu = str(hip_devices(ctx.job.facts, ctx.job.facts.tune_gpus[:1])[0])
     before: dict[str, str] = {"HIP_VISIBLE_DEVICES": gpu, "AITER_JIT_DIR": f"{remote['job_dir']}/jit/before"}
     if live_exists:
         before[variant.config_env] = ":".join([live, *rest])
@@ -211,12 +211,12 @@ def run(ctx: Ctx) -> None:
         remote.setdefault("bench_run_as", {})[call.script] = to_run
     for p in patched:
         job.note(p)
-    repeats = int(job.request.get("repeats") or DEFAULT_REPEATS)
+    repeats = int(job.request.repeats or DEFAULT_REPEATS)
     steps: list[dict] = []
-    if job.request.get("serve_cmd"):   # the user's serving benchmark, before anything changes
+    if job.request.serve_cmd:   # the user's serving benchmark, before anything changes
         logs["serve_before"] = f"{remote['logs_dir']}/{variant.name}_serve_before_{ts}.log"
         steps.append({"name": "serve_before", "log": logs["serve_before"],
-                      "line": serve_line(job.request["serve_cmd"], root), "marker": ""})
+                      "line": serve_line(job.request.serve_cmd, root), "marker": ""})
     if bench_cmds:
         steps.append({"name": "baseline", "log": logs["baseline"],
                       "line": f"rc=0; {_sample('before', 1, bench_cmds)}; exit $rc", "marker": "*"})

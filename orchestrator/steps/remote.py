@@ -28,7 +28,7 @@ _MARK = re.compile(r"^== (\S+) (start|rc|partial|already-done|failed|done)\b ?(.
 
 def pipeline_argv(ctx: Ctx, run_dir: str) -> list[str]:
     argv = ["sh", f"{ctx.target.helper.dir}/pipeline.sh", run_dir]
-    for s in ctx.job.remote["pipeline"]:
+    for s in ctx.job.remote.pipeline:
         argv += [s["name"], s["log"], s["line"], s["marker"]]
     return argv
 
@@ -36,9 +36,9 @@ def pipeline_argv(ctx: Ctx, run_dir: str) -> list[str]:
 def launch(ctx: Ctx, with_poll: bool = False) -> dict:
     job = ctx.job
     # a relaunch (resume --relaunch) has its own run dir; the steps it carries over are marked done there
-    run_dir = job.remote.get("run_dir") or f"{job.remote['job_dir']}/pipeline"
-    job.remote["run_dir"] = run_dir
-    job.remote["pipeline_log"] = f"{job.remote['job_dir']}/pipeline.log"
+    run_dir = job.remote.run_dir or f"{job.remote['job_dir']}/pipeline"
+    job.remote.run_dir = run_dir
+    job.remote.pipeline_log = f"{job.remote['job_dir']}/pipeline.log"
     if not ctx.target.helper.calls:  # a resumed process: make sure pipeline.sh (beside the helper) is there
         ctx.call("version")
     carried = job.remote.pop("carry_rc", None)
@@ -49,12 +49,12 @@ def launch(ctx: Ctx, with_poll: bool = False) -> dict:
     req = {
         "job_id": job.job_id, "step": "pipeline", "run_dir": run_dir,
         # inventory env travels in the launch request only: the node keeps its names, never its values
-        "argv": pipeline_argv(ctx, run_dir), "cwd": job.remote["aiter_root"],
+        "argv": pipeline_argv(ctx, run_dir), "cwd": job.remote.aiter_root,
         "env": dict(ctx.target.container.env),
-        "log_path": job.remote["pipeline_log"], "must_exist": launched_before,
-        "lock": {"aiter_root": job.remote["aiter_root"], "workdir": job.remote.get("logs_dir"),
+        "log_path": job.remote.pipeline_log, "must_exist": launched_before,
+        "lock": {"aiter_root": job.remote.aiter_root, "workdir": job.remote.logs_dir,
                  "variant": job.variant, "owner": owner(ctx),
-                 "gpus": job.facts.get("tune_gpus") or []},
+                 "gpus": job.facts.tune_gpus or []},
     }
     res = status = poll = None
     if with_poll:   # the first long poll rides along: the launch answer comes with the first step's news
@@ -145,18 +145,18 @@ def poll_request(ctx: Ctx, wait: bool = True, ahead: bool = False) -> tuple[dict
     job = ctx.job
     info = job.step_state("remote").info
     offsets = info.setdefault("offsets", {})
-    plog = job.remote["pipeline_log"]
+    plog = job.remote.pipeline_log
     current = info.get("current")
     local_plog = ctx.job_dir / "pipeline.log"
     files = []
     if current:
-        step_log = job.remote["logs"][current]
+        step_log = job.remote.logs[current]
         # never ask past what the local copy holds (it may be shorter than the saved offset if lost)
         off = min(offsets.get(step_log, 0), _local_size(local_log_path(ctx, step_log)))
         files.append({"path": step_log, "offset": off, "step": current})
     plog_off = min(offsets.get(plog, 0), _local_size(local_plog))
     wait_s = ctx.settings.poll_s if wait else 0
-    req = {"runs": [{"run_dir": job.remote["run_dir"], "offset": plog_off}], "files": files,
+    req = {"runs": [{"run_dir": job.remote.run_dir, "offset": plog_off}], "files": files,
            "max_bytes": MAX_BYTES_PER_POLL, "wait_s": wait_s, "min_s": wait_s / 2}
     asked = {"files": files, "plog_off": plog_off, "current": current, "wanted": None}
     if ahead:   # the driver's polls: once the pipeline ended, the answer carries the manifest compare asks next
@@ -171,7 +171,7 @@ def poll_apply(ctx: Ctx, res: dict, asked: dict) -> dict:
     job = ctx.job
     info = job.step_state("remote").info
     offsets = info.setdefault("offsets", {})
-    plog = job.remote["pipeline_log"]
+    plog = job.remote.pipeline_log
     local_plog = ctx.job_dir / "pipeline.log"
     files, plog_off, current, wanted = asked["files"], asked["plog_off"], asked["current"], asked["wanted"]
     run = res["runs"][0]
@@ -220,7 +220,7 @@ def settle_tuning_results(ctx: Ctx) -> None:
     polls feed the live view from the bytes they bring while the tune step runs; the tail written as the step
     ended arrives with the next step's polls or the pull, not through them."""
     from ..parsing.tuneresults import feed
-    log = (ctx.job.remote.get("logs") or {}).get("tune")
+    log = (ctx.job.remote.logs or {}).get("tune")
     path = local_log_path(ctx, log) if log else None
     if path is None or not path.is_file():
         return
@@ -297,7 +297,7 @@ def wait(ctx: Ctx, t0: float | None = None) -> None:
                             "(rows already written are kept)")
     failed = next((n for n in REMOTE_STEPS if sub.get(n, {}).get("status") == Status.FAILED), None)
     rc = sub.get(failed, {}).get("rc", run.get("rc")) if failed else run.get("rc")
-    log = job.remote["logs"].get(failed or "tune")
+    log = job.remote.logs.get(failed or "tune")
     raise JobError(f"step {failed or 'pipeline'} failed on the node (exit {rc})",
                    hint=f"see {log} (or `tune-remote logs {job.job_id} --step {failed or 'tune'}`)")
 
@@ -308,7 +308,7 @@ TABLE_TAG = b"[tune-remote] table:"
 
 def _note_stalls(ctx: Ctx) -> None:
     """The watchdog's own lines in the tune log (remote/helpers/watch.py): said in the report."""
-    log = (ctx.job.remote.get("logs") or {}).get("tune")
+    log = (ctx.job.remote.logs or {}).get("tune")
     path = local_log_path(ctx, log) if log else None
     if not path or not path.is_file():
         return
@@ -355,7 +355,7 @@ def prepare_relaunch(job) -> None:
 
 
 def run(ctx: Ctx) -> None:
-    detach = bool(ctx.job.request.get("detach"))
+    detach = bool(ctx.job.request.detach)
     t0 = time.monotonic()
     launch(ctx, with_poll=not detach)
     if not detach:

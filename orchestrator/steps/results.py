@@ -26,16 +26,16 @@ def tuned_outcome(ctx: Ctx) -> dict:
     on an MI308X, cu_num 80, are ignored on an MI300X, cu_num 304; aiter-formats.md §7).
     """
     job, variant = ctx.job, ctx.variant
-    local = ctx.job_dir / Path(job.remote["tuned_csv"]).name
+    local = ctx.job_dir / Path(job.remote.tuned_csv).name
     if not local.is_file():
         return {"tuned": [], "no_kernel": list(job.shapes), "rows_before": 0, "rows_after": 0}
     full = read_tuned_csv(str(local))
     cols = {c.lower(): c for c in full.columns}
     mine = full.index == full.index
-    if "gfx" in cols and job.facts.get("gfx"):
-        mine &= full[cols["gfx"]].astype(str) == str(job.facts["gfx"])
-    if "cu_num" in cols and job.facts.get("cu_num"):
-        mine &= full[cols["cu_num"]].astype(str).map(norm_key_value) == norm_key_value(job.facts["cu_num"])
+    if "gfx" in cols and job.facts.gfx:
+        mine &= full[cols["gfx"]].astype(str) == str(job.facts.gfx)
+    if "cu_num" in cols and job.facts.cu_num:
+        mine &= full[cols["cu_num"]].astype(str).map(norm_key_value) == norm_key_value(job.facts.cu_num)
     foreign = full[~mine]
     if len(foreign):
         others = sorted({f"{r.get(cols.get('gfx', ''), '') or '?'}/cu_num={norm_key_value(r[cols['cu_num']])}"
@@ -51,7 +51,7 @@ def tuned_outcome(ctx: Ctx) -> dict:
         (tuned if tuple(norm_key_value(s[c]) for c in keys) in have else missing).append(s)
     out = {"tuned": tuned, "no_kernel": missing, "rows_before": 0, "rows_after": len(full),
            "kernels": _kernels(df, cols, keys, job.shapes)}
-    backup = job.remote.get("tuned_backup")
+    backup = job.remote.tuned_backup
     bpath = ctx.job_dir / "backup" / Path(backup).name if backup else None
     if bpath is not None and bpath.is_file():
         old = read_tuned_csv(str(bpath))
@@ -115,7 +115,7 @@ def run_compare(ctx: Ctx) -> None:
     info["tuned"] = tuned_outcome(ctx)
     from .remote import settle_tuning_results
     settle_tuning_results(ctx)
-    logs = job.remote.get("logs") or {}
+    logs = job.remote.logs or {}
     before_log = ctx.job_dir / "logs" / Path(logs.get("baseline", "-")).name
     after_log = ctx.job_dir / "logs" / Path(logs.get("after", "-")).name
     if variant.bench is None or not before_log.is_file() or not after_log.is_file():
@@ -127,7 +127,7 @@ def run_compare(ctx: Ctx) -> None:
     err_spec = dataclasses.replace(variant.bench, metric=" ".join([*variant.bench.metric.split()[:-1], "err"]))
     # each call's output section is matched against that call's shapes only (C-19): bench_argv[i] is call i
     by_args = {c.args: c.shapes for c in plan_bench(variant, job.shapes)}
-    call_shapes = [by_args.get(tuple(a[1:]), job.shapes) for a in job.remote.get("bench_argv") or []]
+    call_shapes = [by_args.get(tuple(a[1:]), job.shapes) for a in job.remote.bench_argv or []]
     for side, path in (("before", before_log), ("after", after_log)):
         results[side], errors[side] = [], []
         for text in split_samples(path.read_text(encoding="utf-8", errors="replace"), side):
@@ -193,7 +193,7 @@ def report_context(ctx: Ctx, saved: bool = False) -> dict:
         "engaged": job.step_state("promote").info.get("engaged"),
         "jit_profile": _saved_jit_profile(ctx) if saved else jit_collect(ctx),
         "outcome_changes": job.step_state("promote").info.get("later") or [],
-        "serving": {"command": job.request.get("serve_cmd"),
+        "serving": {"command": job.request.serve_cmd,
                     "rows": job.step_state("promote").info.get("serving")},
         "notes": list(job.notes),
         "logs": {name: {"node": path, "local": str(ctx.job_dir / "logs" / Path(path).name)}
@@ -234,10 +234,10 @@ def _bench_view(remote: dict) -> dict:
 
 
 def _promotion(job) -> dict | None:
-    mode = job.step_state("promote").info.get("mode") or job.request.get("promote")
+    mode = job.step_state("promote").info.get("mode") or job.request.promote
     if not mode:
         return None  # a job from before promotion existed
-    return {"mode": mode, **(job.remote.get("promotion") or {})}
+    return {"mode": mode, **(job.remote.promotion or {})}
 
 
 def _duration(sub: dict):
@@ -252,7 +252,7 @@ def run_report(ctx: Ctx) -> None:
     md, html = render_report(report_context(ctx))
     atomic_write(ctx.job_dir / "report.md", md.encode())
     atomic_write(ctx.job_dir / "report.html", html.encode())
-    ctx.job.remote["report_md_on_node"] = False   # the fetch step writes it there, in its first round trip
+    ctx.job.remote.report_md_on_node = False   # the fetch step writes it there, in its first round trip
     ctx.ui.event(f"report: {ctx.job_dir / 'report.md'} (and on the node: {ctx.job.remote['report_md']})")
 
 
@@ -264,8 +264,8 @@ def rerender_report(ctx: Ctx) -> None:
     md, html = render_report(report_context(ctx, saved=True))
     atomic_write(ctx.job_dir / "report.md", md.encode())
     atomic_write(ctx.job_dir / "report.html", html.encode())
-    if ctx.job.remote.get("report_md"):
-        ctx.job.remote["report_md_on_node"] = False
+    if ctx.job.remote.report_md:
+        ctx.job.remote.report_md_on_node = False
 
 
 def _saved_jit_profile(ctx: Ctx) -> dict | None:

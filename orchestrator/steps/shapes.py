@@ -238,10 +238,10 @@ def collect(ctx: Ctx) -> tuple[list[dict], list[str]]:
         probe_moe_tuple(ctx.job.facts, tuple_gfx)
     if consulted:
         from .prepare import tuned_csv_path
-        chosen, msg = consulted_table(consulted, tuned_csv_path(ctx, variant), ctx.job.remote["aiter_root"],
+        chosen, msg = consulted_table(consulted, tuned_csv_path(ctx, variant), ctx.job.remote.aiter_root,
                                       variant.config_env, bool(req.get("table_from_log")))
         if chosen:
-            ctx.job.remote["table_from_log"] = chosen
+            ctx.job.remote.table_from_log = chosen
             reprobe_header(ctx, chosen)
         if msg:
             ctx.job.note(msg)
@@ -257,7 +257,7 @@ def collect(ctx: Ctx) -> tuple[list[dict], list[str]]:
         from ..parsing.modelshapes import shapes_from_model
         gemm_variant = variant.name if variant.family == "gemm" else None
         rows = shapes_from_model(req["model"], int(req.get("tp") or 1), m_preset=None,
-                                 gfx=ctx.job.facts.get("gfx"), gemm_variant=gemm_variant).get(variant.name, [])
+                                 gfx=ctx.job.facts.gfx, gemm_variant=gemm_variant).get(variant.name, [])
         dim = "token" if variant.family == "moe" else "m"
         sweep = sweep_preset(preset)
         base = [{dim: 1, **r} for r in rows]  # the placeholder M/token is not kept
@@ -317,12 +317,12 @@ def drop_tuned_in_model_configs(ctx: Ctx, shapes: list[dict]) -> list[dict]:
     such shapes are not tuned into the default CSV again (aiter-formats.md §5.1). One round trip.
     """
     job, variant = ctx.job, ctx.variant
-    env = {**(job.facts.get("env") or {}), **ctx.target.container.env}
+    env = {**(job.facts.env or {}), **ctx.target.container.env}
     if env.get(variant.config_env):
         riders.drop(ctx, "tuned_keys")
         return shapes  # an explicit table: AITER does not merge model_configs
-    res = riders.call(ctx, "tuned_keys", _model_config_keys(variant, job.remote["aiter_root"], job.facts.get("cu_num"),
-                                                           job.facts.get("gfx")))
+    res = riders.call(ctx, "tuned_keys", _model_config_keys(variant, job.remote.aiter_root, job.facts.cu_num,
+                                                           job.facts.gfx))
     where: dict[tuple, str] = {}
     for path, keys in (res.get("files") or {}).items():
         for key in keys:
@@ -353,10 +353,10 @@ def plan_time(ctx: Ctx, shapes: list[dict], described: list[str], missed: dict) 
     ``missed``: exact key -> times the log missed it."""
     variant, job = ctx.variant, ctx.job
     info = job.step_state("shapes").info
-    gpus = len(job.facts.get("tune_gpus") or []) or 1
-    rate, source = budget.seconds_per_shape(ctx.workspace, variant.name, variant.family, job.facts.get("gfx"))
-    if job.request.get("budget"):
-        limit = budget.parse_duration(job.request["budget"])
+    gpus = len(job.facts.tune_gpus or []) or 1
+    rate, source = budget.seconds_per_shape(ctx.workspace, variant.name, variant.family, job.facts.gfx)
+    if job.request.budget:
+        limit = budget.parse_duration(job.request.budget)
         shapes, left = budget.within(shapes, limit, gpus, rate)
         if left:
             msg = (f"--budget {job.request['budget']}: the {len(shapes)} most-missed shape(s) fit, "
@@ -397,4 +397,4 @@ def run(ctx: Ctx) -> None:
         ctx.job.error = "cancelled at the shape confirmation"
         return
     # the node copy is written by prepare's first round trip, from job.shapes (issue 9: round trips)
-    ctx.job.remote["untuned_csv"] = f"{ctx.job.remote['job_dir']}/{Path(variant.untuned_csv).name}"
+    ctx.job.remote.untuned_csv = f"{ctx.job.remote['job_dir']}/{Path(variant.untuned_csv).name}"
