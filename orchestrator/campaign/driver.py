@@ -74,7 +74,7 @@ def make_plan(job: JobState, runner: Runner, refs: list[TargetRef], variants: li
                 rows, left = within(shapes, parse_duration(job.request.budget), sum(weights.values()), rate)
                 if left:
                     out.setdefault("budget", []).append(
-                        f"--budget {job.request['budget']}: {variant} on {'/'.join(map(str, kind))}: the "
+                        f"--budget {job.request.budget}: {variant} on {'/'.join(map(str, kind))}: the "
                         f"{len(rows)} most-missed shape(s) fit, {len(left)} left for another job")
             shards = planning.shard(rows, weights)
             out.setdefault("gpus", {}).update({ref.label: n for ref, n in weights.items()})

@@ -72,7 +72,7 @@ def run(ctx: Ctx) -> None:
     for p in problems:                      # shown and kept in the report, never dropped (C-13)
         ctx.ui.event(f"warning: {p}")
         ctx.job.note(f"discover on {ctx.job.node}/{ctx.job.container}: {p}")
-    gpus = req.get("gpus")
+    gpus = req.gpus
     if gpus:
         free = _chosen_gpus(ctx, facts, gpus)
     else:
@@ -97,11 +97,11 @@ def run(ctx: Ctx) -> None:
     profile = probe(ctx, variant)
     if profile.moe_blockscale_bypass != "none" and variant.family == "moe":
         rule = "every" if profile.moe_blockscale_bypass == "all" else "token*topk <= 128"
-        ctx.job.note(f"AITER {ctx.job.facts['version']} ignores tuned fp8 block-scale MoE rows for {rule} "
+        ctx.job.note(f"AITER {ctx.job.facts.version} ignores tuned fp8 block-scale MoE rows for {rule} "
                      "shapes at runtime (aiter-formats.md §3.3); those shapes are tuned but show no gain")
-    ctx.ui.event(f"aiter {facts.get('pip_name')} {ctx.job.facts['version']} ({facts.get('install_mode')}, "
+    ctx.ui.event(f"aiter {facts.get('pip_name')} {ctx.job.facts.version} ({facts.get('install_mode')}, "
                  f"profile {profile.name}) at {root}; {gfx} cu_num={facts.get('cu_num')}, "
                  + "".join(f"partition {m}, " for m in sorted(set((facts.get('partitions') or {}).values())))
                  + f"GPUs free: {','.join(map(str, free))}"
-                 + (f" (HIP devices {','.join(map(str, ctx.job.facts['tune_hip']))} in this container)"
+                 + (f" (HIP devices {','.join(map(str, ctx.job.facts.tune_hip))} in this container)"
                     if ctx.job.facts.tune_hip != free else ""))

@@ -130,10 +130,10 @@ def _summary(job: JobState, comp: Comparison, name: str, base: str, keys: list[t
     title = ([f"# [Perf] Add tuned {base} configs for {name}", "",
               f"File: `aiter/configs/model_configs/{name}_{base}.csv`; tuned by tune-remote {by} on several "
               "targets, one part per target below.", ""] if by and not part else [])
-    lines = title + [f"{'##' if by else '#'} [Perf] Add tuned {base} configs for {name} on {f.get('gfx')}"
+    lines = title + [f"{'##' if by else '#'} [Perf] Add tuned {base} configs for {name} on {f.gfx}"
                      + (f" ({job.node}/{job.container})" if by else ""), "",
-             f"File: `aiter/configs/model_configs/{name}_{base}.csv` ({len(keys)} rows, gfx={f.get('gfx')}, "
-             f"cu_num={f.get('cu_num')}); AITER {f.get('version')}; tuned by tune-remote job `{job.job_id}` on "
+             f"File: `aiter/configs/model_configs/{name}_{base}.csv` ({len(keys)} rows, gfx={f.gfx}, "
+             f"cu_num={f.cu_num}); AITER {f.version}; tuned by tune-remote job `{job.job_id}` on "
              f"{job.node}/{job.container}.", "",
              f"Evidence: every row is proven faster: {sm.get('samples', {}).get('before')} before / "
              f"{sm.get('samples', {}).get('after')} after runs per shape, interleaved on one pinned GPU, medians, "

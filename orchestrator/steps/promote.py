@@ -34,7 +34,7 @@ JIT_MODULES = {
 
 
 def backup_dir(ctx: Ctx) -> str:
-    return f"{ctx.job.remote['job_dir']}/promotion"
+    return f"{ctx.job.remote.job_dir}/promotion"
 
 
 def _comparison(ctx: Ctx) -> Comparison | None:
@@ -64,7 +64,7 @@ def _others(ctx: Ctx) -> list[str]:
     if configured:
         return [p for p in configured.split(":")[1:] if p]
     base = variant.tuned_csv.rsplit("/", 1)[-1].removesuffix(".csv")
-    return [f"{remote['aiter_root']}/aiter/configs/model_configs/*{base}*.csv"]
+    return [f"{remote.aiter_root}/aiter/configs/model_configs/*{base}*.csv"]
 
 
 def promote(ctx: Ctx, mode: str, then=None) -> dict:
@@ -190,7 +190,7 @@ def run(ctx: Ctx) -> None:
     for k in res.get("skipped_duplicates") or []:
         ctx.job.note(f"not promoted: {k} already has a row in another table AITER merges (model_configs/ "
                      "or AITER_CONFIG list); a duplicate key makes AITER >= 0.1.12 raise")
-    ctx.ui.event(f"promoted {info['promoted']} row(s) ({mode}) into {ctx.job.remote['live_csv']}"
+    ctx.ui.event(f"promoted {info['promoted']} row(s) ({mode}) into {ctx.job.remote.live_csv}"
                  + (f" (backup {res['backup']})" if res.get("backup") else ""))
     if info["promoted"]:
         info["engaged"] = engaged_at_runtime(ctx, res, ran, asked)

@@ -36,9 +36,9 @@ def pipeline_argv(ctx: Ctx, run_dir: str) -> list[str]:
 def launch(ctx: Ctx, with_poll: bool = False) -> dict:
     job = ctx.job
     # a relaunch (resume --relaunch) has its own run dir; the steps it carries over are marked done there
-    run_dir = job.remote.run_dir or f"{job.remote['job_dir']}/pipeline"
+    run_dir = job.remote.run_dir or f"{job.remote.job_dir}/pipeline"
     job.remote.run_dir = run_dir
-    job.remote.pipeline_log = f"{job.remote['job_dir']}/pipeline.log"
+    job.remote.pipeline_log = f"{job.remote.job_dir}/pipeline.log"
     if not ctx.target.helper.calls:  # a resumed process: make sure pipeline.sh (beside the helper) is there
         ctx.call("version")
     carried = job.remote.pop("carry_rc", None)
@@ -332,11 +332,11 @@ def cancel(ctx: Ctx, grace_s: float) -> dict:
     tuner's in-place rewrite of its table: then the table is checked (parseable, a superset of the backup) and
     repaired from the backup if not (remote/helpers/tables.py); that answer is ``res["table"]``."""
     r = ctx.job.remote
-    res = ctx.call("cancel", {"run_dir": r["run_dir"], "grace_s": grace_s})
-    if not res.get("already_finished") and r.get("tuned_csv"):
-        res["table"] = ctx.call("table_check", {"table": r["tuned_csv"], "backup": r.get("tuned_backup"),
+    res = ctx.call("cancel", {"run_dir": r.run_dir, "grace_s": grace_s})
+    if not res.get("already_finished") and r.tuned_csv:
+        res["table"] = ctx.call("table_check", {"table": r.tuned_csv, "backup": r.tuned_backup,
                                                 "keys": ["gfx", "cu_num", *ctx.variant.untuned_columns],
-                                                "keep_dir": f"{r['job_dir']}/damaged"})
+                                                "keep_dir": f"{r.job_dir}/damaged"})
     return res
 
 
@@ -347,7 +347,7 @@ def prepare_relaunch(job) -> None:
     n = int(job.remote.get("relaunches", 0)) + 1
     done = [name for name, sub in (info.get("sub") or {}).items() if sub.get("status") == Status.DONE
             and name == "baseline"]
-    job.remote.update(relaunches=n, run_dir=f"{job.remote['job_dir']}/pipeline-r{n}", carry_rc=done)
+    job.remote.update(relaunches=n, run_dir=f"{job.remote.job_dir}/pipeline-r{n}", carry_rc=done)
     info["sub"] = {k: v for k, v in (info.get("sub") or {}).items() if k in done}
     info.pop("current", None)
     info.pop("state", None)

@@ -40,9 +40,9 @@ def tuned_outcome(ctx: Ctx) -> dict:
     if len(foreign):
         others = sorted({f"{r.get(cols.get('gfx', ''), '') or '?'}/cu_num={norm_key_value(r[cols['cu_num']])}"
                          for _, r in foreign.iterrows()} if "cu_num" in cols else {"?"})
-        job.note(f"{len(foreign)} row(s) of {Path(job.remote['tuned_csv']).name} were tuned for another GPU "
-                 f"({', '.join(others[:5])}); AITER never uses them on this {job.facts.get('gfx')} with "
-                 f"cu_num={job.facts.get('cu_num')}")
+        job.note(f"{len(foreign)} row(s) of {Path(job.remote.tuned_csv).name} were tuned for another GPU "
+                 f"({', '.join(others[:5])}); AITER never uses them on this {job.facts.gfx} with "
+                 f"cu_num={job.facts.cu_num}")
     df = full[mine]
     keys = [c for c in variant.key_columns if c in cols]
     have = {tuple(norm_key_value(r[cols[c]]) for c in keys) for _, r in df.iterrows()}
@@ -91,7 +91,7 @@ def _key_changes(ctx: Ctx, old, new) -> dict:
         gone = d[d["status"] == "only_a"]
         cols = [c for c in d.columns if c.lower() in ("gfx", "cu_num", *ctx.variant.key_columns)]
         sample = "; ".join(" ".join(f"{c}={norm_key_value(r[c])}" for c in cols) for _, r in gone.head(3).iterrows())
-        ctx.job.note(f"{res['keys_removed']} key(s) of {Path(ctx.job.remote['tuned_csv']).name} as it was before "
+        ctx.job.note(f"{res['keys_removed']} key(s) of {Path(ctx.job.remote.tuned_csv).name} as it was before "
                      f"tuning are gone from the tuned table (e.g. {sample}); the promoted live table keeps them "
                      "(promotion merges rows in, it never drops any)")
     return res
@@ -158,7 +158,7 @@ def report_context(ctx: Ctx, saved: bool = False) -> dict:
         comparison = Comparison.from_dict(json.loads(cjson.read_text()))
     sub = job.step_state("remote").info.get("sub", {})
     tuned = comp_info.get("tuned") or {}
-    logs = remote.get("logs") or {}
+    logs = remote.logs or {}
     facts = job.facts
     return {
         "job": {"id": job.job_id, "variant": job.variant, "node": job.node, "container": job.container,
@@ -167,17 +167,17 @@ def report_context(ctx: Ctx, saved: bool = False) -> dict:
                 # rendered before the final fetch: the node's work is over, so say how it ended
                 "state": "succeeded (partial tuning)" if job.step_state("remote").info.get("partial")
                 else (Status.SUCCEEDED if job.state == Status.RUNNING else job.state)},
-        "environment": {"aiter_version": _version_text(facts), "pip_name": facts.get("pip_name"),
-                        "install_mode": facts.get("install_mode"), "aiter_root": facts.get("aiter_root"),
-                        "gfx": facts.get("gfx"), "cu_num": facts.get("cu_num"),
-                        "gpu_count": facts.get("gpu_count"), "free_gpus": facts.get("tune_gpus"),
-                        "profile": facts.get("profile"),
-                        "probed": "; ".join(facts.get("probed") or []) or None,
-                        "assumed": "; ".join(facts.get("assumed") or []) or None},
+        "environment": {"aiter_version": _version_text(facts), "pip_name": facts.pip_name,
+                        "install_mode": facts.install_mode, "aiter_root": facts.aiter_root,
+                        "gfx": facts.gfx, "cu_num": facts.cu_num,
+                        "gpu_count": facts.gpu_count, "free_gpus": facts.tune_gpus,
+                        "profile": facts.profile,
+                        "probed": "; ".join(facts.probed or []) or None,
+                        "assumed": "; ".join(facts.assumed or []) or None},
         "shapes": {"source": "; ".join(job.step_state("shapes").info.get("sources", [])), "list": job.shapes},
         "bench": _bench_view(remote),
         "tuning": {
-            "command": remote.get("tune_argv") or [],
+            "command": remote.tune_argv or [],
             "env": remote.get("tune_env", {}),
             "rc": sub.get("tune", {}).get("rc"),
             "partial": bool(job.step_state("remote").info.get("partial")),
@@ -198,9 +198,9 @@ def report_context(ctx: Ctx, saved: bool = False) -> dict:
         "notes": list(job.notes),
         "logs": {name: {"node": path, "local": str(ctx.job_dir / "logs" / Path(path).name)}
                  for name, path in logs.items()},
-        "tuned_csv": {"node_path": remote.get("tuned_csv"), "backup_path": remote.get("tuned_backup"),
+        "tuned_csv": {"node_path": remote.tuned_csv, "backup_path": remote.tuned_backup,
                       "rows_added": tuned.get("keys_added", _rows_written(tuned)),
-                      "local_path": str(ctx.job_dir / Path(remote.get("tuned_csv") or "-").name)},
+                      "local_path": str(ctx.job_dir / Path(remote.tuned_csv or "-").name)},
     }
 
 
@@ -253,7 +253,7 @@ def run_report(ctx: Ctx) -> None:
     atomic_write(ctx.job_dir / "report.md", md.encode())
     atomic_write(ctx.job_dir / "report.html", html.encode())
     ctx.job.remote.report_md_on_node = False   # the fetch step writes it there, in its first round trip
-    ctx.ui.event(f"report: {ctx.job_dir / 'report.md'} (and on the node: {ctx.job.remote['report_md']})")
+    ctx.ui.event(f"report: {ctx.job_dir / 'report.md'} (and on the node: {ctx.job.remote.report_md})")
 
 
 def rerender_report(ctx: Ctx) -> None:

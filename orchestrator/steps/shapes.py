@@ -191,7 +191,7 @@ def _order(shape: dict, columns: tuple[str, ...]) -> dict:
 
 def collect(ctx: Ctx) -> tuple[list[dict], list[str]]:
     req, variant = ctx.job.request, ctx.variant
-    sources = split_log_sources(req.get("logs") or [])
+    sources = split_log_sources(req.logs or [])
     found: list[dict] = []
     described: list[str] = []
     consulted: dict[str, int] = {}
@@ -239,7 +239,7 @@ def collect(ctx: Ctx) -> tuple[list[dict], list[str]]:
     if consulted:
         from .prepare import tuned_csv_path
         chosen, msg = consulted_table(consulted, tuned_csv_path(ctx, variant), ctx.job.remote.aiter_root,
-                                      variant.config_env, bool(req.get("table_from_log")))
+                                      variant.config_env, bool(req.table_from_log))
         if chosen:
             ctx.job.remote.table_from_log = chosen
             reprobe_header(ctx, chosen)
@@ -247,36 +247,36 @@ def collect(ctx: Ctx) -> tuple[list[dict], list[str]]:
             ctx.job.note(msg)
             ctx.ui.event(msg)
     # GEMM: sweep M per (N,K) (powers of two by default); MoE: the (already padded) logged tokens
-    preset = req.get("m_preset") or ("logged" if variant.family == "moe" else "pow2")
+    preset = req.m_preset or ("logged" if variant.family == "moe" else "pow2")
     shapes = expand(found, variant.family, preset) if found else []
-    if req.get("shapes_csv"):
-        rows = read_shapes_csv(req["shapes_csv"], variant.name)
-        described.append(f"--shapes-csv {Path(req['shapes_csv']).name}: {len(rows)} shapes")
+    if req.shapes_csv:
+        rows = read_shapes_csv(req.shapes_csv, variant.name)
+        described.append(f"--shapes-csv {Path(req.shapes_csv).name}: {len(rows)} shapes")
         shapes.extend(rows)
-    if req.get("model"):
+    if req.model:
         from ..parsing.modelshapes import shapes_from_model
         gemm_variant = variant.name if variant.family == "gemm" else None
-        rows = shapes_from_model(req["model"], int(req.get("tp") or 1), m_preset=None,
+        rows = shapes_from_model(req.model, int(req.tp or 1), m_preset=None,
                                  gfx=ctx.job.facts.gfx, gemm_variant=gemm_variant).get(variant.name, [])
         dim = "token" if variant.family == "moe" else "m"
         sweep = sweep_preset(preset)
         base = [{dim: 1, **r} for r in rows]  # the placeholder M/token is not kept
         shapes.extend(shapelog.expand_m(base, "pow2", keep_logged=False, tokens=shapelog.m_sweep(sweep))
                       if dim == "token" else shapelog.expand_m(base, sweep, keep_logged=False))
-        described.append(f"--model (tp {req.get('tp') or 1}, {ctx.job.facts.get('gfx')}): "
+        described.append(f"--model (tp {req.tp or 1}, {ctx.job.facts.gfx}): "
                          f"{len(rows)} {variant.name} shape groups")
-    if req.get("nk"):
+    if req.nk:
         if variant.family != "gemm":
             raise UsageError(f"--nk applies to dense GEMM variants, not {variant.name}",
                              hint="use --shapes-csv or --log for batched and MoE variants")
-        bases = [{"n": n, "k": k} for n, k in parse_nk(req["nk"])]
+        bases = [{"n": n, "k": k} for n, k in parse_nk(req.nk)]
         if "q_dtype_w" in variant.key_columns:
             for b in bases:
-                b["q_dtype_w"] = req.get("q_dtype_w") or "torch.int8"
+                b["q_dtype_w"] = req.q_dtype_w or "torch.int8"
         described.append(f"--nk: {len(bases)} (N,K) pairs")
         shapes.extend(expand(bases, "gemm", sweep_preset(preset)))
-    shapes, notes = runtime_lookups(_dedupe(shapes), variant.family, req.get("max_m"),
-                                    padded=bool(req.get("padded_m")) and variant.padded_m_lookup)
+    shapes, notes = runtime_lookups(_dedupe(shapes), variant.family, req.max_m,
+                                    padded=bool(req.padded_m) and variant.padded_m_lookup)
     for n in notes:
         ctx.job.note(n)
         ctx.ui.event(n)
@@ -340,7 +340,7 @@ def drop_tuned_in_model_configs(ctx: Ctx, shapes: list[dict]) -> list[dict]:
         files = ", ".join(f"{n} ({c})" for n, c in sorted(clash.items()))
         if ctx.profile.merge_rejects_duplicates:
             job.note(f"{sum(clash.values())} shape(s) already have rows in aiter/configs/model_configs/ "
-                     f"({files}); not tuned again: AITER {job.facts.get('version')} raises on duplicate keys "
+                     f"({files}); not tuned again: AITER {job.facts.version} raises on duplicate keys "
                      "across the tables it merges")
             return keep
         job.note(f"{sum(clash.values())} shape(s) also have rows in aiter/configs/model_configs/ ({files}); "
@@ -359,7 +359,7 @@ def plan_time(ctx: Ctx, shapes: list[dict], described: list[str], missed: dict) 
         limit = budget.parse_duration(job.request.budget)
         shapes, left = budget.within(shapes, limit, gpus, rate)
         if left:
-            msg = (f"--budget {job.request['budget']}: the {len(shapes)} most-missed shape(s) fit, "
+            msg = (f"--budget {job.request.budget}: the {len(shapes)} most-missed shape(s) fit, "
                    f"{len(left)} left for another job (least missed last)")
             job.note(msg)
             described.append(msg)
@@ -386,7 +386,7 @@ def run(ctx: Ctx) -> None:
     missing = [c for c in variant.key_columns if any(c not in s for s in shapes)]
     if missing:
         raise JobError(f"shapes lack column(s) {', '.join(missing)} that {variant.name} needs on AITER "
-                       f"{ctx.job.facts.get('version')}",
+                       f"{ctx.job.facts.version}",
                        hint="give them in --shapes-csv (AITER untuned CSV format)")
     ctx.job.shapes = shapes
     ctx.job.step_state("shapes").info["sources"] = described
@@ -397,4 +397,4 @@ def run(ctx: Ctx) -> None:
         ctx.job.error = "cancelled at the shape confirmation"
         return
     # the node copy is written by prepare's first round trip, from job.shapes (issue 9: round trips)
-    ctx.job.remote.untuned_csv = f"{ctx.job.remote['job_dir']}/{Path(variant.untuned_csv).name}"
+    ctx.job.remote.untuned_csv = f"{ctx.job.remote.job_dir}/{Path(variant.untuned_csv).name}"
