@@ -80,7 +80,7 @@ def rollback(job: JobState, workspace: Workspace, subws: Workspace, subs: list[J
                "undone": []}
         rows.append(row)
         records = [(p.get("time") or 0, "peer", p) for p in sub.remote.peer_promotions or []]
-        if sub.remote.get("promotion", {}).get("promoted"):
+        if (sub.remote.promotion or {}).get("promoted"):
             records.append((sub.remote.promotion.get("time") or 0, "own", sub.remote.promotion))
         if not records:
             row["note"] = "nothing promoted on this target"

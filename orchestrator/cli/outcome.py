@@ -166,7 +166,7 @@ def _campaign(env: Env, job: JobState, nodes, accept_new_host_key: bool, what: s
         if what == "promote":
             out = camp.promote(job, env.workspace, subws, subs, runner, rows, env.ui())
         else:
-            if not any(s.remote.get("promotion", {}).get("promoted") or s.remote.peer_promotions
+            if not any((s.remote.promotion or {}).get("promoted") or s.remote.peer_promotions
                        for s in subs):
                 raise UsageError(f"job {job.job_id} never promoted anything"
                                  + (f" on {', '.join(nodes)}" if nodes else ""),

@@ -322,7 +322,7 @@ def _note_stalls(ctx: Ctx) -> None:
         gave_up = any(b"giving up" in ln for ln in lines)
         ctx.job.step_state("remote").info["stalls"] = kills
         ctx.job.note(f"the tuner stalled {kills} time(s) (no log output and no new row for "
-                     f"{ctx.job.remote.get('stall_timeout_s', 0):g} s): it and its workers were killed and "
+                     f"{ctx.job.remote.stall_timeout_s or 0:g} s): it and its workers were killed and "
                      + ("it was not relaunched again (limit reached)" if gave_up else
                         "it was relaunched, skipping the shapes already tuned"))
 
@@ -344,7 +344,7 @@ def prepare_relaunch(job) -> None:
     """A lost job goes on in a new run dir: the steps that finished (the first baseline) are carried over,
     the tuner skips the rows it already wrote, and every later step runs again."""
     info = job.step_state("remote").info
-    n = int(job.remote.get("relaunches", 0)) + 1
+    n = int(job.remote.relaunches or 0) + 1
     done = [name for name, sub in (info.get("sub") or {}).items() if sub.get("status") == Status.DONE
             and name == "baseline"]
     job.remote.update(relaunches=n, run_dir=f"{job.remote.job_dir}/pipeline-r{n}", carry_rc=done)
