@@ -11,6 +11,7 @@ from pathlib import Path
 from ..context import Ctx
 from ..parsing.csvtools import diff_tuned, read_tuned_csv
 from ..report import render_report
+from ..records import NodePaths
 from ..state import Status, atomic_write
 from .bench import measured_by_call, plan_bench
 from .compare import Comparison, compare, norm_key_value
@@ -178,7 +179,7 @@ def report_context(ctx: Ctx, saved: bool = False) -> dict:
         "bench": _bench_view(remote),
         "tuning": {
             "command": remote.tune_argv or [],
-            "env": remote.get("tune_env", {}),
+            "env": remote.tune_env or {},
             "rc": sub.get("tune", {}).get("rc"),
             "partial": bool(job.step_state("remote").info.get("partial")),
             "duration_s": _duration(sub),
@@ -212,16 +213,16 @@ def _rows_written(tuned: dict) -> int:
     return max(0, (tuned.get("rows_after") or 0) - (tuned.get("rows_before") or 0))
 
 
-def _bench_view(remote: dict) -> dict:
-    shown = remote.get("bench_display")
+def _bench_view(remote: NodePaths) -> dict:
+    shown = remote.bench_display
     if shown:   # every call, exactly as the node ran it (C-18)
         return {"before_command": "\n".join(shown.get("before") or []),
                 "after_command": "\n".join(shown.get("after") or []),
-                "env": {"runs per arm (interleaved)": remote.get("repeats"), "pinned GPU": remote.get("bench_gpu"),
+                "env": {"runs per arm (interleaved)": remote.repeats, "pinned GPU": remote.bench_gpu,
                         "calls per run": len(shown.get("before") or []),
                         "AITER_REBUILD": "1 on the first after run only"}}
-    argv = ["python3", *(remote.get("bench_argv") or [[]])[0]]
-    arms = remote.get("bench_env") or {}
+    argv = ["python3", *(remote.bench_argv or [[]])[0]]
+    arms = remote.bench_env or {}
 
     def line(arm: str, extra: str = "") -> str:
         return " ".join([extra, *(f"{k}={v}" for k, v in (arms.get(arm) or {}).items()), *argv]).strip()
@@ -230,7 +231,7 @@ def _bench_view(remote: dict) -> dict:
         return {"before_command": " ".join(argv), "after_command": "AITER_REBUILD=1 " + " ".join(argv),
                 "env": {"AITER_REBUILD": "1 (after only)"}}
     return {"before_command": line("before"), "after_command": line("after", "AITER_REBUILD=1 (first run only)"),
-            "env": {"runs per arm (interleaved)": remote.get("repeats"), "pinned GPU": remote.get("bench_gpu")}}
+            "env": {"runs per arm (interleaved)": remote.repeats, "pinned GPU": remote.bench_gpu}}
 
 
 def _promotion(job) -> dict | None:

@@ -11,6 +11,7 @@ from ..errors import JobError, UsageError
 from ..variants import KernelVariant, get_variant
 from ..parsing.untuned import read_shapes_csv
 from ..remote.helpers import shapelog
+from ..records import JobRequest
 from ..state import Status
 from .keys import norm_key_value
 
@@ -289,12 +290,12 @@ def collect(ctx: Ctx) -> tuple[list[dict], list[str]]:
     return shapes, described
 
 
-def _snap(shape: dict, variant, req: dict) -> dict:
+def _snap(shape: dict, variant, req: JobRequest) -> dict:
     """A logged shape as the runtime looks it up (the same snapping ``runtime_lookups`` does)."""
     s = {k: v for k, v in shape.items() if k != "_meta"}
     if variant.family == "moe" and int(s.get("token", 0)) < MOE_PADDED_MAX and "token" in s:
         s["token"] = next_pow2(int(s["token"]))
-    elif variant.family == "gemm" and req.get("padded_m") and variant.padded_m_lookup and "m" in s:
+    elif variant.family == "gemm" and req.padded_m and variant.padded_m_lookup and "m" in s:
         s["m"] = padded_m(s["m"])
     return s
 
