@@ -158,8 +158,8 @@ class Ctx:
         each time the probes change (and discover replaces the facts), which is what the cache is keyed on."""
         facts = self.job.facts
         cached = self._profile
-        if cached is None or cached[0] is not facts or cached[1] is not facts.get("probed"):
-            cached = self._profile = (facts, facts.get("probed"), profile_from_facts(facts))
+        if cached is None or cached[0] is not facts or cached[1] is not facts.probed:
+            cached = self._profile = (facts, facts.probed, profile_from_facts(facts))
         return cached[2]
 
     def call(self, op: str, request: dict | None = None, *, host: bool = False, timeout: float = 300) -> dict:

@@ -150,6 +150,7 @@ class Facts(Record):
     gpu_cu_nums: Optional[list] = None
     gpu_use: Optional[dict] = None
     gpu_samples: Optional[int] = None
+    partitions: Optional[dict] = None          # GPU -> compute partition mode (CPX, DPX, ...)
     busy_threshold: Optional[float] = None
     free_gpus: Optional[list] = None
     reserved_gpus: Optional[dict] = None

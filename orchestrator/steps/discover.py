@@ -102,7 +102,7 @@ def run(ctx: Ctx) -> None:
                      "shapes at runtime (aiter-formats.md §3.3); those shapes are tuned but show no gain")
     ctx.ui.event(f"aiter {facts.pip_name} {ctx.job.facts.version} ({facts.install_mode}, "
                  f"profile {profile.name}) at {root}; {gfx} cu_num={facts.cu_num}, "
-                 + "".join(f"partition {m}, " for m in sorted(set((facts.get('partitions') or {}).values())))
+                 + "".join(f"partition {m}, " for m in sorted(set((facts.partitions or {}).values())))
                  + f"GPUs free: {','.join(map(str, free))}"
                  + (f" (HIP devices {','.join(map(str, ctx.job.facts.tune_hip))} in this container)"
                     if ctx.job.facts.tune_hip != free else ""))
