@@ -49,25 +49,16 @@ NEWEST_FROM: Version = (0, 1, 21)   # first release after the v0.1.20 snapshot (
 
 @dataclass(frozen=True)
 class AiterProfile:
-    """What a given AITER version does differently. Built by ``profile_for``/``profile_from_facts``."""
+    """What a given AITER version does differently, as far as the code branches on it. Built by
+    ``profile_for``/``profile_from_facts``; ``probed``/``assumed`` record, for the report, which behaviours
+    the node showed and which the version number stood for (the gfx column, the MoE tuple form, ... are
+    read from the files themselves where they matter, not from here)."""
 
     name: str                      # "newest" (v0.1.21+), "current" (v0.1.13+), "legacy" (v0.1.9-v0.1.12)
     version: Version
-    gfx_column: bool               # tuned CSV keys start with gfx (v0.1.13+)
-    moe_tuple_has_gfx: bool        # [fused_moe] tuple starts with 'gfx950' (v0.1.13+)
     moe_blockscale_bypass: str     # "none" | "small" (token*topk <= 128) | "all" (v0.1.10)
     tuner_flags: frozenset         # optional common tuner flags this version accepts
-    timeout_default: Optional[int]  # --timeout default (1800 in v0.1.20+, None before)
-    partial_exit_code: int         # exit code of a tuner that left shapes untuned (1 in v0.1.11+)
-    bench_markdown: bool           # op_tests print `... summary (markdown):` tables (v0.1.10+)
     merge_rejects_duplicates: bool  # config merge raises on duplicate keys across files (v0.1.12+, §5.1)
-    # after v0.1.20 (aiter-after-v0.1.20.md): --timeout counts from task start (#4410), FlyDSL
-    # bpreshuffle rows carry splitK > 0 with -k (#5007), ActivationType.GeluTanh in fmoe tables (#4620),
-    # op_tests/tuning_tests CSV checks (§5)
-    timeout_from_task_start: bool = False
-    flydsl_splitk: bool = False
-    moe_gelutanh: bool = False
-    tuning_tests: bool = False
     dev_build: bool = False
     probed: Tuple[str, ...] = ()   # behaviours read from the node
     assumed: Tuple[str, ...] = ()  # behaviours taken from the version number
@@ -109,22 +100,12 @@ def profile_for(version: Version | None, *, dev_build: bool = False) -> AiterPro
         bypass = "all"
     else:
         bypass = "none"
-    newest = v >= NEWEST_FROM
     return AiterProfile(
         name=_name(v),
         version=v,
-        gfx_column=v >= CURRENT_FROM,
-        moe_tuple_has_gfx=v >= CURRENT_FROM,
         moe_blockscale_bypass=bypass,
         tuner_flags=frozenset(f for f, since in _FLAG_SINCE.items() if v >= since),
-        timeout_default=1800 if v >= (0, 1, 20) else None,
-        partial_exit_code=1 if v >= (0, 1, 11) else 0,
-        bench_markdown=v >= (0, 1, 10),
         merge_rejects_duplicates=v >= (0, 1, 12),
-        timeout_from_task_start=newest,
-        flydsl_splitk=newest,
-        moe_gelutanh=newest,
-        tuning_tests=newest,
         dev_build=dev_build,
     )
 
@@ -153,33 +134,20 @@ def profile_from_facts(facts: dict) -> AiterProfile:
     probes = facts.get("probes") or {}
     changes: dict = {}
     probed: list = []
-    header = probes.get("tuned_header")
-    if header:
-        changes["gfx_column"] = "gfx" in [h.strip() for h in header]
+    if probes.get("tuned_header"):
         probed.append("gfx column (tuned CSV header)")
     help_text = probes.get("tuner_help")
     if help_text:
         flags = help_flags(help_text)
         changes["tuner_flags"] = frozenset(f for f in _FLAG_SINCE if f in flags)
         probed.append("tuner flags (tune script --help)")
-        if "--timeout" not in flags:
-            changes["timeout_default"] = None
-        m = re.search(r"--timeout\b[^\n]*?default[^\d]*(\d+)", help_text)
-        if m:
-            changes["timeout_default"] = int(m.group(1))
-        if "task start" in help_text or "from task start" in help_text:
-            changes["timeout_from_task_start"] = True
     if "op_test_markdown" in probes and probes["op_test_markdown"] is not None:
-        changes["bench_markdown"] = bool(probes["op_test_markdown"])
         probed.append("benchmark output form (op_test source)")
     if probes.get("tuning_tests") is not None:
-        changes["tuning_tests"] = bool(probes["tuning_tests"])
         probed.append("tuning-test CSV checks (op_tests/tuning_tests)")
     if probes.get("moe_tuple_gfx") is not None:
-        changes["moe_tuple_has_gfx"] = bool(probes["moe_tuple_gfx"])
         probed.append("MoE tuple form (server log)")
     if probes.get("moe_gelutanh") is not None:
-        changes["moe_gelutanh"] = bool(probes["moe_gelutanh"])
         probed.append("GeluTanh activation (tuned fmoe table / MoE test)")
     all_behaviours = ("gfx column", "tuner flags", "benchmark output form", "tuning-test CSV checks",
                       "MoE tuple form", "GeluTanh activation")
@@ -190,3 +158,13 @@ def profile_from_facts(facts: dict) -> AiterProfile:
         ("version %s" % (format_version(parse_version(raw)) if parse_version(raw) else "unknown"))
     assumed = [f"{a} (from {basis})" for a in assumed]
     return dataclasses.replace(base, probed=tuple(probed), assumed=tuple(assumed), **changes)
+
+
+def settle_profile(facts: dict) -> AiterProfile:
+    """The one place the profile goes into a job's facts: its name and what was probed or assumed (the
+    report lists them). Called again whenever the probes change; ``Ctx.profile`` reuses the answer until then."""
+    profile = profile_from_facts(facts)
+    facts["profile"] = profile.name
+    facts["probed"], facts["assumed"] = list(profile.probed), list(profile.assumed)
+    return profile
+

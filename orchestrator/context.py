@@ -142,6 +142,7 @@ class Ctx:
     # answers a step received ahead for the next one, in memory only (a resumed job asks again):
     # "manifest" -> (node paths, the manifest op's answer) from the poll that saw the pipeline end
     prefetched: dict = field(default_factory=dict)
+    _profile: tuple | None = field(default=None, repr=False)   # (facts, facts["probed"], profile): Ctx.profile
 
     @property
     def job_dir(self) -> Path:
@@ -156,7 +157,13 @@ class Ctx:
 
     @property
     def profile(self) -> AiterProfile:
-        return profile_from_facts(self.job.facts)
+        """Computed once per settling of the facts: ``settle_profile`` writes a new ``facts["probed"]`` list
+        each time the probes change (and discover replaces the facts), which is what the cache is keyed on."""
+        facts = self.job.facts
+        cached = self._profile
+        if cached is None or cached[0] is not facts or cached[1] is not facts.probed:
+            cached = self._profile = (facts, facts.probed, profile_from_facts(facts))
+        return cached[2]
 
     def call(self, op: str, request: dict | None = None, *, host: bool = False, timeout: float = 300) -> dict:
         """One helper round trip, retried with back-off across transport failures (ops are idempotent)."""

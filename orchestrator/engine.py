@@ -8,6 +8,7 @@ import time
 
 from .context import Ctx
 from .errors import ConnectionLost, ObserverError, TuneRemoteError
+from .state import Status
 from .workflow import next_step
 
 # step -> (module under steps/, function); a step's module is imported when the step first runs, so a job
@@ -57,8 +58,8 @@ def run_job(ctx: Ctx) -> str:
         while (name := next_step(job)) is not None:
             st = job.step_state(name)
             job.step = name
-            if st.status != "running":
-                st.status, st.started = "running", time.time()
+            if st.status != Status.RUNNING:
+                st.status, st.started = Status.RUNNING, time.time()
             ctx.save()
             ctx.ui.step(name)
             try:
@@ -67,9 +68,9 @@ def run_job(ctx: Ctx) -> str:
                 ctx.save()   # the node carries on; `resume` picks up from here (never a verdict on the job)
                 raise
             except TuneRemoteError as exc:
-                st.status, st.finished = "failed", time.time()
-                if job.state == "running":
-                    job.state = "failed"
+                st.status, st.finished = Status.FAILED, time.time()
+                if job.state == Status.RUNNING:
+                    job.state = Status.FAILED
                 job.error = exc.one_line()
                 ctx.save()
                 _best_effort_fetch(ctx, name)
@@ -80,24 +81,24 @@ def run_job(ctx: Ctx) -> str:
                     job.note(why + " (the node's pipeline goes on: `tune-remote resume` re-attaches)")
                     ctx.save()
                     raise
-                st.status, st.finished = "failed", time.time()
-                if job.state == "running":
-                    job.state = "failed"
+                st.status, st.finished = Status.FAILED, time.time()
+                if job.state == Status.RUNNING:
+                    job.state = Status.FAILED
                 job.error = why
                 ctx.save()
                 raise
-            if job.state != "running":       # cancelled at confirmation / on the node
-                st.status = "failed"
+            if job.state != Status.RUNNING:       # cancelled at confirmation / on the node
+                st.status = Status.FAILED
                 ctx.save()
                 break
-            if name == "remote" and job.request.get("detach") and job.step_state("remote").info.get(
-                    "state", "running") == "running":
+            if name == "remote" and job.request.detach and job.step_state("remote").info.get(
+                    "state", Status.RUNNING) == Status.RUNNING:
                 ctx.save()
-                return "running"
-            st.status, st.finished = "done", time.time()
+                return Status.RUNNING
+            st.status, st.finished = Status.DONE, time.time()
             ctx.save()
-        if job.state == "running":
-            job.state = "succeeded"
+        if job.state == Status.RUNNING:
+            job.state = Status.SUCCEEDED
             job.step = "done"
         ctx.save()
         return job.state
@@ -119,7 +120,7 @@ def _record_stats(ctx: Ctx) -> None:
 
 def _best_effort_fetch(ctx: Ctx, failed_step: str) -> None:
     """After a failure, bring home whatever logs exist, so the user can see why. Never raises."""
-    if failed_step in ("discover", "shapes") or not ctx.job.remote.get("logs"):
+    if failed_step in ("discover", "shapes") or not ctx.job.remote.logs:
         return
     try:
         fetch = _steps_module("fetch")

@@ -9,13 +9,45 @@ import os
 import re
 import tempfile
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
+from enum import Enum
 from pathlib import Path
 
 from .errors import JobError, JobNotFound, UsageError
+from .records import Facts, JobRequest, NodePaths
 
-TERMINAL = ("succeeded", "failed", "cancelled", "lost")
-JOB_STATES = ("running",) + TERMINAL
+
+
+class Status(str, Enum):
+    """One vocabulary for a job's state (running, then succeeded/failed/cancelled/lost) and a step's status
+    (pending, running, then done/skipped/failed). A member is its JSON value: ``Status.DONE == "done"``,
+    ``str(Status.DONE) == "done"``, and state.json holds the same words it always did."""
+    PENDING = "pending"
+    RUNNING = "running"
+    DONE = "done"
+    SKIPPED = "skipped"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    LOST = "lost"
+
+    def __str__(self) -> str:
+        return self.value
+
+    __format__ = str.__format__
+    __hash__ = str.__hash__      # Enum hashes the member's name: {"done"} == {Status.DONE} needs the value's
+
+    @classmethod
+    def read(cls, value):
+        """A member for a known word; a word this code does not know (a newer writer's) stays as it is."""
+        try:
+            return cls(value)
+        except ValueError:
+            return value
+
+
+TERMINAL = (Status.SUCCEEDED, Status.FAILED, Status.CANCELLED, Status.LOST)
+JOB_STATES = (Status.RUNNING,) + TERMINAL
 _JOB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,80}$")
 
 
@@ -36,7 +68,7 @@ def new_job_id(variant: str, node: str) -> str:
 
 @dataclass
 class StepState:
-    status: str = "pending"          # pending | running | done | failed | skipped
+    status: Status = Status.PENDING
     started: float | None = None
     finished: float | None = None
     info: dict = field(default_factory=dict)
@@ -49,17 +81,23 @@ class JobState:
     container: str
     variant: str
     created: float
-    request: dict                      # what the user asked for (flags), never secrets
-    state: str = "running"
+    request: JobRequest                # what the user asked for (flags), never secrets
+    state: Status = Status.RUNNING
     step: str = "discover"
     steps: dict[str, StepState] = field(default_factory=dict)
-    facts: dict = field(default_factory=dict)      # discover output
-    remote: dict = field(default_factory=dict)     # node paths: job dir, logs, csvs, run dir
+    facts: Facts = field(default_factory=Facts)            # discover output
+    remote: NodePaths = field(default_factory=NodePaths)   # node paths: job dir, logs, csvs, run dir
     shapes: list[dict] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     error: str | None = None
     fetched: dict = field(default_factory=dict)    # node path -> sha256 of the local copy
     rev: int = 0                                   # bumped by every save: who wrote since I loaded (R-05)
+
+    _RECORDS = {"request": JobRequest, "facts": Facts, "remote": NodePaths}
+
+    def __setattr__(self, name: str, value) -> None:
+        kind = self._RECORDS.get(name)      # a plain dict given for a record (old callers, a loaded file)
+        object.__setattr__(self, name, kind.from_dict(value) if kind else value)
 
     def step_state(self, name: str) -> StepState:
         return self.steps.setdefault(name, StepState())
@@ -68,13 +106,27 @@ class JobState:
         if text not in self.notes:
             self.notes.append(text)
 
+    def to_dict(self) -> dict:
+        out = {**self.__dict__.get("_extra", {}), **{f.name: getattr(self, f.name) for f in fields(self)}}
+        out["steps"] = {k: asdict(v) for k, v in self.steps.items()}
+        for name in self._RECORDS:
+            out[name] = out[name].to_dict()
+        return out
+
     def to_json(self) -> str:
-        return json.dumps(asdict(self), indent=2, sort_keys=True)
+        return json.dumps(self.to_dict(), indent=2, sort_keys=True)
 
     @classmethod
     def from_dict(cls, data: dict) -> "JobState":
-        steps = {k: StepState(**v) for k, v in data.pop("steps", {}).items()}
-        return cls(steps=steps, **data)
+        """A job from its state.json; keys this code does not know are written back as they were."""
+        steps = {k: StepState(**{**v, "status": Status.read(v.get("status", Status.PENDING))})
+                 for k, v in data.pop("steps", {}).items()}
+        if "state" in data:
+            data["state"] = Status.read(data["state"])
+        known = {f.name for f in fields(cls)}
+        job = cls(steps=steps, **{k: v for k, v in data.items() if k in known})
+        object.__setattr__(job, "_extra", {k: v for k, v in data.items() if k not in known})
+        return job
 
 
 _OWNED: dict[str, int] = {}     # job dirs this process drives -> the fd holding their .lock (until exit)
@@ -202,15 +254,15 @@ class Workspace:
             disk_rev = int(disk.get("rev") or 0) if disk else 0
             if not self._owned_here(job.job_id):
                 if self.driven_elsewhere(job.job_id) or (disk is not None and disk_rev != job.rev):
-                    if job.state == "cancelled" and disk is not None and disk.get("state") not in TERMINAL:
-                        disk.update(state="cancelled", error=job.error, rev=disk_rev + 1)   # cancel is kept
+                    if job.state == Status.CANCELLED and disk is not None and disk.get("state") not in TERMINAL:
+                        disk.update(state=Status.CANCELLED, error=job.error, rev=disk_rev + 1)   # cancel is kept
                         atomic_write(path, json.dumps(disk, indent=2, sort_keys=True).encode())
                         job.rev = disk_rev + 1
                         return True
                     return False
             elif disk is not None and disk_rev != job.rev:
-                if disk.get("state") == "cancelled" and job.state == "running":   # `cancel` said so meanwhile
-                    job.state, job.error = "cancelled", disk.get("error")
+                if disk.get("state") == Status.CANCELLED and job.state == Status.RUNNING:   # `cancel` said so meanwhile
+                    job.state, job.error = Status.CANCELLED, disk.get("error")
                 job.fetched = {**(disk.get("fetched") or {}), **job.fetched}
             job.rev = disk_rev + 1
             atomic_write(path, job.to_json().encode())

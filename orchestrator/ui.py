@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 import time
 
+from .state import Status
 from .workflow import REMOTE_STEPS
 
 # rich is imported when something is drawn, not when the CLI starts (`status --json` never draws)
@@ -126,7 +127,7 @@ class Ui:
         table.add_row("[bold]job[/]", job.job_id)
         sub = info.get("sub", {})
         for name in REMOTE_STEPS:
-            st = sub.get(name, {}).get("status", "pending")
+            st = sub.get(name, {}).get("status", Status.PENDING)
             mark = {"done": "[green]done[/]", "partial": "[yellow]partial[/]", "failed": "[red]failed[/]",
                     "running": "[cyan]running[/]"}.get(st, st)
             extra = ""

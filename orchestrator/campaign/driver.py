@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from ..context import Settings
 from ..errors import ExitCode, JobError, TuneRemoteError, UsageError
 from ..parsing.untuned import write_untuned_csv
-from ..state import TERMINAL, JobState, Workspace, atomic_write
+from ..state import TERMINAL, JobState, Status, Workspace, atomic_write
 from ..steps.budget import parse_duration, seconds_per_shape, within
 from ..variants import get_variant
 from . import plan as planning
@@ -37,7 +37,7 @@ def sub_job_id(job_id: str, ref: TargetRef, variant: str) -> str:
 
 def make_plan(job: JobState, runner: Runner, refs: list[TargetRef], variants: list[str], settings: Settings,
               ui, workspace: Workspace | None = None) -> dict:
-    probes = planning.probe(runner, refs, settings, job.request.get("gpus"))
+    probes = planning.probe(runner, refs, settings, job.request.gpus)
     reachable = [p for p in probes if not p.error]
     unreachable = [f"{p.ref.label}: {p.error}" for p in probes if p.error]
     if not reachable:
@@ -70,11 +70,11 @@ def make_plan(job: JobState, runner: Runner, refs: list[TargetRef], variants: li
         for kind, members in groups.items():
             weights = {p.ref: max(1, len(p.gpus)) for p in members}
             rows = shapes
-            if job.request.get("budget"):     # the kind's GPUs together: the most-missed shapes that fit
-                rows, left = within(shapes, parse_duration(job.request["budget"]), sum(weights.values()), rate)
+            if job.request.budget:     # the kind's GPUs together: the most-missed shapes that fit
+                rows, left = within(shapes, parse_duration(job.request.budget), sum(weights.values()), rate)
                 if left:
                     out.setdefault("budget", []).append(
-                        f"--budget {job.request['budget']}: {variant} on {'/'.join(map(str, kind))}: the "
+                        f"--budget {job.request.budget}: {variant} on {'/'.join(map(str, kind))}: the "
                         f"{len(rows)} most-missed shape(s) fit, {len(left)} left for another job")
             shards = planning.shard(rows, weights)
             out.setdefault("gpus", {}).update({ref.label: n for ref, n in weights.items()})
@@ -137,13 +137,13 @@ def drive(job: JobState, workspace: Workspace, runner: Runner, settings: Setting
                 runner.run(sub, subws, sub_settings)
             except TuneRemoteError as exc:
                 sub = subws.load(sid)
-                if sub.state == "running" and exc.exit_code != 75:
-                    sub.state, sub.error = "failed", exc.one_line()
+                if sub.state == Status.RUNNING and exc.exit_code != 75:
+                    sub.state, sub.error = Status.FAILED, exc.one_line()
                     subws.save(sub)
             except Exception as exc:  # noqa: BLE001 - one target's bug must not stop the others
                 sub = subws.load(sid)   # the engine said which step failed; a pipeline that may run on the
-                if sub.state == "running" and sub.step != "remote":   # node stays re-attachable (resume)
-                    sub.state, sub.error = "failed", f"internal error: {type(exc).__name__}: {exc}"
+                if sub.state == Status.RUNNING and sub.step != "remote":   # node stays re-attachable (resume)
+                    sub.state, sub.error = Status.FAILED, f"internal error: {type(exc).__name__}: {exc}"
                     subws.save(sub)
             sub = subws.load(sid)
             with lock:
@@ -181,7 +181,7 @@ def drive(job: JobState, workspace: Workspace, runner: Runner, settings: Setting
 
 def _shard_rows(sub: JobState) -> list[str]:
     try:
-        with open(sub.request["shapes_csv"]) as fh:
+        with open(sub.request.shapes_csv) as fh:
             return fh.read().splitlines()[1:]
     except OSError:
         return []
@@ -203,20 +203,20 @@ def finish(job: JobState, workspace: Workspace) -> str:
     from .merge import write_outputs
     subs = sub_jobs(job, workspace)
     states = {s.state for s in subs}
-    if "running" in states:
-        job.state, job.step = "running", "remote"
-    elif subs and states == {"succeeded"} and not job.request["campaign"].get("unreachable"):
-        job.state, job.step, job.error = "succeeded", "done", None
-    elif subs and states == {"succeeded"}:   # every target tuned, but some could not be reached: the report says so
-        job.state, job.step = "failed", "done"
+    if Status.RUNNING in states:
+        job.state, job.step = Status.RUNNING, "remote"
+    elif subs and states == {Status.SUCCEEDED} and not job.request["campaign"].get("unreachable"):
+        job.state, job.step, job.error = Status.SUCCEEDED, "done", None
+    elif subs and states == {Status.SUCCEEDED}:   # every target tuned, but some could not be reached: the report says so
+        job.state, job.step = Status.FAILED, "done"
         job.error = "unreachable: " + "; ".join(job.request["campaign"]["unreachable"])
     else:
         bad = [f"{s.node}/{s.container} {s.variant}: {s.state}" + (f" ({s.error})" if s.error else "")
-               for s in subs if s.state != "succeeded"]
-        job.state = "cancelled" if states <= {"cancelled", "succeeded"} and "cancelled" in states else "failed"
+               for s in subs if s.state != Status.SUCCEEDED]
+        job.state = Status.CANCELLED if states <= {Status.CANCELLED, Status.SUCCEEDED} and Status.CANCELLED in states else Status.FAILED
         job.step = "done"
         job.error = f"{len(bad)} of {len(subs)} target job(s) did not succeed: " + "; ".join(bad)
-    if job.state != "running":
+    if job.state != Status.RUNNING:
         write_outputs(job, workspace, subs)
     workspace.save(job)
     return job.state
@@ -238,21 +238,21 @@ def cancel(job: JobState, workspace: Workspace, runner: Runner, grace_s: float,
     for sub in sub_jobs(job, workspace):
         if sub.state in TERMINAL or (nodes and sub.node not in nodes):
             continue
-        if remote and sub.remote.get("run_dir"):
+        if remote and sub.remote.run_dir:
             res = runner.cancel(sub, subws, grace_s)
             out["signalled"] += len(res.get("signalled") or [])
             out["killed"] += len(res.get("killed") or [])
             out["remaining"] += [f"{sub.node}:{pid}" for pid in res.get("remaining") or []]
             if (res.get("table") or {}).get("line"):
                 out["tables"].append(f"{sub.node}/{sub.container} {sub.variant}: {res['table']['line']}")
-            if res.get("already_finished") and res.get("state") in ("succeeded", "failed"):
+            if res.get("already_finished") and res.get("state") in (Status.SUCCEEDED, Status.FAILED):
                 out["finished"].append(f"{sub.node}/{sub.container} {sub.variant} ({res['state']})")
                 continue     # it ended on its own first: its results stay for the driver (or a resume)
-        sub.state, sub.error = "cancelled", "cancelled by the user"
+        sub.state, sub.error = Status.CANCELLED, "cancelled by the user"
         subws.save(sub)
         out["cancelled"] += 1
     if any(s.state not in TERMINAL for s in sub_jobs(job, workspace)):
         return out                               # the other targets go on, or wait for a resume to collect
-    job.state, job.error, job.step = "cancelled", "cancelled by the user", "done"
+    job.state, job.error, job.step = Status.CANCELLED, "cancelled by the user", "done"
     workspace.save(job)
     return out

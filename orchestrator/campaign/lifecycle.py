@@ -12,7 +12,7 @@ from typing import Callable
 from ..context import Settings
 from ..errors import ConnectionLost, TuneRemoteError, UsageError
 from ..inventory import Inventory
-from ..state import TERMINAL, JobState, Workspace
+from ..state import TERMINAL, JobState, Status, Workspace
 from . import driver
 from .plan import plan_lines
 from .sources import begin, open_source, source_class, source_kind
@@ -72,7 +72,7 @@ def carry(workspace: Workspace, job: JobState, inventory: Callable[[], Inventory
             if dry_run:
                 return
             if console.confirm is not None and not console.confirm(f"Run this campaign ({len(refs)} targets)?"):
-                job.state, job.error = "cancelled", "cancelled at the plan confirmation"
+                job.state, job.error = Status.CANCELLED, "cancelled at the plan confirmation"
                 raise Declined()
             job.variant = ",".join(plan["variants"])
             subs = driver.create_sub_jobs(job, workspace, plan)
@@ -94,10 +94,10 @@ def carry(workspace: Workspace, job: JobState, inventory: Callable[[], Inventory
     except ConnectionLost:
         raise                                   # the nodes go on; resume re-attaches
     except BaseException as exc:
-        if source.ended_by_cancel(exc, job.state == "running"):   # `cancel` ended the targets under it
-            job.state, job.error = "cancelled", "cancelled by the user"
-        if job.state == "running" and not isinstance(exc, (KeyboardInterrupt, SystemExit)):
-            job.state, job.error = "failed", exc.one_line() if isinstance(exc, TuneRemoteError) else str(exc)
+        if source.ended_by_cancel(exc, job.state == Status.RUNNING):   # `cancel` ended the targets under it
+            job.state, job.error = Status.CANCELLED, "cancelled by the user"
+        if job.state == Status.RUNNING and not isinstance(exc, (KeyboardInterrupt, SystemExit)):
+            job.state, job.error = Status.FAILED, exc.one_line() if isinstance(exc, TuneRemoteError) else str(exc)
         if job.state in TERMINAL and workspace.exists(job.job_id):
             workspace.save(job)
         raise

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from ..context import Ctx, Settings
 from ..errors import TuneRemoteError, UsageError
-from ..state import JobState, Workspace
+from ..state import JobState, Status, Workspace
 from ..ui import Ui
 from .driver import sub_jobs
 from .merge import write_outputs
@@ -46,8 +46,8 @@ def promote(job: JobState, workspace: Workspace, subws: Workspace, subs: list[Jo
     for sub in subs:
         row = {"node": sub.node, "container": sub.container, "variant": sub.variant, "job_id": sub.job_id}
         rows.append(row)
-        if sub.state != "succeeded" or not sub.remote.get("live_csv"):
-            row["skipped"] = f"target job {sub.state}" + ("" if sub.remote.get("live_csv") else ", no staging table")
+        if sub.state != Status.SUCCEEDED or not sub.remote.live_csv:
+            row["skipped"] = f"target job {sub.state}" + ("" if sub.remote.live_csv else ", no staging table")
             continue
         ctx = _ctx(sub, subws, runner)
         try:
@@ -60,7 +60,7 @@ def promote(job: JobState, workspace: Workspace, subws: Workspace, subs: list[Jo
         if row.get("promoted_now"):
             changes.append(f"{sub.node}/{sub.container} {sub.variant}: {row['promoted_now']} row(s) of its own "
                            f"promoted now ({row['promoted']} in all)")
-    lines = spread(job, subws, runner, [s for s in subs if s.state == "succeeded"], ui, later=True,
+    lines = spread(job, subws, runner, [s for s in subs if s.state == Status.SUCCEEDED], ui, later=True,
                    changed=changes)
     for row in rows:
         row["spread"] = [x for x in lines if f" on {row['node']} " in x]
@@ -79,9 +79,9 @@ def rollback(job: JobState, workspace: Workspace, subws: Workspace, subs: list[J
         row = {"node": sub.node, "container": sub.container, "variant": sub.variant, "job_id": sub.job_id,
                "undone": []}
         rows.append(row)
-        records = [(p.get("time") or 0, "peer", p) for p in sub.remote.get("peer_promotions") or []]
-        if sub.remote.get("promotion", {}).get("promoted"):
-            records.append((sub.remote["promotion"].get("time") or 0, "own", sub.remote["promotion"]))
+        records = [(p.get("time") or 0, "peer", p) for p in sub.remote.peer_promotions or []]
+        if (sub.remote.promotion or {}).get("promoted"):
+            records.append((sub.remote.promotion.get("time") or 0, "own", sub.remote.promotion))
         if not records:
             row["note"] = "nothing promoted on this target"
             continue
@@ -125,7 +125,7 @@ def export(job: JobState, workspace: Workspace, subws: Workspace, subs: list[Job
     out = {}
     dest = Path(dest) if dest else workspace.job_dir(job.job_id) / "export"
     for variant in dict.fromkeys(s.variant for s in subs):
-        mine = [(s, subws.job_dir(s.job_id)) for s in subs if s.variant == variant and s.remote.get("tuned_csv")]
+        mine = [(s, subws.job_dir(s.job_id)) for s in subs if s.variant == variant and s.remote.tuned_csv]
         if not mine:
             raise UsageError(f"job {job.job_id}: no target of {variant} has a tuned table",
                              hint=f"tune-remote status {job.job_id}")

@@ -86,7 +86,7 @@ def mine(runner: Runner, probe_: Probe, request: dict, variants: list[str], sett
                    created=0, request=dict(request), facts=dict(probe_.facts))
     root = probe_.facts.get("aiter_root")
     if root:   # what discover records for a job: the shapes step compares the table a log names with it (C-12)
-        job.remote.update({"aiter_root": root, "meta_root": probe_.facts.get("meta_root") or root})
+        job.remote.aiter_root, job.remote.meta_root = root, probe_.facts.get("meta_root") or root
     ctx = Ctx(job=job, workspace=None, target=target, settings=settings, ui=Ui(quiet=True))
     try:
         if variants == ["auto"]:

@@ -13,7 +13,7 @@ import time
 from ..context import Ctx, Settings
 from ..errors import TuneRemoteError
 from ..parsing.untuned import read_shapes_csv, write_untuned_csv
-from ..state import JobState, Workspace, atomic_write
+from ..state import JobState, Status, Workspace, atomic_write
 from ..ui import Ui
 from . import plan as planning
 from .targets import Runner, TargetRef
@@ -25,14 +25,14 @@ def _label(s: JobState) -> str:
 
 def _tuned_on_node(sub: JobState, subws: Workspace, runner: Runner, cols: list[str]) -> set[tuple]:
     """Keys with a row in the lost sub-job's staging table, if its node still answers; else none."""
-    if not sub.remote.get("tuned_csv"):
+    if not sub.remote.tuned_csv:
         return set()
     target = None
     try:
         target = runner.open(TargetRef(sub.node, sub.container))
         ctx = Ctx(job=sub, workspace=subws, target=target, settings=Settings(reconnect_s=5), ui=Ui(quiet=True))
-        res = ctx.call("tuned_keys", {"patterns": [sub.remote["tuned_csv"]], "key_columns": cols,
-                                      "cu_num": sub.facts.get("cu_num"), "gfx": sub.facts.get("gfx")})
+        res = ctx.call("tuned_keys", {"patterns": [sub.remote.tuned_csv], "key_columns": cols,
+                                      "cu_num": sub.facts.cu_num, "gfx": sub.facts.gfx})
         return {tuple(str(v) for v in k) for keys in (res.get("files") or {}).values() for k in keys}
     except TuneRemoteError:
         return set()
@@ -49,12 +49,12 @@ def reshard(job: JobState, workspace: Workspace, subws: Workspace, runner: Runne
     done = camp.setdefault("resharded", {})
     new: list[JobState] = []
     for lost in subs:
-        if lost.state != "lost" or lost.job_id in done:
+        if lost.state != Status.LOST or lost.job_id in done:
             continue
         kind = kinds.get(_label(lost))
-        survivors = [s for s in subs if s.variant == lost.variant and s.state == "succeeded"
+        survivors = [s for s in subs if s.variant == lost.variant and s.state == Status.SUCCEEDED
                      and kinds.get(_label(s)) == kind and _label(s) != _label(lost)]
-        shard = read_shapes_csv(lost.request["shapes_csv"], lost.variant) if lost.request.get("shapes_csv") else []
+        shard = read_shapes_csv(lost.request.shapes_csv, lost.variant) if lost.request.shapes_csv else []
         cols = [c for c in shard[0]] if shard else []
         have = _tuned_on_node(lost, subws, runner, cols) if cols else set()
         untuned = [s for s in shard if tuple(str(s[c]) for c in cols) not in have]
@@ -65,7 +65,7 @@ def reshard(job: JobState, workspace: Workspace, subws: Workspace, runner: Runne
                 else "every shape of its shard has a row"))
             continue
         by_label = {_label(s): s for s in survivors}
-        parts = planning.shard(untuned, {TargetRef(s.node, s.container): max(1, len(s.facts.get("tune_gpus") or []))
+        parts = planning.shard(untuned, {TargetRef(s.node, s.container): max(1, len(s.facts.tune_gpus or []))
                                          for s in survivors})
         done[lost.job_id] = []
         for ref, rows in parts.items():

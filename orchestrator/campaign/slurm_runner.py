@@ -9,6 +9,7 @@ from ..errors import AllocationEnded, JobError, TuneRemoteError
 from ..inventory import ContainerSpec, NodeSpec, SlurmSpec
 from ..remote.pool import Borrowed
 from ..remote.srun import SrunTransport
+from ..state import Status
 from .targets import PooledRunner, TargetRef
 
 
@@ -51,9 +52,9 @@ class SlurmRunner(PooledRunner):
             ended = self._ended(sub.node)
             if ended is None and not isinstance(exc, AllocationEnded):
                 raise
-            state = "failed"
+            state = Status.FAILED
         else:
-            ended = self._ended(sub.node) if state != "succeeded" else None
+            ended = self._ended(sub.node) if state != Status.SUCCEEDED else None
         if ended is None:
             return state
         sub = workspace.load(sub.job_id)
@@ -69,7 +70,7 @@ class SlurmRunner(PooledRunner):
         src = self.query(self.login())
         try:
             if src.cancel_asked(i):
-                return "cancelled", "cancelled by the user"
+                return Status.CANCELLED, "cancelled by the user"
             shard = self.state["jobs"][i]
             if shard["id"] in src.squeue():
                 return None
@@ -77,9 +78,9 @@ class SlurmRunner(PooledRunner):
             slurm = src.scontrol_state(shard)
             said = ", ".join(x for x in (f"Slurm: {slurm}" if slurm else "", f"exit code {rc}" if rc else "") if x)
             if not rc:      # no exit-code file: the holder never ended by itself (node lost, killed, purged)
-                return "lost", (f"lost: Slurm job {shard['id']} ({shard['name']}) on node {node} vanished without "
+                return Status.LOST, (f"lost: Slurm job {shard['id']} ({shard['name']}) on node {node} vanished without "
                                 f"an exit-code file" + (f" ({said})" if said else ""))
-            return "failed", f"Slurm job {shard['id']} ({shard['name']}) on node {node} ended under the work ({said})"
+            return Status.FAILED, f"Slurm job {shard['id']} ({shard['name']}) on node {node} ended under the work ({said})"
         except TuneRemoteError:
             return None
         finally:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from ..context import Ctx, Settings
 from ..errors import TuneRemoteError
-from ..state import JobState, Workspace
+from ..state import JobState, Status, Workspace
 from ..ui import Ui
 from .targets import Runner, TargetRef
 
@@ -25,18 +25,18 @@ def spread(job: JobState, subws: Workspace, runner: Runner, subs: list[JobState]
     """One line per transfer (or failure), for the report. ``later``: asked by `tune-remote promote JOB` after
     the job (whatever its --promote was); a target that holds the rows already changes nothing. ``changed``
     gets the lines of the transfers that changed a live table (or failed)."""
-    if not later and (job.request.get("promote") or "proven") == "none":
+    if not later and (job.request.promote or "proven") == "none":
         return []
     lines: list[str] = []
     groups: dict[tuple, list[JobState]] = {}
     for s in subs:
-        if s.state == "succeeded" and s.remote.get("live_csv"):
+        if s.state == Status.SUCCEEDED and s.remote.live_csv:
             groups.setdefault((s.variant, _kind(job, s)), []).append(s)
     for (variant, kind), members in groups.items():
         for src in members:
-            rec = src.remote.get("promotion") or {}
+            rec = src.remote.promotion or {}
             keys = [] if rec.get("rolled_back") else list(rec.get("promoted") or [])
-            staging = subws.job_dir(src.job_id) / Path(src.remote["tuned_csv"]).name
+            staging = subws.job_dir(src.job_id) / Path(src.remote.tuned_csv).name
             if not keys or not staging.is_file():
                 continue
             for dst in members:
@@ -59,7 +59,7 @@ def spread(job: JobState, subws: Workspace, runner: Runner, subs: list[JobState]
 
 def peer_backup_dir(dst: JobState, src_node: str) -> str:
     """Where the promotion of ``src_node``'s rows on ``dst`` keeps its record and backups (rollback's input)."""
-    return f"{dst.remote['job_dir']}/promotion-from-{src_node}"
+    return f"{dst.remote.job_dir}/promotion-from-{src_node}"
 
 
 def _transfer(dst: JobState, src: JobState, keys: list, staging: bytes, subws: Workspace, runner: Runner) -> dict:
@@ -67,25 +67,25 @@ def _transfer(dst: JobState, src: JobState, keys: list, staging: bytes, subws: W
     target = runner.open(TargetRef(dst.node, dst.container))
     ctx = Ctx(job=dst, workspace=subws, target=target, settings=Settings(), ui=Ui(quiet=True))
     try:
-        job_dir = dst.remote["job_dir"]
+        job_dir = dst.remote.job_dir
         peer = f"{job_dir}/peers/{src.job_id}.csv"
         ctx.call("write_files", {"files": [{"path": peer, "content_b64": base64.b64encode(staging).decode(),
                                             "backup_dir": None}]})
         variant = ctx.variant
         module = step.JIT_MODULES.get(variant.name)
-        env = {**(dst.facts.get("env") or {}), **ctx.target.container.env}
+        env = {**(dst.facts.env or {}), **ctx.target.container.env}
         n = len(variant.key_columns)
         res = ctx.call("promote", {
-            "live": dst.remote["live_csv"], "staging": peer, "backup_dir": peer_backup_dir(dst, src.node),
+            "live": dst.remote.live_csv, "staging": peer, "backup_dir": peer_backup_dir(dst, src.node),
             "key_columns": list(variant.key_columns), "keys": [[str(v) for v in k[-n:]] for k in keys],
-            "gfx": dst.facts.get("gfx"),
-            "cu_num": str(dst.facts.get("cu_num")) if dst.facts.get("cu_num") is not None else None,
+            "gfx": dst.facts.gfx,
+            "cu_num": str(dst.facts.cu_num) if dst.facts.cu_num is not None else None,
             "others": step._others(ctx), "modules": [module] if module else [],
-            "package_dir": dst.facts.get("package_dir"), "jit_dir_env": env.get("AITER_JIT_DIR")})
+            "package_dir": dst.facts.package_dir, "jit_dir_env": env.get("AITER_JIT_DIR")})
         res.pop("ok", None)
         if not res.get("nothing"):     # one entry per source: its record (a later round updates it)
-            peers = [p for p in dst.remote.get("peer_promotions") or [] if p.get("from") != src.job_id]
-            dst.remote["peer_promotions"] = peers + [
+            peers = [p for p in dst.remote.peer_promotions or [] if p.get("from") != src.job_id]
+            dst.remote.peer_promotions = peers + [
                 {"from": src.job_id, "backup_dir": peer_backup_dir(dst, src.node),
                  **{k: v for k, v in res.items() if k != "promoted_now"}}]
         ctx.save()

@@ -13,7 +13,7 @@ from .. import __version__
 from ..context import Settings, Target
 from ..errors import ExitCode, TuneRemoteError
 from ..inventory import load_inventory, resolve_inventory_path
-from ..state import JobState, Workspace, resolve_workspace
+from ..state import JobState, Status, Workspace, resolve_workspace
 from ..ui import Ui
 
 EXIT_CODES_HELP = """\b
@@ -57,9 +57,9 @@ def _settings(yes: bool, accept_new: bool) -> Settings:
 
 
 def _target_for(env: Env, job: JobState, accept_new: bool) -> Target:
-    if job.request.get("demo_dir"):
+    if job.request.demo_dir:
         from ..demo import demo_target
-        return demo_target(job.request["demo_dir"])
+        return demo_target(job.request.demo_dir)
     inv = load_inventory(env.inventory_path)
     node = inv.node(job.node)
     return Target(node, node.container(job.container), accept_new_host_key=accept_new)
@@ -71,7 +71,7 @@ def _finish(job: JobState, env: Env) -> None:
         out["error"] = job.error
     click.echo(json.dumps(out) if not sys.stdout.isatty() else      # the result: printed with -q too
                f"job {job.job_id}: {job.state} -> {out['dir']}" + (f" ({job.error})" if job.error else ""))
-    if job.state not in ("succeeded", "running"):
+    if job.state not in (Status.SUCCEEDED, Status.RUNNING):
         raise SystemExit(ExitCode.JOB_FAILED)
 
 

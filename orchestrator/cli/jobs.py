@@ -10,7 +10,7 @@ import click
 from ..context import Ctx, Settings, Target
 from ..errors import JobError, UsageError
 from ..inventory import load_inventory
-from ..state import TERMINAL, JobState, check_job_id, new_job_id
+from ..state import TERMINAL, JobState, Status, check_job_id, new_job_id
 from ..variants import VARIANTS, get_variant
 from .base import Env, _finish, _settings, _target_for, cli
 
@@ -230,16 +230,16 @@ def resume(env: Env, job_id, yes, accept_new_host_key, relaunch, retry, nodes):
     check_nodes(env, env.workspace.load(check_job_id(job_id)), nodes)   # no such job/node: say so first
     env.workspace.own(job_id, "resume")                 # a second driver exits 1 naming the first (R-05)
     job = env.workspace.load(job_id)                    # what the last driver left, read under the lock
-    if job.state == "lost" and not job.request.get("campaign"):
+    if job.state == Status.LOST and not job.request.get("campaign"):
         if not relaunch:
             raise JobError(f"job {job_id} was lost: {job.error or 'its process on the node is gone'}",
                            hint=f"`tune-remote resume {job_id} --relaunch` launches it again (rows already "
                                 "tuned are kept, only the other shapes are tuned)")
         from ..steps.remote import prepare_relaunch
         from ..workflow import STEPS
-        job.state, job.error = "running", None
+        job.state, job.error = Status.RUNNING, None
         for name in STEPS[STEPS.index("remote"):]:
-            job.step_state(name).status = "pending"
+            job.step_state(name).status = Status.PENDING
         prepare_relaunch(job)
     elif relaunch:
         raise UsageError(f"job {job_id} is {job.state}, not lost: nothing to relaunch",
@@ -253,23 +253,23 @@ def resume(env: Env, job_id, yes, accept_new_host_key, relaunch, retry, nodes):
         from .campaign import resume_campaign
         resume_campaign(env, job, _settings(yes, accept_new_host_key), nodes)
         return
-    job.request["detach"] = False
+    job.request.detach = False
     _drive(env, job, _target_for(env, job, accept_new_host_key), _settings(yes, accept_new_host_key))
 
 def _retry(job: JobState) -> None:
     """R-01: hours of tuning are not thrown away for a laptop-side failure after the node finished."""
     from ..workflow import STEPS
-    if job.state != "failed" or job.request.get("campaign"):
+    if job.state != Status.FAILED or job.request.get("campaign"):
         raise UsageError(f"job {job.job_id} is {job.state}, not a failed single job: nothing to retry",
                          hint=f"`tune-remote resume {job.job_id}` carries a running job on")
-    failed = [n for n in STEPS if job.step_state(n).status == "failed"]
+    failed = [n for n in STEPS if job.step_state(n).status == Status.FAILED]
     step = failed[0] if failed else job.step
-    if step not in STEPS or STEPS.index(step) <= STEPS.index("remote") or job.step_state("remote").status != "done":
+    if step not in STEPS or STEPS.index(step) <= STEPS.index("remote") or job.step_state("remote").status != Status.DONE:
         raise JobError(f"job {job.job_id} failed at {step}, before its node pipeline succeeded: a retry would "
                        "not help", hint="start a new run")
-    job.state, job.error = "running", None
+    job.state, job.error = Status.RUNNING, None
     for name in STEPS[STEPS.index(step):]:
-        job.step_state(name).status = "pending"
+        job.step_state(name).status = Status.PENDING
     job.note(f"{step} retried after it failed on the laptop (resume --retry)")
 
 

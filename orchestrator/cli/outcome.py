@@ -8,21 +8,21 @@ import click
 
 from ..context import Ctx, Settings
 from ..errors import UsageError
-from ..state import JobState, check_job_id
+from ..state import JobState, Status, check_job_id
 from .base import Env, _target_for, cli
 from .watch import NODE_OPTION
 
 
 def _finished(env: Env, job_id: str, what: str, nodes=()) -> JobState:
     job = env.workspace.load(check_job_id(job_id))
-    if job.state == "running":
+    if job.state == Status.RUNNING:
         raise UsageError(f"job {job_id} is still running; {what} waits for its end",
                          hint=f"tune-remote status {job_id} (or resume it)")
     if job.request.get("campaign"):
         return job               # its targets' sub-jobs hold the tables (campaign/outcome.py)
     from .pick import check_nodes
     check_nodes(env, job, nodes)
-    if not job.remote.get("live_csv"):
+    if not job.remote.live_csv:
         raise UsageError(f"job {job_id} has no staging table (it never reached prepare, or predates staging)",
                          hint="nothing on the node can be promoted or rolled back for it")
     return job
@@ -52,7 +52,7 @@ def changed(ctx: Ctx, res: dict) -> dict:
     if writes:
         try:
             ctx.call("write_files", {"files": writes})
-            ctx.job.remote["report_md_on_node"] = True
+            ctx.job.remote.report_md_on_node = True
         except TuneRemoteError:
             pass                 # the next `tune-remote fetch` writes it
     return res
@@ -73,7 +73,7 @@ def promote(env: Env, job_id, rows, accept_new_host_key, nodes):
     job = _finished(env, job_id, "promotion", nodes)
     if job.request.get("campaign"):
         return _campaign(env, job, nodes, accept_new_host_key, "promote", rows)
-    if job.state != "succeeded":
+    if job.state != Status.SUCCEEDED:
         raise UsageError(f"job {job_id} {job.state}; only a succeeded job's rows can be promoted",
                          hint=f"tune-remote status {job_id}")
     res = _with_ctx(env, job, accept_new_host_key, lambda ctx: step.later(ctx, rows), "promote")
@@ -107,7 +107,7 @@ def rollback(env: Env, job_id, accept_new_host_key, nodes):
     job = _finished(env, job_id, "rollback", nodes)
     if job.request.get("campaign"):
         return _campaign(env, job, nodes, accept_new_host_key, "rollback")
-    if not job.remote.get("promotion"):
+    if not job.remote.promotion:
         raise UsageError(f"job {job_id} never promoted anything", hint="nothing to undo; the live table is as it was")
     res = _with_ctx(env, job, accept_new_host_key, step.rollback, "rollback")
     click.echo(json.dumps({"job_id": job_id, **rollback_summary(res)}, indent=2))
@@ -137,7 +137,7 @@ def export_cmd(env: Env, job_id, model_config, dest, nodes):
 
     from ..steps.export import export
     job = env.workspace.load(check_job_id(job_id))
-    if job.state == "running":
+    if job.state == Status.RUNNING:
         raise UsageError(f"job {job_id} is still running", hint=f"tune-remote status {job_id}")
     if job.request.get("campaign"):
         from ..campaign import outcome as camp
@@ -166,7 +166,7 @@ def _campaign(env: Env, job: JobState, nodes, accept_new_host_key: bool, what: s
         if what == "promote":
             out = camp.promote(job, env.workspace, subws, subs, runner, rows, env.ui())
         else:
-            if not any(s.remote.get("promotion", {}).get("promoted") or s.remote.get("peer_promotions")
+            if not any((s.remote.promotion or {}).get("promoted") or s.remote.peer_promotions
                        for s in subs):
                 raise UsageError(f"job {job.job_id} never promoted anything"
                                  + (f" on {', '.join(nodes)}" if nodes else ""),

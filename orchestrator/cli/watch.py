@@ -10,7 +10,7 @@ import click
 
 from ..context import Ctx, Settings
 from ..errors import JobError, TuneRemoteError, UsageError
-from ..state import TERMINAL, JobState, check_job_id
+from ..state import TERMINAL, JobState, Status, check_job_id
 from ..ui import Ui
 from ..workflow import LOG_STEP_NAMES, REMOTE_STEPS
 from .base import Env, _target_for, cli
@@ -26,7 +26,7 @@ def _status_row(job: JobState, env: Env | None = None) -> dict:
     if job.error:
         row["error"] = job.error
     node_state = job.step_state("remote").info.get("state")
-    if job.state == "running" and node_state not in (None, "running", "starting"):
+    if job.state == Status.RUNNING and node_state not in (None, Status.RUNNING, "starting"):
         row["node_state"] = node_state          # the node's truth, newer than this cache (R-12)
     if job.request.get("campaign") and env is not None:   # its targets live in the job's directory
         from .campaign import status_campaign
@@ -52,7 +52,7 @@ def status(env: Env, job_id, as_json, nodes):
     elif nodes:
         jobs = [j for j in jobs if set(nodes) & set(job_nodes(env, j))]
     for job in jobs:   # running jobs are asked on their node; only `status JOB` saves what it learned
-        if job.state == "running" and job.remote.get("run_dir") and not job.request.get("campaign"):
+        if job.state == Status.RUNNING and job.remote.run_dir and not job.request.get("campaign"):
             _refresh(env, job, save=bool(job_id))
     rows = [_status_row(j, env) for j in jobs]
     for r in rows:
@@ -91,11 +91,11 @@ def _refresh(env: Env, job: JobState, save: bool = True) -> None:
     ctx = Ctx(job=job, workspace=env.workspace, target=target, settings=settings, ui=Ui(quiet=True))
     try:
         run = remote_step.poll_once(ctx, wait=False)
-        if run["state"] == "lost":
-            job.state = "lost"
+        if run["state"] == Status.LOST:
+            job.state = Status.LOST
             job.error = "the job's process on the node is gone without an exit status"
-        elif run["state"] == "cancelled":
-            job.state = "cancelled"
+        elif run["state"] == Status.CANCELLED:
+            job.state = Status.CANCELLED
         if save:
             env.workspace.save(job)
     except TuneRemoteError:
@@ -139,7 +139,7 @@ def logs(env: Env, job_id, step, follow, nodes, variant):
 
 
 def _one_log(env: Env, ws, job: JobState, step: str, follow: bool, open_target, missing_ok: bool = False) -> None:
-    node_path = job.remote.get("pipeline_log") if step == "pipeline" else (job.remote.get("logs") or {}).get(step)
+    node_path = job.remote.pipeline_log if step == "pipeline" else (job.remote.logs or {}).get(step)
     if not node_path:
         if missing_ok:
             click.echo(f"(no {step} log yet: {job.state}, step {job.step})")
@@ -148,7 +148,7 @@ def _one_log(env: Env, ws, job: JobState, step: str, follow: bool, open_target, 
     local = ws.job_dir(job.job_id) / "logs" / Path(node_path).name
     if step == "pipeline":
         local = ws.job_dir(job.job_id) / "pipeline.log"
-    if job.state not in TERMINAL and job.remote.get("run_dir"):
+    if job.state not in TERMINAL and job.remote.run_dir:
         _refresh_log(ws, job, step, node_path, local, open_target)
     printed = 0
     if local.is_file():
@@ -174,7 +174,7 @@ def _one_log(env: Env, ws, job: JobState, step: str, follow: bool, open_target, 
                 sys.stdout.buffer.write(data)
                 sys.stdout.flush()
                 printed += len(data)
-            if run["state"] not in ("running", "starting") and not run["more"]:
+            if run["state"] not in (Status.RUNNING, "starting") and not run["more"]:
                 break
             if not run["more"] and not run.get("long_poll"):   # a long poll already waited on the node
                 time.sleep(settings.poll_s)
@@ -226,8 +226,8 @@ def cancel(env: Env, job_id, grace, nodes):
         from .campaign import cancel_campaign
         cancel_campaign(env, job, grace, nodes)
         return
-    if not job.remote.get("run_dir"):
-        job.state, job.error = "cancelled", "cancelled before anything ran on the node"
+    if not job.remote.run_dir:
+        job.state, job.error = Status.CANCELLED, "cancelled before anything ran on the node"
         env.workspace.update(job.job_id, _cancelled(job.error))
         click.echo(f"job {job_id} cancelled")
         return
@@ -246,7 +246,7 @@ def cancel(env: Env, job_id, grace, nodes):
 
 def _cancelled(error: str):
     def change(job: JobState) -> None:
-        job.state, job.error = "cancelled", error
+        job.state, job.error = Status.CANCELLED, error
     return change
 
 
@@ -255,11 +255,11 @@ def _cancel_outcome(env: Env, job: JobState, res: dict) -> None:
     worth a `resume`); processes that survived SIGKILL are named and the command exits 1."""
     node_state = res.get("state")
     remaining = res.get("remaining") or []
-    if res.get("already_finished") and node_state in ("succeeded", "failed"):
+    if res.get("already_finished") and node_state in (Status.SUCCEEDED, Status.FAILED):
         click.echo(f"job {job.job_id} had already {node_state} on the node (rc {res.get('rc')}); nothing to cancel; "
                    f"`tune-remote resume {job.job_id}` collects its results")
         return
-    job.state, job.error = "cancelled", "cancelled by the user"
+    job.state, job.error = Status.CANCELLED, "cancelled by the user"
     env.workspace.update(job.job_id, _cancelled(job.error))   # never over a driver's newer state (R-05)
     if remaining:
         raise JobError(f"job {job.job_id}: {len(remaining)} process(es) survived SIGKILL on the node "
@@ -283,7 +283,7 @@ def fetch(env: Env, job_id, dest, accept_new_host_key, nodes):
     if not job.request.get("campaign"):
         from .pick import check_nodes
         check_nodes(env, job, nodes)
-        if not job.remote.get("job_dir"):
+        if not job.remote.job_dir:
             raise JobError(f"job {job_id} produced nothing on the node yet", hint=f"tune-remote status {job_id}")
         outcome = _one_fetch(env.workspace, job, Path(dest) if dest else None,
                              lambda: _target_for(env, job, accept_new_host_key), env.ui())
@@ -296,7 +296,7 @@ def fetch(env: Env, job_id, dest, accept_new_host_key, nodes):
     with opener(env, job, accept_new_host_key) as open_target:
         for sub in subs:
             row = {"node": sub.node, "container": sub.container, "variant": sub.variant, "job_id": sub.job_id}
-            if sub.remote.get("job_dir"):
+            if sub.remote.job_dir:
                 row["files"] = _one_fetch(subws, sub, Path(dest) / sub.job_id if dest else None,
                                           lambda sub=sub: open_target(sub), env.ui())
                 subws.save(sub)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 
 from ..errors import UsageError
+from ..state import Status
 
 ASSUMED_S = {"gemm": 90.0, "moe": 240.0}      # per shape of cost 1 on one GPU when nothing was measured
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*([dhms])", re.I)
@@ -116,14 +117,14 @@ def seconds_per_shape(workspace, variant: str, family: str, gfx: str | None) -> 
     except Exception:   # noqa: BLE001 - an unreadable earlier job never stops a plan
         jobs = []
     for j in jobs:
-        if j.variant != variant or j.state != "succeeded" or not j.shapes or (gfx and j.facts.get("gfx") != gfx):
+        if j.variant != variant or j.state != Status.SUCCEEDED or not j.shapes or (gfx and j.facts.gfx != gfx):
             continue
-        if j.request.get("demo_dir") or j.request.get("demo_nodes"):
+        if j.request.demo_dir or j.request.demo_nodes:
             continue    # a simulated node's seconds say nothing of a real GPU's (a user found demos skewing --budget)
         sub = (j.steps.get("remote").info.get("sub") or {}) if j.steps.get("remote") else {}
         start = (sub.get("tune") or {}).get("started")
         end = (sub.get("after") or {}).get("started")
-        gpus = len(j.facts.get("tune_gpus") or j.facts.get("free_gpus") or []) or 1
+        gpus = len(j.facts.tune_gpus or j.facts.free_gpus or []) or 1
         if start and end and end > start:
             rates.append((end - start) * gpus / sum(shape_cost(s) for s in j.shapes))
     if rates:

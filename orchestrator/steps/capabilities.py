@@ -8,7 +8,7 @@ and what was assumed. It rides along with ``discover`` (``probe_template``, step
 
 from __future__ import annotations
 
-from ..aiter_profiles import AiterProfile, format_version, profile_from_facts
+from ..aiter_profiles import AiterProfile, format_version, settle_profile
 from ..context import Ctx
 from ..errors import JobError
 from ..variants import KernelVariant, get_variant
@@ -38,37 +38,33 @@ def probe_template(ctx: Ctx) -> dict:
 
 def probe(ctx: Ctx, variant: KernelVariant) -> AiterProfile:
     facts, remote = ctx.job.facts, ctx.job.remote
-    root, meta = remote["aiter_root"], remote.get("meta_root") or remote["aiter_root"]
-    env = {**(facts.get("env") or {}), **ctx.target.container.env}
+    root, meta = remote.aiter_root, remote.meta_root or remote.aiter_root
+    env = {**(facts.env or {}), **ctx.target.container.env}
     configured = (env.get(variant.config_env) or "").split(":")[0]
     tuned = configured or f"{root}/{variant.tuned_csv}"
     if tuned and not tuned.startswith("/"):
         tuned = f"{root}/{tuned}"
-    req = _request(ctx, variant, root, meta, facts.get("gfx") or "gfx942", tuned)
+    req = _request(ctx, variant, root, meta, facts.gfx or "gfx942", tuned)
     answer = riders.call(ctx, "probe", req, timeout=HELP_TIMEOUT_S + 60)
     answer.pop("ok", None)
     problem = answer.pop("tuner_help_problem", None)
-    facts["probes"] = {k: v for k, v in answer.items() if v is not None}
+    facts.probes = {k: v for k, v in answer.items() if v is not None}
     if problem:
         ctx.job.note(f"could not read the tuner's --help ({problem}); its flags are assumed from the version")
     if variant.since and answer.get("tune_script_exists") is False:
         raise JobError(
             f"{variant.name} needs AITER >= {format_version(variant.since)}: its tuner {variant.tune_script} "
-            f"is not on this node (AITER {facts.get('version')})",
+            f"is not on this node (AITER {facts.version})",
             hint="upgrade amd-aiter in the container, or choose a container with a newer AITER")
-    script = variant.tune_script.format(gfx=facts.get('gfx') or 'gfx942')
-    args = list(ctx.job.request.get("tune_args") or [])
+    script = variant.tune_script.format(gfx=facts.gfx or 'gfx942')
+    args = list(ctx.job.request.tune_args or [])
     tuneargs.validate(args, answer.get("tuner_help"), script, problem)
     note = tuneargs.splitk_note(args, answer.get("tuner_help"), variant.name)
     if note:
         ctx.job.note(note)
         ctx.ui.event(note)
     check_gpu_kinds(ctx)
-    profile = profile_from_facts(facts)
-    facts["profile"] = profile.name
-    facts["probed"] = list(profile.probed)
-    facts["assumed"] = list(profile.assumed)
-    return profile
+    return settle_profile(facts)
 
 
 def check_gpu_kinds(ctx: Ctx) -> None:
@@ -76,24 +72,24 @@ def check_gpu_kinds(ctx: Ctx) -> None:
     every row by (gfx, cu_num), so rows tuned on a CPX/DPX partition (or an MI308X, or an MI350P) are
     never read by a server on full GPUs, and the other way round (after-v0.1.20 §6, Hyperloom 1288)."""
     facts, req = ctx.job.facts, ctx.job.request
-    cus = facts.get("gpu_cu_nums") or []
-    tune = [g for g in facts.get("tune_gpus") or [] if 0 <= g < len(cus) and cus[g] is not None]
+    cus = facts.gpu_cu_nums or []
+    tune = [g for g in facts.tune_gpus or [] if 0 <= g < len(cus) and cus[g] is not None]
     if not cus or not tune:
         return
     tune_cu = sorted({cus[g] for g in tune})
-    free = set(facts.get("free_gpus") or [])
+    free = set(facts.free_gpus or [])
     # busy GPUs are the serving ones; unknown when rocm-smi gave no use figures
     serving = [i for i in range(len(cus)) if i not in free and i not in tune and cus[i] is not None] \
-        if facts.get("free_gpus") is not None else []
+        if facts.free_gpus is not None else []
     serving_cu = sorted({cus[i] for i in serving})
-    facts["tune_cu_nums"] = tune_cu
+    facts.tune_cu_nums = tune_cu
     if len(tune_cu) > 1:
         raise JobError(f"the GPUs chosen for tuning have different cu_num {tune_cu} (partition mode?)",
                        hint="pass --gpus with GPUs of one kind; AITER keys tuned rows by cu_num")
     if serving_cu and tune_cu[0] not in serving_cu:
         msg = (f"tuning GPUs {','.join(map(str, tune))} have cu_num {tune_cu[0]} but the busy (serving) GPUs "
                f"have cu_num {'/'.join(map(str, serving_cu))}: the rows would never be used by that server")
-        if not req.get("force_cu_num"):
+        if not req.force_cu_num:
             good = [i for i in range(len(cus)) if cus[i] in serving_cu and i in free]
             raise JobError(msg, hint=(f"use --gpus {','.join(map(str, good))}" if good else
                                       "tune on GPUs of the serving kind (same partition mode)")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ..context import Ctx, owner
 from ..errors import JobError, UsageError
+from ..records import Facts
 from ..variants import format_version, get_variant, is_dev_build, parse_version, profile_for
 from .capabilities import HELP_TIMEOUT_S, probe, probe_template
 from .prepare import hip_devices
@@ -57,51 +58,51 @@ def run(ctx: Ctx) -> None:
     dev = is_dev_build(raw)
     version = parse_version(facts.get("version")) or parse_version(facts.get("git_describe"))
     profile = profile_for(version, dev_build=dev)  # refuses versions older than we support
-    ctx.job.facts = facts
-    ctx.job.facts["version_raw"] = raw
-    ctx.job.facts["version"] = raw if dev else (format_version(version) if version else facts.get("version"))
-    ctx.job.facts["profile"] = profile.name
+    ctx.job.facts = facts = Facts.from_dict(facts)
+    ctx.job.facts.version_raw = raw
+    ctx.job.facts.version = raw if dev else (format_version(version) if version else facts.version)
+    ctx.job.facts.profile = profile.name
     variant = get_variant(ctx.job.variant).resolve(profile)
-    gfx = facts.get("gfx")
+    gfx = facts.gfx
     if variant.requires_gfx and gfx not in variant.requires_gfx:
         raise JobError(
             f"{variant.name} needs {'/'.join(sorted(variant.requires_gfx))}, but this GPU is {gfx}",
             hint="AITER's a4w4 tuner prints 'tuning is not supported in this chip'; tune it on an MI355X/MI350X",
         )
-    problems = [str(p) for p in facts.get("problems") or []]
+    problems = [str(p) for p in facts.problems or []]
     for p in problems:                      # shown and kept in the report, never dropped (C-13)
         ctx.ui.event(f"warning: {p}")
         ctx.job.note(f"discover on {ctx.job.node}/{ctx.job.container}: {p}")
-    gpus = req.get("gpus")
+    gpus = req.gpus
     if gpus:
         free = _chosen_gpus(ctx, facts, gpus)
     else:
-        free = [int(g) for g in facts.get("free_gpus") or []]
-    if not free and not gpus and facts.get("free_gpus") is None:   # unknown is not busy
+        free = [int(g) for g in facts.free_gpus or []]
+    if not free and not gpus and facts.free_gpus is None:   # unknown is not busy
         raise JobError(f"cannot tell which GPUs are free on {ctx.job.node}: "
                        + ("; ".join(problems) or "no GPU use reading"),
                        hint="pass --gpus 0,1 to choose the GPUs yourself")
     if not free:
-        busy = "; ".join(f"GPU {p}: {', '.join(g.get('busy') or [])}" for p, g in (facts.get("gpus") or {}).items())
+        busy = "; ".join(f"GPU {p}: {', '.join(g.get('busy') or [])}" for p, g in (facts.gpus or {}).items())
         raise JobError(f"no free GPU on {ctx.job.node} for {ctx.job.container}" + (f" ({busy})" if busy else ""),
                        hint="wait for the GPUs to go idle, or pass --gpus 0,1 to use given GPUs anyway")
-    ctx.job.facts["tune_gpus"] = free
-    ctx.job.facts["tune_hip"] = hip_devices(facts, free)
-    root = facts["aiter_root"]
+    ctx.job.facts.tune_gpus = free
+    ctx.job.facts.tune_hip = hip_devices(facts, free)
+    root = facts.aiter_root
     ctx.job.remote.update({
         "aiter_root": root,
-        "meta_root": facts.get("meta_root") or root,
-        "logs_dir": facts.get("workdir") or f"{root}/tune_logs",     # never site-packages
-        "job_dir": f"{facts.get('workdir') or f'{root}/tune_logs'}/.tune-remote/{ctx.job.job_id}",
+        "meta_root": facts.meta_root or root,
+        "logs_dir": facts.workdir or f"{root}/tune_logs",     # never site-packages
+        "job_dir": f"{facts.workdir or f'{root}/tune_logs'}/.tune-remote/{ctx.job.job_id}",
     })
     profile = probe(ctx, variant)
     if profile.moe_blockscale_bypass != "none" and variant.family == "moe":
         rule = "every" if profile.moe_blockscale_bypass == "all" else "token*topk <= 128"
-        ctx.job.note(f"AITER {ctx.job.facts['version']} ignores tuned fp8 block-scale MoE rows for {rule} "
+        ctx.job.note(f"AITER {ctx.job.facts.version} ignores tuned fp8 block-scale MoE rows for {rule} "
                      "shapes at runtime (aiter-formats.md §3.3); those shapes are tuned but show no gain")
-    ctx.ui.event(f"aiter {facts.get('pip_name')} {ctx.job.facts['version']} ({facts.get('install_mode')}, "
-                 f"profile {profile.name}) at {root}; {gfx} cu_num={facts.get('cu_num')}, "
-                 + "".join(f"partition {m}, " for m in sorted(set((facts.get('partitions') or {}).values())))
+    ctx.ui.event(f"aiter {facts.pip_name} {ctx.job.facts.version} ({facts.install_mode}, "
+                 f"profile {profile.name}) at {root}; {gfx} cu_num={facts.cu_num}, "
+                 + "".join(f"partition {m}, " for m in sorted(set((facts.partitions or {}).values())))
                  + f"GPUs free: {','.join(map(str, free))}"
-                 + (f" (HIP devices {','.join(map(str, ctx.job.facts['tune_hip']))} in this container)"
-                    if ctx.job.facts["tune_hip"] != free else ""))
+                 + (f" (HIP devices {','.join(map(str, ctx.job.facts.tune_hip))} in this container)"
+                    if ctx.job.facts.tune_hip != free else ""))

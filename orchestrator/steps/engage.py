@@ -60,16 +60,16 @@ def run_request(ctx: Ctx, keys: list[list]) -> dict | None:
     if not shapes or variant.bench is None:
         return None
     calls = plan_bench(variant, shapes)
-    run_as = dict(remote.get("bench_run_as") or {})     # prepare's checked (maybe patched) scripts
+    run_as = dict(remote.bench_run_as or {})     # prepare's checked (maybe patched) scripts
     if any(c.checked and c.script not in run_as for c in calls):
         return None
     return _request(ctx, calls, run_as, {})
 
 
 def _request(ctx: Ctx, calls: list, run_as: dict, prepared: dict) -> dict:
-    job, remote, root = ctx.job, ctx.job.remote, ctx.job.remote["aiter_root"]
+    job, remote, root = ctx.job, ctx.job.remote, ctx.job.remote.aiter_root
     # AITER_LOG_TUNED_CONFIG exists from v0.1.6 on (older than every supported profile)
-    env = {"HIP_VISIBLE_DEVICES": str(remote.get("bench_gpu") or job.facts["tune_gpus"][0]),
+    env = {"HIP_VISIBLE_DEVICES": str(remote.bench_gpu or job.facts.tune_gpus[0]),
            "AITER_LOG_TUNED_CONFIG": "1"}
     cmds = [Cmd((ctx.target.container.python,
                  run_as.get(c.script) or prepared.get(id(c), {}).get("script") or f"{root}/{c.script}",
@@ -92,10 +92,10 @@ def check(ctx: Ctx, promoted_keys: list[list], comparison_rows: dict[tuple, dict
     run_shapes = shapes if ran is None else _wanted(ctx, ran_keys or [])
     calls = plan_bench(variant, run_shapes)
     if ran is None:
-        run_as = dict(remote.get("bench_run_as") or {})
+        run_as = dict(remote.bench_run_as or {})
         checked = [c for c in calls if c.checked and c.script not in run_as]
-        prepared = dict(zip(map(id, checked), ctx.call_batch(prepare_ops(checked, remote["aiter_root"],
-                                                                          f"{remote['job_dir']}/patched"))
+        prepared = dict(zip(map(id, checked), ctx.call_batch(prepare_ops(checked, remote.aiter_root,
+                                                                          f"{remote.job_dir}/patched"))
                             if checked else []))
         ran = ctx.call("run", _request(ctx, calls, run_as, prepared), timeout=3700)
     text = ran.get("stdout") or ""

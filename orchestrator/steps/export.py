@@ -35,7 +35,7 @@ def _keyer(header: list[str], cols: list[str]):
 
 
 def export(job: JobState, job_dir: Path, name: str, dest: Path | None = None) -> dict:
-    if not job.remote.get("tuned_csv"):
+    if not job.remote.tuned_csv:
         raise UsageError(f"job {job.job_id} has no tuned table", hint=f"tune-remote status {job.job_id}")
     return export_many([(job, job_dir)], name, dest or job_dir / "export")
 
@@ -76,7 +76,7 @@ def export_many(jobs: list[tuple[JobState, Path]], name: str, dest: Path, by: st
 
 def _proven(job: JobState, job_dir: Path) -> tuple[list[str], dict, Comparison, dict]:
     """The job's header, its proven rows to export ({(gfx, cu_num, *key): row}), its comparison, what it left out."""
-    staging = job_dir / Path(job.remote["tuned_csv"]).name
+    staging = job_dir / Path(job.remote.tuned_csv).name
     cjson = job_dir / "comparison.json"
     if not staging.is_file() or not cjson.is_file():
         raise UsageError(f"job {job.job_id} has no fetched tuned table or comparison",
@@ -91,7 +91,7 @@ def _proven(job: JobState, job_dir: Path) -> tuple[list[str], dict, Comparison, 
     header, rows = _read(staging)
     low = [h.strip().lower() for h in header]
     key = _keyer(header, cols)
-    gfx, cu = job.facts.get("gfx"), norm_key_value(job.facts.get("cu_num"))
+    gfx, cu = job.facts.gfx, norm_key_value(job.facts.cu_num)
     owned = set()
     for b in sorted((job_dir / "backup").glob("*")) if (job_dir / "backup").is_dir() else []:
         bh, br = _read(b)
@@ -130,10 +130,10 @@ def _summary(job: JobState, comp: Comparison, name: str, base: str, keys: list[t
     title = ([f"# [Perf] Add tuned {base} configs for {name}", "",
               f"File: `aiter/configs/model_configs/{name}_{base}.csv`; tuned by tune-remote {by} on several "
               "targets, one part per target below.", ""] if by and not part else [])
-    lines = title + [f"{'##' if by else '#'} [Perf] Add tuned {base} configs for {name} on {f.get('gfx')}"
+    lines = title + [f"{'##' if by else '#'} [Perf] Add tuned {base} configs for {name} on {f.gfx}"
                      + (f" ({job.node}/{job.container})" if by else ""), "",
-             f"File: `aiter/configs/model_configs/{name}_{base}.csv` ({len(keys)} rows, gfx={f.get('gfx')}, "
-             f"cu_num={f.get('cu_num')}); AITER {f.get('version')}; tuned by tune-remote job `{job.job_id}` on "
+             f"File: `aiter/configs/model_configs/{name}_{base}.csv` ({len(keys)} rows, gfx={f.gfx}, "
+             f"cu_num={f.cu_num}); AITER {f.version}; tuned by tune-remote job `{job.job_id}` on "
              f"{job.node}/{job.container}.", "",
              f"Evidence: every row is proven faster: {sm.get('samples', {}).get('before')} before / "
              f"{sm.get('samples', {}).get('after')} after runs per shape, interleaved on one pinned GPU, medians, "

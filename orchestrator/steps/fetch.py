@@ -57,18 +57,18 @@ def wanted_files(ctx: Ctx, dest: Path) -> dict[str, Path]:
     """node path -> local path, for everything a job produced that exists so far."""
     r = ctx.job.remote
     out: dict[str, Path] = {}
-    for node_path in (r.get("logs") or {}).values():
+    for node_path in (r.logs or {}).values():
         out[node_path] = dest / "logs" / _name(node_path, "step.log")
-    if r.get("pipeline_log"):
-        out[r["pipeline_log"]] = dest / "logs" / "pipeline.log"
-    if r.get("tuned_csv"):
-        out[r["tuned_csv"]] = dest / os.path.basename(r["tuned_csv"])   # prepare.staging_name: a safe name
-    if r.get("untuned_csv"):
-        out[r["untuned_csv"]] = dest / "untuned" / _name(r["untuned_csv"], "untuned.csv")
-    if r.get("tuned_backup"):
-        out[r["tuned_backup"]] = dest / "backup" / _name(r["tuned_backup"], "backup.csv")
-    if r.get("report_md"):
-        out[r["report_md"]] = dest / "logs" / _name(r["report_md"], "node_report.md")
+    if r.pipeline_log:
+        out[r.pipeline_log] = dest / "logs" / "pipeline.log"
+    if r.tuned_csv:
+        out[r.tuned_csv] = dest / os.path.basename(r.tuned_csv)   # prepare.staging_name: a safe name
+    if r.untuned_csv:
+        out[r.untuned_csv] = dest / "untuned" / _name(r.untuned_csv, "untuned.csv")
+    if r.tuned_backup:
+        out[r.tuned_backup] = dest / "backup" / _name(r.tuned_backup, "backup.csv")
+    if r.report_md:
+        out[r.report_md] = dest / "logs" / _name(r.report_md, "node_report.md")
     return out
 
 
@@ -135,7 +135,7 @@ def _inline(meta: dict) -> bytes | None:
 
 def _logs(ctx: Ctx) -> set[str]:
     r = ctx.job.remote
-    return {*(r.get("logs") or {}).values(), *([r["pipeline_log"]] if r.get("pipeline_log") else [])}
+    return {*(r.logs or {}).values(), *([r.pipeline_log] if r.pipeline_log else [])}
 
 
 class _Longer(Exception):
@@ -323,9 +323,9 @@ def _report_for_the_node(ctx: Ctx) -> list[dict]:
     """The report step's markdown, for the node's logs dir (once; results.run_report leaves it to us)."""
     r = ctx.job.remote
     local = ctx.job_dir / "report.md"
-    if r.get("report_md_on_node") is not False or not r.get("report_md") or not local.is_file():
+    if r.report_md_on_node is not False or not r.report_md or not local.is_file():
         return []
-    return [{"path": r["report_md"], "content": local.read_bytes().decode("utf-8"), "backup_dir": None}]
+    return [{"path": r.report_md, "content": local.read_bytes().decode("utf-8"), "backup_dir": None}]
 
 
 def run(ctx: Ctx, dest: Path | None = None) -> dict[str, str]:
@@ -333,7 +333,7 @@ def run(ctx: Ctx, dest: Path | None = None) -> dict[str, str]:
     writes = _report_for_the_node(ctx)
     outcome = pull(ctx, wanted_files(ctx, dest), writes=writes)
     if writes:
-        ctx.job.remote["report_md_on_node"] = True
+        ctx.job.remote.report_md_on_node = True
     fetched = sum(1 for v in outcome.values() if v == "fetched")
     unchanged = sum(1 for v in outcome.values() if v == "unchanged")
     ctx.job.step_state("fetch").info.update(fetched=fetched, unchanged=unchanged, dest=str(dest))

@@ -30,7 +30,7 @@ def _log_text(ctx: Ctx, name: str) -> str:
     if name.endswith(".log"):
         path = ctx.job_dir / name
     else:
-        node = (ctx.job.remote.get("logs") or {}).get(name)
+        node = (ctx.job.remote.logs or {}).get(name)
         if not node:
             return ""
         path = ctx.job_dir / "logs" / Path(node).name
@@ -47,8 +47,8 @@ LAST = PHASES[-1][0]    # after promotion: its builds happen in the promote step
 def _dirs(ctx: Ctx, builds: dict[str, list[dict]], since: float | None = None) -> list[dict]:
     """The jit_logs request's dirs. With ``since`` (a node time, before the engaged check ran), the last
     phase asks for every module the live dir built from then on: sent ahead, with the promotion."""
-    job, arms = ctx.job, ctx.job.remote.get("bench_env") or {}
-    env = {**(job.facts.get("env") or {}), **ctx.target.container.env}
+    job, arms = ctx.job, ctx.job.remote.bench_env or {}
+    env = {**(job.facts.env or {}), **ctx.target.container.env}
     dirs = []
     for label, _log, arm in PHASES:
         if arm:
@@ -56,7 +56,7 @@ def _dirs(ctx: Ctx, builds: dict[str, list[dict]], since: float | None = None) -
             if jit_dir:   # private: everything built there was built by this job
                 dirs.append({"label": label, "jit_dir": jit_dir, "modules": None})
         elif builds.get(label) or (since is not None and label == LAST):
-            live = {"label": label, "jit_dir": None, "package_dir": job.facts.get("package_dir"),
+            live = {"label": label, "jit_dir": None, "package_dir": job.facts.package_dir,
                     "jit_dir_env": env.get("AITER_JIT_DIR")}
             if since is not None and label == LAST:
                 dirs.append({**live, "modules": None, "since": since})

@@ -22,11 +22,11 @@ DEFAULT_TIMEOUT_S = 600  # per-task watchdog; older AITER has none by default (a
 
 def tuned_csv_path(ctx: Ctx, variant: KernelVariant) -> str:
     """The file AITER reads at runtime: the container's AITER_CONFIG_* (first path) or the default."""
-    if ctx.job.remote.get("table_from_log"):   # run --table-from-log: the table the server's log named (C-12)
-        return ctx.job.remote["table_from_log"]
-    env = {**(ctx.job.facts.get("env") or {}), **ctx.target.container.env}
+    if ctx.job.remote.table_from_log:   # run --table-from-log: the table the server's log named (C-12)
+        return ctx.job.remote.table_from_log
+    env = {**(ctx.job.facts.env or {}), **ctx.target.container.env}
     configured = env.get(variant.config_env)
-    root = ctx.job.remote["aiter_root"]
+    root = ctx.job.remote.aiter_root
     if configured:
         first = configured.split(":")[0]
         if not first.startswith("/"):     # the tuner and benches run in the aiter root: resolve it there (C-21)
@@ -53,7 +53,7 @@ def staging_name(live: str, variant: KernelVariant) -> str:
 
 def tune_script(ctx: Ctx, variant: KernelVariant) -> str:
     """The tune script relative to the meta root (MoE's pre-0.1.10 path names the gfx)."""
-    return variant.tune_script.format(gfx=ctx.job.facts.get("gfx") or "gfx942")
+    return variant.tune_script.format(gfx=ctx.job.facts.gfx or "gfx942")
 
 
 def hip_devices(facts: dict, physical: list[int]) -> list[int]:
@@ -67,19 +67,19 @@ def hip_devices(facts: dict, physical: list[int]) -> list[int]:
 
 def tune_command(ctx: Ctx, variant: KernelVariant, untuned: str, tuned: str) -> Cmd:
     req, profile = ctx.job.request, ctx.profile
-    gpus = ctx.job.facts["tune_gpus"]
+    gpus = ctx.job.facts.tune_gpus
     mp = len(gpus)
     script = tune_script(ctx, variant)
-    argv = [ctx.target.container.python, f"{ctx.job.remote['meta_root']}/{script}",
-            "-i", untuned, "-o", tuned, "--mp", str(mp), "--batch", str(req.get("batch") or max(1, mp))]
+    argv = [ctx.target.container.python, f"{ctx.job.remote.meta_root}/{script}",
+            "-i", untuned, "-o", tuned, "--mp", str(mp), "--batch", str(req.batch or max(1, mp))]
     if profile.has_flag("--timeout"):
-        argv += ["--timeout", str(req.get("timeout") or DEFAULT_TIMEOUT_S)]
+        argv += ["--timeout", str(req.timeout or DEFAULT_TIMEOUT_S)]
     argv += list(variant.tune_flags)
-    argv += list(req.get("tune_args") or [])
+    argv += list(req.tune_args or [])
     env: dict[str, str] = {}  # inventory env comes from the pipeline launch, not from this line
     # confine the tuner to the free GPUs: --mp N alone would use GPUs 0..N-1, busy or not
     env["HIP_VISIBLE_DEVICES"] = ",".join(map(str, hip_devices(ctx.job.facts, gpus)))  # logical ids (C-02)
-    return Cmd(tuple(argv), env=env, cwd=ctx.job.remote["aiter_root"])
+    return Cmd(tuple(argv), env=env, cwd=ctx.job.remote.aiter_root)
 
 
 STALL_RELAUNCHES = 2
@@ -89,9 +89,9 @@ def stall_timeout_s(ctx: Ctx) -> float:
     """--stall-timeout S (0 = off); default twice the tuner's per-task --timeout (1200 s with ours): a
     task that runs that long has been killed by the tuner itself, so a silent log means a livelock."""
     req = ctx.job.request
-    if req.get("stall_timeout") is not None:
-        return float(req["stall_timeout"])
-    return 2.0 * float(req.get("timeout") or DEFAULT_TIMEOUT_S)
+    if req.stall_timeout is not None:
+        return float(req.stall_timeout)
+    return 2.0 * float(req.timeout or DEFAULT_TIMEOUT_S)
 
 
 LOG_BYTES_PER_SHAPE = 64 * 1024     # tuner + bench output per shape, generous (candidates, JIT lines)
@@ -109,7 +109,7 @@ def check_space(ctx: Ctx, tuned: str, table_bytes: int, free: dict) -> None:
     and kills the pipeline's bookkeeping. Says how much the job needs. ``free``: the disk_free op's answer."""
     need = space_needed(table_bytes, len(ctx.job.shapes))
     mib = 1024 * 1024
-    ctx.job.remote["space_needed_bytes"] = need
+    ctx.job.remote.space_needed_bytes = need
     for path, f in free.items():
         have = f.get("free_bytes")
         if have is not None and have < need:
@@ -137,13 +137,13 @@ def _arm_env(ctx: Ctx, live: str, staging: str, live_exists: bool) -> tuple[dict
     """Environment of the before and after benchmarks: the live table vs the staging table, each arm
     with its own private JIT dir (live modules are never built or replaced), one pinned GPU."""
     variant, remote = ctx.variant, ctx.job.remote
-    configured = ({**(ctx.job.facts.get("env") or {}), **ctx.target.container.env}.get(variant.config_env) or "")
+    configured = ({**(ctx.job.facts.env or {}), **ctx.target.container.env}.get(variant.config_env) or "")
     rest = [p for p in configured.split(":")[1:] if p]   # a:b lists merge at runtime: keep the others (C-21)
-    gpu = str(hip_devices(ctx.job.facts, ctx.job.facts["tune_gpus"][:1])[0])
-    before: dict[str, str] = {"HIP_VISIBLE_DEVICES": gpu, "AITER_JIT_DIR": f"{remote['job_dir']}/jit/before"}
+    gpu = str(hip_devices(ctx.job.facts, ctx.job.facts.tune_gpus[:1])[0])
+    before: dict[str, str] = {"HIP_VISIBLE_DEVICES": gpu, "AITER_JIT_DIR": f"{remote.job_dir}/jit/before"}
     if live_exists:
         before[variant.config_env] = ":".join([live, *rest])
-    after = {"HIP_VISIBLE_DEVICES": gpu, "AITER_JIT_DIR": f"{remote['job_dir']}/jit/after",
+    after = {"HIP_VISIBLE_DEVICES": gpu, "AITER_JIT_DIR": f"{remote.job_dir}/jit/after",
              variant.config_env: ":".join([staging, *rest])}
     return before, after
 
@@ -157,11 +157,11 @@ def serve_line(cmd: str, root: str) -> str:
 def run(ctx: Ctx) -> None:
     variant, job = ctx.variant, ctx.job
     remote = job.remote
-    root, job_dir = remote["aiter_root"], remote["job_dir"]
+    root, job_dir = remote.aiter_root, remote.job_dir
     live = tuned_csv_path(ctx, variant)
     staging = f"{job_dir}/staging/{staging_name(live, variant)}"
     script = tune_script(ctx, variant)
-    script_path = f"{remote['meta_root']}/{script}"
+    script_path = f"{remote.meta_root}/{script}"
     calls = plan_bench(variant, job.shapes)
     bench_scripts = sorted({f"{root}/{c.script}" for c in calls})
     # ONE round trip: the untuned CSV the tuner reads (from job.shapes), what is there and how much room;
@@ -170,7 +170,7 @@ def run(ctx: Ctx) -> None:
     # below refuse the job after it: by then only the job dir holds new files (atomic copies of one table)
     checked = [c for c in calls if c.checked]
     answers = ctx.call_batch([
-        ("write_files", {"files": [{"path": remote["untuned_csv"], "backup_dir": None,
+        ("write_files", {"files": [{"path": remote.untuned_csv, "backup_dir": None,
                                     "content": write_untuned_csv(job.shapes, variant.name)}]}),
         ("manifest", {"paths": [script_path, *bench_scripts, live]}),
         ("disk_free", {"paths": [job_dir, live]}),
@@ -179,18 +179,18 @@ def run(ctx: Ctx) -> None:
         *prepare_ops(checked, root, f"{job_dir}/patched", missing_ok=True)])
     files, free = answers[1]["files"], answers[2]
     if files.get(script_path) is None:
-        raise JobError(f"tune script {script} not found under {remote['meta_root']} "
-                       f"(AITER {job.facts.get('version')})",
+        raise JobError(f"tune script {script} not found under {remote.meta_root} "
+                       f"(AITER {job.facts.version})",
                        hint="this AITER install has no csrc/; use a develop (source) install of aiter")
     check_space(ctx, live, (files.get(live) or {}).get("size") or 0, free["free"])
     backup = answers[3]["backups"].get(live)
     prepared = dict(zip(map(id, checked), answers[5:]))
     remote.update({"live_csv": live, "tuned_csv": staging, "tuned_backup": backup})
     ts = time.strftime("%Y%m%d_%H%M%S", time.localtime(job.created))
-    logs = {step: f"{remote['logs_dir']}/{variant.name}_{LOG_STEP_NAMES[step]}_{ts}.log"
+    logs = {step: f"{remote.logs_dir}/{variant.name}_{LOG_STEP_NAMES[step]}_{ts}.log"
             for step in LOG_STEP_NAMES}
-    remote["logs"] = logs
-    remote["report_md"] = f"{remote['logs_dir']}/{variant.name}_report_{ts}.md"
+    remote.logs = logs
+    remote.report_md = f"{remote.logs_dir}/{variant.name}_report_{ts}.md"
 
     before_env, after_env = _arm_env(ctx, live, staging, bool(backup))
     bench_cmds: list[Cmd] = []
@@ -211,12 +211,12 @@ def run(ctx: Ctx) -> None:
         remote.setdefault("bench_run_as", {})[call.script] = to_run
     for p in patched:
         job.note(p)
-    repeats = int(job.request.get("repeats") or DEFAULT_REPEATS)
+    repeats = int(job.request.repeats or DEFAULT_REPEATS)
     steps: list[dict] = []
-    if job.request.get("serve_cmd"):   # the user's serving benchmark, before anything changes
-        logs["serve_before"] = f"{remote['logs_dir']}/{variant.name}_serve_before_{ts}.log"
+    if job.request.serve_cmd:   # the user's serving benchmark, before anything changes
+        logs["serve_before"] = f"{remote.logs_dir}/{variant.name}_serve_before_{ts}.log"
         steps.append({"name": "serve_before", "log": logs["serve_before"],
-                      "line": serve_line(job.request["serve_cmd"], root), "marker": ""})
+                      "line": serve_line(job.request.serve_cmd, root), "marker": ""})
     if bench_cmds:
         steps.append({"name": "baseline", "log": logs["baseline"],
                       "line": f"rc=0; {_sample('before', 1, bench_cmds)}; exit $rc", "marker": "*"})
@@ -224,7 +224,7 @@ def run(ctx: Ctx) -> None:
         missing = variant.bench.script if variant.bench else "none"
         job.note(f"no benchmark for {variant.name} on this AITER install (test script: {missing}); "
                  "tuning only, no before/after comparison")
-    tcmd = tune_command(ctx, variant, remote["untuned_csv"], staging)
+    tcmd = tune_command(ctx, variant, remote.untuned_csv, staging)
     stall = stall_timeout_s(ctx)
     # the watchdog also checks the (staging) table after every exit of the tuner and repairs it from the
     # backup of the live table (the staging table started as its byte copy)
@@ -235,7 +235,7 @@ def run(ctx: Ctx) -> None:
                    f"{stall:g}", str(STALL_RELAUNCHES), staging, *table_opts, "--", render(tcmd)))
     steps.append({"name": "tune", "log": logs["tune"], "line": _sequence([watched]),
                   "marker": "Tuning not Finished"})
-    remote["stall_timeout_s"] = stall
+    remote.stall_timeout_s = stall
     if bench_cmds:
         # interleaved: after 1, before 2, after 2, ... (the first before ran ahead of tuning); the first
         # after run builds its modules from the staging table in its private JIT dir
@@ -248,15 +248,15 @@ def run(ctx: Ctx) -> None:
                 parts.append(_sample("before", n + 1, bench_cmds, logs["baseline"]))
         steps.append({"name": "after", "log": logs["after"], "line": "rc=0; " + "; ".join(parts) + "; exit $rc",
                       "marker": "*"})
-    remote["pipeline"] = steps
-    remote["repeats"] = repeats
-    remote["bench_gpu"] = before_env["HIP_VISIBLE_DEVICES"]
-    remote["bench_env"] = {"before": before_env, "after": after_env}
-    remote["tune_argv"] = list(tcmd.argv)
-    remote["tune_env"] = {"HIP_VISIBLE_DEVICES": tcmd.env["HIP_VISIBLE_DEVICES"]}
-    remote["bench_argv"] = [list(c.argv[1:]) for c in bench_cmds]
+    remote.pipeline = steps
+    remote.repeats = repeats
+    remote.bench_gpu = before_env["HIP_VISIBLE_DEVICES"]
+    remote.bench_env = {"before": before_env, "after": after_env}
+    remote.tune_argv = list(tcmd.argv)
+    remote.tune_env = {"HIP_VISIBLE_DEVICES": tcmd.env["HIP_VISIBLE_DEVICES"]}
+    remote.bench_argv = [list(c.argv[1:]) for c in bench_cmds]
     # every call of each arm as it runs on the node (interpreter, env, cwd), for the report (C-18)
-    remote["bench_display"] = {"before": [_shown(c) for c in bench_cmds],
+    remote.bench_display = {"before": [_shown(c) for c in bench_cmds],
                                "after": [_shown(c) for c in first] if bench_cmds else []}
     ctx.ui.event(f"live table {live}" + (f" (backup {backup})" if backup else " (does not exist yet)")
                  + f"; tuning into the staging table {staging}")

@@ -34,7 +34,7 @@ JIT_MODULES = {
 
 
 def backup_dir(ctx: Ctx) -> str:
-    return f"{ctx.job.remote['job_dir']}/promotion"
+    return f"{ctx.job.remote.job_dir}/promotion"
 
 
 def _comparison(ctx: Ctx) -> Comparison | None:
@@ -60,11 +60,11 @@ def chosen_keys(ctx: Ctx, mode: str) -> list[list]:
 def _others(ctx: Ctx) -> list[str]:
     """Tables AITER merges with the live one at runtime (their keys must never be duplicated)."""
     variant, remote = ctx.variant, ctx.job.remote
-    configured = ({**(ctx.job.facts.get("env") or {}), **ctx.target.container.env}.get(variant.config_env) or "")
+    configured = ({**(ctx.job.facts.env or {}), **ctx.target.container.env}.get(variant.config_env) or "")
     if configured:
         return [p for p in configured.split(":")[1:] if p]
     base = variant.tuned_csv.rsplit("/", 1)[-1].removesuffix(".csv")
-    return [f"{remote['aiter_root']}/aiter/configs/model_configs/*{base}*.csv"]
+    return [f"{remote.aiter_root}/aiter/configs/model_configs/*{base}*.csv"]
 
 
 def promote(ctx: Ctx, mode: str, then=None) -> dict:
@@ -78,20 +78,20 @@ def promote(ctx: Ctx, mode: str, then=None) -> dict:
     module = JIT_MODULES.get(variant.name)
     after = then(keys) if then and keys else []
     req = {
-        "live": job.remote["live_csv"], "staging": job.remote["tuned_csv"], "backup_dir": backup_dir(ctx),
+        "live": job.remote.live_csv, "staging": job.remote.tuned_csv, "backup_dir": backup_dir(ctx),
         "key_columns": list(variant.key_columns), "keys": [[str(v) for v in k] for k in keys],
-        "gfx": job.facts.get("gfx"),  # used only when the table has a gfx column
-        "cu_num": str(job.facts.get("cu_num")) if job.facts.get("cu_num") is not None else None,
+        "gfx": job.facts.gfx,  # used only when the table has a gfx column
+        "cu_num": str(job.facts.cu_num) if job.facts.cu_num is not None else None,
         "others": _others(ctx), "modules": [module] if module else [],
-        "package_dir": job.facts.get("package_dir"),
-        "jit_dir_env": ({**(job.facts.get("env") or {}), **ctx.target.container.env}.get("AITER_JIT_DIR")),
+        "package_dir": job.facts.package_dir,
+        "jit_dir_env": ({**(job.facts.env or {}), **ctx.target.container.env}.get("AITER_JIT_DIR")),
         "mode": mode,
     }
     answers = ctx.call_batch([("promote", req), *after]) if after else [ctx.call("promote", req)]
     res = answers[0]
     res.pop("ok", None)
     if not res.get("nothing"):     # the node's record only: never ``then``, nor this call's own keys
-        job.remote["promotion"] = {"mode": mode, **{k: v for k, v in res.items() if k != "promoted_now"}}
+        job.remote.promotion = {"mode": mode, **{k: v for k, v in res.items() if k != "promoted_now"}}
     _mark(ctx, res)
     if after:
         res["then"] = answers[1:]
@@ -114,7 +114,7 @@ def rollback(ctx: Ctx) -> dict:
     """Undo the job's promotion(s): the live table and module as before its FIRST promotion."""
     res = ctx.call("rollback", {"backup_dir": backup_dir(ctx)})
     res.pop("ok", None)
-    ctx.job.remote["promotion"] = {**(ctx.job.remote.get("promotion") or {}), **res}
+    ctx.job.remote.promotion = {**(ctx.job.remote.promotion or {}), **res}
     _mark(ctx, res)
     if not res.get("already"):
         later_change(ctx, "rollback", f"the live table and JIT module are as before the job's first promotion "
@@ -157,7 +157,7 @@ def later_change(ctx: Ctx, command: str, what: str) -> None:
 
 def run(ctx: Ctx) -> None:
     """The workflow step (after compare): promote per run --promote (default proven)."""
-    mode = ctx.job.request.get("promote") or "proven"
+    mode = ctx.job.request.promote or "proven"
     info = ctx.job.step_state("promote").info
     info["mode"] = mode
     if mode == "none":
@@ -190,7 +190,7 @@ def run(ctx: Ctx) -> None:
     for k in res.get("skipped_duplicates") or []:
         ctx.job.note(f"not promoted: {k} already has a row in another table AITER merges (model_configs/ "
                      "or AITER_CONFIG list); a duplicate key makes AITER >= 0.1.12 raise")
-    ctx.ui.event(f"promoted {info['promoted']} row(s) ({mode}) into {ctx.job.remote['live_csv']}"
+    ctx.ui.event(f"promoted {info['promoted']} row(s) ({mode}) into {ctx.job.remote.live_csv}"
                  + (f" (backup {res['backup']})" if res.get("backup") else ""))
     if info["promoted"]:
         info["engaged"] = engaged_at_runtime(ctx, res, ran, asked)
@@ -219,15 +219,15 @@ def serve_after(ctx: Ctx) -> None:
     from .. import serving
     from .prepare import serve_line
     job = ctx.job
-    cmd = job.request.get("serve_cmd")
+    cmd = job.request.serve_cmd
     if not cmd:
         return
     ctx.ui.event("serving benchmark after promotion (--serve-cmd)")
-    res = ctx.target.ctr.run(Cmd(("sh", "-c", serve_line(cmd, job.remote["aiter_root"]))), timeout=6 * 3600,
+    res = ctx.target.ctr.run(Cmd(("sh", "-c", serve_line(cmd, job.remote.aiter_root))), timeout=6 * 3600,
                              check=False)
     after_text = res.text + "\n" + res.err_text
     atomic_write(ctx.job_dir / "serve_after.log", after_text.encode())   # beside logs/, which mirrors the node
-    before_log = (job.remote.get("logs") or {}).get("serve_before")
+    before_log = (job.remote.logs or {}).get("serve_before")
     before_local = ctx.job_dir / "logs" / before_log.rsplit("/", 1)[-1] if before_log else None
     before_text = before_local.read_text(errors="replace") if before_local and before_local.is_file() else ""
     b, a = serving.parse(before_text), serving.parse(after_text)

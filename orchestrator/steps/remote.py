@@ -14,6 +14,7 @@ import time
 from ..context import Ctx, owner
 from ..errors import ConnectionLost, JobError, ObserverError, TuneRemoteError
 from ..remote.detached import HelperCallError
+from ..state import Status
 from ..workflow import REMOTE_STEPS
 from .prepare import local_log_path
 
@@ -27,7 +28,7 @@ _MARK = re.compile(r"^== (\S+) (start|rc|partial|already-done|failed|done)\b ?(.
 
 def pipeline_argv(ctx: Ctx, run_dir: str) -> list[str]:
     argv = ["sh", f"{ctx.target.helper.dir}/pipeline.sh", run_dir]
-    for s in ctx.job.remote["pipeline"]:
+    for s in ctx.job.remote.pipeline:
         argv += [s["name"], s["log"], s["line"], s["marker"]]
     return argv
 
@@ -35,9 +36,9 @@ def pipeline_argv(ctx: Ctx, run_dir: str) -> list[str]:
 def launch(ctx: Ctx, with_poll: bool = False) -> dict:
     job = ctx.job
     # a relaunch (resume --relaunch) has its own run dir; the steps it carries over are marked done there
-    run_dir = job.remote.get("run_dir") or f"{job.remote['job_dir']}/pipeline"
-    job.remote["run_dir"] = run_dir
-    job.remote["pipeline_log"] = f"{job.remote['job_dir']}/pipeline.log"
+    run_dir = job.remote.run_dir or f"{job.remote.job_dir}/pipeline"
+    job.remote.run_dir = run_dir
+    job.remote.pipeline_log = f"{job.remote.job_dir}/pipeline.log"
     if not ctx.target.helper.calls:  # a resumed process: make sure pipeline.sh (beside the helper) is there
         ctx.call("version")
     carried = job.remote.pop("carry_rc", None)
@@ -48,12 +49,12 @@ def launch(ctx: Ctx, with_poll: bool = False) -> dict:
     req = {
         "job_id": job.job_id, "step": "pipeline", "run_dir": run_dir,
         # inventory env travels in the launch request only: the node keeps its names, never its values
-        "argv": pipeline_argv(ctx, run_dir), "cwd": job.remote["aiter_root"],
+        "argv": pipeline_argv(ctx, run_dir), "cwd": job.remote.aiter_root,
         "env": dict(ctx.target.container.env),
-        "log_path": job.remote["pipeline_log"], "must_exist": launched_before,
-        "lock": {"aiter_root": job.remote["aiter_root"], "workdir": job.remote.get("logs_dir"),
+        "log_path": job.remote.pipeline_log, "must_exist": launched_before,
+        "lock": {"aiter_root": job.remote.aiter_root, "workdir": job.remote.logs_dir,
                  "variant": job.variant, "owner": owner(ctx),
-                 "gpus": job.facts.get("tune_gpus") or []},
+                 "gpus": job.facts.tune_gpus or []},
     }
     res = status = poll = None
     if with_poll:   # the first long poll rides along: the launch answer comes with the first step's news
@@ -93,14 +94,14 @@ def _apply_markers(info: dict, text: str) -> None:
         if name not in REMOTE_STEPS:
             continue
         words = rest.split()
-        s = sub.setdefault(name, {"status": "pending"})
+        s = sub.setdefault(name, {"status": Status.PENDING})
         if what == "start":
-            s.update(status="running", started=_number(words[0]) if words else None)
+            s.update(status=Status.RUNNING, started=_number(words[0]) if words else None)
             info["current"] = name
         elif what in ("rc", "already-done"):
             rc = _number(words[-1]) if words else None
             rc = int(rc) if rc is not None and float(rc).is_integer() else 1   # garbage rc = failure
-            s.update(status="done" if rc == 0 else "failed", rc=rc)
+            s.update(status=Status.DONE if rc == 0 else Status.FAILED, rc=rc)
         elif what == "partial":
             s.update(status="partial")
 
@@ -144,18 +145,18 @@ def poll_request(ctx: Ctx, wait: bool = True, ahead: bool = False) -> tuple[dict
     job = ctx.job
     info = job.step_state("remote").info
     offsets = info.setdefault("offsets", {})
-    plog = job.remote["pipeline_log"]
+    plog = job.remote.pipeline_log
     current = info.get("current")
     local_plog = ctx.job_dir / "pipeline.log"
     files = []
     if current:
-        step_log = job.remote["logs"][current]
+        step_log = job.remote.logs[current]
         # never ask past what the local copy holds (it may be shorter than the saved offset if lost)
         off = min(offsets.get(step_log, 0), _local_size(local_log_path(ctx, step_log)))
         files.append({"path": step_log, "offset": off, "step": current})
     plog_off = min(offsets.get(plog, 0), _local_size(local_plog))
     wait_s = ctx.settings.poll_s if wait else 0
-    req = {"runs": [{"run_dir": job.remote["run_dir"], "offset": plog_off}], "files": files,
+    req = {"runs": [{"run_dir": job.remote.run_dir, "offset": plog_off}], "files": files,
            "max_bytes": MAX_BYTES_PER_POLL, "wait_s": wait_s, "min_s": wait_s / 2}
     asked = {"files": files, "plog_off": plog_off, "current": current, "wanted": None}
     if ahead:   # the driver's polls: once the pipeline ended, the answer carries the manifest compare asks next
@@ -170,7 +171,7 @@ def poll_apply(ctx: Ctx, res: dict, asked: dict) -> dict:
     job = ctx.job
     info = job.step_state("remote").info
     offsets = info.setdefault("offsets", {})
-    plog = job.remote["pipeline_log"]
+    plog = job.remote.pipeline_log
     local_plog = ctx.job_dir / "pipeline.log"
     files, plog_off, current, wanted = asked["files"], asked["plog_off"], asked["current"], asked["wanted"]
     run = res["runs"][0]
@@ -219,7 +220,7 @@ def settle_tuning_results(ctx: Ctx) -> None:
     polls feed the live view from the bytes they bring while the tune step runs; the tail written as the step
     ended arrives with the next step's polls or the pull, not through them."""
     from ..parsing.tuneresults import feed
-    log = (ctx.job.remote.get("logs") or {}).get("tune")
+    log = (ctx.job.remote.logs or {}).get("tune")
     path = local_log_path(ctx, log) if log else None
     if path is None or not path.is_file():
         return
@@ -264,7 +265,7 @@ def wait(ctx: Ctx, t0: float | None = None) -> None:
             continue
         ctx.save()
         ctx.ui.progress(job, info)
-        if run["state"] not in ("running", "starting") and not run["more"]:
+        if run["state"] not in (Status.RUNNING, "starting") and not run["more"]:
             break
         if not run["more"] and not run.get("long_poll"):   # a long poll already waited on the node
             ctx.sleep(ctx.settings.poll_s)
@@ -273,7 +274,7 @@ def wait(ctx: Ctx, t0: float | None = None) -> None:
     _note_stalls(ctx)
     state = run["state"]
     sub = info.get("sub", {})
-    if state == "succeeded":
+    if state == Status.SUCCEEDED:
         for name in ("baseline", "after"):     # non-fatal bench steps (marker "*"): tuning went on
             if sub.get(name, {}).get("status") == "partial":
                 job.note(f"the {name} benchmark exited with {sub[name].get('rc')}: shapes it did not measure "
@@ -284,19 +285,19 @@ def wait(ctx: Ctx, t0: float | None = None) -> None:
             job.note("the tuner exited with [Tuning not Finished]: some shapes found no valid kernel "
                      "(listed in the report); every other row was written")
         return
-    if state == "cancelled":
-        job.state = "cancelled"
+    if state == Status.CANCELLED:
+        job.state = Status.CANCELLED
         job.error = "cancelled"
         return
-    if state in ("lost", "unknown"):
-        job.state = "lost"
+    if state in (Status.LOST, "unknown"):
+        job.state = Status.LOST
         why = run.get("reason") or "container restarted or process killed"
         raise JobError(f"the job's process on the node is gone without an exit status ({why})",
                        hint=f"`tune-remote resume {job.job_id} --relaunch` tunes the shapes not tuned yet "
                             "(rows already written are kept)")
-    failed = next((n for n in REMOTE_STEPS if sub.get(n, {}).get("status") == "failed"), None)
+    failed = next((n for n in REMOTE_STEPS if sub.get(n, {}).get("status") == Status.FAILED), None)
     rc = sub.get(failed, {}).get("rc", run.get("rc")) if failed else run.get("rc")
-    log = job.remote["logs"].get(failed or "tune")
+    log = job.remote.logs.get(failed or "tune")
     raise JobError(f"step {failed or 'pipeline'} failed on the node (exit {rc})",
                    hint=f"see {log} (or `tune-remote logs {job.job_id} --step {failed or 'tune'}`)")
 
@@ -307,7 +308,7 @@ TABLE_TAG = b"[tune-remote] table:"
 
 def _note_stalls(ctx: Ctx) -> None:
     """The watchdog's own lines in the tune log (remote/helpers/watch.py): said in the report."""
-    log = (ctx.job.remote.get("logs") or {}).get("tune")
+    log = (ctx.job.remote.logs or {}).get("tune")
     path = local_log_path(ctx, log) if log else None
     if not path or not path.is_file():
         return
@@ -321,7 +322,7 @@ def _note_stalls(ctx: Ctx) -> None:
         gave_up = any(b"giving up" in ln for ln in lines)
         ctx.job.step_state("remote").info["stalls"] = kills
         ctx.job.note(f"the tuner stalled {kills} time(s) (no log output and no new row for "
-                     f"{ctx.job.remote.get('stall_timeout_s', 0):g} s): it and its workers were killed and "
+                     f"{ctx.job.remote.stall_timeout_s or 0:g} s): it and its workers were killed and "
                      + ("it was not relaunched again (limit reached)" if gave_up else
                         "it was relaunched, skipping the shapes already tuned"))
 
@@ -331,11 +332,11 @@ def cancel(ctx: Ctx, grace_s: float) -> dict:
     tuner's in-place rewrite of its table: then the table is checked (parseable, a superset of the backup) and
     repaired from the backup if not (remote/helpers/tables.py); that answer is ``res["table"]``."""
     r = ctx.job.remote
-    res = ctx.call("cancel", {"run_dir": r["run_dir"], "grace_s": grace_s})
-    if not res.get("already_finished") and r.get("tuned_csv"):
-        res["table"] = ctx.call("table_check", {"table": r["tuned_csv"], "backup": r.get("tuned_backup"),
+    res = ctx.call("cancel", {"run_dir": r.run_dir, "grace_s": grace_s})
+    if not res.get("already_finished") and r.tuned_csv:
+        res["table"] = ctx.call("table_check", {"table": r.tuned_csv, "backup": r.tuned_backup,
                                                 "keys": ["gfx", "cu_num", *ctx.variant.untuned_columns],
-                                                "keep_dir": f"{r['job_dir']}/damaged"})
+                                                "keep_dir": f"{r.job_dir}/damaged"})
     return res
 
 
@@ -343,10 +344,10 @@ def prepare_relaunch(job) -> None:
     """A lost job goes on in a new run dir: the steps that finished (the first baseline) are carried over,
     the tuner skips the rows it already wrote, and every later step runs again."""
     info = job.step_state("remote").info
-    n = int(job.remote.get("relaunches", 0)) + 1
-    done = [name for name, sub in (info.get("sub") or {}).items() if sub.get("status") == "done"
+    n = int(job.remote.relaunches or 0) + 1
+    done = [name for name, sub in (info.get("sub") or {}).items() if sub.get("status") == Status.DONE
             and name == "baseline"]
-    job.remote.update(relaunches=n, run_dir=f"{job.remote['job_dir']}/pipeline-r{n}", carry_rc=done)
+    job.remote.update(relaunches=n, run_dir=f"{job.remote.job_dir}/pipeline-r{n}", carry_rc=done)
     info["sub"] = {k: v for k, v in (info.get("sub") or {}).items() if k in done}
     info.pop("current", None)
     info.pop("state", None)
@@ -354,7 +355,7 @@ def prepare_relaunch(job) -> None:
 
 
 def run(ctx: Ctx) -> None:
-    detach = bool(ctx.job.request.get("detach"))
+    detach = bool(ctx.job.request.detach)
     t0 = time.monotonic()
     launch(ctx, with_poll=not detach)
     if not detach:

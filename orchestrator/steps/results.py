@@ -11,7 +11,8 @@ from pathlib import Path
 from ..context import Ctx
 from ..parsing.csvtools import diff_tuned, read_tuned_csv
 from ..report import render_report
-from ..state import atomic_write
+from ..records import NodePaths
+from ..state import Status, atomic_write
 from .bench import measured_by_call, plan_bench
 from .compare import Comparison, compare, norm_key_value
 from .fetch import pull, wanted_files
@@ -26,23 +27,23 @@ def tuned_outcome(ctx: Ctx) -> dict:
     on an MI308X, cu_num 80, are ignored on an MI300X, cu_num 304; aiter-formats.md §7).
     """
     job, variant = ctx.job, ctx.variant
-    local = ctx.job_dir / Path(job.remote["tuned_csv"]).name
+    local = ctx.job_dir / Path(job.remote.tuned_csv).name
     if not local.is_file():
         return {"tuned": [], "no_kernel": list(job.shapes), "rows_before": 0, "rows_after": 0}
     full = read_tuned_csv(str(local))
     cols = {c.lower(): c for c in full.columns}
     mine = full.index == full.index
-    if "gfx" in cols and job.facts.get("gfx"):
-        mine &= full[cols["gfx"]].astype(str) == str(job.facts["gfx"])
-    if "cu_num" in cols and job.facts.get("cu_num"):
-        mine &= full[cols["cu_num"]].astype(str).map(norm_key_value) == norm_key_value(job.facts["cu_num"])
+    if "gfx" in cols and job.facts.gfx:
+        mine &= full[cols["gfx"]].astype(str) == str(job.facts.gfx)
+    if "cu_num" in cols and job.facts.cu_num:
+        mine &= full[cols["cu_num"]].astype(str).map(norm_key_value) == norm_key_value(job.facts.cu_num)
     foreign = full[~mine]
     if len(foreign):
         others = sorted({f"{r.get(cols.get('gfx', ''), '') or '?'}/cu_num={norm_key_value(r[cols['cu_num']])}"
                          for _, r in foreign.iterrows()} if "cu_num" in cols else {"?"})
-        job.note(f"{len(foreign)} row(s) of {Path(job.remote['tuned_csv']).name} were tuned for another GPU "
-                 f"({', '.join(others[:5])}); AITER never uses them on this {job.facts.get('gfx')} with "
-                 f"cu_num={job.facts.get('cu_num')}")
+        job.note(f"{len(foreign)} row(s) of {Path(job.remote.tuned_csv).name} were tuned for another GPU "
+                 f"({', '.join(others[:5])}); AITER never uses them on this {job.facts.gfx} with "
+                 f"cu_num={job.facts.cu_num}")
     df = full[mine]
     keys = [c for c in variant.key_columns if c in cols]
     have = {tuple(norm_key_value(r[cols[c]]) for c in keys) for _, r in df.iterrows()}
@@ -51,7 +52,7 @@ def tuned_outcome(ctx: Ctx) -> dict:
         (tuned if tuple(norm_key_value(s[c]) for c in keys) in have else missing).append(s)
     out = {"tuned": tuned, "no_kernel": missing, "rows_before": 0, "rows_after": len(full),
            "kernels": _kernels(df, cols, keys, job.shapes)}
-    backup = job.remote.get("tuned_backup")
+    backup = job.remote.tuned_backup
     bpath = ctx.job_dir / "backup" / Path(backup).name if backup else None
     if bpath is not None and bpath.is_file():
         old = read_tuned_csv(str(bpath))
@@ -91,7 +92,7 @@ def _key_changes(ctx: Ctx, old, new) -> dict:
         gone = d[d["status"] == "only_a"]
         cols = [c for c in d.columns if c.lower() in ("gfx", "cu_num", *ctx.variant.key_columns)]
         sample = "; ".join(" ".join(f"{c}={norm_key_value(r[c])}" for c in cols) for _, r in gone.head(3).iterrows())
-        ctx.job.note(f"{res['keys_removed']} key(s) of {Path(ctx.job.remote['tuned_csv']).name} as it was before "
+        ctx.job.note(f"{res['keys_removed']} key(s) of {Path(ctx.job.remote.tuned_csv).name} as it was before "
                      f"tuning are gone from the tuned table (e.g. {sample}); the promoted live table keeps them "
                      "(promotion merges rows in, it never drops any)")
     return res
@@ -115,7 +116,7 @@ def run_compare(ctx: Ctx) -> None:
     info["tuned"] = tuned_outcome(ctx)
     from .remote import settle_tuning_results
     settle_tuning_results(ctx)
-    logs = job.remote.get("logs") or {}
+    logs = job.remote.logs or {}
     before_log = ctx.job_dir / "logs" / Path(logs.get("baseline", "-")).name
     after_log = ctx.job_dir / "logs" / Path(logs.get("after", "-")).name
     if variant.bench is None or not before_log.is_file() or not after_log.is_file():
@@ -127,7 +128,7 @@ def run_compare(ctx: Ctx) -> None:
     err_spec = dataclasses.replace(variant.bench, metric=" ".join([*variant.bench.metric.split()[:-1], "err"]))
     # each call's output section is matched against that call's shapes only (C-19): bench_argv[i] is call i
     by_args = {c.args: c.shapes for c in plan_bench(variant, job.shapes)}
-    call_shapes = [by_args.get(tuple(a[1:]), job.shapes) for a in job.remote.get("bench_argv") or []]
+    call_shapes = [by_args.get(tuple(a[1:]), job.shapes) for a in job.remote.bench_argv or []]
     for side, path in (("before", before_log), ("after", after_log)):
         results[side], errors[side] = [], []
         for text in split_samples(path.read_text(encoding="utf-8", errors="replace"), side):
@@ -158,7 +159,7 @@ def report_context(ctx: Ctx, saved: bool = False) -> dict:
         comparison = Comparison.from_dict(json.loads(cjson.read_text()))
     sub = job.step_state("remote").info.get("sub", {})
     tuned = comp_info.get("tuned") or {}
-    logs = remote.get("logs") or {}
+    logs = remote.logs or {}
     facts = job.facts
     return {
         "job": {"id": job.job_id, "variant": job.variant, "node": job.node, "container": job.container,
@@ -166,19 +167,19 @@ def report_context(ctx: Ctx, saved: bool = False) -> dict:
                 "finished": (job.step_state("report").started or time.time()) if saved else time.time(),
                 # rendered before the final fetch: the node's work is over, so say how it ended
                 "state": "succeeded (partial tuning)" if job.step_state("remote").info.get("partial")
-                else ("succeeded" if job.state == "running" else job.state)},
-        "environment": {"aiter_version": _version_text(facts), "pip_name": facts.get("pip_name"),
-                        "install_mode": facts.get("install_mode"), "aiter_root": facts.get("aiter_root"),
-                        "gfx": facts.get("gfx"), "cu_num": facts.get("cu_num"),
-                        "gpu_count": facts.get("gpu_count"), "free_gpus": facts.get("tune_gpus"),
-                        "profile": facts.get("profile"),
-                        "probed": "; ".join(facts.get("probed") or []) or None,
-                        "assumed": "; ".join(facts.get("assumed") or []) or None},
+                else (Status.SUCCEEDED if job.state == Status.RUNNING else job.state)},
+        "environment": {"aiter_version": _version_text(facts), "pip_name": facts.pip_name,
+                        "install_mode": facts.install_mode, "aiter_root": facts.aiter_root,
+                        "gfx": facts.gfx, "cu_num": facts.cu_num,
+                        "gpu_count": facts.gpu_count, "free_gpus": facts.tune_gpus,
+                        "profile": facts.profile,
+                        "probed": "; ".join(facts.probed or []) or None,
+                        "assumed": "; ".join(facts.assumed or []) or None},
         "shapes": {"source": "; ".join(job.step_state("shapes").info.get("sources", [])), "list": job.shapes},
         "bench": _bench_view(remote),
         "tuning": {
-            "command": remote.get("tune_argv") or [],
-            "env": remote.get("tune_env", {}),
+            "command": remote.tune_argv or [],
+            "env": remote.tune_env or {},
             "rc": sub.get("tune", {}).get("rc"),
             "partial": bool(job.step_state("remote").info.get("partial")),
             "duration_s": _duration(sub),
@@ -193,14 +194,14 @@ def report_context(ctx: Ctx, saved: bool = False) -> dict:
         "engaged": job.step_state("promote").info.get("engaged"),
         "jit_profile": _saved_jit_profile(ctx) if saved else jit_collect(ctx),
         "outcome_changes": job.step_state("promote").info.get("later") or [],
-        "serving": {"command": job.request.get("serve_cmd"),
+        "serving": {"command": job.request.serve_cmd,
                     "rows": job.step_state("promote").info.get("serving")},
         "notes": list(job.notes),
         "logs": {name: {"node": path, "local": str(ctx.job_dir / "logs" / Path(path).name)}
                  for name, path in logs.items()},
-        "tuned_csv": {"node_path": remote.get("tuned_csv"), "backup_path": remote.get("tuned_backup"),
+        "tuned_csv": {"node_path": remote.tuned_csv, "backup_path": remote.tuned_backup,
                       "rows_added": tuned.get("keys_added", _rows_written(tuned)),
-                      "local_path": str(ctx.job_dir / Path(remote.get("tuned_csv") or "-").name)},
+                      "local_path": str(ctx.job_dir / Path(remote.tuned_csv or "-").name)},
     }
 
 
@@ -212,16 +213,16 @@ def _rows_written(tuned: dict) -> int:
     return max(0, (tuned.get("rows_after") or 0) - (tuned.get("rows_before") or 0))
 
 
-def _bench_view(remote: dict) -> dict:
-    shown = remote.get("bench_display")
+def _bench_view(remote: NodePaths) -> dict:
+    shown = remote.bench_display
     if shown:   # every call, exactly as the node ran it (C-18)
         return {"before_command": "\n".join(shown.get("before") or []),
                 "after_command": "\n".join(shown.get("after") or []),
-                "env": {"runs per arm (interleaved)": remote.get("repeats"), "pinned GPU": remote.get("bench_gpu"),
+                "env": {"runs per arm (interleaved)": remote.repeats, "pinned GPU": remote.bench_gpu,
                         "calls per run": len(shown.get("before") or []),
                         "AITER_REBUILD": "1 on the first after run only"}}
-    argv = ["python3", *(remote.get("bench_argv") or [[]])[0]]
-    arms = remote.get("bench_env") or {}
+    argv = ["python3", *(remote.bench_argv or [[]])[0]]
+    arms = remote.bench_env or {}
 
     def line(arm: str, extra: str = "") -> str:
         return " ".join([extra, *(f"{k}={v}" for k, v in (arms.get(arm) or {}).items()), *argv]).strip()
@@ -230,14 +231,14 @@ def _bench_view(remote: dict) -> dict:
         return {"before_command": " ".join(argv), "after_command": "AITER_REBUILD=1 " + " ".join(argv),
                 "env": {"AITER_REBUILD": "1 (after only)"}}
     return {"before_command": line("before"), "after_command": line("after", "AITER_REBUILD=1 (first run only)"),
-            "env": {"runs per arm (interleaved)": remote.get("repeats"), "pinned GPU": remote.get("bench_gpu")}}
+            "env": {"runs per arm (interleaved)": remote.repeats, "pinned GPU": remote.bench_gpu}}
 
 
 def _promotion(job) -> dict | None:
-    mode = job.step_state("promote").info.get("mode") or job.request.get("promote")
+    mode = job.step_state("promote").info.get("mode") or job.request.promote
     if not mode:
         return None  # a job from before promotion existed
-    return {"mode": mode, **(job.remote.get("promotion") or {})}
+    return {"mode": mode, **(job.remote.promotion or {})}
 
 
 def _duration(sub: dict):
@@ -252,8 +253,8 @@ def run_report(ctx: Ctx) -> None:
     md, html = render_report(report_context(ctx))
     atomic_write(ctx.job_dir / "report.md", md.encode())
     atomic_write(ctx.job_dir / "report.html", html.encode())
-    ctx.job.remote["report_md_on_node"] = False   # the fetch step writes it there, in its first round trip
-    ctx.ui.event(f"report: {ctx.job_dir / 'report.md'} (and on the node: {ctx.job.remote['report_md']})")
+    ctx.job.remote.report_md_on_node = False   # the fetch step writes it there, in its first round trip
+    ctx.ui.event(f"report: {ctx.job_dir / 'report.md'} (and on the node: {ctx.job.remote.report_md})")
 
 
 def rerender_report(ctx: Ctx) -> None:
@@ -264,8 +265,8 @@ def rerender_report(ctx: Ctx) -> None:
     md, html = render_report(report_context(ctx, saved=True))
     atomic_write(ctx.job_dir / "report.md", md.encode())
     atomic_write(ctx.job_dir / "report.html", html.encode())
-    if ctx.job.remote.get("report_md"):
-        ctx.job.remote["report_md_on_node"] = False
+    if ctx.job.remote.report_md:
+        ctx.job.remote.report_md_on_node = False
 
 
 def _saved_jit_profile(ctx: Ctx) -> dict | None:

@@ -13,7 +13,7 @@ from ..context import Ctx
 
 
 def call(ctx: Ctx, op: str, req: dict, **kw) -> dict:
-    ridden = (ctx.job.facts.get("riders") or {}).pop(op, None)
+    ridden = (ctx.job.facts.riders or {}).pop(op, None)
     if ridden and ridden.get("request") == req:
         return dict(ridden["answer"])
     return ctx.call(op, req, **kw)
@@ -21,4 +21,4 @@ def call(ctx: Ctx, op: str, req: dict, **kw) -> dict:
 
 def drop(ctx: Ctx, op: str) -> None:
     """A rider the step does not need (kept out of the job's saved facts)."""
-    (ctx.job.facts.get("riders") or {}).pop(op, None)
+    (ctx.job.facts.riders or {}).pop(op, None)

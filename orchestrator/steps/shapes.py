@@ -11,6 +11,8 @@ from ..errors import JobError, UsageError
 from ..variants import KernelVariant, get_variant
 from ..parsing.untuned import read_shapes_csv
 from ..remote.helpers import shapelog
+from ..records import JobRequest
+from ..state import Status
 from .keys import norm_key_value
 
 
@@ -134,24 +136,22 @@ def runtime_lookups(shapes: list[dict], family: str, max_m: int | None = None,
 
 def probe_moe_tuple(facts: dict, forms: list[bool]) -> None:
     """The MoE tuple form seen in the log (leading 'gfx…' or a cu_num) is a probe, not a version guess."""
-    from ..aiter_profiles import profile_from_facts
+    from ..aiter_profiles import settle_profile
     facts.setdefault("probes", {})["moe_tuple_gfx"] = max(set(forms), key=forms.count)
-    profile = profile_from_facts(facts)
-    facts["probed"], facts["assumed"] = list(profile.probed), list(profile.assumed)
+    settle_profile(facts)
 
 
 def reprobe_header(ctx: Ctx, table: str) -> None:
     """--table-from-log: the capability probe read the header of the env/default table; the job tunes
     another one, whose header decides the gfx column (one round trip)."""
-    from ..aiter_profiles import profile_from_facts
+    from ..aiter_profiles import settle_profile
     header = ctx.call("probe", {"tuned_csv": table}).get("tuned_header")
     probes = ctx.job.facts.setdefault("probes", {})
     if header:
         probes["tuned_header"] = header
     else:
         probes.pop("tuned_header", None)     # a table not written yet: the version decides
-    profile = profile_from_facts(ctx.job.facts)
-    ctx.job.facts["probed"], ctx.job.facts["assumed"] = list(profile.probed), list(profile.assumed)
+    settle_profile(ctx.job.facts)
 
 
 def consulted_table(consulted: dict[str, int], target: str, root: str, config_env: str,
@@ -192,7 +192,7 @@ def _order(shape: dict, columns: tuple[str, ...]) -> dict:
 
 def collect(ctx: Ctx) -> tuple[list[dict], list[str]]:
     req, variant = ctx.job.request, ctx.variant
-    sources = split_log_sources(req.get("logs") or [])
+    sources = split_log_sources(req.logs or [])
     found: list[dict] = []
     described: list[str] = []
     consulted: dict[str, int] = {}
@@ -239,45 +239,45 @@ def collect(ctx: Ctx) -> tuple[list[dict], list[str]]:
         probe_moe_tuple(ctx.job.facts, tuple_gfx)
     if consulted:
         from .prepare import tuned_csv_path
-        chosen, msg = consulted_table(consulted, tuned_csv_path(ctx, variant), ctx.job.remote["aiter_root"],
-                                      variant.config_env, bool(req.get("table_from_log")))
+        chosen, msg = consulted_table(consulted, tuned_csv_path(ctx, variant), ctx.job.remote.aiter_root,
+                                      variant.config_env, bool(req.table_from_log))
         if chosen:
-            ctx.job.remote["table_from_log"] = chosen
+            ctx.job.remote.table_from_log = chosen
             reprobe_header(ctx, chosen)
         if msg:
             ctx.job.note(msg)
             ctx.ui.event(msg)
     # GEMM: sweep M per (N,K) (powers of two by default); MoE: the (already padded) logged tokens
-    preset = req.get("m_preset") or ("logged" if variant.family == "moe" else "pow2")
+    preset = req.m_preset or ("logged" if variant.family == "moe" else "pow2")
     shapes = expand(found, variant.family, preset) if found else []
-    if req.get("shapes_csv"):
-        rows = read_shapes_csv(req["shapes_csv"], variant.name)
-        described.append(f"--shapes-csv {Path(req['shapes_csv']).name}: {len(rows)} shapes")
+    if req.shapes_csv:
+        rows = read_shapes_csv(req.shapes_csv, variant.name)
+        described.append(f"--shapes-csv {Path(req.shapes_csv).name}: {len(rows)} shapes")
         shapes.extend(rows)
-    if req.get("model"):
+    if req.model:
         from ..parsing.modelshapes import shapes_from_model
         gemm_variant = variant.name if variant.family == "gemm" else None
-        rows = shapes_from_model(req["model"], int(req.get("tp") or 1), m_preset=None,
-                                 gfx=ctx.job.facts.get("gfx"), gemm_variant=gemm_variant).get(variant.name, [])
+        rows = shapes_from_model(req.model, int(req.tp or 1), m_preset=None,
+                                 gfx=ctx.job.facts.gfx, gemm_variant=gemm_variant).get(variant.name, [])
         dim = "token" if variant.family == "moe" else "m"
         sweep = sweep_preset(preset)
         base = [{dim: 1, **r} for r in rows]  # the placeholder M/token is not kept
         shapes.extend(shapelog.expand_m(base, "pow2", keep_logged=False, tokens=shapelog.m_sweep(sweep))
                       if dim == "token" else shapelog.expand_m(base, sweep, keep_logged=False))
-        described.append(f"--model (tp {req.get('tp') or 1}, {ctx.job.facts.get('gfx')}): "
+        described.append(f"--model (tp {req.tp or 1}, {ctx.job.facts.gfx}): "
                          f"{len(rows)} {variant.name} shape groups")
-    if req.get("nk"):
+    if req.nk:
         if variant.family != "gemm":
             raise UsageError(f"--nk applies to dense GEMM variants, not {variant.name}",
                              hint="use --shapes-csv or --log for batched and MoE variants")
-        bases = [{"n": n, "k": k} for n, k in parse_nk(req["nk"])]
+        bases = [{"n": n, "k": k} for n, k in parse_nk(req.nk)]
         if "q_dtype_w" in variant.key_columns:
             for b in bases:
-                b["q_dtype_w"] = req.get("q_dtype_w") or "torch.int8"
+                b["q_dtype_w"] = req.q_dtype_w or "torch.int8"
         described.append(f"--nk: {len(bases)} (N,K) pairs")
         shapes.extend(expand(bases, "gemm", sweep_preset(preset)))
-    shapes, notes = runtime_lookups(_dedupe(shapes), variant.family, req.get("max_m"),
-                                    padded=bool(req.get("padded_m")) and variant.padded_m_lookup)
+    shapes, notes = runtime_lookups(_dedupe(shapes), variant.family, req.max_m,
+                                    padded=bool(req.padded_m) and variant.padded_m_lookup)
     for n in notes:
         ctx.job.note(n)
         ctx.ui.event(n)
@@ -290,12 +290,12 @@ def collect(ctx: Ctx) -> tuple[list[dict], list[str]]:
     return shapes, described
 
 
-def _snap(shape: dict, variant, req: dict) -> dict:
+def _snap(shape: dict, variant, req: JobRequest) -> dict:
     """A logged shape as the runtime looks it up (the same snapping ``runtime_lookups`` does)."""
     s = {k: v for k, v in shape.items() if k != "_meta"}
     if variant.family == "moe" and int(s.get("token", 0)) < MOE_PADDED_MAX and "token" in s:
         s["token"] = next_pow2(int(s["token"]))
-    elif variant.family == "gemm" and req.get("padded_m") and variant.padded_m_lookup and "m" in s:
+    elif variant.family == "gemm" and req.padded_m and variant.padded_m_lookup and "m" in s:
         s["m"] = padded_m(s["m"])
     return s
 
@@ -318,12 +318,12 @@ def drop_tuned_in_model_configs(ctx: Ctx, shapes: list[dict]) -> list[dict]:
     such shapes are not tuned into the default CSV again (aiter-formats.md §5.1). One round trip.
     """
     job, variant = ctx.job, ctx.variant
-    env = {**(job.facts.get("env") or {}), **ctx.target.container.env}
+    env = {**(job.facts.env or {}), **ctx.target.container.env}
     if env.get(variant.config_env):
         riders.drop(ctx, "tuned_keys")
         return shapes  # an explicit table: AITER does not merge model_configs
-    res = riders.call(ctx, "tuned_keys", _model_config_keys(variant, job.remote["aiter_root"], job.facts.get("cu_num"),
-                                                           job.facts.get("gfx")))
+    res = riders.call(ctx, "tuned_keys", _model_config_keys(variant, job.remote.aiter_root, job.facts.cu_num,
+                                                           job.facts.gfx))
     where: dict[tuple, str] = {}
     for path, keys in (res.get("files") or {}).items():
         for key in keys:
@@ -341,7 +341,7 @@ def drop_tuned_in_model_configs(ctx: Ctx, shapes: list[dict]) -> list[dict]:
         files = ", ".join(f"{n} ({c})" for n, c in sorted(clash.items()))
         if ctx.profile.merge_rejects_duplicates:
             job.note(f"{sum(clash.values())} shape(s) already have rows in aiter/configs/model_configs/ "
-                     f"({files}); not tuned again: AITER {job.facts.get('version')} raises on duplicate keys "
+                     f"({files}); not tuned again: AITER {job.facts.version} raises on duplicate keys "
                      "across the tables it merges")
             return keep
         job.note(f"{sum(clash.values())} shape(s) also have rows in aiter/configs/model_configs/ ({files}); "
@@ -354,13 +354,13 @@ def plan_time(ctx: Ctx, shapes: list[dict], described: list[str], missed: dict) 
     ``missed``: exact key -> times the log missed it."""
     variant, job = ctx.variant, ctx.job
     info = job.step_state("shapes").info
-    gpus = len(job.facts.get("tune_gpus") or []) or 1
-    rate, source = budget.seconds_per_shape(ctx.workspace, variant.name, variant.family, job.facts.get("gfx"))
-    if job.request.get("budget"):
-        limit = budget.parse_duration(job.request["budget"])
+    gpus = len(job.facts.tune_gpus or []) or 1
+    rate, source = budget.seconds_per_shape(ctx.workspace, variant.name, variant.family, job.facts.gfx)
+    if job.request.budget:
+        limit = budget.parse_duration(job.request.budget)
         shapes, left = budget.within(shapes, limit, gpus, rate)
         if left:
-            msg = (f"--budget {job.request['budget']}: the {len(shapes)} most-missed shape(s) fit, "
+            msg = (f"--budget {job.request.budget}: the {len(shapes)} most-missed shape(s) fit, "
                    f"{len(left)} left for another job (least missed last)")
             job.note(msg)
             described.append(msg)
@@ -387,15 +387,15 @@ def run(ctx: Ctx) -> None:
     missing = [c for c in variant.key_columns if any(c not in s for s in shapes)]
     if missing:
         raise JobError(f"shapes lack column(s) {', '.join(missing)} that {variant.name} needs on AITER "
-                       f"{ctx.job.facts.get('version')}",
+                       f"{ctx.job.facts.version}",
                        hint="give them in --shapes-csv (AITER untuned CSV format)")
     ctx.job.shapes = shapes
     ctx.job.step_state("shapes").info["sources"] = described
     ctx.ui.show_shapes(variant, shapes, described, ctx.job.step_state("shapes").info.get("misses"))
     if not ctx.settings.yes and ctx.settings.interactive and not ctx.ui.confirm(
             f"Tune these {len(shapes)} {variant.name} shapes on {ctx.job.node}/{ctx.job.container}?"):
-        ctx.job.state = "cancelled"
+        ctx.job.state = Status.CANCELLED
         ctx.job.error = "cancelled at the shape confirmation"
         return
     # the node copy is written by prepare's first round trip, from job.shapes (issue 9: round trips)
-    ctx.job.remote["untuned_csv"] = f"{ctx.job.remote['job_dir']}/{Path(variant.untuned_csv).name}"
+    ctx.job.remote.untuned_csv = f"{ctx.job.remote.job_dir}/{Path(variant.untuned_csv).name}"

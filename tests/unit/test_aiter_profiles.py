@@ -51,10 +51,9 @@ def probe(inst, variant_tuned, script, op_test, fmoe=None):
 
 def test_newest_profile_from_version():
     p = profile_for((0, 1, 29))
-    assert p.name == "newest" and p.timeout_from_task_start and p.flydsl_splitk and p.moe_gelutanh
-    assert p.gfx_column and p.timeout_default == 1800 and p.has_flag("--shape_grouped")
+    assert p.name == "newest" and p.has_flag("--shape_grouped") and p.merge_rejects_duplicates
     cur = profile_for((0, 1, 20))
-    assert cur.name == "current" and not cur.timeout_from_task_start and not cur.moe_gelutanh
+    assert cur.name == "current" and cur.moe_blockscale_bypass == "none"
     assert profile_for(None).name == "newest"  # unknown = the newest known release
 
 
@@ -76,7 +75,6 @@ def test_probes_win_over_the_version():
         "tuned_header": ["cu_num", "M", "N", "K", "kernelId"], "tuner_help": legacy_help,
         "op_test_markdown": False, "tuning_tests": False}}
     p = profile_from_facts(facts)
-    assert not p.gfx_column and not p.bench_markdown and not p.tuning_tests
     assert p.has_flag("--timeout") and not p.has_flag("--shape_grouped") and not p.has_flag("--run_config")
     assert any(x.startswith("gfx column") for x in p.probed)
     assert any(x.startswith("tuner flags") for x in p.probed)
@@ -84,7 +82,7 @@ def test_probes_win_over_the_version():
     assert any(x.startswith("MoE tuple form") for x in p.assumed)
     # a release: the version is the fallback for what was not probed
     p2 = profile_from_facts({"version": "0.1.20", "probes": {"tuned_header": ["gfx", "cu_num", "M"]}})
-    assert p2.name == "current" and p2.gfx_column and any("(from version 0.1.20)" in a for a in p2.assumed)
+    assert p2.name == "current" and any("(from version 0.1.20)" in a for a in p2.assumed)
 
 
 def test_help_flags():
@@ -110,9 +108,8 @@ def test_probe_op_reads_the_node(sims, profile):
     facts = {"version": inst.version, "probes": {k: v for k, v in a.items() if v is not None}}
     p = profile_from_facts(facts)
     assert p.name == profile
-    assert p.timeout_from_task_start is (profile == "newest")
     assert p.has_flag("--shape_grouped") is (profile != "legacy")
-    assert p.gfx_column is (profile != "legacy")
+    assert p.has_flag("--timeout") and any(x.startswith("gfx column") for x in p.probed)
 
 
 def test_probe_of_a_missing_script_says_why(sims):
@@ -234,3 +231,22 @@ def test_the_tuners_help_is_read_once_while_its_inputs_are_unchanged(sims, tmp_p
         script.write_text(original)
     assert "tuner_help_cached" not in ask()                # the script itself changed
     assert not (HELPER.parent / "cache").exists()           # never beside the sources
+
+
+def test_the_profile_is_computed_once_per_settling_of_the_facts(monkeypatch):
+    import orchestrator.context as context
+    from orchestrator.aiter_profiles import settle_profile
+    from orchestrator.state import JobState
+    calls = []
+    real = context.profile_from_facts
+    monkeypatch.setattr(context, "profile_from_facts", lambda f: calls.append(1) or real(f))
+    job = JobState(job_id="j", node="n", container="c", variant="a8w8", created=0, request={},
+                   facts={"version": "0.1.20"})
+    ctx = context.Ctx(job=job, workspace=None, target=None, settings=None, ui=None)
+    assert ctx.profile is ctx.profile and len(calls) == 1
+    job.facts["probes"] = {"tuner_help": "usage: t.py [-h] [--timeout T]\n"}
+    settled = settle_profile(job.facts)          # the probes changed: settled into the facts once more
+    assert job.facts["profile"] == "current" and job.facts["probed"] == ["tuner flags (tune script --help)"]
+    assert ctx.profile == settled and not ctx.profile.has_flag("--shape_grouped") and len(calls) == 2
+    job.facts = {"version": "0.1.11"}            # discover replaced the facts
+    assert ctx.profile.name == "legacy" and len(calls) == 3

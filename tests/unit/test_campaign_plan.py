@@ -93,10 +93,11 @@ def test_a_plan_no_target_answered_exits_3_only_when_none_could_be_connected_to(
     from orchestrator.campaign.plan import Probe
     from orchestrator.campaign.targets import TargetRef
     from orchestrator.errors import ConnectError, ConnectionLost, JobError
+    from orchestrator.records import JobRequest
     make = {"connect": lambda: ConnectError("cannot connect"), "lost": lambda: ConnectionLost("lost")}
     probes = [Probe(TargetRef(f"n{i}", "c"), error="x", exc=make[e]()) for i, e in enumerate(errors)]
     monkeypatch.setattr(planning, "probe", lambda *a, **k: probes)
-    job = SimpleNamespace(request={})
+    job = SimpleNamespace(request=JobRequest())
     with pytest.raises(JobError) as err:
         driver.make_plan(job, None, [], ["a8w8"], None, None)
     assert err.value.exit_code == code and "no target could be used" in str(err.value)

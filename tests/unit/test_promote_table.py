@@ -41,10 +41,11 @@ def test_key_changes_counts_added_changed_removed_and_notes_a_vanished_key():
 
     import pandas as pd
 
+    from orchestrator.records import NodePaths
     from orchestrator.steps.results import _key_changes, _rows_written
     notes = []
     ctx = types.SimpleNamespace(variant=types.SimpleNamespace(key_columns=("m", "n", "k")),
-                                job=types.SimpleNamespace(note=notes.append, remote={"tuned_csv": "/x/t.csv"}))
+                                job=types.SimpleNamespace(note=notes.append, remote=NodePaths(tuned_csv="/x/t.csv")))
     head = ["gfx", "cu_num", "M", "N", "K", "kernelId", "splitK", "us", "kernelName"]   # as AITER writes it
     old = pd.DataFrame([["gfx950", 256, 1, 512, 7168, 3, 0, 9.0, "a"], ["gfx950", 256, 2, 512, 7168, 3, 0, 9.0, "a"],
                         ["gfx950", 256, 4, 512, 7168, 3, 0, 9.0, "a"]], columns=head)

@@ -2,12 +2,13 @@
 
 from types import SimpleNamespace
 
+from orchestrator.records import Facts
 from orchestrator.steps import riders
 
 
 class _Ctx:
     def __init__(self, ridden):
-        self.job = SimpleNamespace(facts={"riders": ridden})
+        self.job = SimpleNamespace(facts=Facts(riders=ridden))
         self.calls = []
 
     def call(self, op, req, **kw):

@@ -114,9 +114,9 @@ def test_moe_tuple_form_from_the_log_is_a_probe_not_a_version_guess():
     from orchestrator.aiter_profiles import profile_from_facts
     from orchestrator.steps.shapes import probe_moe_tuple
     facts = {"version": "0.1.20"}
-    assert profile_from_facts(facts).moe_tuple_has_gfx   # assumed from the version
+    assert any(a.startswith("MoE tuple form") for a in profile_from_facts(facts).assumed)   # from the version
     probe_moe_tuple(facts, [False, False, True])           # the log shows (256, 16, ...) tuples
-    assert facts["probes"]["moe_tuple_gfx"] is False and not profile_from_facts(facts).moe_tuple_has_gfx
+    assert facts["probes"]["moe_tuple_gfx"] is False and facts["profile"] == "current"
     assert "MoE tuple form (server log)" in facts["probed"]
 
 
@@ -134,5 +134,5 @@ def test_table_from_log_reads_the_header_of_the_table_it_will_tune():
     reprobe_header(ctx, "/srv/tables/mine.csv")
     assert asked == [("probe", {"tuned_csv": "/srv/tables/mine.csv"})]
     from orchestrator.aiter_profiles import profile_from_facts
-    assert profile_from_facts(job.facts).gfx_column is False
+    assert job.facts["probes"]["tuned_header"][0] == "cu_num"
     assert "gfx column (tuned CSV header)" in job.facts["probed"]

@@ -39,9 +39,9 @@ def test_state_round_trip_is_atomic_json(tmp_path):
 
 
 def test_profiles_follow_the_reference_thresholds():
-    assert profile_for((0, 1, 20)).name == "current" and profile_for((0, 1, 20)).timeout_default == 1800
+    assert profile_for((0, 1, 20)).name == "current" and profile_for((0, 1, 20)).has_flag("--timeout")
     legacy = profile_for((0, 1, 11))
-    assert legacy.name == "legacy" and not legacy.gfx_column and legacy.moe_blockscale_bypass == "small"
+    assert legacy.name == "legacy" and not legacy.merge_rejects_duplicates and legacy.moe_blockscale_bypass == "small"
     assert profile_for((0, 1, 10)).moe_blockscale_bypass == "all"
     assert not profile_for((0, 1, 9)).has_flag("--timeout")
     assert profile_for((0, 1, 13)).has_flag("--run_config")
@@ -71,3 +71,22 @@ def test_two_runs_started_in_the_same_second_get_different_job_ids(tmp_path):
         ids = list(pool.map(lambda _: ws.claim("20261126-101500-n1-a8w8"), range(8)))
     assert len(set(ids)) == 8 and "20261126-101500-n1-a8w8" in ids and "20261126-101500-n1-a8w8-8" in ids
     assert all((tmp_path / "ws" / i).is_dir() for i in ids) and ws.jobs() == []
+
+
+def test_status_members_are_their_json_words():
+    from orchestrator.state import TERMINAL, Status
+    assert Status.DONE == "done" and str(Status.SUCCEEDED) == "succeeded" and f"{Status.LOST}" == "lost"
+    assert {"succeeded", "failed"} == {Status.SUCCEEDED, Status.FAILED} and "lost" in TERMINAL
+    assert json.dumps({"state": Status.CANCELLED}) == '{"state": "cancelled"}'
+    assert Status.read("done") is Status.DONE and Status.read("paused-by-a-newer-writer") == "paused-by-a-newer-writer"
+
+
+def test_a_loaded_job_holds_members(tmp_path):
+    ws = Workspace(tmp_path)
+    j = job()
+    j.step_state("discover").status = "done"      # a plain word, as old code and old files have it
+    ws.save(j)
+    back = ws.load("j1")
+    from orchestrator.state import Status
+    assert back.state is Status.RUNNING and back.step_state("discover").status is Status.DONE
+    assert json.loads((tmp_path / "j1" / "state.json").read_text())["steps"]["discover"]["status"] == "done"
