@@ -1,0 +1,176 @@
+"""Issue 27, the CLI half of "the first hour": help people can read, global options anywhere, short job ids,
+words on a terminal and JSON in a pipe, long lists summarised, nothing surprising."""
+
+import json
+import os
+import re
+
+import pytest
+
+from orchestrator.cli import main
+from orchestrator.state import JobState, Workspace, resolve_workspace
+
+
+@pytest.fixture
+def ws(tmp_path, monkeypatch):
+    monkeypatch.setenv("TUNE_REMOTE_WORKSPACE", str(tmp_path / "ws"))
+    monkeypatch.setenv("TUNE_REMOTE_INVENTORY", str(tmp_path / "none.yaml"))
+    return Workspace(resolve_workspace(None))
+
+
+def run(argv, capsys):
+    code = main(argv)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def add(ws, job_id, created, **kw):
+    job = JobState(job_id=job_id, node=kw.pop("node", "n1"), container="c1", variant="a8w8", created=created,
+                   request={}, **kw)
+    ws.save(job)
+    return job
+
+
+# -- 1. help -------------------------------------------------------------------------------------------
+def test_tune_remote_alone_prints_help_and_exits_0(capsys):
+    code, out, err = run([], capsys)
+    assert code == 0 and err == ""
+    assert "Usage: tune-remote" in out and "Exit codes:" in out and "promote" in out
+
+
+def test_run_help_groups_its_options_by_purpose_and_shows_defaults_one_way(capsys):
+    code, out, err = run(["run", "--help"], capsys)
+    assert code == 0
+    titles = re.findall(r"╭─ (.+?) ─", out)
+    assert titles[:5] == ["What to tune", "Where", "How to tune", "Outcome", "Output"], titles
+    text = re.sub(r"[│\s]+", " ", out)
+    assert "(default" not in text and "default:" not in text.replace("[default:", "")
+    for default in ("[default: (600)]", "[default: (the free ones)]", "[default: 3]", "[default: proven]"):
+        assert default in text, default
+
+
+@pytest.mark.parametrize("cmd", ["run", "resume", "fetch", "promote", "rollback"])
+def test_accept_new_host_key_is_documented_wherever_it_is_taken(cmd, capsys):
+    code, out, err = run([cmd, "--help"], capsys)
+    assert code == 0 and "--accept-new-host-key" in out and "known_hosts" in out
+
+
+# -- 2. global options after the subcommand --------------------------------------------------------------
+def test_global_options_are_accepted_after_the_subcommand(tmp_path, ws, capsys):
+    other = Workspace(tmp_path / "other")
+    add(other, "only-here", 1.0)
+    code, out, err = run(["status", "--json", "--workspace", str(other.root)], capsys)
+    assert code == 0, err
+    assert [r["job_id"] for r in json.loads(out)] == ["only-here"]
+    code, out, err = run(["run", "--inventory", str(tmp_path / "missing.yaml"), "--node", "n1",
+                          "--variant", "a8w8", "--nk", "1,2"], capsys)
+    assert code == 2 and "missing.yaml" in err and "not found" in err, err
+
+
+# -- 3. job ids: unique prefix, last, ambiguous ----------------------------------------------------------
+def test_a_unique_prefix_and_last_name_a_job(ws, capsys):
+    add(ws, "20261128-040214-demo-a8w8", 10.0)
+    add(ws, "20261128-050000-demo-a8w8", 20.0)
+    code, out, err = run(["status", "20261128-04", "--json"], capsys)
+    assert code == 0, err
+    assert [r["job_id"] for r in json.loads(out)] == ["20261128-040214-demo-a8w8"]
+    code, out, err = run(["status", "last", "--json"], capsys)
+    assert [r["job_id"] for r in json.loads(out)] == ["20261128-050000-demo-a8w8"]
+    assert sorted(os.listdir(ws.root)) == sorted(["20261128-040214-demo-a8w8", "20261128-050000-demo-a8w8",
+                                                  *[p for p in os.listdir(ws.root) if p.startswith(".")]])
+
+
+@pytest.mark.parametrize("cmd", [["status"], ["logs"], ["fetch"], ["promote"], ["rollback"], ["cancel"],
+                                 ["resume"], ["export", "--model-config", "M"], ["report"]])
+def test_an_ambiguous_prefix_is_one_line_with_the_candidates_exit_2(ws, capsys, cmd):
+    add(ws, "20261128-040214-demo-a8w8", 10.0)
+    add(ws, "20261128-050000-demo-a8w8", 20.0)
+    code, out, err = run([cmd[0], "20261128-0", *cmd[1:]], capsys)
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1, err
+    assert "ambiguous" in lines[0] and "20261128-040214-demo-a8w8" in lines[0] and "20261128-050000" in lines[0]
+
+
+def test_no_such_prefix_still_says_no_such_job(ws, capsys):
+    add(ws, "20261128-040214-demo-a8w8", 10.0)
+    code, out, err = run(["status", "1999"], capsys)
+    assert code == 2 and "no job '1999'" in err
+
+
+# -- 4, 6, 7: words on a terminal, JSON in a pipe; promote --rows all asks; status table; report -------------
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+
+
+def tty(monkeypatch, *streams):
+    import sys
+    for name in streams:
+        monkeypatch.setattr(getattr(sys, name), "isatty", lambda: True)
+
+
+def test_the_outcome_commands_speak_words_on_a_terminal_and_json_in_a_pipe(tmp_path, monkeypatch, capsys):
+    import sys
+
+    import click
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("TUNE_REMOTE_POLL_S", "0.05")
+    ws = Workspace(tmp_path / "ws")
+    assert main(["--workspace", str(ws.root), "-q", "demo", "--repeats", "1"]) == 0
+    [job] = [j.job_id for j in ws.jobs()]
+    capsys.readouterr()
+    cli = ["--workspace", str(ws.root)]
+
+    # piped: the JSON of today, same keys; promote --rows all with rows proven slower: one line, exit 2
+    code, out, err = run([*cli, "report", "last"], capsys)
+    assert code == 0 and json.loads(out)["report_md"].endswith(f"{job}/report.md"), err
+    code, out, err = run([*cli, "promote", job[:12], "--rows", "all"], capsys)
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "proven slower" in err and "--yes" in err
+    assert out == ""
+    # on a terminal it asks; "no" changes nothing
+    tty(monkeypatch, "stdin", "stderr")
+    monkeypatch.setattr(click, "confirm", lambda *a, **k: False)
+    code, out, err = run([*cli, "promote", "last", "--rows", "all"], capsys)
+    assert code == 1 and "nothing promoted" in err
+    md = (ws.job_dir(job) / "report.md").read_text()
+    assert "never promoted with --promote proven" in md
+    # --yes: promoted, in words on a terminal; the report's warning says what happened
+    tty(monkeypatch, "stdout")
+    code, out, err = run([*cli, "promote", "last", "--rows", "all", "--yes"], capsys)
+    out = ANSI.sub("", out)
+    assert code == 0 and "promoted" in out and "row(s) into" in out and "tune-remote rollback" in out, err
+    with pytest.raises(ValueError):
+        json.loads(out)
+    md = (ws.job_dir(job) / "report.md").read_text()
+    assert "promoted anyway" in md and "never promoted with --promote proven" not in md
+    # --json on a terminal: the JSON document
+    code, out, err = run([*cli, "rollback", "last", "--json"], capsys)
+    assert code == 0 and json.loads(out)["already"] is False, err
+    code, out, err = run([*cli, "rollback", "last"], capsys)
+    assert code == 0 and "already rolled back" in ANSI.sub("", out)
+    code, out, err = run([*cli, "export", "last", "--model-config", "DeepSeek-V3"], capsys)
+    out = ANSI.sub("", out)
+    assert code == 0 and "exported" in out and "summary for the pull request" in out, err
+    code, out, err = run([*cli, "fetch", "last"], capsys)
+    assert code == 0 and f"job {job}:" in ANSI.sub("", out) and "unchanged" in out, err
+    code, out, err = run([*cli, "fetch", "last", "--json"], capsys)
+    assert code == 0 and set(json.loads(out)) == {"job_id", "files"}
+    # status: a table with headers, the result and the report's path; report: path and summary
+    code, out, err = run([*cli, "status"], capsys)
+    out = ANSI.sub("", out)
+    assert code == 0 and re.search(r"^job\s+state\s+.*result\s+report", out, re.M), out
+    assert "faster" in out and "report.md" in out
+    code, out, err = run([*cli, "report", "last"], capsys)
+    out = ANSI.sub("", out)
+    assert code == 0 and "result: 119 shapes:" in out and "report.md" in out and "report.html" in out
+    opened = []
+    monkeypatch.setattr(click, "launch", lambda url, **k: opened.append(url))
+    assert run([*cli, "report", job[:10], "--open"], capsys)[0] == 0
+    assert opened == [str(ws.job_dir(job) / "report.html")]
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: False)
+    code, out, err = run([*cli, "status"], capsys)        # piped: the lines scripts read today
+    assert out.startswith(f"{job}  succeeded")
+
+
+def test_report_of_a_job_without_one_says_so(ws, capsys):
+    add(ws, "j1", 1.0)
+    code, out, err = run(["report", "j1"], capsys)
+    assert code == 2 and "has no report yet" in err
