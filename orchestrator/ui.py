@@ -137,8 +137,7 @@ class Ui:
         self._new_results(info)
         results = (info.get("results") or [])[-8:]
         if results:    # the live tuning table (P-11): the newest per-shape results as the tuner prints them
-            rt = Table(title=f"tuned so far: {info.get('results_seen', len(results))} shape(s) (newest last)",
-                       show_lines=False, title_justify="left")
+            rt = Table(title=_results_title(info, len(results)), show_lines=False, title_justify="left")
             for c, j in (("shape", "left"), ("kernel", "left"), ("us", "right"), ("TFLOPS", "right")):
                 rt.add_column(c, justify=j)
             for r in results:
@@ -232,6 +231,20 @@ class _TargetUi(Ui):
 
     def progress(self, job, info: dict) -> None:
         self.view.update(self.label, self._fields(info))
+
+
+def _results_title(info: dict, shown: int) -> str:
+    """What the tuner's per-shape lines say so far. GEMM tuners name a shape's kernel only when a batch holds
+    one shape (--batch 1) but always print 'No kernel can be used': counting those lines alone made a good run
+    look failed ('tuned so far: 10 shape(s)', all 'no kernel', while 107 rows were tuned)."""
+    seen = int(info.get("results_seen", shown) or 0)
+    none = int(info.get("results_none") or 0)
+    if not none:
+        return f"tuned so far: {seen} shape(s) (newest last)"
+    if none == seen:
+        return (f"{none} shape(s) found no kernel so far (the tuner names the kernel it chose only with --batch 1: "
+                "the batches above count the shapes tuned)")
+    return f"tuned so far: {seen - none} shape(s) with a kernel, {none} with none (newest last)"
 
 
 def _num(x) -> str:
