@@ -174,3 +174,23 @@ def test_report_of_a_job_without_one_says_so(ws, capsys):
     add(ws, "j1", 1.0)
     code, out, err = run(["report", "j1"], capsys)
     assert code == 2 and "has no report yet" in err
+
+
+# -- 5. the shapes to tune, summarised ------------------------------------------------------------------
+def test_the_shapes_to_tune_are_summarised_per_nk_with_the_first_rows_and_where_the_list_is():
+    import io
+
+    from orchestrator.ui import Ui
+    from orchestrator.variants import get_variant
+    pairs = [(7168, 256), (512, 7168), (3072, 1536), (7168, 2048), (2112, 7168), (7168, 2304), (4608, 7168)]
+    shapes = [{"m": m, "n": n, "k": k} for m in [2 ** i for i in range(17)] for n, k in pairs]
+    misses = [8 if s["m"] == 64 else 0 for s in shapes]
+    for tty in (False, True):
+        out = io.StringIO()
+        Ui(tty=tty, stream=out).show_shapes(get_variant("a8w8_blockscale"), shapes, ["1 log"], misses,
+                                            full_list="/ws/j/untuned/x.csv")
+        text = re.sub(r"\x1b\[[0-9;?]*[a-zA-Z]", "", out.getvalue())
+        assert len(text.splitlines()) < 30, text
+        assert "119 a8w8_blockscale shapes to tune, 7 group(s)" in " ".join(text.split())
+        assert "n=7168 k=256" in text and "1..65536" in text and "/ws/j/untuned/x.csv" in text
+        assert "1,7168,256,0" in text and "65536,4608,7168" not in text
