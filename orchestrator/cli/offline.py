@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from pathlib import Path
 
 import click
@@ -44,6 +45,7 @@ def shapes(env, logs, variant, csv_out, as_json, model, tp, m_preset, gfx, ep, f
     from ..steps.shapes import check_m_preset
     check_m_preset(m_preset)
     found: dict[str, list[dict]] = {}
+    counts: dict[str, list[int]] = {}
     warnings: list[str] = []
     if logs:
         for path in logs:
@@ -51,6 +53,7 @@ def shapes(env, logs, variant, csv_out, as_json, model, tp, m_preset, gfx, ep, f
                 raise UsageError(f"log file {path} not found")
         res = shapelog.parse_files(list(logs), variant)
         found = {k: v for k, v in res.shapes.items()}
+        counts = {k: list(v) for k, v in res.counts.items()}
         warnings = list(res.warnings)
         gate = get_variant(variant).log_gate_env if variant and variant != "bf16" else None
         if gate and not (res.misses.get(variant) or res.hits.get(variant)):   # e.g. A6W6 (after-v0.1.20 §3)
@@ -93,8 +96,44 @@ def shapes(env, logs, variant, csv_out, as_json, model, tp, m_preset, gfx, ep, f
         for n in notes:
             click.echo(f"note: {n}", err=True)
         Path(csv_out).write_text(_untuned_text(rows, chosen))
-    if as_json or not csv_out:
-        click.echo(json.dumps(found, indent=None if as_json else 2))
+        if not env.quiet:
+            click.echo(_csv_note(rows, found.get(chosen, []), chosen, family, csv_out, m_preset, bool(logs)), err=True)
+    if as_json or getattr(env, "json", False) or (not csv_out and not sys.stdout.isatty()):
+        click.echo(json.dumps(found, indent=None if as_json or getattr(env, "json", False) else 2))
+    elif not csv_out:                 # a terminal: words, with how often the logs missed each shape
+        _shapes_words(found, counts)
+
+
+def _csv_note(rows: list[dict], mined: list[dict], variant: str, family: str, path: str, m_preset, from_logs) -> str:
+    """How many rows --csv wrote, and why `run` on the same input tunes more (it sweeps M)."""
+    note = f"wrote {len(rows)} {variant} shape(s) to {path}"
+    if from_logs and not m_preset and family != "moe":
+        from ..steps.shapes import expand
+        swept = len(expand(mined, family, "pow2"))
+        if swept != len(rows):
+            note += (f": the M values the logs hold; `run` sweeps M (pow2, its default for {family}) and would tune "
+                     f"{swept} (--m-preset pow2 writes those)")
+    return note
+
+
+def _shapes_words(found: dict, counts: dict) -> None:
+    from ..ui import SHOWN_GROUPS, Ui, shape_groups
+    ui = Ui(stream=sys.stdout, tty=True)
+    if not found:
+        ui.console.print("no untuned shapes in the input")
+    for v, rows in found.items():
+        miss = counts.get(v) or []
+        try:
+            variant = get_variant(v)
+        except UsageError:               # bf16: listed, not tuned; its key is m,n,k
+            from types import SimpleNamespace
+            variant = SimpleNamespace(key_columns=("m", "n", "k"))
+        groups = shape_groups(variant, rows, miss)
+        ui.console.print(f"[bold]{v}[/]: {len(rows)} untuned shape(s)" + (f", {sum(miss)} miss(es)" if miss else ""))
+        for label, n, m_range, missed in groups[:SHOWN_GROUPS]:
+            ui.console.print(f"  {label}: {n} shape(s), M {m_range}" + (f", {missed} miss(es)" if miss else ""))
+        if len(groups) > SHOWN_GROUPS:
+            ui.console.print(f"  ... and {len(groups) - SHOWN_GROUPS} more group(s) (--json lists every shape)")
 
 
 def _untuned_text(rows: list[dict], variant: str) -> str:

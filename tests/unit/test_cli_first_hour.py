@@ -194,3 +194,27 @@ def test_the_shapes_to_tune_are_summarised_per_nk_with_the_first_rows_and_where_
         assert "119 a8w8_blockscale shapes to tune, 7 group(s)" in " ".join(text.split())
         assert "n=7168 k=256" in text and "1..65536" in text and "/ws/j/untuned/x.csv" in text
         assert "1,7168,256,0" in text and "65536,4608,7168" not in text
+
+
+# -- 8. shapes: words on a terminal, today's JSON in a pipe; --csv says what it wrote -------------------------
+LINE = ("[aiter] shape is M:{m}, N:512, K:7168, not found tuned config in "
+        "/tmp/aiter_configs/a8w8_blockscale_tuned_gemm.csv, will use default config!")
+
+
+def test_shapes_speaks_words_with_miss_counts_on_a_terminal_and_json_in_a_pipe(tmp_path, monkeypatch, capsys):
+    log = tmp_path / "server.log"
+    log.write_text("\n".join([LINE.format(m=72)] * 3 + [LINE.format(m=8192)]) + "\n")
+    code, out, err = run(["shapes", str(log)], capsys)
+    assert code == 0 and json.loads(out)["a8w8_blockscale"][0] == {"m": 72, "n": 512, "k": 7168}
+    assert out.startswith("{\n  ")                       # piped: indented as before
+    tty(monkeypatch, "stdout")
+    code, out, err = run(["shapes", str(log)], capsys)
+    out = ANSI.sub("", out)
+    assert code == 0 and "a8w8_blockscale: 2 untuned shape(s), 4 miss(es)" in out
+    assert "n=512 k=7168: 2 shape(s), M 72..8192, 4 miss(es)" in out
+    assert json.loads(run(["shapes", str(log), "--json"], capsys)[1]) == {
+        "a8w8_blockscale": [{"m": 72, "n": 512, "k": 7168}, {"m": 8192, "n": 512, "k": 7168}]}
+    # --csv: how many rows, and why run tunes more (it sweeps M)
+    code, out, err = run(["shapes", str(log), "--variant", "a8w8_blockscale", "--csv", str(tmp_path / "u.csv")], capsys)
+    assert code == 0 and out == ""
+    assert "wrote 2 a8w8_blockscale shape(s)" in err and "would tune 17" in err and "--m-preset pow2" in err
