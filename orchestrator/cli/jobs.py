@@ -46,8 +46,8 @@ def _validate_local_inputs(variant_name: str, logs, shapes_csv, nk, model=None, 
               help="node name, a group of the inventory's groups:, or all (repeatable: a campaign)")
 @click.option("--container", default=None,
               show_default="the node's one container", help="container name on the node(s)")
-@click.option("--variant", required=True, metavar="VARIANT",
-              help="one of: " + ", ".join(VARIANTS) + "; or a comma-separated list, or auto (a campaign)")
+@click.option("--variant", metavar="VARIANT",
+              help="(required) one of: " + ", ".join(VARIANTS) + "; or a comma-separated list, or auto (a campaign)")
 @click.option("--dry-run", is_flag=True, help="print the plan (targets, shapes, shards) and exit; nothing is launched")
 @click.option("--slurm", default=None, metavar="CLUSTER", help="take the nodes from this Slurm cluster (inventory slurm:)")
 @click.option("--slurm-nodes", type=click.IntRange(1), default=None,
@@ -112,6 +112,7 @@ def run(env: Env, node, container, variant, dry_run, slurm, slurm_nodes, logs, s
 
     Several nodes (or a group, or all) and/or several variants (or auto) make one campaign job."""
     from .campaign import is_campaign_request, validate_campaign_inputs
+    _required_inputs(variant, node, slurm, logs, shapes_csv, nk, model)
     nodes, variants = list(node), [v.strip() for v in variant.split(",") if v.strip()]
     if not variants:
         raise UsageError(f"--variant {variant!r} names no variant",
@@ -180,6 +181,18 @@ def run(env: Env, node, container, variant, dry_run, slurm, slurm_nodes, logs, s
                        request=request)
         target = Target(node_spec, ctr, accept_new_host_key=accept_new_host_key)
         _drive(env, job, target, _settings(yes, accept_new_host_key))
+
+
+def _required_inputs(variant, node, slurm, logs, shapes_csv, nk, model) -> None:
+    """Every required input that is missing, in one message (was: one error at a time)."""
+    missing = [what for what, given in (("--variant VARIANT", variant), ("where to tune (--node NODE or --slurm "
+                                                                         "CLUSTER)", node or slurm),
+                                        ("a shape source (--log PATH, --shapes-csv FILE, --nk N,K or --model "
+                                         "config.json)", logs or shapes_csv or nk or model)) if not given]
+    if variant is None or len(missing) > 1:   # one of the others alone: its own message below, as before
+        raise UsageError("run needs " + "; ".join(missing),
+                         hint="e.g. tune-remote run --node NODE --variant a8w8_blockscale --log /path/server.log "
+                              "(tune-remote run --help lists them)")
 
 
 def _parse_gpus(gpus: str | None):
