@@ -30,10 +30,16 @@ EXIT_CODES_HELP = """Exit codes:
 """
 
 
+EXAMPLE_MARK = "# tune-remote EXAMPLE inventory"
+
+
 class Env:
     """Injectable environment (HTTPie style): tests run the whole CLI in-process."""
 
+    last: "Env | None" = None      # the one this process's command uses (main's error hints read it)
+
     def __init__(self, inventory: str | None, workspace: str | None, quiet: bool, as_json: bool = False):
+        Env.last = self
         self.inventory_path = resolve_inventory_path(inventory)
         self.workspace = Workspace(resolve_workspace(workspace))
         self.quiet = quiet
@@ -176,6 +182,7 @@ def main(argv: list[str] | None = None) -> int:
         click.echo("tune-remote: aborted", err=True)
         return ExitCode.INTERRUPTED
     except TuneRemoteError as exc:
+        _example_hint(exc)
         click.echo(f"tune-remote: error: {exc.one_line()}", err=True)
         return exc.exit_code
     except SystemExit as exc:
@@ -190,6 +197,22 @@ def main(argv: list[str] | None = None) -> int:
         click.echo(f"tune-remote: internal error: {type(exc).__name__}: {exc} "
                    "(hint: rerun with TUNE_REMOTE_DEBUG=1 for the traceback, and report it)", err=True)
         return ExitCode.JOB_FAILED
+
+
+def _example_hint(exc: TuneRemoteError) -> None:
+    """A node of the shipped example inventory.yaml cannot be reached: say that it is the example."""
+    from ..errors import ConnectError
+    if not isinstance(exc, ConnectError) or Env.last is None:
+        return
+    try:
+        with open(Env.last.inventory_path, encoding="utf-8") as fh:
+            text = fh.read()
+    except (OSError, ValueError):
+        return
+    host = exc.message.split("@", 1)[-1].split(":", 1)[0].split()[-1] if "@" in exc.message else None
+    if text.startswith(EXAMPLE_MARK) and host and f"host: {host}" in text:
+        exc.hint = (f"{Env.last.inventory_path} is the example inventory shipped with tune-remote: its hosts are "
+                    "placeholders; put your own nodes in it, or pass --inventory FILE")
 
 
 def console_main() -> None:
