@@ -186,14 +186,29 @@ def csv():
 @csv.command("diff")
 @click.argument("a", type=click.Path(dir_okay=False, exists=True))
 @click.argument("b", type=click.Path(dir_okay=False, exists=True))
-@click.option("--csv", "csv_out", type=click.Path(dir_okay=False), help="write the diff as CSV")
-def csv_diff(a, b, csv_out):
-    """Per key: kernel, us and speedup of B against A (positive = B faster)."""
+@click.option("--csv", "csv_out", type=click.Path(dir_okay=False), help="write the whole diff as CSV")
+@click.option("--all", "show_all", is_flag=True, help="list every key, not only the rows that differ (at most 40)")
+@click.pass_obj
+def csv_diff(env, a, b, csv_out, show_all):
+    """Per key: us and speedup of B against A (positive = B faster): a summary, then the rows that differ."""
     from ..parsing.csvtools import diff_tuned
     df = diff_tuned(_tuned_table(a), _tuned_table(b))
     if csv_out:
         df.to_csv(csv_out, index=False)
-    click.echo(df.to_string(index=False))
+    counts = {s: int((df["status"] == s).sum()) for s in ("only_b", "only_a", "changed", "same")}
+    if getattr(env, "json", False):
+        click.echo(df.to_json(orient="records"))
+        return
+    click.echo(f"{a} -> {b}: {len(df)} key(s): {counts['only_b']} added, {counts['only_a']} removed, "
+               f"{counts['changed']} changed (kernel or config), {counts['same']} the same")
+    rows = df if show_all else df[df["status"] != "same"]
+    if rows.empty:
+        return
+    shown = rows.drop(columns=["kernelName_a", "kernelName_b"]).head(40)
+    shown = shown.assign(status=shown["status"].map({"only_a": "removed", "only_b": "added"}).fillna(shown["status"]))
+    click.echo(shown.to_string(index=False, na_rep="-", float_format=lambda x: f"{x:.4g}"))
+    if len(rows) > 40:
+        click.echo(f"... and {len(rows) - 40} more (--csv FILE writes them all, with the kernel names)")
 
 
 @csv.command("merge")

@@ -218,3 +218,56 @@ def test_shapes_speaks_words_with_miss_counts_on_a_terminal_and_json_in_a_pipe(t
     code, out, err = run(["shapes", str(log), "--variant", "a8w8_blockscale", "--csv", str(tmp_path / "u.csv")], capsys)
     assert code == 0 and out == ""
     assert "wrote 2 a8w8_blockscale shape(s)" in err and "would tune 17" in err and "--m-preset pow2" in err
+
+
+# -- 9. errors and messages ------------------------------------------------------------------------------
+def test_bare_run_names_every_missing_input_in_one_line(ws, capsys):
+    code, out, err = run(["run"], capsys)
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1, err
+    assert "--variant" in lines[0] and "--node NODE or --slurm" in lines[0] and "a shape source" in lines[0]
+
+
+def test_a_variant_typo_suggests_the_closest_name(ws, capsys):
+    code, out, err = run(["demo", "--variant", "a8w8_blockscle"], capsys)
+    assert code == 2 and "did you mean 'a8w8_blockscale'?" in err and len(err.strip().splitlines()) == 1
+
+
+def test_the_shipped_inventory_says_it_is_an_example_and_so_does_a_failed_connect(tmp_path, monkeypatch, capsys):
+    from pathlib import Path
+    shipped = (Path(__file__).parents[2] / "inventory.yaml").read_text()
+    assert shipped.startswith("# tune-remote EXAMPLE inventory")
+    local = tmp_path / "inventory.yaml"          # the example, its first node made to refuse at once
+    local.write_text(shipped.replace("host: 10.1.2.7", "host: 127.0.0.1").replace("port: 22 ", "port: 1  "))
+    monkeypatch.setenv("TUNE_REMOTE_WORKSPACE", str(tmp_path / "ws"))
+    code, out, err = run(["run", "--inventory", str(local), "--node", "mi355-07", "--variant", "a8w8", "--nk",
+                          "1,2", "--yes"], capsys)
+    assert code == 3 and "is the example inventory" in err and len(err.strip().splitlines()) == 1, err
+    mine = tmp_path / "mine.yaml"                # the same node in the user's own file: no such hint
+    mine.write_text("nodes:\n  n1:\n    host: 127.0.0.1\n    port: 1\n    containers:\n      c1: {}\n")
+    code, out, err = run(["--inventory", str(mine), "run", "--node", "n1", "--variant", "a8w8", "--nk", "1,2",
+                          "--yes"], capsys)
+    assert code == 3 and "example" not in err
+
+
+def test_the_estimate_says_demo_jobs_do_not_count_instead_of_that_there_are_none(ws):
+    from orchestrator.steps.budget import seconds_per_shape
+    add(ws, "d1", 1.0, state="succeeded", shapes=[{"m": 1, "n": 2, "k": 3}])
+    job = ws.load("d1")
+    job.request, job.facts = {"demo_dir": "/x"}, {"gfx": "gfx950"}
+    ws.save(job)
+    _, why = seconds_per_shape(ws, "a8w8", "gemm", "gfx950")
+    assert "1 demo job(s) here ran on a simulated node" in why
+
+
+def test_csv_diff_prints_a_summary_and_a_narrow_table(tmp_path, capsys):
+    head = "gfx,cu_num,M,N,K,kernelId,splitK,us,kernelName,tflops,bw,errRatio\n"
+    long = "a8w8_blockscale_1x128x128_256x16x64x256_16x16_16x16x1_intrawave_v3" * 3
+    (tmp_path / "a.csv").write_text(head + f"gfx950,256,1,2,3,4,0,5.0,{long},1,1,0.0\n"
+                                    f"gfx950,256,2,2,3,4,0,5.0,{long},1,1,0.0\ngfx950,256,3,2,3,4,0,5.0,k,1,1,0.0\n")
+    (tmp_path / "b.csv").write_text(head + f"gfx950,256,1,2,3,4,0,5.0,{long},1,1,0.0\n"
+                                    "gfx950,256,3,2,3,5,0,4.0,k2,1,1,0.0\ngfx950,256,4,2,3,4,0,5.0,k,1,1,0.0\n")
+    code, out, err = run(["csv", "diff", str(tmp_path / "a.csv"), str(tmp_path / "b.csv")], capsys)
+    assert code == 0, err
+    assert "4 key(s): 1 added, 1 removed, 1 changed (kernel or config), 1 the same" in out
+    assert max(len(line) for line in out.splitlines()[1:]) < 100 and "NaN" not in out
