@@ -214,12 +214,16 @@ def csv_diff(env, a, b, csv_out, show_all):
 @csv.command("merge")
 @click.argument("inputs", nargs=-1, required=True, type=click.Path(dir_okay=False, exists=True))
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="merged CSV to write")
-def csv_merge(inputs, output):
+@click.pass_obj
+def csv_merge(env, inputs, output):
     """Merge tuned CSVs keeping the best valid row per key (never us=-1; never duplicate keys)."""
     from ..parsing.csvtools import merge_tuned_report
     from ..state import atomic_write
     df, report = merge_tuned_report([_tuned_table(p) for p in inputs])
     atomic_write(Path(output), df.to_csv(index=False).encode())
+    if getattr(env, "json", False):
+        click.echo(json.dumps({"output": output, "rows": len(df), **report}, default=int))
+        return
     click.echo(f"wrote {len(df)} rows to {output} (from {report['input_rows']}: {report['duplicates']} "
                f"duplicate(s) resolved, {report['invalid_us']} with invalid us and {report['err_too_high']} "
                "with errRatio over the bound dropped)")

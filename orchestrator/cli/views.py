@@ -2,9 +2,11 @@
 words and tables on a terminal (issue 27); and `tune-remote report JOB [--open]`."""
 from __future__ import annotations
 
+import io
 import json
 import os
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable
 
@@ -25,6 +27,25 @@ def emit(env: Env, data, words: Callable) -> None:
         click.echo(json.dumps(data, indent=2))
     else:
         words(console())
+
+
+@contextmanager
+def as_document(env: Env, doc: Callable[[str], dict]):
+    """--json for a command that prints lines: what it would print is collected and becomes one JSON document
+    (``doc(text)``) on stdout once it succeeded."""
+    if not getattr(env, "json", False):
+        yield
+        return
+    buf = io.BytesIO()
+    wrapper = io.TextIOWrapper(buf, encoding="utf-8", write_through=True)
+    old, sys.stdout = sys.stdout, wrapper
+    try:
+        yield
+    finally:
+        sys.stdout = old
+        wrapper.flush()
+        wrapper.detach()          # buf stays open when the wrapper goes
+    click.echo(json.dumps(doc(buf.getvalue().decode("utf-8", "replace")), indent=2))
 
 
 def table(*columns: str, title: str | None = None, no_wrap: tuple = ()):

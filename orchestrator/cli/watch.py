@@ -120,7 +120,15 @@ def _refresh(env: Env, job: JobState, save: bool = True) -> None:
 def logs(env: Env, job_id, step, follow, nodes, variant):
     """Print a step's log (the local copy; --follow polls the node). A campaign: every target job's log,
     each under a '==> node/container variant: step <==' line; --node/--variant choose which."""
+    from .views import as_document
     job_id = resolve_job(env, job_id)
+    if follow and getattr(env, "json", False):
+        raise UsageError("--follow prints lines as they come, not one JSON document", hint="leave out --json")
+    with as_document(env, lambda text: {"job_id": job_id, "step": step, "log": text}):
+        _logs(env, job_id, step, follow, nodes, variant)
+
+
+def _logs(env: Env, job_id, step, follow, nodes, variant) -> None:
     job = env.workspace.load(job_id)
     names = {v: k for k, v in LOG_STEP_NAMES.items()}
     step = names.get(step, step)
@@ -222,8 +230,15 @@ def _refresh_log(ws, job: JobState, step: str, node_path: str, local: Path, open
 def cancel(env: Env, job_id, grace, nodes):
     """Stop a job's whole process tree in the container (TERM, grace, KILL). A campaign: every target, or
     only those on --node (the others go on)."""
-    from .pick import check_nodes
+    from .views import as_document
     job_id = resolve_job(env, job_id)
+    with as_document(env, lambda text: {"job_id": job_id, "state": env.workspace.load(job_id).state,
+                                        "said": text.strip()}):
+        _cancel(env, job_id, grace, nodes)
+
+
+def _cancel(env: Env, job_id, grace, nodes) -> None:
+    from .pick import check_nodes
     job = env.workspace.load(job_id)
     check_nodes(env, job, nodes)
     if job.state in TERMINAL:

@@ -271,3 +271,32 @@ def test_csv_diff_prints_a_summary_and_a_narrow_table(tmp_path, capsys):
     assert code == 0, err
     assert "4 key(s): 1 added, 1 removed, 1 changed (kernel or config), 1 the same" in out
     assert max(len(line) for line in out.splitlines()[1:]) < 100 and "NaN" not in out
+
+
+# -- 4. --json on every command ------------------------------------------------------------------------
+def _commands():
+    import click
+
+    from orchestrator.cli import cli
+    out = []
+    for name, cmd in cli.commands.items():
+        subs = cmd.commands.items() if isinstance(cmd, click.Group) else [(None, cmd)]
+        out += [(f"{name} {sub}" if sub else name, c) for sub, c in subs]
+    return out
+
+
+@pytest.mark.parametrize("name,cmd", _commands(), ids=[n for n, _ in _commands()])
+def test_every_command_takes_json_and_the_global_options(name, cmd):
+    opts = {o for p in cmd.params for o in p.opts}
+    assert {"--json", "--inventory", "--workspace", "--quiet"} <= opts, name
+
+
+def test_logs_and_cancel_with_json_print_one_document(ws, capsys):
+    job = add(ws, "20261128-040214-demo-a8w8", 10.0, state="succeeded")
+    (ws.job_dir(job.job_id) / "pipeline.log").write_text("line 1\nline 2\n")
+    job.remote = {"pipeline_log": "/node/pipeline.log"}
+    ws.save(job)
+    code, out, err = run(["logs", "2026", "--step", "pipeline", "--json"], capsys)
+    assert code == 0 and json.loads(out) == {"job_id": job.job_id, "step": "pipeline", "log": "line 1\nline 2\n"}
+    code, out, err = run(["cancel", "last", "--json"], capsys)
+    assert code == 0 and json.loads(out)["state"] == "succeeded" and "already succeeded" in json.loads(out)["said"]
