@@ -75,10 +75,11 @@ JSON_HELP = "print one JSON document on stdout (what a pipe gets anyway)"
 
 
 def _global_options() -> list[click.Option]:
-    return [click.Option(["--inventory"], metavar="FILE", help=INVENTORY_HELP, show_default=INVENTORY_DEFAULT, expose_value=False, callback=_global),
-            click.Option(["--workspace"], metavar="DIR", help=WORKSPACE_HELP, show_default=WORKSPACE_DEFAULT, expose_value=False, callback=_global),
-            click.Option(["-q", "--quiet"], is_flag=True, help=QUIET_HELP, expose_value=False, callback=_global),
-            click.Option(["--json"], is_flag=True, help=JSON_HELP, expose_value=False, callback=_global)]
+    kw = dict(expose_value=False, callback=_global)
+    return [click.Option(["--inventory"], metavar="FILE", help=INVENTORY_HELP, show_default=INVENTORY_DEFAULT, **kw),
+            click.Option(["--workspace"], metavar="DIR", help=WORKSPACE_HELP, show_default=WORKSPACE_DEFAULT, **kw),
+            click.Option(["-q", "--quiet"], is_flag=True, help=QUIET_HELP, **kw),
+            click.Option(["--json"], is_flag=True, help=JSON_HELP, **kw)]
 
 
 class Group(RichGroup):
@@ -127,12 +128,13 @@ def resolve_job(env: Env, text: str) -> str:
     An ambiguous prefix: one line naming the candidates, exit 2. Ids stay as they are on disk."""
     from ..errors import UsageError
     ws = env.workspace
-    if text != "last" and ws.exists(check_job_id(text)):
+    if ws.exists(check_job_id(text)):
         return text
     ids = sorted(d.name for d in ws.root.iterdir() if (d / "state.json").is_file()) if ws.root.is_dir() else []
     if text == "last":
         if not ids:
-            raise UsageError(f"no jobs in workspace {ws.root}", hint="start one with `tune-remote run` or `tune-remote demo`")
+            raise UsageError(f"no jobs in workspace {ws.root}",
+                             hint="start one with `tune-remote run` or `tune-remote demo`")
         return max(ws.jobs(), key=lambda j: (j.created, j.job_id)).job_id
     hits = [i for i in ids if i.startswith(text)]
     if len(hits) > 1:
