@@ -42,4 +42,6 @@ COMMAND_GROUPS = {
 def help_config():
     from rich_click import RichHelpConfiguration
     return RichHelpConfiguration(option_groups=OPTION_GROUPS, command_groups=COMMAND_GROUPS,
-                                 show_arguments=True, text_markup="ansi")
+                                 show_arguments=True, text_markup="ansi",
+                                 options_table_column_types=["required", "opt_long", "opt_short", "help"],
+                                 options_table_help_sections=["help", "metavar", "default", "required"])
