@@ -169,13 +169,15 @@ def status_words(env: Env, jobs: list[JobState], rows: list[dict]) -> Callable:
             result = f"[red]{r['error']}[/]" if r.get("error") else result_words(job)
             where = [f"{r['node']}/{r['container']}", r["variant"]] if wide else []
             t.add_row(r["job_id"], state, *where, result, "report.md" if report_path(env, job) else "-")
+            subs = _sub_jobs(env, job) if r.get("targets") else {}
             for tg in r.get("targets") or []:
+                sub = subs.get((tg["node"], tg["container"], tg["variant"]))
                 where = [f"{tg['node']}/{tg['container']}", tg["variant"]] if wide else []
                 tstate = str(tg.get("state") or "")
                 if tstate not in ("succeeded", "cancelled") and tg.get("step"):
                     tstate += f": {tg['step']}"
                 t.add_row(f"  └ {tg['node']}/{tg['container']} {tg['variant']}" if not wide else f"  └ {tg['node']}",
-                          tstate, *where, "", "")
+                          tstate, *where, result_words(sub) if sub else "-", "")
         c.print(t)
         if len(jobs) == 1 and report_path(env, jobs[0]):
             c.print(f"report: {short(report_path(env, jobs[0]))}")
@@ -185,6 +187,11 @@ def status_words(env: Env, jobs: list[JobState], rows: list[dict]) -> Callable:
         if any(r.get("node_state") for r in rows):
             c.print("a job whose node state differs: `tune-remote resume JOB` collects it")
     return words
+
+
+def _sub_jobs(env: Env, job: JobState) -> dict:
+    from ..campaign import driver
+    return {(s.node, s.container, s.variant): s for s in driver.sub_jobs(job, env.workspace)}
 
 
 # -- report ----------------------------------------------------------------------------------------------

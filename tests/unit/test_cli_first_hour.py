@@ -300,3 +300,20 @@ def test_logs_and_cancel_with_json_print_one_document(ws, capsys):
     assert code == 0 and json.loads(out) == {"job_id": job.job_id, "step": "pipeline", "log": "line 1\nline 2\n"}
     code, out, err = run(["cancel", "last", "--json"], capsys)
     assert code == 0 and json.loads(out)["state"] == "succeeded" and "already succeeded" in json.loads(out)["said"]
+
+
+def test_status_of_a_campaign_keeps_its_columns_and_gives_each_target_its_result(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("TUNE_REMOTE_POLL_S", "0.05")
+    monkeypatch.setenv("COLUMNS", "160")
+    cli = ["--workspace", str(tmp_path / "ws")]
+    assert main([*cli, "-q", "demo", "--nodes", "2", "--repeats", "1"]) == 0
+    capsys.readouterr()
+    tty(monkeypatch, "stdout")
+    code, out, err = run([*cli, "status"], capsys)
+    lines = ANSI.sub("", out).splitlines()
+    assert code == 0 and re.match(r"job\s+state\s+where\s+variant\s+result\s+report", lines[0]), out
+    targets = [ln for ln in lines if ln.startswith("  └ ")]
+    assert len(targets) == 2 and all(" faster, " in ln for ln in targets), out
+    col = lines[0].index("state")
+    assert all(ln[col:].startswith("succeeded") for ln in lines[1:4]), out     # the columns line up
