@@ -62,8 +62,10 @@ class Ui:
     def step(self, name: str) -> None:
         self.event(f"step {name}")
 
-    def show_shapes(self, variant, shapes: list[dict], described: list[str], misses=None) -> None:
-        """The shapes to tune, in the order they are tuned; ``misses``: how often the log missed each."""
+    def show_shapes(self, variant, shapes: list[dict], described: list[str], misses=None,
+                    full_list: str | None = None) -> None:
+        """The shapes to tune, summarised: counts per (N,K) (the key without its M), the first few rows in
+        tuning order, where the whole list is. ``misses``: how often the log missed each."""
         if self.quiet:
             return
         for d in described:
@@ -74,18 +76,30 @@ class Ui:
             cols.append("misses")
             for r, n in zip(rows, misses):
                 r.append(str(n))
+        groups = shape_groups(variant, shapes, misses)
+        where = f"; all {len(shapes)}: {full_list}" if full_list else ""
         if self.tty:
-            table = Table(title=f"{len(shapes)} {variant.name} shapes to tune", show_lines=False)
-            for c in cols:
-                table.add_column(c, justify="right")
-            for r in rows[:200]:
-                table.add_row(*r)
+            table = Table(title=f"{len(shapes)} {variant.name} shapes to tune, {len(groups)} group(s)",
+                          show_lines=False, title_justify="left")
+            for c in ("shapes of", "count", "M", "misses"):
+                table.add_column(c, justify="left" if c == "shapes of" else "right")
+            for label, n, m_range, missed in groups[:SHOWN_GROUPS]:
+                table.add_row(label, str(n), m_range, str(missed))
             self.console.print(table)
-            if len(shapes) > 200:
-                self.console.print(f"... and {len(shapes) - 200} more")
+            if len(groups) > SHOWN_GROUPS:
+                self.console.print(f"... and {len(groups) - SHOWN_GROUPS} more group(s)")
+            self.console.print(f"first {min(FIRST_ROWS, len(rows))} in tuning order ({','.join(cols)}): "
+                               + "  ".join(",".join(r) for r in rows[:FIRST_ROWS]) + where)
         else:
-            print(f"tune-remote: {len(shapes)} {variant.name} shapes: " + ",".join(cols), file=self.stream)
-            for r in rows:
+            print(f"tune-remote: {len(shapes)} {variant.name} shapes to tune, {len(groups)} group(s):",
+                  file=self.stream)
+            for label, n, m_range, missed in groups[:SHOWN_GROUPS]:
+                print(f"  {label}: {n} shape(s), M {m_range}, {missed} miss(es)", file=self.stream)
+            if len(groups) > SHOWN_GROUPS:
+                print(f"  ... and {len(groups) - SHOWN_GROUPS} more group(s)", file=self.stream)
+            print(f"tune-remote: first {min(FIRST_ROWS, len(rows))} in tuning order: " + ",".join(cols)
+                  + where, file=self.stream)
+            for r in rows[:FIRST_ROWS]:
                 print("  " + ",".join(r), file=self.stream)
 
     def confirm(self, question: str) -> bool:
@@ -138,8 +152,7 @@ class Ui:
         self._new_results(info)
         results = (info.get("results") or [])[-8:]
         if results:    # the live tuning table (P-11): the newest per-shape results as the tuner prints them
-            rt = Table(title=f"tuned so far: {info.get('results_seen', len(results))} shape(s) (newest last)",
-                       show_lines=False, title_justify="left")
+            rt = Table(title=_results_title(info, len(results)), show_lines=False, title_justify="left")
             for c, j in (("shape", "left"), ("kernel", "left"), ("us", "right"), ("TFLOPS", "right")):
                 rt.add_column(c, justify=j)
             for r in results:
@@ -233,6 +246,40 @@ class _TargetUi(Ui):
 
     def progress(self, job, info: dict) -> None:
         self.view.update(self.label, self._fields(info))
+
+
+SHOWN_GROUPS, FIRST_ROWS = 12, 5
+
+
+def shape_groups(variant, shapes: list[dict], misses=None) -> list[tuple[str, int, str, int]]:
+    """(label of the key without M, e.g. 'n=7168 k=256'; shapes; M range; misses) per group, first seen first."""
+    mcol = "token" if "token" in variant.key_columns else "m"
+    rest = [c for c in variant.key_columns if c != mcol]
+    out: dict[str, list] = {}
+    for i, s in enumerate(shapes):
+        label = " ".join(f"{c}={s.get(c, '')}" for c in rest)
+        g = out.setdefault(label, [0, [], 0])
+        g[0] += 1
+        g[1].append(s.get(mcol))
+        g[2] += int(misses[i]) if misses and i < len(misses) else 0
+    def span(ms):
+        nums = sorted(m for m in ms if isinstance(m, (int, float)))
+        return (f"{nums[0]}..{nums[-1]}" if len(nums) > 1 else str(nums[0])) if nums else "-"
+    return [(label, n, span(ms), missed) for label, (n, ms, missed) in out.items()]
+
+
+def _results_title(info: dict, shown: int) -> str:
+    """What the tuner's per-shape lines say so far. GEMM tuners name a shape's kernel only when a batch holds
+    one shape (--batch 1) but always print 'No kernel can be used': counting those lines alone made a good run
+    look failed ('tuned so far: 10 shape(s)', all 'no kernel', while 107 rows were tuned)."""
+    seen = int(info.get("results_seen", shown) or 0)
+    none = int(info.get("results_none") or 0)
+    if not none:
+        return f"tuned so far: {seen} shape(s) (newest last)"
+    if none == seen:
+        return (f"{none} shape(s) found no kernel so far (the tuner names the kernel it chose only with --batch 1: "
+                "the batches above count the shapes tuned)")
+    return f"tuned so far: {seen - none} shape(s) with a kernel, {none} with none (newest last)"
 
 
 def _num(x) -> str:

@@ -293,8 +293,10 @@ def get_variant(name: str) -> KernelVariant:
     try:
         return VARIANTS[name]
     except KeyError:
+        import difflib
+        close = difflib.get_close_matches(name, VARIANTS, n=1)
         raise UsageError(
-            f"unknown variant {name!r}",
+            f"unknown variant {name!r}" + (f"; did you mean {close[0]!r}?" if close else ""),
             hint="choose one of: " + ", ".join(VARIANTS),
         ) from None
 

@@ -8,16 +8,17 @@ import sys
 import threading
 
 import click
+from rich.text import Text
+from rich_click import RichGroup
 
 from .. import __version__
 from ..context import Settings, Target
 from ..errors import ExitCode, TuneRemoteError
 from ..inventory import load_inventory, resolve_inventory_path
-from ..state import JobState, Status, Workspace, resolve_workspace
+from ..state import JobState, Status, Workspace, check_job_id, resolve_workspace
 from ..ui import Ui
 
-EXIT_CODES_HELP = """\b
-Exit codes:
+EXIT_CODES_HELP = """Exit codes:
   0   success
   1   the job failed (or was cancelled / lost)
   2   usage or inventory error (nothing ran remotely, or only the look that
@@ -29,27 +30,117 @@ Exit codes:
 """
 
 
+EXAMPLE_MARK = "# tune-remote EXAMPLE inventory"
+
+
 class Env:
     """Injectable environment (HTTPie style): tests run the whole CLI in-process."""
 
-    def __init__(self, inventory: str | None, workspace: str | None, quiet: bool):
+    last: "Env | None" = None      # the one this process's command uses (main's error hints read it)
+
+    def __init__(self, inventory: str | None, workspace: str | None, quiet: bool, as_json: bool = False):
+        Env.last = self
         self.inventory_path = resolve_inventory_path(inventory)
         self.workspace = Workspace(resolve_workspace(workspace))
         self.quiet = quiet
+        self.json = as_json        # --json: one JSON document on stdout, whatever stdout is
 
     def ui(self) -> Ui:
         return Ui(quiet=self.quiet)
 
+    def wants_json(self) -> bool:
+        """JSON on stdout: asked for, or stdout is not a terminal (what scripts parse today)."""
+        return getattr(self, "json", False) or not sys.stdout.isatty()
 
-@click.group(epilog=EXIT_CODES_HELP, context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--inventory", metavar="FILE", help="inventory.yaml (else $TUNE_REMOTE_INVENTORY, else ./inventory.yaml)")
-@click.option("--workspace", metavar="DIR", help="job directories (else $TUNE_REMOTE_WORKSPACE, else ./tune-workspace)")
-@click.option("-q", "--quiet", is_flag=True, help="print only results and errors")
+
+def _global(ctx: click.Context, param: click.Parameter, value) -> None:
+    """A global option given after the command's name: it changes the group's Env."""
+    if value is None or value is False:
+        return
+    env = ctx.find_object(Env)
+    if param.name == "inventory":
+        env.inventory_path = resolve_inventory_path(value)
+    elif param.name == "workspace":
+        env.workspace = Workspace(resolve_workspace(value))
+    elif param.name == "quiet":
+        env.quiet = True
+    else:
+        env.json = True
+
+
+INVENTORY_HELP, INVENTORY_DEFAULT = "the inventory file", "$TUNE_REMOTE_INVENTORY, else ./inventory.yaml"
+WORKSPACE_HELP, WORKSPACE_DEFAULT = "job directories", "$TUNE_REMOTE_WORKSPACE, else ./tune-workspace"
+QUIET_HELP = "print only results and errors"
+JSON_HELP = "print one JSON document on stdout (what a pipe gets anyway)"
+
+
+def _global_options() -> list[click.Option]:
+    kw = dict(expose_value=False, callback=_global)
+    return [click.Option(["--inventory"], metavar="FILE", help=INVENTORY_HELP, show_default=INVENTORY_DEFAULT, **kw),
+            click.Option(["--workspace"], metavar="DIR", help=WORKSPACE_HELP, show_default=WORKSPACE_DEFAULT, **kw),
+            click.Option(["-q", "--quiet"], is_flag=True, help=QUIET_HELP, **kw),
+            click.Option(["--json"], is_flag=True, help=JSON_HELP, **kw)]
+
+
+class Group(RichGroup):
+    """The group's options are every command's too, so `tune-remote run --inventory X` works (a command's own
+    option of the same name, e.g. `status --json`, stays its own)."""
+
+    def add_command(self, cmd: click.Command, name: str | None = None) -> None:
+        have = {o for p in cmd.params for o in p.opts}
+        cmd.params.extend(o for o in _global_options() if not set(o.opts) & have)
+        super().add_command(cmd, name)
+
+
+def _help_config():
+    from .helptext import help_config
+    return help_config()
+
+
+ACCEPT_NEW_HOST_KEY = click.option("--accept-new-host-key", is_flag=True,
+                                   help="trust a node's unknown host key and add it to known_hosts")
+
+
+@click.group("tune-remote", cls=Group, epilog=Text(EXIT_CODES_HELP.rstrip()), invoke_without_command=True,
+             context_settings={"help_option_names": ["-h", "--help"], "show_default": True,
+                               "rich_help_config": _help_config()})
+@click.option("--inventory", metavar="FILE", help=INVENTORY_HELP, show_default=INVENTORY_DEFAULT)
+@click.option("--workspace", metavar="DIR", help=WORKSPACE_HELP, show_default=WORKSPACE_DEFAULT)
+@click.option("-q", "--quiet", is_flag=True, help=QUIET_HELP)
+@click.option("--json", "as_json", is_flag=True, help=JSON_HELP)
 @click.version_option(__version__, prog_name="tune-remote")
 @click.pass_context
-def cli(ctx: click.Context, inventory, workspace, quiet):
-    """Tune AITER CK GEMM / fused-MoE kernels on remote ROCm nodes, from your laptop."""
-    ctx.obj = Env(inventory, workspace, quiet)
+def cli(ctx: click.Context, inventory, workspace, quiet, as_json):
+    """Tune AITER CK GEMM / fused-MoE kernels on remote ROCm nodes, from your laptop.
+
+    JOB: a job id, any unique prefix of one, or `last` (the newest job)."""
+    ctx.obj = Env(inventory, workspace, quiet, as_json)
+    if ctx.invoked_subcommand is None:       # `tune-remote` alone: the help, not a usage error
+        click.echo(ctx.get_help())
+        ctx.exit(0)
+
+
+JOB_ARG = click.argument("job_id", metavar="JOB")
+
+
+def resolve_job(env: Env, text: str) -> str:
+    """The job id a JOB argument names: the id itself, `last` (the newest job), or a unique prefix of an id.
+    An ambiguous prefix: one line naming the candidates, exit 2. Ids stay as they are on disk."""
+    from ..errors import UsageError
+    ws = env.workspace
+    if ws.exists(check_job_id(text)):
+        return text
+    ids = sorted(d.name for d in ws.root.iterdir() if (d / "state.json").is_file()) if ws.root.is_dir() else []
+    if text == "last":
+        if not ids:
+            raise UsageError(f"no jobs in workspace {ws.root}",
+                             hint="start one with `tune-remote run` or `tune-remote demo`")
+        return max(ws.jobs(), key=lambda j: (j.created, j.job_id)).job_id
+    hits = [i for i in ids if i.startswith(text)]
+    if len(hits) > 1:
+        raise UsageError(f"job {text!r} is ambiguous: " + ", ".join(hits[:8]) + (" ..." if len(hits) > 8 else ""),
+                         hint="give more of the id")
+    return hits[0] if hits else text     # none: load() says there is no such job
 
 
 def _settings(yes: bool, accept_new: bool) -> Settings:
@@ -69,7 +160,7 @@ def _finish(job: JobState, env: Env) -> None:
     out = {"job_id": job.job_id, "state": job.state, "dir": str(env.workspace.job_dir(job.job_id))}
     if job.error:
         out["error"] = job.error
-    click.echo(json.dumps(out) if not sys.stdout.isatty() else      # the result: printed with -q too
+    click.echo(json.dumps(out) if env.wants_json() else      # the result: printed with -q too
                f"job {job.job_id}: {job.state} -> {out['dir']}" + (f" ({job.error})" if job.error else ""))
     if job.state not in (Status.SUCCEEDED, Status.RUNNING):
         raise SystemExit(ExitCode.JOB_FAILED)
@@ -93,6 +184,7 @@ def main(argv: list[str] | None = None) -> int:
         click.echo("tune-remote: aborted", err=True)
         return ExitCode.INTERRUPTED
     except TuneRemoteError as exc:
+        _example_hint(exc)
         click.echo(f"tune-remote: error: {exc.one_line()}", err=True)
         return exc.exit_code
     except SystemExit as exc:
@@ -107,6 +199,22 @@ def main(argv: list[str] | None = None) -> int:
         click.echo(f"tune-remote: internal error: {type(exc).__name__}: {exc} "
                    "(hint: rerun with TUNE_REMOTE_DEBUG=1 for the traceback, and report it)", err=True)
         return ExitCode.JOB_FAILED
+
+
+def _example_hint(exc: TuneRemoteError) -> None:
+    """A node of the shipped example inventory.yaml cannot be reached: say that it is the example."""
+    from ..errors import ConnectError
+    if not isinstance(exc, ConnectError) or Env.last is None:
+        return
+    try:
+        with open(Env.last.inventory_path, encoding="utf-8") as fh:
+            text = fh.read()
+    except (OSError, ValueError):
+        return
+    host = exc.message.split("@", 1)[-1].split(":", 1)[0].split()[-1] if "@" in exc.message else None
+    if text.startswith(EXAMPLE_MARK) and host and f"host: {host}" in text:
+        exc.hint = (f"{Env.last.inventory_path} is the example inventory shipped with tune-remote: its hosts are "
+                    "placeholders; put your own nodes in it, or pass --inventory FILE")
 
 
 def console_main() -> None:

@@ -12,7 +12,7 @@ from ..errors import JobError, UsageError
 from ..inventory import load_inventory
 from ..state import TERMINAL, JobState, Status, check_job_id, new_job_id
 from ..variants import VARIANTS, get_variant
-from .base import Env, _finish, _settings, _target_for, cli
+from .base import ACCEPT_NEW_HOST_KEY, JOB_ARG, Env, _finish, _settings, _target_for, cli, resolve_job
 
 
 def _validate_local_inputs(variant_name: str, logs, shapes_csv, nk, model=None, m_preset=None) -> None:
@@ -45,13 +45,13 @@ def _validate_local_inputs(variant_name: str, logs, shapes_csv, nk, model=None, 
 @click.option("--node", "node", multiple=True,
               help="node name, a group of the inventory's groups:, or all (repeatable: a campaign)")
 @click.option("--container", default=None,
-              help="container name on the node(s) (may be left out when each node has one container)")
-@click.option("--variant", required=True, metavar="VARIANT",
-              help="one of: " + ", ".join(VARIANTS) + "; or a comma-separated list, or auto (a campaign)")
+              show_default="the node's one container", help="container name on the node(s)")
+@click.option("--variant", metavar="VARIANT",
+              help="(required) one of: " + ", ".join(VARIANTS) + "; or a comma-separated list, or auto (a campaign)")
 @click.option("--dry-run", is_flag=True, help="print the plan (targets, shapes, shards) and exit; nothing is launched")
 @click.option("--slurm", default=None, metavar="CLUSTER", help="take the nodes from this Slurm cluster (inventory slurm:)")
 @click.option("--slurm-nodes", type=click.IntRange(1), default=None,
-              help="with --slurm: how many nodes (one batch job each; default 1)")
+              show_default="1", help="with --slurm: how many nodes (one batch job each)")
 @click.option("--log", "logs", multiple=True, metavar="PATH",
               help="server log inside the container; node:PATH on the node's host; local:PATH here (repeatable)")
 @click.option("--shapes-csv", type=click.Path(dir_okay=False), help="shapes in AITER's untuned CSV format")
@@ -60,7 +60,7 @@ def _validate_local_inputs(variant_name: str, logs, shapes_csv, nk, model=None, 
               help="a model's config.json: its linears / experts at --tp are the shapes (dtypes for the node's gfx)")
 @click.option("--tp", type=click.IntRange(1), default=1, show_default=True, help="with --model: tensor-parallel size")
 @click.option("--m-preset", default=None, metavar="PRESET",
-              help="M (token) values: pow2 (default for GEMM), cudagraph, logged, or a list like 1,8,64")
+              show_default="pow2 for GEMM", help="M (token) values: pow2, cudagraph, logged, or a list like 1,8,64")
 @click.option("--max-m", type=click.IntRange(1), default=None, metavar="M",
               help="largest M (MoE: token count) the server runs, e.g. its max_num_batched_tokens; "
                    "larger shapes are not tuned")
@@ -73,11 +73,11 @@ def _validate_local_inputs(variant_name: str, logs, shapes_csv, nk, model=None, 
 @click.option("--padded-m", is_flag=True,
               help="GEMM: tune M on AITER's padded-M grid only (16/32/64/128 steps), deduplicated: a shape "
                    "without its own row reads the row at its padded M")
-@click.option("--gpus", default=None, metavar="LIST", help="GPUs to tune on (default: the free ones)")
+@click.option("--gpus", default=None, metavar="LIST", show_default="the free ones", help="GPUs to tune on")
 @click.option("--force-cu-num", is_flag=True,
               help="tune even when the tuning GPUs' cu_num differs from the serving GPUs' (partition modes)")
-@click.option("--batch", type=click.IntRange(1), default=None, help="tuner --batch (default: one shape per GPU)")
-@click.option("--timeout", type=click.IntRange(1), default=None, help="tuner --timeout per task, seconds (default 600)")
+@click.option("--batch", type=click.IntRange(1), default=None, show_default="one shape per GPU", help="tuner --batch")
+@click.option("--timeout", type=click.IntRange(1), default=None, show_default="600", help="tuner --timeout per task, seconds")
 @click.option("--serve-cmd", default=None, metavar="CMD",
               help="shell line run in the container (cwd: aiter root) before tuning and after promotion: "
                    "start your server, run its serving benchmark, exit; figures go to serving.csv")
@@ -88,20 +88,20 @@ def _validate_local_inputs(variant_name: str, logs, shapes_csv, nk, model=None, 
 @click.option("--libtype", default=None, metavar="LIST", help="tuner --libtype (blockscale, bpreshuffle tuners)")
 @click.option("--err-ratio", type=click.FloatRange(0, 1), default=None, help="tuner --errRatio")
 @click.option("--q-dtype-w", default=None, metavar="DTYPE",
-              help="weight dtype of --nk shapes for a8w8/a8w8_bpreshuffle, e.g. torch.int8 (default), "
+              show_default="torch.int8", help="weight dtype of --nk shapes for a8w8/a8w8_bpreshuffle, e.g. "
                    "torch.float8_e4m3fnuz (gfx942), torch.float8_e4m3fn (gfx950)")
 @click.option("--stall-timeout", type=click.FloatRange(0), default=None, metavar="S",
-              help="kill and relaunch (at most twice) a tuner whose log and table have not changed for S "
-                   "seconds (default: twice the tuner --timeout, 1200; 0 = off)")
+              show_default="twice the tuner --timeout: 1200", help="kill and relaunch (at most twice) a tuner "
+                   "whose log and table have not changed for S seconds (0 = off)")
 @click.option("--repeats", type=click.IntRange(1), default=3, show_default=True,
               help="benchmark runs per arm (before/after interleaved on one pinned GPU); verdicts use them")
 @click.option("--promote", "promote_mode", type=click.Choice(["proven", "all", "none"]), default="proven",
               show_default=True, help="rows merged into the live table at the end: proven (verdict improved), "
                                       "all tuned rows, or none")
-@click.option("--job-id", default=None, help="choose the job id (default: <time>-<node>-<variant>)")
+@click.option("--job-id", default=None, show_default="<time>-<node>-<variant>", help="choose the job id")
 @click.option("--yes", "-y", is_flag=True, help="never prompt")
 @click.option("--detach", is_flag=True, help="return once the remote work is running; `resume` finishes it")
-@click.option("--accept-new-host-key", is_flag=True, help="trust an unknown host key and add it to known_hosts")
+@ACCEPT_NEW_HOST_KEY
 @click.pass_obj
 def run(env: Env, node, container, variant, dry_run, slurm, slurm_nodes, logs, shapes_csv, nk, model, tp, m_preset,
         max_m, budget, table_from_log, padded_m, gpus,
@@ -112,6 +112,7 @@ def run(env: Env, node, container, variant, dry_run, slurm, slurm_nodes, logs, s
 
     Several nodes (or a group, or all) and/or several variants (or auto) make one campaign job."""
     from .campaign import is_campaign_request, validate_campaign_inputs
+    _required_inputs(variant, node, slurm, logs, shapes_csv, nk, model)
     nodes, variants = list(node), [v.strip() for v in variant.split(",") if v.strip()]
     if not variants:
         raise UsageError(f"--variant {variant!r} names no variant",
@@ -182,6 +183,18 @@ def run(env: Env, node, container, variant, dry_run, slurm, slurm_nodes, logs, s
         _drive(env, job, target, _settings(yes, accept_new_host_key))
 
 
+def _required_inputs(variant, node, slurm, logs, shapes_csv, nk, model) -> None:
+    """Every required input that is missing, in one message (was: one error at a time)."""
+    missing = [what for what, given in (("--variant VARIANT", variant), ("where to tune (--node NODE or --slurm "
+                                                                         "CLUSTER)", node or slurm),
+                                        ("a shape source (--log PATH, --shapes-csv FILE, --nk N,K or --model "
+                                         "config.json)", logs or shapes_csv or nk or model)) if not given]
+    if variant is None or len(missing) > 1:   # one of the others alone: its own message below, as before
+        raise UsageError("run needs " + "; ".join(missing),
+                         hint="e.g. tune-remote run --node NODE --variant a8w8_blockscale --log /path/server.log "
+                              "(tune-remote run --help lists them)")
+
+
 def _parse_gpus(gpus: str | None):
     if not gpus:
         return None
@@ -212,9 +225,9 @@ def _drive(env: Env, job: JobState, target: Target, settings: Settings) -> None:
 
 
 @cli.command()
-@click.argument("job_id")
+@JOB_ARG
 @click.option("--yes", "-y", is_flag=True, help="never prompt")
-@click.option("--accept-new-host-key", is_flag=True)
+@ACCEPT_NEW_HOST_KEY
 @click.option("--relaunch", is_flag=True,
               help="a lost job (container restarted, process killed): launch it again; only the shapes not "
                    "tuned yet are tuned, the first baseline is kept")
@@ -227,7 +240,8 @@ def _drive(env: Env, job: JobState, target: Target, settings: Settings) -> None:
 def resume(env: Env, job_id, yes, accept_new_host_key, relaunch, retry, nodes):
     """Re-attach to a job after a disconnect or a killed laptop process and carry it to the end."""
     from .pick import check_nodes
-    check_nodes(env, env.workspace.load(check_job_id(job_id)), nodes)   # no such job/node: say so first
+    job_id = resolve_job(env, job_id)
+    check_nodes(env, env.workspace.load(job_id), nodes)   # no such job/node: say so first
     env.workspace.own(job_id, "resume")                 # a second driver exits 1 naming the first (R-05)
     job = env.workspace.load(job_id)                    # what the last driver left, read under the lock
     if job.state == Status.LOST and not job.request.get("campaign"):

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from pathlib import Path
 
 import click
@@ -44,6 +45,7 @@ def shapes(env, logs, variant, csv_out, as_json, model, tp, m_preset, gfx, ep, f
     from ..steps.shapes import check_m_preset
     check_m_preset(m_preset)
     found: dict[str, list[dict]] = {}
+    counts: dict[str, list[int]] = {}
     warnings: list[str] = []
     if logs:
         for path in logs:
@@ -51,6 +53,7 @@ def shapes(env, logs, variant, csv_out, as_json, model, tp, m_preset, gfx, ep, f
                 raise UsageError(f"log file {path} not found")
         res = shapelog.parse_files(list(logs), variant)
         found = {k: v for k, v in res.shapes.items()}
+        counts = {k: list(v) for k, v in res.counts.items()}
         warnings = list(res.warnings)
         gate = get_variant(variant).log_gate_env if variant and variant != "bf16" else None
         if gate and not (res.misses.get(variant) or res.hits.get(variant)):   # e.g. A6W6 (after-v0.1.20 §3)
@@ -93,8 +96,44 @@ def shapes(env, logs, variant, csv_out, as_json, model, tp, m_preset, gfx, ep, f
         for n in notes:
             click.echo(f"note: {n}", err=True)
         Path(csv_out).write_text(_untuned_text(rows, chosen))
-    if as_json or not csv_out:
-        click.echo(json.dumps(found, indent=None if as_json else 2))
+        if not env.quiet:
+            click.echo(_csv_note(rows, found.get(chosen, []), chosen, family, csv_out, m_preset, bool(logs)), err=True)
+    if as_json or getattr(env, "json", False) or (not csv_out and not sys.stdout.isatty()):
+        click.echo(json.dumps(found, indent=None if as_json or getattr(env, "json", False) else 2))
+    elif not csv_out:                 # a terminal: words, with how often the logs missed each shape
+        _shapes_words(found, counts)
+
+
+def _csv_note(rows: list[dict], mined: list[dict], variant: str, family: str, path: str, m_preset, from_logs) -> str:
+    """How many rows --csv wrote, and why `run` on the same input tunes more (it sweeps M)."""
+    note = f"wrote {len(rows)} {variant} shape(s) to {path}"
+    if from_logs and not m_preset and family != "moe":
+        from ..steps.shapes import expand
+        swept = len(expand(mined, family, "pow2"))
+        if swept != len(rows):
+            note += (f": the M values the logs hold; `run` sweeps M (pow2, its default for {family}) and would tune "
+                     f"{swept} (--m-preset pow2 writes those)")
+    return note
+
+
+def _shapes_words(found: dict, counts: dict) -> None:
+    from ..ui import SHOWN_GROUPS, Ui, shape_groups
+    ui = Ui(stream=sys.stdout, tty=True)
+    if not found:
+        ui.console.print("no untuned shapes in the input")
+    for v, rows in found.items():
+        miss = counts.get(v) or []
+        try:
+            variant = get_variant(v)
+        except UsageError:               # bf16: listed, not tuned; its key is m,n,k
+            from types import SimpleNamespace
+            variant = SimpleNamespace(key_columns=("m", "n", "k"))
+        groups = shape_groups(variant, rows, miss)
+        ui.console.print(f"[bold]{v}[/]: {len(rows)} untuned shape(s)" + (f", {sum(miss)} miss(es)" if miss else ""))
+        for label, n, m_range, missed in groups[:SHOWN_GROUPS]:
+            ui.console.print(f"  {label}: {n} shape(s), M {m_range}" + (f", {missed} miss(es)" if miss else ""))
+        if len(groups) > SHOWN_GROUPS:
+            ui.console.print(f"  ... and {len(groups) - SHOWN_GROUPS} more group(s) (--json lists every shape)")
 
 
 def _untuned_text(rows: list[dict], variant: str) -> str:
@@ -147,25 +186,44 @@ def csv():
 @csv.command("diff")
 @click.argument("a", type=click.Path(dir_okay=False, exists=True))
 @click.argument("b", type=click.Path(dir_okay=False, exists=True))
-@click.option("--csv", "csv_out", type=click.Path(dir_okay=False), help="write the diff as CSV")
-def csv_diff(a, b, csv_out):
-    """Per key: kernel, us and speedup of B against A (positive = B faster)."""
+@click.option("--csv", "csv_out", type=click.Path(dir_okay=False), help="write the whole diff as CSV")
+@click.option("--all", "show_all", is_flag=True, help="list every key, not only the rows that differ (at most 40)")
+@click.pass_obj
+def csv_diff(env, a, b, csv_out, show_all):
+    """Per key: us and speedup of B against A (positive = B faster): a summary, then the rows that differ."""
     from ..parsing.csvtools import diff_tuned
     df = diff_tuned(_tuned_table(a), _tuned_table(b))
     if csv_out:
         df.to_csv(csv_out, index=False)
-    click.echo(df.to_string(index=False))
+    counts = {s: int((df["status"] == s).sum()) for s in ("only_b", "only_a", "changed", "same")}
+    if getattr(env, "json", False):
+        click.echo(df.to_json(orient="records"))
+        return
+    click.echo(f"{a} -> {b}: {len(df)} key(s): {counts['only_b']} added, {counts['only_a']} removed, "
+               f"{counts['changed']} changed (kernel or config), {counts['same']} the same")
+    rows = df if show_all else df[df["status"] != "same"]
+    if rows.empty:
+        return
+    shown = rows.drop(columns=["kernelName_a", "kernelName_b"]).head(40)
+    shown = shown.assign(status=shown["status"].map({"only_a": "removed", "only_b": "added"}).fillna(shown["status"]))
+    click.echo(shown.to_string(index=False, na_rep="-", float_format=lambda x: f"{x:.4g}"))
+    if len(rows) > 40:
+        click.echo(f"... and {len(rows) - 40} more (--csv FILE writes them all, with the kernel names)")
 
 
 @csv.command("merge")
 @click.argument("inputs", nargs=-1, required=True, type=click.Path(dir_okay=False, exists=True))
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="merged CSV to write")
-def csv_merge(inputs, output):
+@click.pass_obj
+def csv_merge(env, inputs, output):
     """Merge tuned CSVs keeping the best valid row per key (never us=-1; never duplicate keys)."""
     from ..parsing.csvtools import merge_tuned_report
     from ..state import atomic_write
     df, report = merge_tuned_report([_tuned_table(p) for p in inputs])
     atomic_write(Path(output), df.to_csv(index=False).encode())
+    if getattr(env, "json", False):
+        click.echo(json.dumps({"output": output, "rows": len(df), **report}, default=int))
+        return
     click.echo(f"wrote {len(df)} rows to {output} (from {report['input_rows']}: {report['duplicates']} "
                f"duplicate(s) resolved, {report['invalid_us']} with invalid us and {report['err_too_high']} "
                "with errRatio over the bound dropped)")

@@ -2,19 +2,20 @@
 a campaign's go to each target (orchestrator/campaign/outcome.py)."""
 from __future__ import annotations
 
-import json
+import sys
 
 import click
 
 from ..context import Ctx, Settings
-from ..errors import UsageError
-from ..state import JobState, Status, check_job_id
-from .base import Env, _target_for, cli
+from ..errors import ExitCode, UsageError
+from ..state import JobState, Status
+from .base import ACCEPT_NEW_HOST_KEY, JOB_ARG, Env, _target_for, cli, resolve_job
+from .views import emit, export_words, promote_words, rollback_words, targets_words
 from .watch import NODE_OPTION
 
 
 def _finished(env: Env, job_id: str, what: str, nodes=()) -> JobState:
-    job = env.workspace.load(check_job_id(job_id))
+    job = env.workspace.load(job_id)
     if job.state == Status.RUNNING:
         raise UsageError(f"job {job_id} is still running; {what} waits for its end",
                          hint=f"tune-remote status {job_id} (or resume it)")
@@ -59,25 +60,60 @@ def changed(ctx: Ctx, res: dict) -> dict:
 
 
 @cli.command()
-@click.argument("job_id")
+@JOB_ARG
 @click.option("--rows", type=click.Choice(["proven", "all"]), default="proven", show_default=True,
-              help="proven: rows whose verdict is improved; all: every tuned row")
-@click.option("--accept-new-host-key", is_flag=True)
+              help="proven: rows whose verdict is improved; all: every tuned row (asks first when some are "
+                   "proven slower)")
+@click.option("--yes", "-y", is_flag=True, help="never prompt (--rows all promotes rows proven slower too)")
+@ACCEPT_NEW_HOST_KEY
 @NODE_OPTION
 @click.pass_obj
-def promote(env: Env, job_id, rows, accept_new_host_key, nodes):
+def promote(env: Env, job_id, rows, yes, accept_new_host_key, nodes):
     """Merge a finished job's rows into the live table (after a backup); the rows of --rows not promoted yet
     (e.g. --rows all after the proven rows); repeating it changes nothing. A campaign: every succeeded target
     (or those on --node), then each target's rows onto the other targets of its GPU kind."""
     from ..steps import promote as step
+    job_id = resolve_job(env, job_id)
     job = _finished(env, job_id, "promotion", nodes)
+    if rows == "all" and not yes:
+        _ask_for_slower(env, job, nodes)
     if job.request.get("campaign"):
         return _campaign(env, job, nodes, accept_new_host_key, "promote", rows)
     if job.state != Status.SUCCEEDED:
         raise UsageError(f"job {job_id} {job.state}; only a succeeded job's rows can be promoted",
                          hint=f"tune-remote status {job_id}")
     res = _with_ctx(env, job, accept_new_host_key, lambda ctx: step.later(ctx, rows), "promote")
-    click.echo(json.dumps({"job_id": job_id, **promote_summary(job, res)}, indent=2))
+    summary = promote_summary(job, res)
+    emit(env, {"job_id": job_id, **summary}, promote_words(job_id, summary))
+
+
+def _ask_for_slower(env: Env, job: JobState, nodes) -> None:
+    """`promote --rows all` with rows proven slower (not promoted yet): a question on a terminal; elsewhere
+    one line, exit 2, unless --yes."""
+    if job.request.get("campaign"):
+        from .pick import select
+        subws, subs = select(env, job, nodes)
+        dirs = [subws.job_dir(s.job_id) for s in subs]
+    else:
+        dirs = [env.workspace.job_dir(job.job_id)]
+    slower = sum(_slower_not_promoted(d / "comparison.csv") for d in dirs)
+    if not slower:
+        return
+    what = f"{slower} row(s) of job {job.job_id} are proven slower than what they replace"
+    if not (sys.stdin.isatty() and sys.stderr.isatty()):
+        raise UsageError(f"{what}; --rows all would promote them",
+                         hint="add --yes to promote them anyway, or promote only the proven rows (--rows proven)")
+    if not click.confirm(f"{what}. Promote them too?", default=False, err=True):
+        click.echo("nothing promoted", err=True)
+        raise SystemExit(ExitCode.JOB_FAILED)
+
+
+def _slower_not_promoted(path) -> int:
+    import csv
+    if not path.is_file():
+        return 0
+    with open(path, newline="") as fh:
+        return sum(1 for r in csv.DictReader(fh) if r.get("verdict") == "regressed" and r.get("promoted") != "true")
 
 
 def promote_summary(job: JobState, res: dict) -> dict:
@@ -96,21 +132,23 @@ def promote_summary(job: JobState, res: dict) -> dict:
 
 
 @cli.command()
-@click.argument("job_id")
-@click.option("--accept-new-host-key", is_flag=True)
+@JOB_ARG
+@ACCEPT_NEW_HOST_KEY
 @NODE_OPTION
 @click.pass_obj
 def rollback(env: Env, job_id, accept_new_host_key, nodes):
     """Restore the live table the job changed (byte for byte, as before its first promotion) and the live JIT
     module. A campaign: on every target (or those on --node), its own rows and those spread onto it."""
     from ..steps import promote as step
+    job_id = resolve_job(env, job_id)
     job = _finished(env, job_id, "rollback", nodes)
     if job.request.get("campaign"):
         return _campaign(env, job, nodes, accept_new_host_key, "rollback")
     if not job.remote.promotion:
         raise UsageError(f"job {job_id} never promoted anything", hint="nothing to undo; the live table is as it was")
     res = _with_ctx(env, job, accept_new_host_key, step.rollback, "rollback")
-    click.echo(json.dumps({"job_id": job_id, **rollback_summary(res)}, indent=2))
+    summary = rollback_summary(res)
+    emit(env, {"job_id": job_id, **summary}, rollback_words(job_id, summary))
 
 
 def rollback_summary(res: dict) -> dict:
@@ -123,11 +161,11 @@ def rollback_summary(res: dict) -> dict:
 
 
 @cli.command("export")
-@click.argument("job_id")
+@JOB_ARG
 @click.option("--model-config", "model_config", required=True, metavar="NAME",
               help="model name: writes <NAME>_<tuned base name>.csv, a file for aiter/configs/model_configs/")
 @click.option("--dest", type=click.Path(file_okay=False), default=None,
-              help="the directory it is written to (default: <job dir>/export)")
+              show_default="<job dir>/export", help="the directory it is written to")
 @NODE_OPTION
 @click.pass_obj
 def export_cmd(env: Env, job_id, model_config, dest, nodes):
@@ -136,7 +174,8 @@ def export_cmd(env: Env, job_id, model_config, dest, nodes):
     from pathlib import Path
 
     from ..steps.export import export
-    job = env.workspace.load(check_job_id(job_id))
+    job_id = resolve_job(env, job_id)
+    job = env.workspace.load(job_id)
     if job.state == Status.RUNNING:
         raise UsageError(f"job {job_id} is still running", hint=f"tune-remote status {job_id}")
     if job.request.get("campaign"):
@@ -144,12 +183,12 @@ def export_cmd(env: Env, job_id, model_config, dest, nodes):
         from .pick import select
         subws, subs = select(env, job, nodes)
         res = camp.export(job, env.workspace, subws, subs, model_config, Path(dest) if dest else None)
-        click.echo(json.dumps({"job_id": job_id, "variants": res}, indent=2))
+        emit(env, {"job_id": job_id, "variants": res}, export_words(job_id, res, True))
         return
     from .pick import check_nodes
     check_nodes(env, job, nodes)
     res = export(job, env.workspace.job_dir(job.job_id), model_config, Path(dest) if dest else None)
-    click.echo(json.dumps({"job_id": job_id, **res}, indent=2))
+    emit(env, {"job_id": job_id, **res}, export_words(job_id, res, False))
 
 
 def _campaign(env: Env, job: JobState, nodes, accept_new_host_key: bool, what: str, rows: str = "proven") -> None:
@@ -172,7 +211,7 @@ def _campaign(env: Env, job: JobState, nodes, accept_new_host_key: bool, what: s
                                  + (f" on {', '.join(nodes)}" if nodes else ""),
                                  hint="nothing to undo; the live tables are as they were")
             out = camp.rollback(job, env.workspace, subws, subs, runner)
-    click.echo(json.dumps({"job_id": job.job_id, "targets": out}, indent=2))
+    emit(env, {"job_id": job.job_id, "targets": out}, targets_words(job.job_id, what, out))
     if any(r.get("error") for r in out):
         from ..errors import JobError
         bad = [f"{r['node']}/{r['container']} {r['variant']}: {r['error']}" for r in out if r.get("error")]

@@ -10,10 +10,10 @@ import click
 
 from ..context import Ctx, Settings
 from ..errors import JobError, TuneRemoteError, UsageError
-from ..state import TERMINAL, JobState, Status, check_job_id
+from ..state import TERMINAL, JobState, Status
 from ..ui import Ui
 from ..workflow import LOG_STEP_NAMES, REMOTE_STEPS
-from .base import Env, _target_for, cli
+from .base import ACCEPT_NEW_HOST_KEY, JOB_ARG, Env, _target_for, cli, resolve_job
 
 
 def _status_row(job: JobState, env: Env | None = None) -> dict:
@@ -39,14 +39,15 @@ NODE_OPTION = click.option("--node", "nodes", multiple=True, metavar="NODE",
 
 
 @cli.command()
-@click.argument("job_id", required=False)
+@click.argument("job_id", metavar="[JOB]", required=False)
 @click.option("--json", "as_json", is_flag=True, help="print a JSON list of jobs")
 @NODE_OPTION
 @click.pass_obj
 def status(env: Env, job_id, as_json, nodes):
     """Show jobs (from the workspace; a running job is checked against its node)."""
     from .pick import check_nodes, job_nodes
-    jobs = [env.workspace.load(check_job_id(job_id))] if job_id else env.workspace.jobs()
+    job_id = resolve_job(env, job_id) if job_id else None
+    jobs = [env.workspace.load(job_id)] if job_id else env.workspace.jobs()
     if job_id and nodes:
         check_nodes(env, jobs[0], nodes)
     elif nodes:
@@ -58,12 +59,15 @@ def status(env: Env, job_id, as_json, nodes):
     for r in rows:
         if nodes and r.get("targets") is not None:
             r["targets"] = [t for t in r["targets"] if t["node"] in nodes]
-    if as_json:
+    if as_json or env.json:
         click.echo(json.dumps(rows, indent=2))
         return
     if not rows:
         click.echo(f"no jobs in {env.workspace.root}")
         return
+    if sys.stdout.isatty():          # a table; piped: the lines scripts read today
+        from .views import console, status_words
+        return status_words(env, jobs, rows)(console())
     for r in rows:
         prog = r.get("progress") or {}
         extra = f" {prog.get('done')}/{prog.get('total')} batches" if prog.get("total") else ""
@@ -105,7 +109,7 @@ def _refresh(env: Env, job: JobState, save: bool = True) -> None:
 
 
 @cli.command()
-@click.argument("job_id")
+@JOB_ARG
 @click.option("--step", "step", default="tune", metavar="STEP",
               help="baseline|tune|after (also bench_before|tuning|bench_after) or pipeline")
 @click.option("--follow", "-f", is_flag=True, help="keep printing new lines until the job ends")
@@ -115,7 +119,16 @@ def _refresh(env: Env, job: JobState, save: bool = True) -> None:
 def logs(env: Env, job_id, step, follow, nodes, variant):
     """Print a step's log (the local copy; --follow polls the node). A campaign: every target job's log,
     each under a '==> node/container variant: step <==' line; --node/--variant choose which."""
-    job = env.workspace.load(check_job_id(job_id))
+    from .views import as_document
+    job_id = resolve_job(env, job_id)
+    if follow and getattr(env, "json", False):
+        raise UsageError("--follow prints lines as they come, not one JSON document", hint="leave out --json")
+    with as_document(env, lambda text: {"job_id": job_id, "step": step, "log": text}):
+        _logs(env, job_id, step, follow, nodes, variant)
+
+
+def _logs(env: Env, job_id, step, follow, nodes, variant) -> None:
+    job = env.workspace.load(job_id)
     names = {v: k for k, v in LOG_STEP_NAMES.items()}
     step = names.get(step, step)
     if step not in (*REMOTE_STEPS, "pipeline"):
@@ -208,7 +221,7 @@ def _refresh_log(ws, job: JobState, step: str, node_path: str, local: Path, open
 
 
 @cli.command()
-@click.argument("job_id")
+@JOB_ARG
 @click.option("--grace", type=click.FloatRange(0), default=10.0, show_default=True,
               help="seconds between SIGTERM and SIGKILL")
 @NODE_OPTION
@@ -216,8 +229,16 @@ def _refresh_log(ws, job: JobState, step: str, node_path: str, local: Path, open
 def cancel(env: Env, job_id, grace, nodes):
     """Stop a job's whole process tree in the container (TERM, grace, KILL). A campaign: every target, or
     only those on --node (the others go on)."""
+    from .views import as_document
+    job_id = resolve_job(env, job_id)
+    with as_document(env, lambda text: {"job_id": job_id, "state": env.workspace.load(job_id).state,
+                                        "said": text.strip()}):
+        _cancel(env, job_id, grace, nodes)
+
+
+def _cancel(env: Env, job_id, grace, nodes) -> None:
     from .pick import check_nodes
-    job = env.workspace.load(check_job_id(job_id))
+    job = env.workspace.load(job_id)
     check_nodes(env, job, nodes)
     if job.state in TERMINAL:
         click.echo(f"job {job_id} is already {job.state}")
@@ -271,15 +292,16 @@ def _cancel_outcome(env: Env, job: JobState, res: dict) -> None:
 
 
 @cli.command()
-@click.argument("job_id")
-@click.option("--dest", type=click.Path(file_okay=False), default=None, help="default: the job's directory")
-@click.option("--accept-new-host-key", is_flag=True)
+@JOB_ARG
+@click.option("--dest", type=click.Path(file_okay=False), default=None, show_default="the job's directory", help="where the files go")
+@ACCEPT_NEW_HOST_KEY
 @NODE_OPTION
 @click.pass_obj
 def fetch(env: Env, job_id, dest, accept_new_host_key, nodes):
     """Bring logs, CSVs and reports home (sha256-verified; unchanged files are skipped). A campaign: every
     target job (or those on --node) into its own directory under <job>/targets/ (or DEST/<target job>)."""
-    job = env.workspace.load(check_job_id(job_id))
+    job_id = resolve_job(env, job_id)
+    job = env.workspace.load(job_id)
     if not job.request.get("campaign"):
         from .pick import check_nodes
         check_nodes(env, job, nodes)
@@ -288,7 +310,8 @@ def fetch(env: Env, job_id, dest, accept_new_host_key, nodes):
         outcome = _one_fetch(env.workspace, job, Path(dest) if dest else None,
                              lambda: _target_for(env, job, accept_new_host_key), env.ui())
         env.workspace.save(job)
-        click.echo(json.dumps({"job_id": job_id, "files": outcome}, indent=2))
+        from .views import emit, fetch_words
+        emit(env, {"job_id": job_id, "files": outcome}, fetch_words(job_id, [{"files": outcome}], False))
         return
     from .pick import opener, select
     subws, subs = select(env, job, nodes)
@@ -305,7 +328,8 @@ def fetch(env: Env, job_id, dest, accept_new_host_key, nodes):
             rows.append(row)
     if not any(r.get("files") for r in rows) and all(r.get("note") for r in rows):
         raise JobError(f"job {job_id} produced nothing on its nodes yet", hint=f"tune-remote status {job_id}")
-    click.echo(json.dumps({"job_id": job_id, "targets": rows}, indent=2))
+    from .views import emit, fetch_words
+    emit(env, {"job_id": job_id, "targets": rows}, fetch_words(job_id, rows, True))
 
 
 def _one_fetch(ws, job: JobState, dest: Path | None, open_target, ui) -> dict:

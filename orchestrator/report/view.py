@@ -274,8 +274,12 @@ def _derived_warnings(tuning: Mapping[str, Any], no_kernel: list | None, cmp: Co
         if nov > 0:
             out.append(f"{nov} shape(s) have no usable value on one side (empty, zero or failed benchmark)")
         if sm.get("regressed") and cmp.judged:
-            out.append(f"{sm['regressed']} shape(s) are proven slower with their tuned rows: "
-                       "never promoted with --promote proven")
+            rows = cmp.rows
+            kept = int(((rows["verdict"] == "regressed") & (rows["promoted"] == "true")).sum()) \
+                if {"verdict", "promoted"} <= set(rows.columns) else 0
+            out.append(f"{sm['regressed']} shape(s) are proven slower with their tuned rows: " + (
+                f"{kept} of them promoted anyway (promote --rows all; `tune-remote rollback` undoes it)" if kept
+                else "never promoted with --promote proven"))
         elif sm.get("regressed"):
             out.append(f"{sm['regressed']} shape(s) regressed beyond -{cmp.noise_pct:g}%: "
                        "review them before keeping their tuned rows")

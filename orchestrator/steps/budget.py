@@ -111,7 +111,7 @@ def within(shapes: list[dict], budget_s: float, gpus: int, per_shape_s: float) -
 def seconds_per_shape(workspace, variant: str, family: str, gfx: str | None) -> tuple[float, str]:
     """Seconds one GPU spends on a shape of cost 1: measured from earlier finished jobs of this variant
     on this GPU kind (tune step wall time x GPUs / total cost), else assumed."""
-    rates = []
+    rates, demos = [], 0
     try:
         jobs = workspace.jobs() if workspace is not None else []
     except Exception:   # noqa: BLE001 - an unreadable earlier job never stops a plan
@@ -120,6 +120,7 @@ def seconds_per_shape(workspace, variant: str, family: str, gfx: str | None) -> 
         if j.variant != variant or j.state != Status.SUCCEEDED or not j.shapes or (gfx and j.facts.gfx != gfx):
             continue
         if j.request.demo_dir or j.request.demo_nodes:
+            demos += 1
             continue    # a simulated node's seconds say nothing of a real GPU's (a user found demos skewing --budget)
         sub = (j.steps.get("remote").info.get("sub") or {}) if j.steps.get("remote") else {}
         start = (sub.get("tune") or {}).get("started")
@@ -131,5 +132,6 @@ def seconds_per_shape(workspace, variant: str, family: str, gfx: str | None) -> 
         rates.sort()
         return rates[len(rates) // 2], f"measured: median of {len(rates)} earlier {variant} job(s) here"
     return ASSUMED_S.get(family, ASSUMED_S["gemm"]), f"assumed {ASSUMED_S.get(family, 90):.0f} s per shape-GPU " \
-        f"for the smallest shapes, more for larger ones (cost grows with M*N*K): no finished {variant} job in " \
-        "this workspace to measure it from"
+        f"for the smallest shapes, more for larger ones (cost grows with M*N*K): no finished {variant} job on a " \
+        f"real {gfx or 'GPU'} in this workspace to measure it from" + (
+            f" ({demos} demo job(s) here ran on a simulated node, whose seconds say nothing of a GPU's)" if demos else "")

@@ -213,6 +213,7 @@ def _tuning_results(info: dict, chunk: bytes) -> None:
     if got:
         info["results"] = ((info.get("results") or []) + got)[-LIVE_RESULTS:]
         info["results_seen"] = int(info.get("results_seen") or 0) + len(got)
+        info["results_none"] = int(info.get("results_none") or 0) + sum(1 for r in got if not r["kernel"])
 
 
 def settle_tuning_results(ctx: Ctx) -> None:
@@ -227,6 +228,7 @@ def settle_tuning_results(ctx: Ctx) -> None:
     info = ctx.job.step_state("remote").info
     got, _rest = feed("", path.read_bytes().decode("utf-8", "replace") + "\n")
     info["results"], info["results_seen"], info["results_pending"] = got[-LIVE_RESULTS:], len(got), ""
+    info["results_none"] = sum(1 for r in got if not r["kernel"])
 
 
 def _poll_watching(ctx: Ctx, since: list) -> dict | None:

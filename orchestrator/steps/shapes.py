@@ -310,6 +310,21 @@ def model_config_keys_template(ctx: Ctx) -> dict:
     return _model_config_keys(get_variant(ctx.job.variant), "{root}", "{cu_num}", "{gfx}")
 
 
+def _write_full_list(ctx: Ctx, variant: KernelVariant, shapes: list[dict]) -> str | None:
+    """The shapes to tune in the job's directory (untuned/, where fetch puts the node's copy later): the
+    terminal shows a summary and says where the whole list is."""
+    from ..parsing.untuned import write_untuned_csv
+    from ..state import atomic_write
+    path = ctx.job_dir / "untuned" / Path(variant.untuned_csv).name
+    try:
+        text = write_untuned_csv(shapes, variant.name)
+    except ValueError:
+        return None           # prepare says what is missing
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(path, text.encode())
+    return str(path)
+
+
 def drop_tuned_in_model_configs(ctx: Ctx, shapes: list[dict]) -> list[dict]:
     """Shapes that already have a row (for this GPU) in aiter/configs/model_configs/*<tuned name>*.csv.
 
@@ -391,7 +406,8 @@ def run(ctx: Ctx) -> None:
                        hint="give them in --shapes-csv (AITER untuned CSV format)")
     ctx.job.shapes = shapes
     ctx.job.step_state("shapes").info["sources"] = described
-    ctx.ui.show_shapes(variant, shapes, described, ctx.job.step_state("shapes").info.get("misses"))
+    ctx.ui.show_shapes(variant, shapes, described, ctx.job.step_state("shapes").info.get("misses"),
+                       full_list=_write_full_list(ctx, variant, shapes))
     if not ctx.settings.yes and ctx.settings.interactive and not ctx.ui.confirm(
             f"Tune these {len(shapes)} {variant.name} shapes on {ctx.job.node}/{ctx.job.container}?"):
         ctx.job.state = Status.CANCELLED

@@ -87,7 +87,7 @@ def test_promote_rows_all_after_the_jobs_proven_promotion_promotes_the_rest(ws, 
     tuned = {tuple(str(s[c]) for c in ("m", "n", "k")) for s in state["steps"]["compare"]["info"]["tuned"]["tuned"]}
     assert 0 < proven < len(tuned)
 
-    rc, out, err = _cli(ws, capsys, "promote", job.name, "--rows", "all")
+    rc, out, err = _cli(ws, capsys, "promote", job.name, "--rows", "all", "--yes")
     assert rc == 0, err
     res = json.loads(out)
     assert res["already"] is False and res["promotions"] == 2
@@ -103,7 +103,7 @@ def test_promote_rows_all_after_the_jobs_proven_promotion_promotes_the_rest(ws, 
     assert st["steps"]["promote"]["info"]["engaged"]["total"] == len(tuned)   # checked like any promotion
     # the same again: idempotent
     promoted = live.read_bytes()
-    rc, out, _ = _cli(ws, capsys, "promote", job.name, "--rows", "all")
+    rc, out, _ = _cli(ws, capsys, "promote", job.name, "--rows", "all", "--yes")
     assert rc == 0 and json.loads(out)["already"] is True and live.read_bytes() == promoted
     rc, out, _ = _cli(ws, capsys, "promote", job.name)
     assert rc == 0 and json.loads(out)["already"] is True and live.read_bytes() == promoted
@@ -121,7 +121,7 @@ def test_the_report_is_rendered_again_after_a_later_promote_and_rollback(ws, cap
     proven = len(_promoted(job))
     assert f" {proven} promoted, " in (job / "report.md").read_text()
 
-    assert _cli(ws, capsys, "promote", job.name, "--rows", "all")[0] == 0
+    assert _cli(ws, capsys, "promote", job.name, "--rows", "all", "--yes")[0] == 0
     n = len(_promoted(job))
     md, html = (job / "report.md").read_text(), (job / "report.html").read_text()
     assert f" {n} promoted, " in md and f" {proven} promoted, " not in md
@@ -149,13 +149,13 @@ def test_a_campaign_promotes_rolls_back_and_exports_through_its_targets(ws, caps
     assert set(targets) == {"demo1", "demo2", "demo3"}
     assert all(live.read_bytes() != before for live, before in targets.values())
 
-    rc, out, err = _cli(ws, capsys, "promote", job.name, "--rows", "all")
+    rc, out, err = _cli(ws, capsys, "promote", job.name, "--rows", "all", "--yes")
     assert rc == 0, err
     rows = {r["node"]: r for r in json.loads(out)["targets"]}
     assert all(rows[n]["promoted_now"] > 0 and rows[n]["promotions"] == 2 for n in rows)
     assert any("demo2 promoted on demo1" in x for x in rows["demo1"]["spread"])
     assert "The outcome changed after the campaign" in (job / "report.md").read_text()
-    rc, out, _ = _cli(ws, capsys, "promote", job.name, "--rows", "all")
+    rc, out, _ = _cli(ws, capsys, "promote", job.name, "--rows", "all", "--yes")
     assert rc == 0 and all(r["already"] for r in json.loads(out)["targets"])
 
     rc, out, err = _cli(ws, capsys, "rollback", job.name)

@@ -84,3 +84,26 @@ def test_the_whole_local_tuning_log_settles_the_results_the_polls_may_have_cut_s
     settle_tuning_results(types.SimpleNamespace(job=job, job_dir=tmp_path))
     assert info["results_seen"] == 3 and [r["kernel"] for r in info["results"]] == [
         "a8w8_blockscale_1x128x128_256x16x64x256", "k3", None]
+
+
+def test_the_live_title_does_not_count_no_kernel_lines_as_what_was_tuned():
+    """Issue 27: a good run showed 'tuned so far: 10 shape(s)' listing only 'no kernel' rows while 107 rows were
+    tuned: without --batch 1 the tuner prints only its 'No kernel' lines, and those were the count."""
+    import re
+    out = io.StringIO()
+    ui = Ui(tty=True, stream=out)
+    info = {"current": "tune", "sub": {"tune": {"status": "running"}},
+            "tail": {"step": "tune", "progress": {"done": 280, "total": 288, "pct": 97.2}}}
+    _tuning_results(info, (NONE + "\n" + NONE + "\n").encode())
+    ui.progress(types.SimpleNamespace(job_id="j"), info)
+    ui.stop()
+    text = " ".join(re.sub(r"\x1b\[[0-9;?]*[a-zA-Z]", "", out.getvalue()).split())
+    assert "tuned so far" not in text and "2 shape(s) found no kernel so far" in text, text
+    assert "280/288" in text
+    _tuning_results(info, (GEMM + "\n").encode())
+    assert info["results_none"] == 2
+    ui = Ui(tty=True, stream=out)
+    ui.progress(types.SimpleNamespace(job_id="j"), info)
+    ui.stop()
+    text = " ".join(re.sub(r"\x1b\[[0-9;?]*[a-zA-Z]", "", out.getvalue()).split())
+    assert "tuned so far: 1 shape(s) with a kernel, 2 with none" in text
