@@ -67,6 +67,7 @@ class SimSpec:
     partition: str = "SPX"            # compute partition mode rocm-smi/amd-smi report
     rocm_smi: bool = True             # bin/rocm-smi present (deprecated, gone on newer ROCm)
     amd_smi: bool = False             # bin/amd-smi present
+    table_defects: tuple = ()         # audit finding kinds planted in the live tables (sim/defects.py)
 
     @property
     def version(self) -> str:
@@ -258,6 +259,9 @@ def install(host_dir, spec: SimSpec | None = None, target_dir: str | None = None
     if profile == "newest":
         from .newest import adjust_configs
         adjust_configs(pkg_h / "configs")
+    if spec.table_defects:
+        from .defects import plant
+        plant(pkg_h / "configs", spec.table_defects, spec.gfx, spec.cu_num)
     (pkg_h / "jit" / "build").mkdir(parents=True, exist_ok=True)
     _copy_tree(TREE / "csrc", meta_h / "csrc", profile,
                skip=tuple(s[len("csrc/"):] for s in skip if s.startswith("csrc/")))

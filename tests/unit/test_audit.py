@@ -117,3 +117,20 @@ def test_cli_json_exit_codes(tmp_path, capsys):
         assert code == 2 and len(err.strip().splitlines()) == 1, (argv, err)
     (tmp_path / "untuned.csv").write_text("M,N,K\n1,2,3\n")
     assert run(["audit", str(tmp_path / "untuned.csv")], capsys)[0] == 2
+
+
+@pytest.mark.parametrize("profile", ["legacy", "current", "newest"])
+def test_sim_plants_one_defect_of_each_kind(tmp_path, profile):
+    """SimSpec.table_defects: each kind found once more than in the shipped tables, nothing else."""
+    from orchestrator.sim import SimSpec, install
+
+    def found(defects):
+        where = tmp_path / ("planted" if defects else "clean")
+        install(where, SimSpec(profile=profile, table_defects=defects))
+        cfg = next(where.glob("**/aiter/configs"))
+        files = [p for p in cfg.rglob("*tuned*.csv") if "untuned" not in p.name]
+        return audit_tables([(str(p.relative_to(cfg)), read_tuned_csv(str(p))) for p in files], [256], "gfx950")
+
+    shipped = [f["kind"] for f in found(())]
+    planted = [f["kind"] for f in found(KINDS)]
+    assert sorted(planted) == sorted(shipped + ["copied_us"] * 5 + list(KINDS[1:]))
