@@ -67,6 +67,7 @@ class AiterProfile:
     timeout_from_task_start: bool = False
     flydsl_splitk: bool = False
     moe_gelutanh: bool = False
+    moe_quant_max: int = 7         # highest op_tests/test_moe_2stage.py `-q` (l_quant 8 a16wi4, 9 MXFP8 at HEAD)
     tuning_tests: bool = False
     dev_build: bool = False
     probed: Tuple[str, ...] = ()   # behaviours read from the node
@@ -124,6 +125,7 @@ def profile_for(version: Version | None, *, dev_build: bool = False) -> AiterPro
         timeout_from_task_start=newest,
         flydsl_splitk=newest,
         moe_gelutanh=newest,
+        moe_quant_max=9 if newest else 7,
         tuning_tests=newest,
         dev_build=dev_build,
     )
@@ -181,8 +183,11 @@ def profile_from_facts(facts: dict) -> AiterProfile:
     if probes.get("moe_gelutanh") is not None:
         changes["moe_gelutanh"] = bool(probes["moe_gelutanh"])
         probed.append("GeluTanh activation (tuned fmoe table / MoE test)")
+    if probes.get("moe_quant_count"):
+        changes["moe_quant_max"] = int(probes["moe_quant_count"]) - 1
+        probed.append("MoE quant types (op_test l_quant)")
     all_behaviours = ("gfx column", "tuner flags", "benchmark output form", "tuning-test CSV checks",
-                      "MoE tuple form", "GeluTanh activation")
+                      "MoE tuple form", "GeluTanh activation", "MoE quant types")
     assumed = [b for b in all_behaviours if not any(p.startswith(b) for p in probed)]
     assumed += ["--timeout default and counting", "MoE block-scale bypass rule", "partial-result exit code",
                 "duplicate-key merge rule"]
