@@ -67,6 +67,7 @@ class SimSpec:
     partition: str = "SPX"            # compute partition mode rocm-smi/amd-smi report
     rocm_smi: bool = True             # bin/rocm-smi present (deprecated, gone on newer ROCm)
     amd_smi: bool = False             # bin/amd-smi present
+    rocm_version: str = "7.0.2"       # <root>/.info/version, beside bin/rocminfo (as in /opt/rocm)
     table_defects: tuple = ()         # audit finding kinds planted in the live tables (sim/defects.py)
 
     @property
@@ -310,6 +311,8 @@ def install(host_dir, spec: SimSpec | None = None, target_dir: str | None = None
 
     from . import logs as _logs
 
+    (host / ".info").mkdir(exist_ok=True)
+    (host / ".info" / "version").write_text(spec.rocm_version + "\n")
     written = _logs.generate_logs(host / "logs")
     pypath = f"{target}/pylib:{root_t}"
     env = {
