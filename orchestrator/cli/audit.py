@@ -60,7 +60,8 @@ def _table(findings: list[dict]) -> str:
 
 @contextmanager
 def node_ctx(env, node: str, container: str | None):
-    """A connected Ctx on an inventory node's container (its connection errors keep their exit codes)."""
+    """A connected Ctx on an inventory node's container, for one-off ops outside a job (audit, shapes --node);
+    its connection errors keep their exit codes."""
     from ..campaign.targets import InventorySource
     from ..context import Ctx, Settings
     from ..inventory import load_inventory
@@ -72,7 +73,7 @@ def node_ctx(env, node: str, container: str | None):
     target = runner.open(ref)
     try:
         target.connect()
-        job = JobState(job_id="audit", node=ref.node, container=ref.container, variant="a8w8", created=0, request={})
+        job = JobState(job_id="node", node=ref.node, container=ref.container, variant="a8w8", created=0, request={})
         yield Ctx(job=job, workspace=None, target=target, settings=Settings(), ui=Ui(quiet=True)), ref
     finally:
         target.close()
