@@ -19,7 +19,7 @@ TABLE_DIRS = ("aiter/configs", "aiter/configs/model_configs")
 @click.option("--node", default=None, metavar="NODE", help="audit the live tables of this inventory node")
 @click.option("--container", default=None, metavar="NAME", help="with --node: the container (if it has several)")
 @click.option("--cu-num", "cu_nums", type=click.IntRange(1), multiple=True, metavar="N",
-              help="offline: the serving GPU's cu_num (repeatable); rows for another are findings")
+              help="offline: the serving GPU's cu_num (repeatable); its gfx's rows for another cu_num are findings")
 @click.option("--json", "as_json", is_flag=True, help='print a JSON list of {"kind", "file", "key", "detail"}')
 @click.pass_obj
 def audit(env, files, node, container, cu_nums, as_json):
@@ -36,9 +36,11 @@ def audit(env, files, node, container, cu_nums, as_json):
     if node:
         tables, cu_nums, gfx = _live_tables(env, node, container)
     else:
-        gfx = None
+        from ..parsing.csvtools import LEGACY_CU_NUM_TO_GFX
         from .offline import _tuned_table
         tables = [(p, _tuned_table(p)) for p in files]
+        gfxs = {LEGACY_CU_NUM_TO_GFX.get(c) for c in cu_nums}     # rows of another gfx: the wheel's, for other GPUs
+        gfx = gfxs.pop() if len(gfxs) == 1 else None
     findings = audit_tables(tables, cu_nums, gfx)
     if as_json:
         click.echo(json.dumps(findings))

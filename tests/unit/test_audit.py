@@ -101,12 +101,14 @@ def run(argv, capsys):
 
 def test_cli_json_exit_codes(tmp_path, capsys):
     bad = tmp_path / "a8w8_bpreshuffle_tuned_gemm.csv"
-    bad.write_text(GEMM + gemm_row(16, 7.0, OLD) + gemm_row(32, 7.0, cu=304))
+    bad.write_text(GEMM + gemm_row(16, 7.0, OLD) + gemm_row(32, 7.0, cu=304)
+                   + gemm_row(64, 7.0, cu=304).replace("gfx950", "gfx942"))   # MI300X's row, shipped: not flagged
     clean = tmp_path / "a8w8_tuned_gemm.csv"
     clean.write_text(GEMM + gemm_row(16, 7.0))
     code, out, _ = run(["audit", str(bad), "--cu-num", "256", "--json"], capsys)
     found = json.loads(out)
     assert code == 1 and {f["kind"] for f in found} == {"unparsable_kernel", "foreign_cu_num"}
+    assert [f["key"]["M"] for f in found if f["kind"] == "foreign_cu_num"] == ["32"]
     assert all(set(f) == {"kind", "file", "key", "detail"} and f["kind"] in KINDS for f in found)
     code, out, _ = run(["audit", str(bad), "--cu-num", "256"], capsys)
     assert code == 1 and out.splitlines()[0].split()[:4] == ["kind", "file", "key", "detail"]
