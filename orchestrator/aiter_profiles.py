@@ -59,6 +59,7 @@ class AiterProfile:
     moe_blockscale_bypass: str     # "none" | "small" (token*topk <= 128) | "all" (v0.1.10)
     tuner_flags: frozenset         # optional common tuner flags this version accepts
     merge_rejects_duplicates: bool  # config merge raises on duplicate keys across files (v0.1.12+, §5.1)
+    moe_quant_max: int = 7         # highest op_tests/test_moe_2stage.py `-q` (l_quant 8 a16wi4, 9 MXFP8 at HEAD)
     dev_build: bool = False
     probed: Tuple[str, ...] = ()   # behaviours read from the node
     assumed: Tuple[str, ...] = ()  # behaviours taken from the version number
@@ -106,6 +107,7 @@ def profile_for(version: Version | None, *, dev_build: bool = False) -> AiterPro
         moe_blockscale_bypass=bypass,
         tuner_flags=frozenset(f for f, since in _FLAG_SINCE.items() if v >= since),
         merge_rejects_duplicates=v >= (0, 1, 12),
+        moe_quant_max=9 if v >= NEWEST_FROM else 7,
         dev_build=dev_build,
     )
 
@@ -149,8 +151,11 @@ def profile_from_facts(facts: dict) -> AiterProfile:
         probed.append("MoE tuple form (server log)")
     if probes.get("moe_gelutanh") is not None:
         probed.append("GeluTanh activation (tuned fmoe table / MoE test)")
+    if probes.get("moe_quant_count"):
+        changes["moe_quant_max"] = int(probes["moe_quant_count"]) - 1
+        probed.append("MoE quant types (op_test l_quant)")
     all_behaviours = ("gfx column", "tuner flags", "benchmark output form", "tuning-test CSV checks",
-                      "MoE tuple form", "GeluTanh activation")
+                      "MoE tuple form", "GeluTanh activation", "MoE quant types")
     assumed = [b for b in all_behaviours if not any(p.startswith(b) for p in probed)]
     assumed += ["--timeout default and counting", "MoE block-scale bypass rule", "partial-result exit code",
                 "duplicate-key merge rule"]

@@ -313,6 +313,8 @@ MOE_QUANT_INDEX: dict[tuple[str, str, str], int] = {
     ("QuantType.per_128x128", "fp8", "fp8"): 5,
     ("QuantType.per_1x32", "bf16", "fp4x2"): 6,
     ("QuantType.per_1x32", "fp8", "fp4x2"): 7,
+    ("QuantType.per_1x32", "bf16", "int4"): 8,      # a16wi4 (l_quant at HEAD, after v0.1.20)
+    ("QuantType.per_1x32", "fp8", "fp8"): 9,        # MXFP8 (per_1x32 fp8/fp8, HEAD)
 }
 
 

@@ -154,24 +154,10 @@ def _untuned_text(rows: list[dict], variant: str) -> str:
 
 def _gfx_of(env, node: str, container: str | None) -> str:
     """The gfx of an inventory node's container: one discover round trip (its errors keep their exit codes)."""
-    from ..campaign.targets import InventorySource
-    from ..context import Ctx, Settings
     from ..errors import JobError
-    from ..inventory import load_inventory
-    from ..state import JobState
-    from ..ui import Ui
-    source = InventorySource(load_inventory(env.inventory_path), [node], container)
-    ref = source.targets()[0]
-    runner = source.runner()
-    target = runner.open(ref)
-    try:
-        target.connect()
-        job = JobState(job_id="shapes", node=ref.node, container=ref.container, variant="a8w8", created=0, request={})
-        ctx = Ctx(job=job, workspace=None, target=target, settings=Settings(), ui=Ui(quiet=True))
-        gfx = ctx.call("discover", {"aiter_path": target.container.aiter_path}).get("gfx")
-    finally:
-        target.close()
-        runner.close()
+    from .audit import node_ctx
+    with node_ctx(env, node, container) as (ctx, ref):
+        gfx = ctx.call("discover", {"aiter_path": ctx.target.container.aiter_path}).get("gfx")
     if not gfx:
         raise JobError(f"{ref.label} shows no gfx (rocminfo found no GPU agent)", hint="give --gfx gfx942 or gfx950")
     click.echo(f"{ref.label}: {gfx}", err=True)

@@ -67,6 +67,8 @@ class SimSpec:
     partition: str = "SPX"            # compute partition mode rocm-smi/amd-smi report
     rocm_smi: bool = True             # bin/rocm-smi present (deprecated, gone on newer ROCm)
     amd_smi: bool = False             # bin/amd-smi present
+    rocm_version: str = "7.0.2"       # <root>/.info/version, beside bin/rocminfo (as in /opt/rocm)
+    table_defects: tuple = ()         # audit finding kinds planted in the live tables (sim/defects.py)
 
     @property
     def version(self) -> str:
@@ -258,6 +260,9 @@ def install(host_dir, spec: SimSpec | None = None, target_dir: str | None = None
     if profile == "newest":
         from .newest import adjust_configs
         adjust_configs(pkg_h / "configs")
+    if spec.table_defects:
+        from .defects import plant
+        plant(pkg_h / "configs", spec.table_defects, spec.gfx, spec.cu_num)
     (pkg_h / "jit" / "build").mkdir(parents=True, exist_ok=True)
     _copy_tree(TREE / "csrc", meta_h / "csrc", profile,
                skip=tuple(s[len("csrc/"):] for s in skip if s.startswith("csrc/")))
@@ -306,6 +311,8 @@ def install(host_dir, spec: SimSpec | None = None, target_dir: str | None = None
 
     from . import logs as _logs
 
+    (host / ".info").mkdir(exist_ok=True)
+    (host / ".info" / "version").write_text(spec.rocm_version + "\n")
     written = _logs.generate_logs(host / "logs")
     pypath = f"{target}/pylib:{root_t}"
     env = {

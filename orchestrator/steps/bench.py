@@ -10,6 +10,7 @@ import re
 from dataclasses import dataclass
 
 from .keys import norm_key_value
+from ..errors import UsageError
 from ..remote.shell import quote, render
 from ..variants import BenchSpec, KernelVariant, dtype_family, moe_quant_index
 
@@ -34,6 +35,23 @@ def _group(shapes, key):
     for s in shapes:
         groups.setdefault(key(s), []).append(s)
     return groups
+
+
+def check_moe_quant(variant: KernelVariant, shapes: list[dict], quant_max: int) -> None:
+    """Refuse (one line) a MoE shape whose quant type the node's op_test cannot run: benchmarked without
+    ``-q`` it would run every quant type and be matched on its dims only (issue 30)."""
+    if variant.bench is None or variant.bench.style != "moe":
+        return
+    for s in shapes:
+        q = moe_quant_index(str(s["q_type"]), str(s["q_dtype_a"]), str(s["q_dtype_w"]))
+        if q is None or q > quant_max:
+            what = f"{s['q_type']} {s['q_dtype_a']}/{s['q_dtype_w']}"
+            raise UsageError(f"token={s['token']} dims {s['model_dim']}x{s['inter_dim']}: the node's "
+                             f"op_tests/test_moe_2stage.py cannot benchmark {what} "
+                             + (f"(its -q stops at {quant_max}, this is -q {q})" if q is not None
+                                else "(no l_quant entry)"),
+                             hint="drop the shape, or tune on an AITER whose MoE test has it "
+                                  "(l_quant 8 a16wi4 and 9 MXFP8 are at HEAD, after v0.1.20)")
 
 
 def plan_bench(variant: KernelVariant, shapes: list[dict]) -> list[BenchCall]:

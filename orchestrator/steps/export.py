@@ -19,6 +19,7 @@ from ..errors import UsageError
 from ..state import JobState, atomic_write
 from ..variants import get_variant
 from .compare import Comparison, norm_key_value
+from .provenance import provenance
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
@@ -67,7 +68,7 @@ def export_many(jobs: list[tuple[JobState, Path]], name: str, dest: Path, by: st
     dest.mkdir(parents=True, exist_ok=True)
     atomic_write(csv_path, buf.getvalue().encode())
     md_path = dest / f"{name}_{base}.md"
-    text = "\n".join(_summary(j, c, name, base, keys, d, by if len(parts) > 1 else None, i)
+    text = "\n".join(_summary(j, c, name, base, keys, d, by if len(parts) > 1 else None, i) + provenance(j)
                      for i, (j, c, keys, d) in enumerate(parts))
     atomic_write(md_path, text.encode())
     dropped = {k: sum(d.get(k, 0) for *_, d in parts) for k in ("hipblaslt", "owned")}

@@ -14,7 +14,7 @@ from ..parsing.untuned import write_untuned_csv
 from ..remote.shell import Cmd, quote, render
 from ..variants import KernelVariant
 from ..workflow import LOG_STEP_NAMES
-from .bench import announced, plan_bench, prepare_ops
+from .bench import announced, check_moe_quant, plan_bench, prepare_ops
 
 DEFAULT_REPEATS = 3  # benchmark runs per arm (run --repeats)
 DEFAULT_TIMEOUT_S = 600  # per-task watchdog; older AITER has none by default (aiter-formats.md §1.1)
@@ -162,6 +162,7 @@ def run(ctx: Ctx) -> None:
     staging = f"{job_dir}/staging/{staging_name(live, variant)}"
     script = tune_script(ctx, variant)
     script_path = f"{remote.meta_root}/{script}"
+    check_moe_quant(variant, job.shapes, ctx.profile.moe_quant_max)
     calls = plan_bench(variant, job.shapes)
     bench_scripts = sorted({f"{root}/{c.script}" for c in calls})
     # ONE round trip: the untuned CSV the tuner reads (from job.shapes), what is there and how much room;

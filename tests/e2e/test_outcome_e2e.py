@@ -254,7 +254,11 @@ def test_export_model_config_loads_the_way_aiter_merges_tables(node, tmp_path):
               if x["verdict"] == "improved"}
     assert {_mnk(x) for x in rows} <= proven and len(rows) == out["rows"]
     assert all(x["gfx"] == "gfx950" and x["cu_num"] == "256" for x in rows)
-    assert "dsv3_a8w8_blockscale_tuned_gemm.csv" in (bed.job_dir / "export" / "dsv3_a8w8_blockscale_tuned_gemm.md").read_text()
+    md = (bed.job_dir / "export" / "dsv3_a8w8_blockscale_tuned_gemm.md").read_text()
+    assert "dsv3_a8w8_blockscale_tuned_gemm.csv" in md
+    # provenance reviewers ask for (aiter#5155, #5500): the node's own facts, the exact tuner command
+    assert "### Provenance" in md and "- ROCm: 7.0.2" in md and "PCI device id 0x75a3" in md
+    assert "gemm_a8w8_blockscale_tune.py -i " in md and "AMD Instinct MI355X" in md
     # loaded as AITER loads model_configs/ (merged with the shared table; duplicates raise on >= 0.1.12)
     mc = f"{root}/aiter/configs/model_configs"
     bed.c.sh(f"mkdir -p {mc}")

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.aiter_profiles import help_flags, is_dev_build, profile_for, profile_from_facts
+from orchestrator.aiter_profiles import help_flags, is_dev_build, parse_version, profile_for, profile_from_facts
 from orchestrator.errors import UsageError
 from orchestrator.sim import SimSpec, install
 from orchestrator.sim import perf_model as pm
@@ -250,3 +250,16 @@ def test_the_profile_is_computed_once_per_settling_of_the_facts(monkeypatch):
     assert ctx.profile == settled and not ctx.profile.has_flag("--shape_grouped") and len(calls) == 2
     job.facts = {"version": "0.1.11"}            # discover replaced the facts
     assert ctx.profile.name == "legacy" and len(calls) == 3
+
+
+@pytest.mark.parametrize("profile", ["current", "legacy", "newest"])
+def test_probe_counts_the_moe_tests_quant_types(sims, profile):
+    """l_quant 8 (a16wi4) and 9 (MXFP8) only in the newest MoE test: its -q range is read from the node."""
+    inst = sims[profile]
+    a = probe(inst, "tuned_fmoe.csv", "csrc/ck_gemm_moe_2stages_codegen/gemm_moe_tune.py",
+              "op_tests/test_moe_2stage.py")
+    assert a["moe_quant_count"] == (10 if profile == "newest" else 8)
+    p = profile_from_facts({"version": inst.version, "probes": {k: v for k, v in a.items() if v is not None}})
+    assert p.moe_quant_max == (9 if profile == "newest" else 7)
+    assert any(x.startswith("MoE quant types") for x in p.probed)
+    assert profile_for(parse_version(inst.version)).moe_quant_max == p.moe_quant_max   # the version agrees

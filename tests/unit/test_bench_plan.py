@@ -93,3 +93,24 @@ def test_moe_configs_with_same_dims_keep_their_own_results_per_call_section():
         ("ActivationType.Gelu", 20.0), ("ActivationType.Silu", 10.0)]
     # a log without call markers (older job) is one section: the dims collapse, as before
     assert len(measured_by_call(v("moe_2stages").bench, shapes, table(10.0) + table(20.0))) == 1
+
+
+def test_moe_a16wi4_and_mxfp8_are_benchmarked_with_their_quant_index_or_refused():
+    """l_quant 8 (a16wi4) and 9 (MXFP8) at HEAD; an op_test whose -q stops at 7 refuses them (one line)
+    instead of running every quant type and matching on dims only (issue 30)."""
+    import pytest
+
+    from orchestrator.errors import UsageError
+    from orchestrator.steps.bench import check_moe_quant
+    base = {"model_dim": 7168, "inter_dim": 256, "expert": 257, "topk": 9, "act_type": "ActivationType.Silu",
+            "dtype": "torch.bfloat16", "q_type": "QuantType.per_1x32", "use_g1u1": 1, "doweight_stage1": 0}
+    mxfp8 = {"token": 16, **base, "q_dtype_a": "torch.float8_e4m3fn", "q_dtype_w": "torch.float8_e4m3fn"}
+    wi4 = {"token": 16, **base, "q_dtype_a": "torch.bfloat16", "q_dtype_w": "torch.int4"}
+    odd = {"token": 16, **base, "q_type": "QuantType.per_Tensor", "q_dtype_a": "torch.bfloat16",
+           "q_dtype_w": "torch.int8"}
+    assert [c.args[c.args.index("-q") + 1] for c in plan_bench(v("moe_2stages"), [mxfp8, wi4])] == ["9", "8"]
+    check_moe_quant(v("moe_2stages"), [mxfp8, wi4], 9)
+    for shape, needle in ((mxfp8, "-q stops at 7, this is -q 9"), (wi4, "this is -q 8"), (odd, "no l_quant entry")):
+        with pytest.raises(UsageError, match=needle):
+            check_moe_quant(v("moe_2stages"), [shape], 7)
+    check_moe_quant(v("a8w8"), [{"m": 1, "n": 2, "k": 3}], 7)      # not a MoE variant: nothing to check

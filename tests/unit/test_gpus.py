@@ -205,3 +205,17 @@ def test_no_smi_tool_takes_no_sample_and_waits_for_none(tools, monkeypatch, kfd)
     problems = []
     f = gpus.gpu_facts(problems, 10, env={})
     assert f["gpu_samples"] == 0 and not slept and any("rocm-smi not found" in p for p in problems)
+
+
+def test_rocminfo_chip_id_is_the_pci_device_id(tmp_path, monkeypatch):
+    text = ("Agent 2\n  Name: gfx942\n  Marketing Name: AMD Instinct MI300X\n  Device Type: GPU\n"
+            "  Chip ID: 29857(0x74a1)\n  Compute Unit: 304\n")
+    assert gpus.rocminfo_gpus(text)[0]["device_id"] == "0x74a1"
+    (tmp_path / "bin").mkdir()
+    (tmp_path / ".info").mkdir()
+    (tmp_path / ".info" / "version").write_text("6.4.1-120\n")
+    monkeypatch.delenv("ROCM_PATH", raising=False)
+    if not Path("/opt/rocm/.info/version").exists():
+        assert gpus.rocm_version(str(tmp_path / "bin" / "rocminfo")) == "6.4.1-120"
+    monkeypatch.setenv("ROCM_PATH", str(tmp_path))
+    assert gpus.rocm_version(None) == "6.4.1-120"

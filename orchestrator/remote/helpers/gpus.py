@@ -53,13 +53,26 @@ def bus_of(bdf):
     return m.group(1).lower() if m else None
 
 
+def rocm_version(rocminfo_path):
+    """ROCm's ``.info/version`` ($ROCM_PATH, /opt/rocm, or the tree rocminfo is in), None when none is found."""
+    roots = [os.environ.get("ROCM_PATH"), "/opt/rocm",
+             os.path.dirname(os.path.dirname(os.path.realpath(rocminfo_path))) if rocminfo_path else None]
+    for root in roots:
+        try:
+            with open(os.path.join(root, ".info", "version")) as fh:
+                return fh.read().strip() or None
+        except (OSError, TypeError):
+            continue
+    return None
+
+
 def rocminfo_gpus(text):
     """GPU agents in ROCr order: [{"gfx", "cu", "name", "bus", "uuid"}]."""
     agents = []
     for block in re.split(r"Agent\s*\d+", text or ""):
         if not re.search(r"Device Type:\s*GPU", block):
             continue
-        a = {"gfx": None, "cu": None, "name": None, "bus": None, "uuid": None}
+        a = {"gfx": None, "cu": None, "name": None, "bus": None, "uuid": None, "device_id": None}
         m = re.search(r"\b(gfx\w+)\b", block)
         a["gfx"] = m.group(1) if m else None
         m = re.search(r"Compute Unit\s*:\s*(\d+)", block)
@@ -72,6 +85,8 @@ def rocminfo_gpus(text):
             a["bus"] = "%02x:%02x.%x" % (v >> 8 & 0xff, v >> 3 & 0x1f, v & 7)
         m = re.search(r"Uuid:\s*(GPU-\w+)", block)
         a["uuid"] = m.group(1) if m else None
+        m = re.search(r"Chip ID:\s*\d+\((0x[0-9a-fA-F]+)\)", block)   # the PCI device id (MI300X 0x74a1)
+        a["device_id"] = m.group(1).lower() if m else None
         agents.append(a)
     return agents
 
@@ -259,6 +274,9 @@ def gpu_facts(problems, busy_threshold, samples=3, interval=0.25, env=None, earl
         facts["gfx"] = gfx[0] if gfx else (g.group(1) if g else None)
         names = [a["name"] for a in agents if a["name"]]
         facts["gpu_name"] = names[0] if names else None
+        ids = [a["device_id"] for a in agents if a["device_id"]]
+        facts["gpu_device_id"] = ids[0] if ids else None
+        facts["rocm_version"] = rocm_version(tool)
         if out and not agents:
             problems.append("rocminfo lists no GPU agent")
     mapping = _map(agents, gpus, env, problems) if gpus and agents else None

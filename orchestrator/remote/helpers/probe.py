@@ -147,7 +147,8 @@ def op_probe(req):
     answer:  {"tuned_header": [..] or null, "tuner_help": text or null, "tuner_help_cached": true when
               read from HELP_CACHE, "tuner_help_problem",
               "op_test_src_flags": [..] or null, "op_test_markdown": bool or null,
-              "tuning_tests": bool or null, "moe_gelutanh": bool or null,
+              "tuning_tests": bool or null, "moe_gelutanh": bool or null, "moe_quant_count": l_quant
+              entries of a MoE op_test (absent elsewhere),
               "tune_script_exists": bool or null}"""
     out = {"tuned_header": None, "tuner_help": None, "tuner_help_problem": None,
            "op_test_src_flags": None, "op_test_markdown": None, "tuning_tests": None,
@@ -169,6 +170,9 @@ def op_probe(req):
                     flags.add(s)
             out["op_test_src_flags"] = sorted(flags)
             out["op_test_markdown"] = "to_markdown" in src or "summary (markdown)" in src
+            lq = re.search(r"^l_quant = \[\n(.*?)^\]", src, re.M | re.S)     # test_moe_2stage's -q choices
+            if lq:
+                out["moe_quant_count"] = len(re.findall(r"^\s*\(QuantType\.", lq.group(1), re.M))
     root = req.get("aiter_root")
     if root:
         if os.path.isfile(os.path.join(root, "op_tests", "tuning_tests", "test_csv_validation.py")):

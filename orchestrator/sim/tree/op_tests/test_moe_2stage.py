@@ -65,7 +65,7 @@ l_quant = [
     (QuantType.per_128x128, dtypes.fp8, dtypes.fp8),  # a8w8
     (QuantType.per_1x32, dtypes.bf16, dtypes.fp4x2),  # a16w4
     (QuantType.per_1x32, dtypes.fp8, dtypes.fp4x2),  # a8w4
-#@ if current
+#@ if newest
     (QuantType.per_1x32, dtypes.bf16, dtypes.i4x2),  # a16wi4
     (QuantType.per_1x32, dtypes.fp8, dtypes.fp8),  # mxfp8
 #@ endif

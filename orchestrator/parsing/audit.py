@@ -1,0 +1,156 @@
+"""Audit tuned tables (issue 30): the defects AITER loads without a word.
+
+* ``copied_us``: one ``us`` repeated across token/M buckets of one shape (aiter#5641: five token buckets
+  all 359.4797): the tuner wrote one measurement for several buckets, or a table was filled by hand.
+* ``unparsable_kernel``: a FlyDSL bpreshuffle name the runtime's regex does not parse
+  (``aiter/ops/gemm_op_a8w8.py``, after-v0.1.20 §2.2): AITER logs the hit, then runs CK silently (aiter#5069).
+* ``duplicate_key``: a key held twice in the tables AITER merges for one variant (the main table and its
+  ``model_configs`` siblings): the merge resolves them, writes the fix and raises (aiter#5184).
+* ``foreign_cu_num``: a row for a cu_num the node does not have (never looked up there).
+* ``err_ratio``: errRatio over the upstream bound (GEMM ``--errRatio`` default 0.05; MoE err1/err2 over
+  0.5, the loosest bound an upstream FmoeTuner accepted: aiter-formats.md §1.2).
+
+Pure: frames in, findings out; the CLI reads the files, locally or from the node.
+"""
+from __future__ import annotations
+
+import re
+from typing import Iterable
+
+import pandas as pd
+
+from ..remote.helpers.text import key_text
+from ..variants import VARIANTS
+from .csvtools import GEMM_ERR_BOUND, LEGACY_CU_NUM_TO_GFX, MOE_ERR_BOUND, _pct, key_columns
+
+KINDS = ("copied_us", "unparsable_kernel", "duplicate_key", "foreign_cu_num", "err_ratio")
+COPIED_MIN = 3                 # buckets sharing one us before it counts as copied (two can be chance)
+# aiter/ops/gemm_op_a8w8.py at HEAD (note the upstream spelling `bpreshuflle`)
+FLYDSL_BPRESHUFFLE = re.compile(r"flydsl_bpreshuflle_(\d+)x(\d+)x(\d+)_\w+_\w+_\w+_(\d+)x(\d+)(?:x(\d+))?(?:x(\d+))?"
+                                r"(?:_([A-Za-z][A-Za-z0-9]*))?$")
+_EXTRA_BASES = ("bf16_tuned_gemm", "tuned_fhmoe", "tuned_fmoe")
+
+
+def merge_group(name: str) -> str:
+    """The tuned table AITER merges a file into: the longest known table name its file name contains
+    (``model_configs/dsv3_a4w4_blockscale_tuned_gemm.csv`` -> ``a4w4_blockscale_tuned_gemm``), else its own."""
+    base = name.rsplit("/", 1)[-1].removesuffix(".csv")
+    known = {v.tuned_csv.rsplit("/", 1)[-1].removesuffix(".csv") for v in VARIANTS.values()} | set(_EXTRA_BASES)
+    hits = [k for k in known if k in base]
+    return max(hits, key=len) if hits else base
+
+
+def _key(row: pd.Series, keys: list[str]) -> dict:
+    return {k: key_text(row[k]) for k in keys}
+
+
+def _finding(kind: str, label: str, row: pd.Series, keys: list[str], detail: str) -> dict:
+    return {"kind": kind, "file": label, "key": _key(row, keys), "detail": detail}
+
+
+def _copied_us(label: str, df: pd.DataFrame, keys: list[str]) -> list[dict]:
+    bucket = "token" if "token" in df.columns else "M" if "M" in df.columns else None
+    if bucket is None or "us" not in df.columns:
+        return []
+    rest = [k for k in keys if k != bucket and k != "_tag"]
+    us = pd.to_numeric(df["us"], errors="coerce")
+    ok = us.notna() & (us > 0)
+    out = []
+    frame = df[ok].assign(_us=us[ok])
+    groups = frame.groupby([frame[k].astype(object).map(key_text) for k in rest] + ["_us"], sort=False) \
+        if rest else frame.groupby("_us", sort=False)
+    for _, g in groups:
+        buckets = list(dict.fromkeys(key_text(b) for b in g[bucket]))
+        if len(buckets) < COPIED_MIN:
+            continue
+        for _, row in g.iterrows():
+            out.append(_finding("copied_us", label, row, keys,
+                                f"us {row['_us']:g} in {len(buckets)} {bucket} buckets "
+                                f"({', '.join(buckets)}) of one shape: one measurement copied"))
+    return out
+
+
+def _unparsable(label: str, df: pd.DataFrame, keys: list[str]) -> list[dict]:
+    if "kernelName" not in df.columns:
+        return []
+    out = []
+    for _, row in df.iterrows():
+        name = str(row["kernelName"] or "")
+        if name.startswith("flydsl_") and "bpreshu" in name and not FLYDSL_BPRESHUFFLE.match(name):
+            out.append(_finding("unparsable_kernel", label, row, keys,
+                                f"{name}: the runtime's FlyDSL name parser rejects it and runs CK silently "
+                                "(aiter#5069); retune the row"))
+    return out
+
+
+def _err_ratio(label: str, df: pd.DataFrame, keys: list[str]) -> list[dict]:
+    out = []
+    if "token" in df.columns:
+        cols, bound, read = [c for c in ("err1", "err2") if c in df.columns], MOE_ERR_BOUND, _pct
+    else:
+        cols = [c for c in ("errRatio", "err_ratio") if c in df.columns]
+        bound, read = GEMM_ERR_BOUND, (lambda v: pd.to_numeric(v, errors="coerce"))
+    for c in cols:
+        for _, row in df.iterrows():
+            e = read(row[c])
+            if pd.notna(e) and e > bound:
+                out.append(_finding("err_ratio", label, row, keys,
+                                    f"{c} {e:g} over the upstream bound {bound:g}: a kernel with wrong results"))
+    return out
+
+
+def _foreign(label: str, df: pd.DataFrame, keys: list[str], cu_nums: set[int], gfx: str | None) -> list[dict]:
+    """Rows of the node's gfx (or, with no gfx given, of any) for a cu_num its GPUs do not have: tuned on
+    another SKU or partition mode (MI308X has 80 CUs, MI300X 304, a CPX partition 38). Rows of another gfx
+    are the wheel's rows for other GPUs, not a defect."""
+    if not cu_nums or "cu_num" not in df.columns:
+        return []
+    have = ", ".join(str(c) for c in sorted(cu_nums))
+    out = []
+    for _, row in df.iterrows():
+        c = key_text(row["cu_num"])
+        if not (c and c.isdigit()) or int(c) in cu_nums:
+            continue
+        row_gfx = key_text(row["gfx"]) if "gfx" in df.columns else LEGACY_CU_NUM_TO_GFX.get(int(c), "")
+        if gfx and row_gfx and row_gfx != gfx:
+            continue
+        out.append(_finding("foreign_cu_num", label, row, keys,
+                            f"cu_num {c}: the node's GPUs have {have}; AITER never looks this row up there"))
+    return out
+
+
+def _duplicates(tables: list[tuple[str, pd.DataFrame]]) -> list[dict]:
+    groups: dict[str, list[tuple[str, pd.DataFrame]]] = {}
+    for label, df in tables:
+        groups.setdefault(merge_group(label), []).append((label, df))
+    out = []
+    for members in groups.values():
+        seen: dict[tuple, str] = {}
+        for label, df in members:
+            keys = [k for k in key_columns(df) if k != "_tag"]
+            for _, row in df.iterrows():
+                kt = tuple((k, key_text(row[k])) for k in keys if k != "gfx")
+                if kt in seen:
+                    where = "earlier in this file" if seen[kt] == label else f"also in {seen[kt]}"
+                    out.append(_finding("duplicate_key", label, row, keys,
+                                        f"key {where}: AITER's merge resolves it, rewrites the table and raises "
+                                        "(aiter#5184)"))
+                else:
+                    seen[kt] = label
+    return out
+
+
+def audit_tables(tables: Iterable[tuple[str, pd.DataFrame]], cu_nums: Iterable[int] = (),
+                 gfx: str | None = None) -> list[dict]:
+    """Findings ``{"kind", "file", "key", "detail"}`` over ``(label, table)`` pairs; ``cu_nums`` and ``gfx``:
+    the node's (no cu_nums: no foreign_cu_num check; no gfx: rows of every gfx are checked)."""
+    tables = [(label, df) for label, df in tables if len(df.columns)]
+    cus = {int(c) for c in cu_nums}
+    out: list[dict] = []
+    for label, df in tables:
+        keys = key_columns(df)
+        for check in (_copied_us, _unparsable, _err_ratio):
+            out += check(label, df, keys)
+        out += _foreign(label, df, keys, cus, gfx)
+    out += _duplicates(tables)
+    return out

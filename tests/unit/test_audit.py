@@ -1,0 +1,138 @@
+"""audit (issue 30): each kind of finding on a small table, clean tables (the shipped samples), the CLI contract."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from orchestrator.cli import main
+from orchestrator.parsing.audit import KINDS, audit_tables, merge_group
+from orchestrator.parsing.csvtools import read_tuned_csv
+
+SAMPLES = Path("/work/shared/aiter-samples/configs")
+GEMM = "gfx,cu_num,M,N,K,q_dtype_w,libtype,kernelId,splitK,us,kernelName,tflops,bw,errRatio\n"
+GOOD = "flydsl_bpreshuflle_32x64x512_F8_F8_B16_0x1x4x2_default"
+OLD = "flydsl_bpreshuffle_32x64x512_F8_F8_B16_w4_default"          # a name from before the rename (#5069)
+FMOE = ("gfx,cu_num,token,model_dim,inter_dim,expert,topk,act_type,dtype,q_dtype_a,q_dtype_w,q_type,use_g1u1,"
+        "doweight_stage1,block_m,ksplit,us1,kernelName1,err1,us2,kernelName2,err2,us,run_1stage,tflops,bw\n")
+
+
+def gemm_row(m, us, name="a8w8_ck_1", err="0.0", cu=256, n=1536):
+    return f"gfx950,{cu},{m},{n},7168,torch.float8_e4m3fn,ck,1,0,{us},{name},1.0,1.0,{err}\n"
+
+
+def fmoe_row(token, us, err="0.1%"):
+    return (f"gfx950,256,{token},7168,256,257,9,ActivationType.Silu,torch.bfloat16,torch.float8_e4m3fn,"
+            f"torch.float8_e4m3fn,QuantType.per_1x128,1,0,32,0,10.0,k1,{err},10.0,k2,0.0%,{us},0,1,1\n")
+
+
+def audit(files, cu=()):
+    return audit_tables([(name, read_tuned_csv(text)) for name, text in files.items()], cu)
+
+
+def kinds(findings):
+    return sorted({f["kind"] for f in findings})
+
+
+def test_clean_table_has_no_findings():
+    text = GEMM + "".join(gemm_row(m, 5.0 + m / 100) for m in (1, 2, 4, 8)) + gemm_row(16, 7.0, GOOD)
+    assert audit({"a8w8_bpreshuffle_tuned_gemm.csv": text}, cu=[256]) == []
+
+
+def test_copied_us_across_token_buckets_of_one_shape():
+    """aiter#5641: five token buckets, one us; another shape with the same us is not counted with them."""
+    text = FMOE + "".join(fmoe_row(t, "359.4797") for t in (1, 2, 4, 8, 16)) + fmoe_row(32, "401.2")
+    found = audit({"tuned_fmoe.csv": text})
+    assert kinds(found) == ["copied_us"] and len(found) == 5
+    assert found[0]["key"]["token"] == "1" and found[0]["key"]["expert"] == "257"
+    assert "5 token buckets" in found[0]["detail"]
+    two = GEMM + gemm_row(1, 5.0) + gemm_row(2, 5.0) + gemm_row(4, 5.0, n=2048)    # two buckets: chance
+    assert audit({"a8w8_bpreshuffle_tuned_gemm.csv": two}) == []
+
+
+def test_unparsable_flydsl_name():
+    found = audit({"a8w8_bpreshuffle_tuned_gemm.csv": GEMM + gemm_row(16, 7.0, OLD) + gemm_row(32, 8.0, GOOD)})
+    assert kinds(found) == ["unparsable_kernel"] and found[0]["key"]["M"] == "16" and OLD in found[0]["detail"]
+
+
+def test_duplicate_key_across_merged_files_only():
+    """The main table and its model_configs sibling collide; another variant's table with the same key does not."""
+    main_t = GEMM + gemm_row(16, 7.0)
+    found = audit({"aiter/configs/a8w8_bpreshuffle_tuned_gemm.csv": main_t,
+                   "aiter/configs/model_configs/dsv3_a8w8_bpreshuffle_tuned_gemm.csv": GEMM + gemm_row(16, 6.0),
+                   "aiter/configs/a8w8_tuned_gemm.csv": main_t})
+    assert kinds(found) == ["duplicate_key"] and len(found) == 1
+    assert found[0]["file"].endswith("dsv3_a8w8_bpreshuffle_tuned_gemm.csv")
+    assert "aiter/configs/a8w8_bpreshuffle_tuned_gemm.csv" in found[0]["detail"]
+    assert merge_group("model_configs/dsv3_a4w4_blockscale_tuned_gemm.csv") == "a4w4_blockscale_tuned_gemm"
+
+
+def test_foreign_cu_num_only_with_the_nodes_cu_num():
+    text = GEMM + gemm_row(16, 7.0) + gemm_row(16, 7.0, cu=304)
+    assert audit({"a8w8_tuned_gemm.csv": text}) == []
+    found = audit({"a8w8_tuned_gemm.csv": text}, cu=[256])
+    assert kinds(found) == ["foreign_cu_num"] and found[0]["key"]["cu_num"] == "304"
+    # on a gfx950 node, gfx942 rows are the wheel's rows for other GPUs; a gfx950 row for 128 CUs is not
+    other = text.replace("gfx950,304", "gfx942,304") + gemm_row(32, 7.0, cu=128)
+    found = audit_tables([("t.csv", read_tuned_csv(other))], [256], "gfx950")
+    assert [f["key"]["cu_num"] for f in found] == ["128"]
+
+
+def test_err_ratio_over_the_upstream_bound():
+    found = audit({"a8w8_tuned_gemm.csv": GEMM + gemm_row(16, 7.0, err="0.06") + gemm_row(32, 7.5, err="0.05")})
+    assert kinds(found) == ["err_ratio"] and found[0]["key"]["M"] == "16"
+    moe = audit({"tuned_fmoe.csv": FMOE + fmoe_row(1, "9.0", err="60.0%") + fmoe_row(2, "9.5", err="40%")})
+    assert kinds(moe) == ["err_ratio"] and moe[0]["key"]["token"] == "1"
+
+
+@pytest.mark.skipif(not SAMPLES.is_dir(), reason="the shared AITER samples are not on this machine")
+def test_shipped_sample_tables_are_clean():
+    for d in SAMPLES.iterdir():
+        if d.is_dir():
+            files = [p for p in d.glob("*tuned*.csv") if "untuned" not in p.name]
+            assert audit({p.name: p.read_text() for p in files}) == [], d
+
+
+def run(argv, capsys):
+    code = main(argv)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_cli_json_exit_codes(tmp_path, capsys):
+    bad = tmp_path / "a8w8_bpreshuffle_tuned_gemm.csv"
+    bad.write_text(GEMM + gemm_row(16, 7.0, OLD) + gemm_row(32, 7.0, cu=304)
+                   + gemm_row(64, 7.0, cu=304).replace("gfx950", "gfx942"))   # MI300X's row, shipped: not flagged
+    clean = tmp_path / "a8w8_tuned_gemm.csv"
+    clean.write_text(GEMM + gemm_row(16, 7.0))
+    code, out, _ = run(["audit", str(bad), "--cu-num", "256", "--json"], capsys)
+    found = json.loads(out)
+    assert code == 1 and {f["kind"] for f in found} == {"unparsable_kernel", "foreign_cu_num"}
+    assert [f["key"]["M"] for f in found if f["kind"] == "foreign_cu_num"] == ["32"]
+    assert all(set(f) == {"kind", "file", "key", "detail"} and f["kind"] in KINDS for f in found)
+    code, out, _ = run(["audit", str(bad), "--cu-num", "256"], capsys)
+    assert code == 1 and out.splitlines()[0].split()[:4] == ["kind", "file", "key", "detail"]
+    assert run(["audit", str(clean), "--json"], capsys)[:2] == (0, "[]\n")
+    for argv in (["audit"], ["audit", str(clean), "--node", "n1"], ["audit", str(clean), "--container", "c"],
+                 ["audit", str(tmp_path / "nope.csv")], ["audit", str(tmp_path)]):
+        code, _, err = run(argv, capsys)
+        assert code == 2 and len(err.strip().splitlines()) == 1, (argv, err)
+    (tmp_path / "untuned.csv").write_text("M,N,K\n1,2,3\n")
+    assert run(["audit", str(tmp_path / "untuned.csv")], capsys)[0] == 2
+
+
+@pytest.mark.parametrize("profile", ["legacy", "current", "newest"])
+def test_sim_plants_one_defect_of_each_kind(tmp_path, profile):
+    """SimSpec.table_defects: each kind found once more than in the shipped tables, nothing else."""
+    from orchestrator.sim import SimSpec, install
+
+    def found(defects):
+        where = tmp_path / ("planted" if defects else "clean")
+        install(where, SimSpec(profile=profile, table_defects=defects))
+        cfg = next(where.glob("**/aiter/configs"))
+        files = [p for p in cfg.rglob("*tuned*.csv") if "untuned" not in p.name]
+        return audit_tables([(str(p.relative_to(cfg)), read_tuned_csv(str(p))) for p in files], [256], "gfx950")
+
+    shipped = [f["kind"] for f in found(())]
+    planted = [f["kind"] for f in found(KINDS)]
+    assert sorted(planted) == sorted(shipped + ["copied_us"] * 5 + list(KINDS[1:]))

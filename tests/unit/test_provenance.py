@@ -1,0 +1,29 @@
+"""Export provenance (issue 30, aiter#5155/#5500): commit, command, device id and ROCm version."""
+
+from orchestrator.state import JobState
+from orchestrator.steps.provenance import aiter_commit, provenance, tuner_command
+
+
+def job(facts, remote=None):
+    return JobState(job_id="j1", node="n1", container="c1", variant="a8w8", created=0, request={},
+                    facts=facts, remote=remote or {})
+
+
+def test_commit_from_git_describe_or_local_version_only():
+    assert aiter_commit({"git_describe": "v0.1.11-5-g1a2b3c4d"}) == "1a2b3c4d"
+    assert aiter_commit({"version_raw": "0.1.6.dev500+g0123abc"}) == "0123abc"
+    assert aiter_commit({"version_raw": "0.1.29.post1+rocm10.1"}) is None
+
+
+def test_section_names_command_hardware_and_guards():
+    j = job({"version_raw": "0.1.29", "gpu_name": "AMD Instinct MI355X", "gpu_device_id": "0x75a3", "gfx": "gfx950",
+             "cu_num": 256, "rocm_version": "7.0.2", "probes": {"tuning_tests": True}},
+            {"tune_argv": ["python3", "csrc/x_tune.py", "-i", "a b.csv"], "tune_env": {"HIP_VISIBLE_DEVICES": "0,1"}})
+    assert tuner_command(j) == "env HIP_VISIBLE_DEVICES=0,1 python3 csrc/x_tune.py -i 'a b.csv'"
+    text = provenance(j)
+    for needle in ("env HIP_VISIBLE_DEVICES=0,1 python3 csrc/x_tune.py", "ROCm: 7.0.2", "MI355X, PCI device id 0x75a3",
+                   "commit unknown", "test_config_shape_collision.py"):
+        assert needle in text, needle
+    bare = provenance(job({"gfx": "gfx942"}))
+    assert "not recorded" in bare and "ROCm: unknown" in bare and "not in the node's AITER" in bare
+
