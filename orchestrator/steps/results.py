@@ -219,7 +219,8 @@ def _bench_view(remote: dict) -> dict:
                 "after_command": "\n".join(shown.get("after") or []),
                 "env": {"runs per arm (interleaved)": remote.get("repeats"), "pinned GPU": remote.get("bench_gpu"),
                         "calls per run": len(shown.get("before") or []),
-                        "AITER_REBUILD": "1 on the first after run only"}}
+                        **({"JIT": remote["bench_jit"]} if remote.get("bench_jit")
+                           else {"AITER_REBUILD": "1 on the first after run only"})}}
     argv = ["python3", *(remote.get("bench_argv") or [[]])[0]]
     arms = remote.get("bench_env") or {}
 
