@@ -184,18 +184,13 @@ def op_promote(req):
     buf = io.StringIO()
     csv.writer(buf, lineterminator="\n").writerows([l_head] + out)
     mode = (os.stat(live).st_mode & 0o7777) if existed else None
-    content = buf.getvalue().encode("utf-8")
-    same = bool(req.get("built_dir")) and l_head == s_head and sorted(map(tuple, out)) == sorted(map(tuple, s_rows))
-    if same:    # the promoted table IS the staging table (its rows, in the tuner's order): the after arm's
-        with open(staging, "rb") as fh:     # modules were built from these very bytes
-            content = fh.read()
-    atomic_write(live, content, mode)
+    atomic_write(live, buf.getvalue().encode("utf-8"), mode)
     modules = {}
     jit_dir = live_jit_dir(req.get("package_dir"), req.get("jit_dir_env"))
     for name in req.get("modules") or []:
         so = os.path.join(jit_dir, name + ".so")
         modules[so] = _move_aside(so, os.path.join(bdir, "jit"))
-    reused = _reuse_built(req, jit_dir) if same else []
+    reused = _reuse_built(req, live, staging, jit_dir)
     now = [list(k) for k in chosen]
     this = {"time": _now(), "mode": req.get("mode"), "backup": backup, "existed": existed, "promoted": now,
             "replaced": replaced, "added": len(added), "skipped_duplicates": skipped, "modules": modules,
@@ -214,13 +209,19 @@ def op_promote(req):
     return dict(record, already=False, promoted_now=now)
 
 
-def _reuse_built(req, jit_dir):
-    """The modules the after arm built from the staging table (``built_dir``), when the promoted table is
-    that table byte for byte: copied into the live JIT dir (tmp + rename, mtime now so they are newer than
-    the table) instead of being rebuilt by the next process (issue 26)."""
+def _reuse_built(req, live, staging, jit_dir):
+    """The modules the after arm built from the staging table (``built_dir``) ARE the promoted table's when
+    the two tables hold the same rows (order aside: a module compiles the set of its rows): copied into the live JIT dir (tmp + rename, mtime now so they are
+    newer than the table) instead of being rebuilt by the next process (issue 26). Else nothing."""
+    built = req.get("built_dir")
+    if not built:
+        return []
+    (l_head, l_rows), (s_head, s_rows) = _read(live), _read(staging)
+    if l_head != s_head or sorted(map(tuple, l_rows)) != sorted(map(tuple, s_rows)):
+        return []
     out = []
     for name in req.get("modules") or []:
-        src, dst = os.path.join(req["built_dir"], name + ".so"), os.path.join(jit_dir, name + ".so")
+        src, dst = os.path.join(built, name + ".so"), os.path.join(jit_dir, name + ".so")
         if os.path.isfile(src):
             _copy_preserving(src, dst)
             os.utime(dst)
