@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -87,12 +88,17 @@ class CostBench(Bench):
         ch = self.charges()
         return {**costs.summary(ch), "slept_s": sum(float(x["slept_s"]) for x in ch)}
 
-    def handwritten_costed(self, state: dict) -> tuple[float, dict]:
-        """handwritten_run.sh with the issue's after arm: AITER_REBUILD=1 on its (only) sample."""
+    def handwritten_costed(self, state: dict, issue_script: bool = False) -> tuple[float, dict]:
+        """handwritten_run.sh with the issue's after arm: AITER_REBUILD=1 on its (only) sample. With
+        ``issue_script``, the baseline as the issue measured it too: in its private JIT dir, empty (the
+        job's line without the copy of the current live module)."""
+        state = json.loads(json.dumps(state))
         r = state["remote"]
         for s in r["pipeline"]:
             if s["name"] == "after":
                 s["line"] = "export AITER_REBUILD=1; " + s["line"]
+            if s["name"] == "baseline" and issue_script:
+                s["line"] = re.sub(r"^rc=0; .*?(echo '== tune-remote sample)", r"rc=0; \1", s["line"])
         self.reset()
         wall = self.handwritten(state)     # restores the tables again: nothing charged in between
         return wall, self.summary()
@@ -119,25 +125,28 @@ def main() -> None:
             b = CostBench(node, ctr, Path(d), 1)
             try:
                 b.warm_live()
-                ours, theirs, ratios, real_ratios = [], [], [], []
-                for _ in range(args.pairs):        # A B A B ...: each ratio from one pair
-                    w, st, s = b.job("small", FOUR, "a8w8_blockscale", "--repeats", "1", "--promote", "none")
-                    hw, hs = b.handwritten_costed(st)
-                    ours.append((w, s))
-                    theirs.append((hw, hs))
-                    ratios.append(w / hw)
-                    real_ratios.append(projected(w, s) / projected(hw, hs))
                 med = statistics.median
                 print(f"scale {args.scale:g} (real seconds x scale are slept); {args.pairs} alternating pairs; medians")
                 print(f"{'':44} {'tune-remote run':>18} {'handwritten_run.sh':>19} {'ratio':>7}  target")
-                print(f"{'whole small job, simulated s':44} {med(w for w, _ in ours):18.2f} "
-                      f"{med(w for w, _ in theirs):19.2f} {med(ratios):7.2f}  < 1.0")
-                print(f"{'whole small job, projected real s':44} {med(projected(*x) for x in ours):18.1f} "
-                      f"{med(projected(*x) for x in theirs):19.1f} {med(real_ratios):7.2f}  < 1.0")
-                s, hs = ours[-1][1], theirs[-1][1]
-                print(f"{'JIT builds per job':44} {s['builds']:18d} {hs['builds']:19d}")
-                print(f"{'process starts per job (import torch)':44} {s['process_starts']:18d} "
-                      f"{hs['process_starts']:19d}")
+                for issue_script in (False, True):
+                    tag = "issue's script" if issue_script else "script on the job's lines"
+                    ours, theirs, ratios, real_ratios = [], [], [], []
+                    for _ in range(args.pairs):        # A B A B ...: each ratio from one pair
+                        w, st, s = b.job("small", FOUR, "a8w8_blockscale", "--repeats", "1", "--promote", "none")
+                        hw, hs = b.handwritten_costed(st, issue_script)
+                        ours.append((w, s))
+                        theirs.append((hw, hs))
+                        ratios.append(w / hw)
+                        real_ratios.append(projected(w, s) / projected(hw, hs))
+                    print(f"{'vs ' + tag + ':'}")
+                    print(f"{'  whole small job, simulated s':44} {med(w for w, _ in ours):18.2f} "
+                          f"{med(w for w, _ in theirs):19.2f} {med(ratios):7.2f}  < 1.0")
+                    print(f"{'  whole small job, projected real s':44} {med(projected(*x) for x in ours):18.1f} "
+                          f"{med(projected(*x) for x in theirs):19.1f} {med(real_ratios):7.2f}  < 1.0")
+                    s, hs = ours[-1][1], theirs[-1][1]
+                    print(f"{'  JIT builds per job':44} {s['builds']:18d} {hs['builds']:19d}")
+                    print(f"{'  process starts per job (import torch)':44} {s['process_starts']:18d} "
+                          f"{hs['process_starts']:19d}")
                 if args.big:
                     nks = ("4608,7168", "7168,2048", "1536,7168", "576,7168")
                     ms = (1, 2, 4, 8, 16, 24, 32, 48, 64, 80, 96, 112, 128, 160, 192, 224, 256, 320, 384, 448,

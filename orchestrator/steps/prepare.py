@@ -15,7 +15,6 @@ from ..remote.shell import Cmd, quote, render
 from ..variants import KernelVariant
 from ..workflow import LOG_STEP_NAMES
 from .bench import announced, plan_bench, prepare_ops
-from .promote import jit_modules
 
 DEFAULT_REPEATS = 3  # benchmark runs per arm (run --repeats)
 DEFAULT_TIMEOUT_S = 600  # per-task watchdog; older AITER has none by default (aiter-formats.md §1.1)
@@ -155,6 +154,7 @@ def _seed_line(ctx: Ctx, live: str, before_env: dict, live_exists: bool) -> str:
     again. Current = the ``.so`` is newer than the live table (built after its last change; docs/internals.md
     "JIT builds per job"); a stale or missing one is left out and built there as before. Not when the
     runtime merges several tables (its module comes from the merged copy) or the table does not exist."""
+    from .promote import jit_modules     # lazily: promote loads pandas (tests/unit/test_lazy_imports.py)
     modules = jit_modules(ctx.variant.name)
     configured = before_env.get(ctx.variant.config_env, "")
     if not modules or not live_exists or ":" in configured:
