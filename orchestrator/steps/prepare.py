@@ -153,21 +153,31 @@ def _seed_line(ctx: Ctx, live: str, before_env: dict, live_exists: bool) -> str:
     (``cp -p``) into the arm's private JIT dir, so it measures what the server runs without building it
     again. Current = the ``.so`` is newer than the live table (built after its last change; docs/internals.md
     "JIT builds per job"); a stale or missing one is left out and built there as before. Not when the
-    runtime merges several tables (its module comes from the merged copy) or the table does not exist."""
+    runtime merges several tables (its module comes from the merged copy) or the table does not exist.
+    Every other live module (not fed by this table: module_aiter_enum, MoE 2-stage, other families) is
+    copied as well: the job changes none of them."""
     from .promote import jit_modules     # lazily: promote loads pandas (tests/unit/test_lazy_imports.py)
     modules = jit_modules(ctx.variant.name)
     configured = before_env.get(ctx.variant.config_env, "")
-    if not modules or not live_exists or ":" in configured:
-        return ""
     live_dir = live_jit_dir(ctx)
     if not live_dir:
         return ""
     jit = before_env["AITER_JIT_DIR"]
-    parts = [render(Cmd(("mkdir", "-p", jit)))]
-    for m in modules:
-        so = f"{live_dir}/{m}.so"
-        parts.append(f"if [ {quote(so)} -nt {quote(live)} ]; then {render(Cmd(('cp', '-p', so, jit + '/')))}; fi")
+    parts = [render(Cmd(("mkdir", "-p", jit))), _unchanged_modules(live_dir, modules, jit)]
+    if live_exists and ":" not in configured:
+        for m in modules:
+            so = f"{live_dir}/{m}.so"
+            parts.append(f"if [ {quote(so)} -nt {quote(live)} ]; then {render(Cmd(('cp', '-p', so, jit + '/')))}; fi")
     return "; ".join(parts) + "; "
+
+
+def _unchanged_modules(live_dir: str, fed: list[str], jit: str) -> str:
+    """Shell loop copying every live module the job's table does not feed (nor the tuner's *_tune) into
+    ``jit``: reused, never rebuilt (issue 26)."""
+    skip = "|".join([*(quote(f"{m}.so") for m in fed), "*_tune.so"])
+    copy = render(Cmd(("cp", "-p", "--", "$f", jit + "/"))).replace("'$f'", '"$f"')
+    return (f"for f in {quote(live_dir)}/module_*.so; do case \"${{f##*/}}\" in {skip}) ;; "
+            f"*) if [ -f \"$f\" ]; then {copy}; fi ;; esac; done")
 
 
 def live_jit_dir(ctx: Ctx) -> str | None:
@@ -272,7 +282,11 @@ def run(ctx: Ctx) -> None:
         # (a re-run of the step must not reuse a module built from an earlier staging table): no
         # AITER_REBUILD, which would rebuild every module in every call of the first sample (issue 26)
         first = again = [Cmd(c.argv, env=after_env, cwd=c.cwd) for c in bench_cmds]
-        parts = [render(Cmd(("rm", "-rf", after_env["AITER_JIT_DIR"])))]
+        from .promote import jit_modules
+        parts = [render(Cmd(("rm", "-rf", after_env["AITER_JIT_DIR"]))),
+                 render(Cmd(("mkdir", "-p", after_env["AITER_JIT_DIR"])))]
+        if live_jit_dir(ctx):   # the modules the staging table does not feed: reused from the live install
+            parts.append(_unchanged_modules(live_jit_dir(ctx), jit_modules(variant.name), after_env["AITER_JIT_DIR"]))
         for n in range(1, repeats + 1):
             parts.append(_sample("after", n, first if n == 1 else again))
             if n < repeats:
