@@ -186,6 +186,7 @@ class NodePaths(Record):
     tune_argv: Optional[list] = None
     tune_env: Optional[dict] = None
     bench_argv: Optional[list] = None
+    bench_jit: Optional[str] = None          # how each arm got its JIT modules (issue 26)
     bench_env: Optional[dict] = None
     bench_gpu: Optional[str] = None
     bench_run_as: Optional[dict] = None

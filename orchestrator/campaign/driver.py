@@ -53,7 +53,7 @@ def make_plan(job: JobState, runner: Runner, refs: list[TargetRef], variants: li
                  f"{','.join(map(str, p.gpus))}")
     found = planning.mine(runner, reachable[0], job.request, variants, settings)
     out = {"variants": {}, "excluded": [], "unreachable": unreachable,
-           "facts": {p.ref.label: p.facts for p in reachable}}
+           "facts": {p.ref.label: p.facts for p in reachable}, "repeats": job.request.get("repeats")}
     for variant, shapes in found.items():
         if not shapes:
             out["excluded"].append(f"{variant}: no untuned shapes found")

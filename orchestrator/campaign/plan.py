@@ -152,7 +152,9 @@ def group(probes: list[Probe], variant: str) -> tuple[dict[tuple, list[Probe]], 
 
 
 def plan_lines(plan: dict) -> list[str]:
+    from ..steps.bench import fixed_cost_line
     from ..steps.budget import estimate, fmt_duration
+    from ..steps.promote import jit_modules
     lines = list(plan.get("budget", []))
     for variant, groups in plan["variants"].items():
         rate, source = (plan.get("rates") or {}).get(variant) or [None, ""]
@@ -164,6 +166,8 @@ def plan_lines(plan: dict) -> list[str]:
                 est = (f", est. tuning time {fmt_duration(estimate(rows, plan['gpus'][label], rate))} on "
                        f"{plan['gpus'][label]} GPU(s)" if rate and label in plan.get("gpus", {}) else "")
                 lines.append(f"  {label}: {len(rows)} shapes (est. cost {cost:.1f}{est})")
+                lines.append("    " + fixed_cost_line(get_variant(variant), rows, int(plan.get("repeats") or 3),
+                                                     len(jit_modules(variant)) or 1))
         if rate:
             lines.append(f"  ({variant} tuning time per shape and GPU: {source})")
     for why in plan.get("excluded", []):

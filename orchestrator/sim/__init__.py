@@ -34,6 +34,8 @@ __all__ = ["SimSpec", "SimInstall", "install", "PROFILES"]
 TREE = Path(__file__).resolve().parent / "tree"
 # stdlib-only modules of this package that the node runs too (copied into aiter/_sim/)
 NODE_MODULES = tuple(Path(__file__).resolve().parent / n for n in ("perf_model.py", "lookups.py"))
+# the cost model (sim/costs.py), on the node's PYTHONPATH as pylib/_simcosts.py (torch and aiter use it)
+COSTS_MODULE = Path(__file__).resolve().parent / "costs.py"
 
 PROFILES = {"current": "0.1.20", "legacy": "0.1.11", "newest": "0.1.29"}
 # the version pip reports, where it is not the plain release: wheels after v0.1.20 carry a post release and
@@ -58,6 +60,8 @@ class SimSpec:
     gpus: int = 8
     busy_gpus: tuple = (6, 7)
     seconds_per_shape: float = 0.0
+    # what builds and process starts sleep: real seconds x cost_scale (sim/costs.py, AITER_SIM_COST_SCALE)
+    cost_scale: float = 0.001
     gpu_cu_nums: tuple = ()           # per-GPU Compute Unit counts in rocminfo (partition modes); () = cu_num
     # GPU view (orchestrator/sim/tree/pylib/_simgpu.py): rocm-smi/amd-smi list every GPU of the host; ROCr
     # (rocminfo, HIP) only those whose device nodes the container has, renumbered from 0
@@ -274,6 +278,7 @@ def install(host_dir, spec: SimSpec | None = None, target_dir: str | None = None
             "# simulated AITER checkout: `python3 setup.py develop` is not needed, the node is pre-installed\n"
             "import sys\nsys.exit('simulated aiter: nothing to build')\n")
     _copy_tree(TREE / "pylib", host / "pylib", profile)
+    shutil.copyfile(COSTS_MODULE, host / "pylib" / "_simcosts.py")
     _copy_tree(TREE / "bin", host / "bin", profile)
     for tool, present in (("rocm-smi", spec.rocm_smi), ("amd-smi", spec.amd_smi)):
         if not present:
@@ -321,6 +326,8 @@ def install(host_dir, spec: SimSpec | None = None, target_dir: str | None = None
         "PYTHONDONTWRITEBYTECODE": "1",
         "AITER_SIM_NODE": f"{target}/sim/node.json",
         "TUNE_REMOTE_KFD_PROC_DIR": f"{target}/sim/kfd/proc",
+        "AITER_SIM_COST_SCALE": f"{spec.cost_scale:g}",
+        "AITER_SIM_COST_LOG": f"{target}/sim/costs.jsonl",
     }
     return SimInstall(
         env=env, aiter_root=root_t, logs_dir=f"{target}/logs", control_path=f"{target}/sim/control.json",

@@ -54,6 +54,44 @@ def check_moe_quant(variant: KernelVariant, shapes: list[dict], quant_max: int) 
                                   "(l_quant 8 a16wi4 and 9 MXFP8 are at HEAD, after v0.1.20)")
 
 
+# What a real node charges (issue 26; sim/costs.py simulates the same): starting one op_test process
+# (python + import torch + aiter + HIP init) vs measuring one more shape inside a running one (tensors,
+# warm-up and timed iterations of a kernel of a few ms, the reference check)
+PROCESS_START_S = 4.2
+EXTRA_SHAPE_S = 0.3
+
+
+BUILD_S = 57.9          # a cold build of a CK module of a tuned table (~27 instances, issue 26)
+
+
+def fixed_cost(variant: KernelVariant, shapes: list[dict], repeats: int, modules: int = 1) -> dict:
+    """A job's fixed cost on a real node as the plan decides it: op_test processes (calls per arm x runs x
+    2 arms + the engaged-at-runtime check), the tuner's start, and the minimum of JIT builds (each module
+    of the table once in the after arm, the tuner's *_tune module; the before arm reuses a current live
+    module); ``minutes`` projects them at the costs above."""
+    calls = len(plan_bench(variant, shapes))
+    processes = calls * 2 * repeats + (1 if calls else 0) + 1
+    builds = (modules if calls else 0) + 1
+    return {"processes": processes, "builds": builds, "calls_per_run": calls,
+            "minutes": (processes * PROCESS_START_S + builds * BUILD_S) / 60}
+
+
+def fixed_cost_line(variant: KernelVariant, shapes: list[dict], repeats: int, modules: int = 1) -> str:
+    c = fixed_cost(variant, shapes, repeats, modules)
+    return (f"fixed cost: {c['processes']} process starts ({c['calls_per_run']} op_test call(s) per arm and run "
+            f"x {repeats} run(s) x 2 arms, the tuner, the engaged check), {c['builds']} JIT build(s) at least; "
+            f"~{c['minutes']:.1f} min on a real node")
+
+
+def one_process_is_cheaper(calls: int, nk_pairs: int, shapes: list[dict]) -> bool:
+    """m_nk scripts cross every -m with every -nk: ONE call for all the shapes measures the pairs nobody
+    asked for too (their rows are dropped: results are matched to the requested shapes). Worth it when
+    those extra shapes cost less than the process starts they save."""
+    ms = {int(s["m"]) for s in shapes}
+    extra = len(ms) * nk_pairs - len(shapes)
+    return extra * EXTRA_SHAPE_S < (calls - 1) * PROCESS_START_S
+
+
 def plan_bench(variant: KernelVariant, shapes: list[dict]) -> list[BenchCall]:
     bench = variant.bench
     if bench is None or not shapes:
@@ -70,6 +108,8 @@ def plan_bench(variant: KernelVariant, shapes: list[dict]) -> list[BenchCall]:
         by_ms: dict[tuple, list[str]] = {}
         for pair, ms_set in ms_of.items():
             by_ms.setdefault(tuple(sorted(ms_set)), []).append(pair)
+        if len(by_ms) > 1 and one_process_is_cheaper(len(by_ms), len(ms_of), shapes):
+            by_ms = {tuple(sorted({int(s["m"]) for s in shapes})): list(ms_of)}
         for ms, nks in by_ms.items():
             args = ("-m", *map(str, ms), "-nk", *nks, *extra)
             group = tuple(s for s in shapes if nk(s) in nks)

@@ -148,6 +148,45 @@ def _arm_env(ctx: Ctx, live: str, staging: str, live_exists: bool) -> tuple[dict
     return before, after
 
 
+def _seed_line(ctx: Ctx, live: str, before_env: dict, live_exists: bool) -> str:
+    """Shell prefix of the before arm: the live modules that are current for the live table are copied
+    (``cp -p``) into the arm's private JIT dir, so it measures what the server runs without building it
+    again. Current = the ``.so`` is newer than the live table (built after its last change; docs/internals.md
+    "JIT builds per job"); a stale or missing one is left out and built there as before. Not when the
+    runtime merges several tables (its module comes from the merged copy) or the table does not exist.
+    Every other live module (not fed by this table: module_aiter_enum, MoE 2-stage, other families) is
+    copied as well: the job changes none of them."""
+    from .promote import jit_modules     # lazily: promote loads pandas (tests/unit/test_lazy_imports.py)
+    modules = jit_modules(ctx.variant.name)
+    configured = before_env.get(ctx.variant.config_env, "")
+    live_dir = live_jit_dir(ctx)
+    if not live_dir:
+        return ""
+    jit = before_env["AITER_JIT_DIR"]
+    parts = [render(Cmd(("mkdir", "-p", jit))), _unchanged_modules(live_dir, modules, jit)]
+    if live_exists and ":" not in configured:
+        for m in modules:
+            so = f"{live_dir}/{m}.so"
+            parts.append(f"if [ {quote(so)} -nt {quote(live)} ]; then {render(Cmd(('cp', '-p', so, jit + '/')))}; fi")
+    return "; ".join(parts) + "; "
+
+
+def _unchanged_modules(live_dir: str, fed: list[str], jit: str) -> str:
+    """Shell loop copying every live module the job's table does not feed (nor the tuner's *_tune) into
+    ``jit``: reused, never rebuilt (issue 26)."""
+    skip = "|".join([*(quote(f"{m}.so") for m in fed), "*_tune.so"])
+    copy = render(Cmd(("cp", "-p", "--", "$f", jit + "/"))).replace("'$f'", '"$f"')
+    return (f"for f in {quote(live_dir)}/module_*.so; do case \"${{f##*/}}\" in {skip}) ;; "
+            f"*) if [ -f \"$f\" ]; then {copy}; fi ;; esac; done")
+
+
+def live_jit_dir(ctx: Ctx) -> str | None:
+    """The live JIT dir as AITER finds it: AITER_JIT_DIR, else <package>/jit (aiter-formats.md §5.2)."""
+    env = {**(ctx.job.facts.get("env") or {}), **ctx.target.container.env}
+    pkg = ctx.job.facts.get("package_dir")
+    return env.get("AITER_JIT_DIR") or (f"{pkg}/jit" if pkg else None)
+
+
 def serve_line(cmd: str, root: str) -> str:
     """The user's --serve-cmd (a shell line by contract) in the aiter root; its failure is reported, not
     fatal: the exit status is written to the log and the step always succeeds."""
@@ -218,9 +257,10 @@ def run(ctx: Ctx) -> None:
         logs["serve_before"] = f"{remote.logs_dir}/{variant.name}_serve_before_{ts}.log"
         steps.append({"name": "serve_before", "log": logs["serve_before"],
                       "line": serve_line(job.request.serve_cmd, root), "marker": ""})
+    seed = _seed_line(ctx, live, before_env, bool(backup))
     if bench_cmds:
         steps.append({"name": "baseline", "log": logs["baseline"],
-                      "line": f"rc=0; {_sample('before', 1, bench_cmds)}; exit $rc", "marker": "*"})
+                      "line": f"rc=0; {seed}{_sample('before', 1, bench_cmds)}; exit $rc", "marker": "*"})
     else:
         missing = variant.bench.script if variant.bench else "none"
         job.note(f"no benchmark for {variant.name} on this AITER install (test script: {missing}); "
@@ -239,10 +279,15 @@ def run(ctx: Ctx) -> None:
     remote.stall_timeout_s = stall
     if bench_cmds:
         # interleaved: after 1, before 2, after 2, ... (the first before ran ahead of tuning); the first
-        # after run builds its modules from the staging table in its private JIT dir
-        first = [Cmd(c.argv, env={**after_env, "AITER_REBUILD": "1"}, cwd=c.cwd) for c in bench_cmds]
-        again = [Cmd(c.argv, env=after_env, cwd=c.cwd) for c in bench_cmds]
-        parts = []
+        # after call builds each module once from the staging table in the private JIT dir, emptied first
+        # (a re-run of the step must not reuse a module built from an earlier staging table): no
+        # AITER_REBUILD, which would rebuild every module in every call of the first sample (issue 26)
+        first = again = [Cmd(c.argv, env=after_env, cwd=c.cwd) for c in bench_cmds]
+        from .promote import jit_modules
+        parts = [render(Cmd(("rm", "-rf", after_env["AITER_JIT_DIR"]))),
+                 render(Cmd(("mkdir", "-p", after_env["AITER_JIT_DIR"])))]
+        if live_jit_dir(ctx):   # the modules the staging table does not feed: reused from the live install
+            parts.append(_unchanged_modules(live_jit_dir(ctx), jit_modules(variant.name), after_env["AITER_JIT_DIR"]))
         for n in range(1, repeats + 1):
             parts.append(_sample("after", n, first if n == 1 else again))
             if n < repeats:
@@ -253,6 +298,9 @@ def run(ctx: Ctx) -> None:
     remote.repeats = repeats
     remote.bench_gpu = before_env["HIP_VISIBLE_DEVICES"]
     remote.bench_env = {"before": before_env, "after": after_env}
+    remote.bench_jit = ("private JIT dir per arm; before: live modules current for the live table copied in"
+                        if seed else "private JIT dir per arm") + \
+        "; after: each module built once from the staging table, no AITER_REBUILD"
     remote.tune_argv = list(tcmd.argv)
     remote.tune_env = {"HIP_VISIBLE_DEVICES": tcmd.env["HIP_VISIBLE_DEVICES"]}
     remote.bench_argv = [list(c.argv[1:]) for c in bench_cmds]

@@ -33,6 +33,12 @@ JIT_MODULES = {
 }
 
 
+def jit_modules(variant_name: str) -> list[str]:
+    """The CK modules compiled from the variant's tuned table."""
+    module = JIT_MODULES.get(variant_name)
+    return [module] if module else []
+
+
 def backup_dir(ctx: Ctx) -> str:
     return f"{ctx.job.remote.job_dir}/promotion"
 
@@ -86,6 +92,8 @@ def promote(ctx: Ctx, mode: str, then=None) -> dict:
         "package_dir": job.facts.package_dir,
         "jit_dir_env": ({**(job.facts.env or {}), **ctx.target.container.env}.get("AITER_JIT_DIR")),
         "mode": mode,
+        # the after arm built these modules from the staging table: reused when the promoted table equals it
+        "built_dir": ((job.remote.get("bench_env") or {}).get("after") or {}).get("AITER_JIT_DIR"),
     }
     answers = ctx.call_batch([("promote", req), *after]) if after else [ctx.call("promote", req)]
     res = answers[0]

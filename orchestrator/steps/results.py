@@ -220,7 +220,8 @@ def _bench_view(remote: NodePaths) -> dict:
                 "after_command": "\n".join(shown.get("after") or []),
                 "env": {"runs per arm (interleaved)": remote.repeats, "pinned GPU": remote.bench_gpu,
                         "calls per run": len(shown.get("before") or []),
-                        "AITER_REBUILD": "1 on the first after run only"}}
+                        **({"JIT": remote.bench_jit} if remote.bench_jit
+                           else {"AITER_REBUILD": "1 on the first after run only"})}}
     argv = ["python3", *(remote.bench_argv or [[]])[0]]
     arms = remote.bench_env or {}
 

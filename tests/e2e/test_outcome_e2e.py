@@ -319,4 +319,8 @@ def test_promote_all_under_a_server_holding_the_old_module(node, tmp_path):
     assert set(got.loc[got["promoted"] == "true", "verdict"]) - {"improved"}, "all should include unproven rows"
     # the live module now comes from the promoted table
     live = bed.node_bytes(f"{root}/{LIVE}")
-    assert json.loads(bed.node_bytes(f"{root}/{MODULE}"))["tune_file_sha256"] == _sha(live)
+    # (issue 26: the after arm's module, built from the staging table holding exactly these rows, is reused)
+    mod = json.loads(bed.node_bytes(f"{root}/{MODULE}"))
+    def rowset(rows):
+        return sorted(tuple(sorted((k.strip(), str(v).strip()) for k, v in r.items())) for r in rows)
+    assert mod["tune_file_sha256"] == _sha(live) or rowset(mod["rows"]) == rowset(_rows(live))

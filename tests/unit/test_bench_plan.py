@@ -1,6 +1,6 @@
 """Benchmark invocations per argument style, straight from the variant registry."""
 
-from orchestrator.steps.bench import match_results, plan_bench
+from orchestrator.steps.bench import EXTRA_SHAPE_S, PROCESS_START_S, match_results, plan_bench
 from orchestrator.variants import get_variant, profile_for
 
 CUR = profile_for((0, 1, 20))
@@ -20,16 +20,30 @@ def test_m_nk_style_passes_ms_and_nks_once_with_preshuffle_inferred():
     assert call.args[-2:] == ("--ck_preshuffle", "True")
 
 
-def test_m_nk_style_groups_nk_pairs_by_identical_m_sets():
+def test_m_nk_style_groups_nk_pairs_by_identical_m_sets_when_extra_shapes_cost_more_than_a_process():
     # C-17: the script crosses every -m with every -nk; (N,K) pairs with different Ms get their own call
-    shapes = [{"m": 16, "n": 1536, "k": 7168}, {"m": 32, "n": 1536, "k": 7168},
-              {"m": 64, "n": 7168, "k": 2048}, {"m": 16, "n": 4096, "k": 512}, {"m": 32, "n": 4096, "k": 512}]
+    # when measuring the crossed pairs nobody asked for costs more than another process start (issue 26)
+    many = [{"m": m, "n": 1536, "k": 7168} for m in range(1, 21)]
+    shapes = many + [{"m": 64, "n": 7168, "k": 2048}]
     calls = plan_bench(v("a8w8_blockscale"), shapes)
-    assert [c.args[:-2] for c in calls] == [("-m", "16", "32", "-nk", "1536,7168", "4096,512"),
-                                             ("-m", "64", "-nk", "7168,2048")]
-    assert [len(c.shapes) for c in calls] == [4, 1]
+    assert [c.args[-4:-2] for c in calls] == [("-nk", "1536,7168"), ("-nk", "7168,2048")]
+    assert [len(c.shapes) for c in calls] == [20, 1]
     crossed = sum((c.args.index("-nk") - 1) * (len(c.args) - 3 - c.args.index("-nk")) for c in calls)
     assert crossed == len(shapes)  # nothing measured that nobody asked for
+    assert (21 * 2 - 21) * EXTRA_SHAPE_S > PROCESS_START_S
+
+
+def test_m_nk_style_measures_a_few_extra_shapes_in_one_process_when_cheaper():
+    # issue 26: 4 crossed shapes nobody asked for (dropped by matching) cost less than a second process start
+    shapes = [{"m": 16, "n": 1536, "k": 7168}, {"m": 32, "n": 1536, "k": 7168},
+              {"m": 64, "n": 7168, "k": 2048}, {"m": 16, "n": 4096, "k": 512}, {"m": 32, "n": 4096, "k": 512}]
+    [call] = plan_bench(v("a8w8_blockscale"), shapes)
+    assert call.args[:-2] == ("-m", "16", "32", "64", "-nk", "1536,7168", "7168,2048", "4096,512")
+    assert list(call.shapes) == shapes
+    assert 4 * EXTRA_SHAPE_S < PROCESS_START_S
+    rows = [{"key": {"m": m, "n": n, "k": k}, "value": 1.0} for m in (16, 32, 64)
+            for n, k in ((1536, 7168), (4096, 512), (7168, 2048))]
+    assert len(match_results(v("a8w8_blockscale").bench, shapes, rows)) == len(shapes)   # extras dropped
 
 
 def test_mnk_style_groups_by_quant_dtype():
@@ -114,3 +128,18 @@ def test_moe_a16wi4_and_mxfp8_are_benchmarked_with_their_quant_index_or_refused(
         with pytest.raises(UsageError, match=needle):
             check_moe_quant(v("moe_2stages"), [shape], 7)
     check_moe_quant(v("a8w8"), [{"m": 1, "n": 2, "k": 3}], 7)      # not a MoE variant: nothing to check
+
+
+def test_fixed_cost_in_the_dry_run_plan():
+    """Issue 26: the plan shows the processes, builds and projected real minutes the bench plan decided."""
+    from orchestrator.campaign.plan import plan_lines
+    from orchestrator.steps.bench import BUILD_S, fixed_cost
+
+    shapes = [{"m": 16, "n": 1536, "k": 7168}, {"m": 32, "n": 1536, "k": 7168}, {"m": 64, "n": 7168, "k": 2048}]
+    c = fixed_cost(v("a8w8_blockscale"), shapes, repeats=1)
+    assert c["calls_per_run"] == 1 and c["processes"] == 1 * 2 * 1 + 2 and c["builds"] == 2
+    assert c["minutes"] == (4 * PROCESS_START_S + 2 * BUILD_S) / 60
+    plan = {"variants": {"a8w8_blockscale": {"gfx950/256": {"n1/c": shapes}}}, "repeats": 3}
+    lines = plan_lines(plan)
+    assert any("fixed cost: 8 process starts (1 op_test call(s) per arm and run x 3 run(s) x 2 arms" in ln
+               and "2 JIT build(s) at least" in ln for ln in lines), lines

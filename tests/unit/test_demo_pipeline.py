@@ -49,7 +49,8 @@ def test_demo_runs_to_a_report_that_matches_the_perf_model(ws, capsys, profile, 
     assert re.search(r"\| keys added / changed / removed \(table before vs after tuning\) +\| \d+ / \d+ / 0 +\|", md)
     bench = md[md.index("## Benchmarks"):md.index("## Tuned CSV")]
     assert "exec env" not in bench and bench.count("HIP_VISIBLE_DEVICES=") == 2
-    assert "AITER_REBUILD=1 " in bench and f"{sys.executable} " in bench
+    # issue 26: the after arm's private JIT dir builds each module once, without AITER_REBUILD
+    assert "AITER_REBUILD=" not in bench and "no AITER_REBUILD" in bench and f"{sys.executable} " in bench
     assert f"Engaged at runtime: {promoted}/{promoted} promoted shapes" in md
     assert (job / "report.html").read_text().lstrip().lower().startswith("<!doctype html")
     # P-11: the kernel chosen for every tuned shape, as the tuned table holds it

@@ -55,3 +55,28 @@ def test_key_changes_counts_added_changed_removed_and_notes_a_vanished_key():
     assert res == {"keys_added": 1, "keys_changed": 1, "keys_removed": 1}
     assert _rows_written({**res, "rows_before": 3, "rows_after": 3}) == 2     # a row count would say 0
     assert len(notes) == 1 and "1 key(s) of t.csv" in notes[0] and "M=4 N=512 K=7168" in notes[0]
+
+
+def test_the_after_arms_module_is_reused_only_when_the_promoted_table_holds_the_staging_rows(staging_mod, tmp_path):
+    """Issue 26: promotion copies the module the after arm built from the staging table into the live JIT dir
+    when the promoted table has the same rows (no rebuild); otherwise the live module is only moved aside.
+    Rollback removes the reused module (the live dir had none before)."""
+    built, live_jit = tmp_path / "after_jit", tmp_path / "jit"
+    built.mkdir()
+    live_jit.mkdir()
+    (built / "module_x.so").write_text("built from staging")
+    rows = "gfx950,256,1,7168,7.0,new1\ngfx950,256,2,7168,6.0,new2\n"
+    (tmp_path / "staging.csv").write_text(GFX_HEAD + rows)
+    (tmp_path / "live.csv").write_text(GFX_HEAD + "gfx950,256,2,7168,9.0,old2\n")
+    req = _req(tmp_path, modules=["module_x"], jit_dir_env=str(live_jit), built_dir=str(built))
+    res = staging_mod.op_promote(req)
+    assert res["rounds"][0]["reused_modules"] == [str(live_jit / "module_x.so")]
+    assert (live_jit / "module_x.so").read_text() == "built from staging"
+    assert (live_jit / "module_x.so").stat().st_mtime >= (tmp_path / "live.csv").stat().st_mtime
+    staging_mod.op_rollback({"backup_dir": req["backup_dir"]})
+    assert not (live_jit / "module_x.so").exists()
+    # only one of the two keys promoted: the live table differs from the staging one, nothing is reused
+    (tmp_path / "live.csv").write_text(GFX_HEAD + "gfx950,256,2,7168,9.0,old2\n")
+    res = staging_mod.op_promote(_req(tmp_path, keys=[["1", "7168"]], modules=["module_x"],
+                                      jit_dir_env=str(live_jit), built_dir=str(built), backup_dir=str(tmp_path / "b2")))
+    assert res["rounds"][0]["reused_modules"] == [] and not (live_jit / "module_x.so").exists()

@@ -102,7 +102,9 @@ def op_promote(req):
 
     request: {"live", "staging", "backup_dir", "key_columns": [lower], "keys": [[text]], "gfx", "cu_num",
               "others": [glob of tables AITER merges with this one], "modules": [module names],
-              "package_dir", "jit_dir_env", "mode" (kept in the round, for the report)}
+              "package_dir", "jit_dir_env", "mode" (kept in the round, for the report),
+              "built_dir" (optional: the after arm's JIT dir, whose modules are reused when the promoted
+              table equals the staging table)}
     An unrolled-back record of this backup_dir: the keys asked for that it does not hold yet are
     promoted as its next round (``promoted_now``); none: ``already`` and nothing changes.
     """
@@ -188,9 +190,11 @@ def op_promote(req):
     for name in req.get("modules") or []:
         so = os.path.join(jit_dir, name + ".so")
         modules[so] = _move_aside(so, os.path.join(bdir, "jit"))
+    reused = _reuse_built(req, live, staging, jit_dir)
     now = [list(k) for k in chosen]
     this = {"time": _now(), "mode": req.get("mode"), "backup": backup, "existed": existed, "promoted": now,
-            "replaced": replaced, "added": len(added), "skipped_duplicates": skipped, "modules": modules}
+            "replaced": replaced, "added": len(added), "skipped_duplicates": skipped, "modules": modules,
+            "reused_modules": reused}
     if old is None:
         record = {"live": live, "backup": backup, "existed": existed, "promoted": now, "replaced": replaced,
                   "added": len(added), "skipped_duplicates": skipped, "modules": modules, "time": this["time"],
@@ -203,6 +207,26 @@ def op_promote(req):
                       rounds=_rounds(old) + [this])
     atomic_write(rec_path, (json.dumps(record, indent=1) + "\n").encode("utf-8"))
     return dict(record, already=False, promoted_now=now)
+
+
+def _reuse_built(req, live, staging, jit_dir):
+    """The modules the after arm built from the staging table (``built_dir``) ARE the promoted table's when
+    the two tables hold the same rows (order aside: a module compiles the set of its rows): copied into the live JIT dir (tmp + rename, mtime now so they are
+    newer than the table) instead of being rebuilt by the next process (issue 26). Else nothing."""
+    built = req.get("built_dir")
+    if not built:
+        return []
+    (l_head, l_rows), (s_head, s_rows) = _read(live), _read(staging)
+    if l_head != s_head or sorted(map(tuple, l_rows)) != sorted(map(tuple, s_rows)):
+        return []
+    out = []
+    for name in req.get("modules") or []:
+        src, dst = os.path.join(built, name + ".so"), os.path.join(jit_dir, name + ".so")
+        if os.path.isfile(src):
+            _copy_preserving(src, dst)
+            os.utime(dst)
+            out.append(dst)
+    return out
 
 
 def _rounds(rec):

@@ -35,6 +35,12 @@ def getLogger():
 
 logger = getLogger()
 
+try:  # import aiter + HIP init (the node's cost model, sim/costs.py)
+    import _simcosts
+    _simcosts.charge(_simcosts.AITER_IMPORT_S, "import aiter")
+except ImportError:  # pragma: no cover - outside a simulated node
+    pass
+
 from .utility import dtypes  # noqa: E402
 from .ops.gemm_op_a8w8 import (  # noqa: E402,F401
     gemm_a8w8_CK,

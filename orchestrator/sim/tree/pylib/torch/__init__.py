@@ -7,6 +7,12 @@ Only what the simulated AITER scripts and a node probe need: dtype objects whose
 
 __version__ = "2.9.0+rocm7.1.0.sim"
 
+try:  # a real `import torch` costs seconds (the node's cost model, sim/costs.py)
+    import _simcosts
+    _simcosts.charge(_simcosts.IMPORT_TORCH_S, "import torch")
+except ImportError:  # pragma: no cover - outside a simulated node
+    pass
+
 
 class dtype(object):
     __slots__ = ("_name", "itemsize", "is_floating_point")

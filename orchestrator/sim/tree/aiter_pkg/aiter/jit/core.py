@@ -301,6 +301,23 @@ def _ninja_log(opbd_dir, md_name, rows):
     return done[-1][1] / 1000.0
 
 
+def instances(md_name, tune_file, rows):
+    """CK instances a build compiles (the cost model's unit): the tuned table's distinct kernels, or the
+    fixed list of a module generated without one; 0 = a small module like module_aiter_enum."""
+    if not tune_file and "moe_ck2stages" not in md_name and not md_name.endswith("_tune"):
+        return 0
+    return max(0, len(_units(md_name, rows)) - 2)
+
+
+def _charge_build(md_name, tune_file, rows):
+    """Sleep what the build costs on a real node, scaled (sim/costs.py)."""
+    try:
+        import _simcosts
+    except ImportError:  # pragma: no cover - outside a simulated node
+        return
+    _simcosts.charge(_simcosts.build_s(instances(md_name, tune_file, rows)), "build " + md_name)
+
+
 def build_module(md_name, tune_file=None):
     """'Compile' a module: logs like aiter's build_module, writes build/<md>/build/.ninja_log and <md>.so."""
     startTS = time.perf_counter()
@@ -323,6 +340,7 @@ def build_module(md_name, tune_file=None):
         if tune_file:
             snap["tune_file_sha256"] = _sha256(tune_file)
             snap["columns"], snap["rows"] = read_csv(tune_file)
+        _charge_build(md_name, tune_file, snap["rows"])
         # the time a real build takes (codegen + ninja), added to the cost line below: nothing sleeps it
         simulated = 1.5 + _ninja_log(opbd_dir, md_name, snap["rows"])
         tmp = f"{jit_dir}/{md_name}.so.tmp.{os.getpid()}"
