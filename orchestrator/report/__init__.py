@@ -110,6 +110,8 @@ def render_report(ctx: Mapping[str, Any]) -> tuple[str, str]:
     view = build_view(ctx)
     md = _environment(False).get_template("report.md.j2").render(v=view)
     md = re.sub(r"\n{3,}", "\n\n", md)
+    if view.get("aiter_root", "").startswith("/"):   # report.md goes into a PR: no absolute paths of the node
+        md = md.replace(view["aiter_root"], "<aiter root>")
     html = _environment(True).get_template("report.html.j2").render(v=view)
     return md, html
 

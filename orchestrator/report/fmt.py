@@ -189,14 +189,14 @@ class Table:
     def columns(self) -> list[dict[str, Any]]:
         return [{"name": h, "num": n} for h, n in zip(self.headers, self.numeric)]
 
-    def markdown(self) -> str:
-        """GitHub pipe table, padded so the raw text lines up, numbers right-aligned."""
+    def markdown(self, pad: bool = True) -> str:
+        """GitHub pipe table, padded so the raw text lines up (``pad``), numbers right-aligned."""
         def esc(s: str) -> str:
             return s.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
 
         head = [esc(h) for h in self.headers]
         body = [[esc(c) for c in r] for r in self.rows]
-        widths = [max([3, len(head[i])] + [len(r[i]) for r in body]) for i in range(len(head))]
+        widths = [max([3, len(head[i])] + [len(r[i]) for r in body]) if pad else 3 for i in range(len(head))]
 
         def line(cells: Sequence[str]) -> str:
             out = []

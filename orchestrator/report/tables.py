@@ -123,7 +123,9 @@ def _stat_cells(r) -> list[str]:
 
 
 def _rows_table(cmp: Comparison, no_kernel: list[dict], shape_notes: list[dict],
-                common: Mapping[str, Any]) -> Table:
+                common: Mapping[str, Any], method_notes: bool = True) -> Table:
+    """``method_notes=False`` (report.md): the per-row "before: median of 3 (spread ..)" notes are left out
+    (the method is stated once above the table; spreads are in comparison.csv)."""
     rows = cmp.rows
     kcols = [c for c in cmp.key_columns if c not in common]
     key_numeric = [all(_isnum(norm_key_value(x)) for x in rows[c] if not _missing(x)) for c in kcols]
@@ -147,7 +149,8 @@ def _rows_table(cmp: Comparison, no_kernel: list[dict], shape_notes: list[dict],
             if _matches(dict(sn.get("key") or {}), key) and sn.get("note"):
                 notes.append(str(sn["note"]))
         if r["note"]:
-            notes.append(str(r["note"]))
+            notes += [n for n in str(r["note"]).split("; ")
+                      if method_notes or not n.startswith(("before: ", "after: "))]
         status = str(r["status"])
         label = str(r["verdict"]) + (" (promoted)" if r["promoted"] == "true" else "") if cmp.judged else status
         cells = [*(fmt_key(r[c]) for c in kcols), fmt_value(r["before"], dec), fmt_value(r["after"], dec),

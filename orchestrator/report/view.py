@@ -121,6 +121,7 @@ def build_view(ctx: Mapping[str, Any]) -> dict[str, Any]:
             + (f" by size class of {cmp.size_column}" if cmp.size_column else "")
         )
         v["rows"] = _rows_table(cmp, no_kernel or [], shape_notes, common)
+        v["rows_md"] = _rows_table(cmp, no_kernel or [], shape_notes, common, method_notes=False)
         v["chart"] = _svg_chart(cmp)
         v["mcharts"] = group_charts(cmp, common)
         v["mchart_title"] = (f"({', '.join(c for c in cmp.group_columns if c not in common)})"
@@ -189,8 +190,26 @@ def build_view(ctx: Mapping[str, Any]) -> dict[str, Any]:
     v.update(outcome_view(ctx, Table))
     v["outcome_changes"] = changes_view(ctx)
     v.update(jit_view(ctx, Table))
+    v["simulated"] = bool(ctx.get("simulated"))
+    if v["simulated"] and v["jit_headline"]:
+        v["jit_headline"] = "Simulated (demo node): these seconds are the simulation's, not a real build's. " + v["jit_headline"]
+    v["environment_md"] = _kv_table((label, fmt_scalar(env.get(k))) for k, label in _ENV_FIELDS if k != "aiter_root")
+    v["aiter_root"] = str(env.get("aiter_root") or "")
+    v["job_id"] = str(job.get("id") or "JOB")
+    v["engaged_md"] = _not_engaged(v.get("engaged"))
     v.update(serving_view(ctx, Table))
     return v
+
+
+def _not_engaged(t: Table | None) -> Table | None:
+    """report.md lists only the shapes not engaged (the headline counts the rest; report.html lists all)."""
+    if t is None or "engaged" not in t.headers:
+        return t
+    i, out = t.headers.index("engaged"), Table(t.headers, t.numeric)
+    for row in t.rows:
+        if row[i] != "yes":
+            out.add(row)
+    return out
 
 
 def _normalise_context(ctx: Mapping[str, Any] | None) -> dict[str, Any]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 import re
 from pathlib import Path
 
@@ -139,16 +140,56 @@ def _summary(job: JobState, comp: Comparison, name: str, base: str, keys: list[t
              f"Evidence: every row is proven faster: {sm.get('samples', {}).get('before')} before / "
              f"{sm.get('samples', {}).get('after')} after runs per shape, interleaved on one pinned GPU, medians, "
              f"node noise {sm.get('pooled_noise_pct')}% (relative sd); one-sided exact Mann-Whitney U plus a "
-             "practical bar of max(1 %, 3 x noise).",
+             "practical bar of max(1 %, 3 x noise). The `observed` column says what the runs showed.", "",
              f"Left out: {dropped['hipblaslt']} hipBLASLt row(s) (library-version dependent), {dropped['owned']} "
              "row(s) whose key the shared table already owns (no duplicate keys across merged files)"
              + (f", {dropped['elsewhere']} row(s) an earlier target gave already." if dropped.get("elsewhere")
                 else ".")
              , "",
-             f"| shape | before ({comp.metric}) | after ({comp.metric}) | speedup % | p |", "|---|---:|---:|---:|---:|"]
+             *_outcome_lines(job, comp, sel),
+             f"| shape | before ({comp.metric}) | after ({comp.metric}) | speedup % | observed |",
+             "|---|---:|---:|---:|---|"]
     for _, r in rows.iterrows():
         k = tuple(norm_key_value(r[c]) for c in comp.key_columns)
         if k in sel:
             shape = ", ".join(f"{c}={r[c]}" for c in comp.key_columns)
-            lines.append(f"| {shape} | {r['before']:.6g} | {r['after']:.6g} | {r['speedup_pct']:+.2f} | {r['p_value']} |")
+            lines.append(f"| {shape} | {r['before']:.6g} | {r['after']:.6g} | {r['speedup_pct']:+.2f} | "
+                         f"{observed(r)} |")
     return "\n".join(lines) + "\n"
+
+
+def observed(r) -> str:
+    """What the runs of a proven row showed, in words: with n before and m after runs the exact test's smallest
+    p (1 / C(n+m, n), 0.05 for 3 vs 3) means every after run beat every before run; a bigger p is printed."""
+    try:
+        b, a = int(r["before_n"]), int(r["after_n"])
+    except (TypeError, ValueError, KeyError):
+        return "-"
+    if b < 2 or a < 2:
+        return f"{b} before / {a} after run(s): median gain above the single-run bar"
+    p = r.get("p_value")
+    if p is None or p != p or float(p) <= 1.0 / math.comb(a + b, b) + 1e-9:
+        return f"{a}/{a} after runs faster than every before run"
+    return f"after faster in the medians, exact test p={float(p):.3g} over {b} vs {a} runs"
+
+
+def _outcome_lines(job: JobState, comp: Comparison, sel: set) -> list[str]:
+    """Geomean of the exported rows, the tuned rows left out as not proven (regressed, within noise), and the
+    serving benchmark before/after where --serve-cmd measured it."""
+    rows = comp.rows
+    keyed = [(tuple(norm_key_value(r[c]) for c in comp.key_columns), r) for _, r in rows.iterrows()]
+    mine = [r for k, r in keyed if k in sel]
+    ratios = [float(r["ratio"]) for r in mine if r.get("ratio") is not None and float(r["ratio"]) > 0]
+    gm = (math.exp(math.fsum(math.log(x) for x in ratios) / len(ratios)) - 1.0) * 100.0 if ratios else None
+    verdicts = rows["verdict"].value_counts().to_dict() if "verdict" in rows else {}
+    out = [f"Geomean speedup of the {len(mine)} exported row(s): "
+           + ("-" if gm is None else f"{gm:+.2f}%") + f" ({comp.metric}).", "",
+           f"Not exported (not proven faster): {verdicts.get('regressed', 0)} regressed row(s), "
+           f"{verdicts.get('within_noise', 0)} within noise, {verdicts.get('missing', 0)} missing a benchmark "
+           "(comparison.csv lists them).", ""]
+    serving = [s for s in (job.step_state("promote").info.get("serving") or []) if s.get("after") is not None]
+    if serving:
+        out += ["Serving benchmark (`--serve-cmd`) before tuning / after promotion:", "",
+                "| metric | before | after | change % |", "|---|---:|---:|---:|",
+                *(f"| {s['metric']} | {s['before']} | {s['after']} | {s.get('change_pct')} |" for s in serving), ""]
+    return out

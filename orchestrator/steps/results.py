@@ -190,6 +190,7 @@ def report_context(ctx: Ctx, saved: bool = False) -> dict:
             "kernels": tuned.get("kernels"),
         },
         "comparison": comparison,
+        "simulated": bool(job.request.get("demo_dir")),
         "promotion": _promotion(job),
         "engaged": job.step_state("promote").info.get("engaged"),
         "jit_profile": _saved_jit_profile(ctx) if saved else jit_collect(ctx),

@@ -47,18 +47,19 @@ def test_demo_runs_to_a_report_that_matches_the_perf_model(ws, capsys, profile, 
     assert "Verdicts rest on 3 before and 3 after runs per shape" in md
     # C-11: keys added / changed / removed, not a row count; C-18: the bench calls as the node ran them
     assert re.search(r"\| keys added / changed / removed \(table before vs after tuning\) +\| \d+ / \d+ / 0 +\|", md)
-    bench = md[md.index("## Benchmarks"):md.index("## Tuned CSV")]
-    assert "exec env" not in bench and bench.count("HIP_VISIBLE_DEVICES=") == 2
+    # the bench calls as the node ran them: in report.html (report.md fits a PR and leaves commands out)
+    html = (job / "report.html").read_text()
+    assert "exec env" not in html and html.count("HIP_VISIBLE_DEVICES=") >= 2
     # issue 26: the after arm's private JIT dir builds each module once, without AITER_REBUILD
-    assert "AITER_REBUILD=" not in bench and "no AITER_REBUILD" in bench and f"{sys.executable} " in bench
+    assert "AITER_REBUILD=" not in html and "no AITER_REBUILD" in html and f"{sys.executable} " in html
+    assert "## Benchmarks" not in md
     assert f"Engaged at runtime: {promoted}/{promoted} promoted shapes" in md
     assert (job / "report.html").read_text().lstrip().lower().startswith("<!doctype html")
     # P-11: the kernel chosen for every tuned shape, as the tuned table holds it
     tuned = state["steps"]["compare"]["info"]["tuned"]
     kernels = tuned["kernels"]
     assert len(kernels) == len(tuned["tuned"]) > 0 and all(k["kernel"] and float(k["us"]) > 0 for k in kernels)
-    assert f"## Kernels chosen\n\nThe kernel the tuned table holds for each shape ({len(kernels)}; rows the table held" in md
-    assert kernels[0]["kernel"] in md and 'id="kernels"' in (job / "report.html").read_text()
+    assert kernels[0]["kernel"] in html and 'id="kernels"' in html and "## Kernels chosen" not in md
     # JIT cold-build profile (seed 004): the after benchmark's private build and the after promotion, from
     # their .ninja_log (one CK instance per kernel of the table it was built from, then the link)
     prof = json.loads((job / "jit_profile.json").read_text())

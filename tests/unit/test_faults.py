@@ -345,7 +345,8 @@ def test_node_text_in_report_notes_is_escaped_bounded_and_code_spans_survive():
     from orchestrator.report import render_report
     hostile = "shapelog: odd line '<img src=x onerror=alert(1)> [click](http://evil)\n# heading' " + "x" * 5000
     md, _ = render_report({"notes": [hostile, "run `tune-remote resume J --relaunch` <now>, token*topk <= 128"]})
-    notes = [l for l in md.splitlines() if l.startswith("- ")]
+    section = md[md.index("## Notes"):md.index("\n## ", md.index("## Notes"))]
+    notes = [l for l in section.splitlines() if l.startswith("- ")]
     assert len(notes) == 2 and all(len(l) < 1100 for l in notes)
     assert "<img" not in md and "&lt;img" in notes[0] and "\\[click\\](http://evil)" in notes[0]
     assert "\n# heading" not in md
