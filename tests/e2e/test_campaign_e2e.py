@@ -367,12 +367,23 @@ def _detached(inv: Path, job_id: str, nk: list[str] = NK_DETACH) -> dict:
     return out
 
 
+def _start_resume(inv: Path, job_id: str):
+    import os
+    import subprocess
+    from tests.e2e.test_reliability_e2e import TR
+    return subprocess.Popen([*TR, "--inventory", str(inv), "--workspace", str(inv.parent / "ws"), "resume", job_id],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                            env=dict(os.environ, TUNE_REMOTE_POLL_S="0.2"))
+
+
 def test_a_detached_campaign_tunes_on_without_the_laptop_and_resume_finishes_it(inv, fleet):
     from tests.fake_remote.provision import poll
     a, b = fleet[0].alias, fleet[1].alias
     c1, c2 = (next(iter(n.containers.values())) for n in fleet[:2])
+    before = {c.name: len(c.launches()) for c in (c1, c2)}
     for c in (c1, c2):
         c.slow(1.0)
+    first = None
     try:
         _detached(inv, "det1")                            # run has exited: no laptop process drives it
         assert _tuning(c1) or _tuning(c2) or poll(lambda: _tuning(c1) and _tuning(c2), timeout=60,
@@ -384,12 +395,20 @@ def test_a_detached_campaign_tunes_on_without_the_laptop_and_resume_finishes_it(
         assert fe.returncode == 0, fe.stderr
         lg = _tr(inv, "logs", "det1", "--step", "tune")
         assert lg.returncode == 0 and f"==> {a}/" in lg.stdout, lg.stderr
+        first = _start_resume(inv, "det1")               # waits for the targets, then finishes the campaign
+        poll(lambda: "is being driven" in _tr(inv, "resume", "det1").stderr or first.poll() is not None,
+             timeout=60, what="a second resume refused while the first drives")
+        assert first.poll() is None
+        second = _tr(inv, "resume", "det1")
+        assert second.returncode == 1 and len(second.stderr.strip().splitlines()) == 1, second.stderr
+        assert len(c1.launches()) == before[c1.name] + 1 and len(c2.launches()) == before[c2.name] + 1
     finally:
         for c in (c1, c2):
             c.slow(0.0)
-    res = _tr(inv, "resume", "det1")                      # waits for the targets, then finishes the campaign
-    assert res.returncode == 0, res.stderr[-2000:]
-    assert json.loads(res.stdout.strip().splitlines()[-1])["state"] == "succeeded"
+    out, err = first.communicate(timeout=300)
+    assert first.returncode == 0, err.decode()[-2000:]
+    assert json.loads(out.decode().strip().splitlines()[-1])["state"] == "succeeded"
+    assert len(c1.launches()) == before[c1.name] + 1 and len(c2.launches()) == before[c2.name] + 1
     state = json.loads((inv.parent / "ws" / "det1" / "state.json").read_text())
     assert state["request"]["campaign"]["spread"]             # the promotion across the kind ran
     comp = rows(inv.parent / "ws" / "det1" / "comparison.csv")

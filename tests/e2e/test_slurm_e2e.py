@@ -504,3 +504,29 @@ def test_a_slurm_job_killed_while_detached_is_resharded_by_resume_and_cancel_lea
     finally:
         for n in c.computes:
             c.container(n).reset_control()
+
+
+def test_detach_while_the_nodes_are_busy_returns_in_seconds_with_the_jobs_pending(inv, slurm_cluster):
+    from tests.fake_remote.provision import poll
+    c = slurm_cluster
+    blockers = [c.cmd("sbatch", "--parsable", "-J", f"other-{n}", "-N1", "--exclusive", "-w", n, "-o", "/dev/null",
+                      "--chdir", "/tmp", "--wrap", "sleep 600").stdout.strip() for n in c.computes]
+    try:
+        poll(lambda: {j["id"] for j in c.jobs() if j["state"] == "RUNNING"} >= set(blockers), timeout=60,
+             what="the other jobs to hold both nodes")
+        took, _ = _detach(inv, "sldp", "4096,2048")
+        print(f"run --detach --slurm with both nodes busy returned in {took:.2f} s")
+        assert took < 30
+        rc, out = cli(inv, "status", "sldp", "--json")
+        (row,) = json.loads(out)
+        assert row["state"] == "running" and row["targets"] == [], row
+        assert {(j["state"], j["reason"]) for j in row["slurm"]} <= {("PENDING", "Resources"),
+                                                                      ("PENDING", "Priority")}, row
+        rc, out = cli(inv, "cancel", "sldp")
+        assert rc == 0, out
+        assert not [j for j in c.jobs() if j["name"].startswith("tr-sldp")], c.jobs()
+        (row,) = json.loads(cli(inv, "status", "sldp", "--json")[1])
+        assert row["state"] == "cancelled", row
+    finally:
+        c.cmd("scancel", *blockers, check=False)
+        poll(lambda: not set(blockers) & set(c.squeue_ids()), timeout=60, what="the other jobs gone")
