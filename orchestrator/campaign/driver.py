@@ -119,6 +119,7 @@ def drive(job: JobState, workspace: Workspace, runner: Runner, settings: Setting
         if not only or sub.node in only:
             by_target.setdefault(f"{sub.node}/{sub.container}", []).append(sid)
     lock = threading.Lock()
+    detach = bool(job.request.get("detach"))   # launch each target's next sub-job and return (resume finishes)
     from ..ui import TargetsView
     view = TargetsView(ui) if hasattr(ui, "stream") else None
     if view is not None:
@@ -131,6 +132,9 @@ def drive(job: JobState, workspace: Workspace, runner: Runner, settings: Setting
             sub = subws.load(sid)
             if sub.state in TERMINAL:
                 continue
+            if bool(sub.request.get("detach")) != detach:
+                sub.request["detach"] = detach
+                subws.save(sub)
             with lock:
                 ui.event(f"{label}: {sub.variant} ({len(_shard_rows(sub))} shapes) started")
             try:
@@ -148,6 +152,8 @@ def drive(job: JobState, workspace: Workspace, runner: Runner, settings: Setting
             sub = subws.load(sid)
             with lock:
                 ui.event(f"{label}: {sub.variant} {sub.state}" + (f" ({sub.error})" if sub.error else ""))
+            if detach and sub.state == "running":
+                break        # the target's GPUs are busy: its next variant starts at the next resume
 
     def run_targets(groups: dict[str, list[str]]) -> None:
         """Every target's sub-jobs, targets in parallel; the live view is closed when they are done."""
@@ -159,6 +165,9 @@ def drive(job: JobState, workspace: Workspace, runner: Runner, settings: Setting
                 view.stop()
 
     run_targets(by_target)
+    if detach:
+        runner.ui_for = None
+        return finish(job, workspace)
     if only and any(s.state not in TERMINAL for s in sub_jobs(job, workspace)):
         return finish(job, workspace)
     from .reshard import reshard

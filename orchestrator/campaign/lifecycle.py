@@ -16,7 +16,7 @@ from ..state import TERMINAL, JobState, Status, Workspace
 from . import driver
 from .plan import plan_lines
 from .sources import begin, open_source, source_class, source_kind
-from .targets import SourceEnv
+from .targets import SourceEnv, TargetRef
 
 
 @dataclass
@@ -26,6 +26,10 @@ class Console:
     ui: object
     show: Callable[[str], None]
     confirm: Callable[[str], bool] | None = None
+
+
+# run --detach: how long a scheduler's queue may take to grant the targets before run returns anyway
+DETACH_PATIENCE_S = 5.0
 
 
 class Declined(Exception):
@@ -61,6 +65,13 @@ def carry(workspace: Workspace, job: JobState, inventory: Callable[[], Inventory
     source = open_source(source_env(workspace, job, inventory, ui, settings.accept_new_host_key))
     runner = None
     try:
+        if job.request.get("detach") and not job.request["campaign"]["sub_jobs"] \
+                and not source.started(DETACH_PATIENCE_S):
+            job.step = "submit"             # queued: the plan and the launch wait for `resume` (docs/internals.md)
+            workspace.save(job)
+            ui.event(f"job {job.job_id}: targets asked for and queued; `tune-remote resume {job.job_id}` plans "
+                     "and launches once they run, `tune-remote status` shows the queue")
+            return
         refs = source.targets()
         runner = source.runner(settings.accept_new_host_key)
         if not job.request["campaign"]["sub_jobs"]:
@@ -130,8 +141,49 @@ def cancel(workspace: Workspace, job: JobState, inventory: Callable[[], Inventor
     return res
 
 
+def _ask_nodes(env: SourceEnv, workspace: Workspace, job: JobState, targets: list[dict]) -> None:
+    """No driver attached (a detached campaign): each running target's state as its node says it now (one
+    poll each; a vanished process: ``lost``), written to the sub-job, never the cached ``running``."""
+    from ..context import Ctx
+    from ..steps.remote import poll_once
+    from ..ui import Ui
+    subws = driver.sub_workspace(workspace, job)
+    subs = {s.job_id: s for s in driver.sub_jobs(job, workspace)}
+    live = [(t, s) for t, s in zip(targets, subs.values()) if s.state == "running" and s.remote.get("run_dir")]
+    if not live:
+        return
+    try:
+        source = open_source(env)
+        runner = source.runner()
+    except TuneRemoteError:
+        return
+    try:
+        for t, sub in live:
+            target = runner.open(TargetRef(sub.node, sub.container))
+            try:
+                ctx = Ctx(job=sub, workspace=subws, target=target, settings=Settings(reconnect_s=0),
+                          ui=Ui(quiet=True))
+                run = poll_once(ctx, wait=False)
+            except TuneRemoteError:
+                continue                       # unreachable now: the row keeps what was last seen
+            finally:
+                target.close()
+            t["node_state"] = run["state"]
+            if run["state"] in ("lost", "cancelled"):
+                sub.state = run["state"]
+                sub.error = sub.error or ("the job's process on the node is gone without an exit status"
+                                          if run["state"] == "lost" else "cancelled on the node")
+                t["state"] = sub.state
+                subws.save(sub)
+    finally:
+        runner.close()
+        source.close()
+
+
 def status(workspace: Workspace, job: JobState, inventory: Callable[[], Inventory], ui) -> dict:
     """``targets`` (one row per sub-job) and whatever the source adds (Slurm: its jobs as squeue says)."""
     targets = driver.targets_rows(job, workspace)
     env = source_env(workspace, job, inventory, ui)
+    if job.state not in TERMINAL and not workspace.driven_elsewhere(job.job_id):
+        _ask_nodes(env, workspace, job, targets)
     return {"targets": targets, **source_class(source_kind(job)).status(env, targets, job.state not in TERMINAL)}

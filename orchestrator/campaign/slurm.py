@@ -150,9 +150,11 @@ class SlurmSource(TargetSource):
                          hint=f"check partition/account/time/gpus_per_node of slurm cluster {self.spec.name!r} "
                               "in the inventory (sinfo, sacctmgr show assoc)")
 
-    def wait_running(self, timeout_s: float = 3600) -> None:
-        """Until every holder runs and has said where: prints Slurm's pending reason when it changes."""
+    def wait_running(self, timeout_s: float = 3600, patience_s: float | None = None) -> bool:
+        """Until every holder runs and has said where: prints Slurm's pending reason when it changes.
+        ``patience_s``: False when they are not all running by then (``run --detach`` returns)."""
         deadline = time.monotonic() + timeout_s
+        patience = None if patience_s is None else time.monotonic() + patience_s
         said: dict[str, str] = {}
         running_since: dict[str, float] = {}
         while True:
@@ -199,7 +201,9 @@ class SlurmSource(TargetSource):
                     else:
                         waiting = True
             if not waiting:
-                return
+                return True
+            if patience is not None and time.monotonic() > patience:
+                return False
             if time.monotonic() > deadline:
                 raise JobError("Slurm jobs did not start in time", hint="see squeue; cancel with tune-remote cancel")
             time.sleep(1.0)
@@ -260,6 +264,10 @@ class SlurmSource(TargetSource):
         self.wait_running()
         return [TargetRef(s["node"], self.spec.container_on(s["node"])) for s in self.state["jobs"].values()
                 if s.get("node")]
+
+    def started(self, patience_s: float) -> bool:
+        self.submit()
+        return self.wait_running(patience_s=patience_s)
 
     def runner(self, accept_new_host_key: bool = False) -> "SlurmRunner":
         return SlurmRunner(self.spec, self.state, accept_new_host_key,   # its own pool of login connections

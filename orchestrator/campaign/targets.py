@@ -88,6 +88,11 @@ class TargetSource:
     def targets(self) -> list[TargetRef]:
         raise NotImplementedError
 
+    def started(self, patience_s: float) -> bool:
+        """Ask for the targets; True when they can take work within ``patience_s`` (``run --detach``: a
+        scheduler's queue may say not yet, and the plan waits for the next ``resume``)."""
+        return True
+
     def runner(self, accept_new_host_key: bool = False) -> Runner:
         raise NotImplementedError
 

@@ -38,9 +38,6 @@ def validate_campaign_inputs(inv: Inventory, nodes, container, variants, logs, s
         raise UsageError("--variant auto finds the variants in server logs", hint="add --log PATH")
     if shapes_csv and len(variants) != 1:
         raise UsageError("--shapes-csv holds one variant's shapes", hint="name that one variant with --variant")
-    if detach:
-        raise UsageError("--detach is not available for campaigns yet",
-                         hint="run it in the foreground (tmux/nohup); `resume JOB` re-attaches after a disconnect")
 
 
 def run_campaign(env: Env, inv: Inventory, nodes, container, variants, request, job_id, settings, dry_run,

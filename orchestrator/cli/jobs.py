@@ -124,6 +124,8 @@ def run(env: Env, node, container, variant, dry_run, slurm, slurm_nodes, logs, s
         raise UsageError("--slurm-nodes applies to --slurm", hint="add --slurm CLUSTER, or leave --slurm-nodes out")
     slurm_nodes = slurm_nodes or 1
     campaign = bool(slurm) or is_campaign_request(inv, nodes, variants)
+    if dry_run and detach:
+        raise UsageError("--detach launches nothing with --dry-run", hint="leave out one of them")
     if dry_run and not campaign:    # one target's plan (discover, shapes) is a campaign's: printed, nothing
         campaign, detach = True, False  # launched (so --detach means nothing here)
     if campaign:
@@ -264,6 +266,7 @@ def resume(env: Env, job_id, yes, accept_new_host_key, relaunch, retry, nodes):
         _finish(job, env)
         return
     if job.request.get("campaign"):
+        job.request["detach"] = False      # a detached campaign: this resume drives it to the end
         from .campaign import resume_campaign
         resume_campaign(env, job, _settings(yes, accept_new_host_key), nodes)
         return

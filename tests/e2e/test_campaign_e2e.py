@@ -131,7 +131,7 @@ def test_a_budget_cuts_each_gpu_kind_to_what_fits_and_the_plan_gives_times(inv, 
     (["--node", "nosuch", "--variant", "a8w8_blockscale"], "unknown node 'nosuch'"),
     (["--node", "pair", "--variant", "auto"], "--variant auto finds the variants in server logs"),
     (["--node", "pair", "--variant", "a8w8_blockscale,nope"], "nope"),
-    (["--node", "pair", "--variant", "a8w8_blockscale", "--detach"], "--detach"),
+    (["--node", "pair", "--variant", "a8w8_blockscale", "--detach", "--dry-run"], "--detach"),
 ])
 def test_bad_campaign_input_is_one_line_exit_2_and_nothing_runs(inv, fleet, capsys, argv, needle):
     rc, _ = cli(inv, "run", *argv, *NK, "--yes")
@@ -348,3 +348,112 @@ def test_a_campaign_opens_one_ssh_connection_per_node(testbed, tmp_path, monkeyp
             assert time.monotonic() < deadline, "a node helper outlived the campaign"
     finally:
         testbed.destroy_node(node)
+
+
+# ------------------------------------------------------------------------------------------------
+# --detach: a campaign the laptop walks away from (issue 28)
+# ------------------------------------------------------------------------------------------------
+
+NK_DETACH = ["--nk", "2560,1280", "--nk", "1280,2560", "--m-preset", "1,16,64,256"]   # shapes no other test tunes
+
+
+def _detached(inv: Path, job_id: str, nk: list[str] = NK_DETACH) -> dict:
+    cp = _tr(inv, "run", "--node", "pair", "--variant", "a8w8_blockscale", *nk, "--yes", "--job-id", job_id,
+             "--detach")
+    assert cp.returncode == 0, cp.stderr[-2000:]
+    (line,) = cp.stdout.strip().splitlines()          # the same one JSON line as a detached single job
+    out = json.loads(line)
+    assert out["job_id"] == job_id and out["state"] == "running", out
+    return out
+
+
+def _start_resume(inv: Path, job_id: str):
+    import os
+    import subprocess
+    from tests.e2e.test_reliability_e2e import TR
+    return subprocess.Popen([*TR, "--inventory", str(inv), "--workspace", str(inv.parent / "ws"), "resume", job_id],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                            env=dict(os.environ, TUNE_REMOTE_POLL_S="0.2"))
+
+
+def test_a_detached_campaign_tunes_on_without_the_laptop_and_resume_finishes_it(inv, fleet):
+    from tests.fake_remote.provision import poll
+    a, b = fleet[0].alias, fleet[1].alias
+    c1, c2 = (next(iter(n.containers.values())) for n in fleet[:2])
+    before = {c.name: len(c.launches()) for c in (c1, c2)}
+    for c in (c1, c2):
+        c.slow(1.0)
+    first = None
+    try:
+        _detached(inv, "det1")                            # run has exited: no laptop process drives it
+        assert _tuning(c1) or _tuning(c2) or poll(lambda: _tuning(c1) and _tuning(c2), timeout=60,
+                                                   what="both targets tuning after run returned")
+        (row,) = json.loads(_tr(inv, "status", "det1", "--json").stdout)
+        assert row["state"] == "running" and {t["node"] for t in row["targets"]} == {a, b}
+        assert all(t.get("node_state") == "running" for t in row["targets"]), row   # asked on the node
+        fe = _tr(inv, "fetch", "det1", "--node", a)
+        assert fe.returncode == 0, fe.stderr
+        lg = _tr(inv, "logs", "det1", "--step", "tune")
+        assert lg.returncode == 0 and f"==> {a}/" in lg.stdout, lg.stderr
+        first = _start_resume(inv, "det1")               # waits for the targets, then finishes the campaign
+        poll(lambda: "is being driven" in _tr(inv, "resume", "det1").stderr or first.poll() is not None,
+             timeout=60, what="a second resume refused while the first drives")
+        assert first.poll() is None
+        second = _tr(inv, "resume", "det1")
+        assert second.returncode == 1 and len(second.stderr.strip().splitlines()) == 1, second.stderr
+        assert len(c1.launches()) == before[c1.name] + 1 and len(c2.launches()) == before[c2.name] + 1
+    finally:
+        for c in (c1, c2):
+            c.slow(0.0)
+    out, err = first.communicate(timeout=300)
+    assert first.returncode == 0, err.decode()[-2000:]
+    assert json.loads(out.decode().strip().splitlines()[-1])["state"] == "succeeded"
+    assert len(c1.launches()) == before[c1.name] + 1 and len(c2.launches()) == before[c2.name] + 1
+    state = json.loads((inv.parent / "ws" / "det1" / "state.json").read_text())
+    assert state["request"]["campaign"]["spread"]             # the promotion across the kind ran
+    comp = rows(inv.parent / "ws" / "det1" / "comparison.csv")
+    keys = [key(r) for r in comp]
+    assert len(keys) == len(set(keys)) == 8 and {r["node"] for r in comp} == {a, b}
+    assert (inv.parent / "ws" / "det1" / "report.md").exists()
+
+
+def test_a_target_killed_while_detached_is_resharded_by_resume(inv, fleet):
+    from tests.fake_remote.provision import poll
+    a, b = fleet[0].alias, fleet[1].alias
+    c1, c2 = (next(iter(n.containers.values())) for n in fleet[:2])
+    before = {c.name: len(c.launches()) for c in (c1, c2)}
+    for c in (c1, c2):
+        c.slow(1.0)
+    try:
+        _detached(inv, "det2", ["--nk", "2304,1152", "--nk", "1152,2304", "--m-preset", "1,16,64,256"])
+        poll(lambda: _tuning(c2), timeout=60, what="n2 tuning")
+        c2.restart()                                      # every process of n2's job dies while nobody watches
+        (row,) = json.loads(_tr(inv, "status", "det2", "--json").stdout)
+        assert {t["node"]: t["state"] for t in row["targets"]}[b] == "lost", row   # not the cached 'running'
+    finally:
+        for c in (c1, c2):
+            c.slow(0.0)
+    res = _tr(inv, "resume", "det2")
+    assert res.returncode == 1 and b in res.stderr and "lost" in res.stderr, res.stderr[-2000:]   # as attached
+    comp = rows(inv.parent / "ws" / "det2" / "comparison.csv")
+    keys = [key(r) for r in comp]
+    assert len(keys) == len(set(keys)) and {r["node"] for r in comp} == {a}
+    assert len(c1.launches()) == before[c1.name] + 2       # the survivor tuned the lost target's shapes too
+
+
+def test_cancel_of_a_detached_campaign_leaves_no_tuner_and_a_second_driver_is_refused(inv, fleet):
+    from tests.fake_remote.provision import poll
+    c1, c2 = (next(iter(n.containers.values())) for n in fleet[:2])
+    for c in (c1, c2):
+        c.slow(3.0)
+    try:
+        _detached(inv, "det3", ["--nk", "2816,1408", "--nk", "1408,2816", "--m-preset", "1,16,64,256"])
+        poll(lambda: _tuning(c1) and _tuning(c2), timeout=60, what="both targets tuning")
+        ca = _tr(inv, "cancel", "det3")
+        assert ca.returncode == 0, ca.stderr
+        assert not _tuning(c1) and not _tuning(c2)
+    finally:
+        for c in (c1, c2):
+            c.slow(0.0)
+    (row,) = json.loads(_tr(inv, "status", "det3", "--json").stdout)
+    assert row["state"] == "cancelled" and {t["state"] for t in row["targets"]} == {"cancelled"}, row

@@ -409,3 +409,124 @@ def test_cancel_while_the_campaign_is_still_planning_leaves_no_pipeline_behind(i
             c.container(n).reset_control()
     (row,) = [r for r in json.loads(cli(inv, "status", "--json")[1]) if r["job_id"] == "slq"]
     assert row["state"] == "cancelled", (row, (inv.parent / "run.out").read_text()[-3000:])
+
+
+# ------------------------------------------------------------------------------------------------
+# run --detach --slurm: submit and leave (issue 28)
+# ------------------------------------------------------------------------------------------------
+
+def _detach(inv: Path, job_id: str, n_k: str) -> tuple[float, dict]:
+    import time
+    t = time.monotonic()
+    cp = subprocess.run([sys.executable, "-m", "orchestrator", "--inventory", str(inv), "--workspace",
+                         str(inv.parent / "ws"), "run", "--slurm", "testslurm", "--slurm-nodes", "2", "--variant",
+                         "a8w8_blockscale", *nk(n_k), "--yes", "--job-id", job_id, "--detach"],
+                        capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL,
+                        env=dict(os.environ, TUNE_REMOTE_POLL_S="0.2"))
+    took = time.monotonic() - t
+    assert cp.returncode == 0, cp.stderr[-3000:]
+    (line,) = cp.stdout.strip().splitlines()
+    out = json.loads(line)
+    assert out["job_id"] == job_id and out["state"] == "running", out
+    return took, out
+
+
+def _resume(inv: Path, job_id: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "orchestrator", "--inventory", str(inv), "--workspace",
+                           str(inv.parent / "ws"), "resume", job_id], capture_output=True, text=True, timeout=300,
+                          stdin=subprocess.DEVNULL, env=dict(os.environ, TUNE_REMOTE_POLL_S="0.2"))
+
+
+def test_detached_slurm_campaign_tunes_on_and_resume_finishes_it_with_the_promotion(inv, slurm_cluster):
+    from tests.fake_remote.provision import poll
+    c = slurm_cluster
+    launches = {n: len(c.container(n).launches()) for n in c.computes}
+    took, _ = _detach(inv, "sld1", "5120,2560")
+    print(f"run --detach --slurm returned in {took:.2f} s")
+    assert took < 30
+    poll(lambda: all(len(c.container(n).launches()) == launches[n] + 1 for n in c.computes), timeout=120,
+         interval=0.5, what="both shards tuned without the laptop")
+    rc, out = cli(inv, "status", "sld1", "--json")
+    (row,) = json.loads(out)
+    assert row["state"] == "running" and sorted(t["node"] for t in row["targets"]) == ["a", "b"], row
+    assert {j["state"] for j in row["slurm"]} == {"RUNNING"}, row     # the holders keep the nodes for resume
+    rc, out = cli(inv, "fetch", "sld1")
+    assert rc == 0, out
+    poll(lambda: all(not _tuners(c.container(n)) for n in c.computes), timeout=120, interval=0.5,
+         what="the tuners done")
+    res = _resume(inv, "sld1")
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert json.loads(res.stdout.strip().splitlines()[-1])["state"] == "succeeded"
+    state = json.loads((inv.parent / "ws" / "sld1" / "state.json").read_text())
+    assert state["request"]["campaign"]["spread"]
+    rts = 0
+    for sub in (inv.parent / "ws" / "sld1" / "targets").iterdir():
+        rts += json.loads((sub / "state.json").read_text())["remote"]["stats"][-1]["round_trips"]
+    print(f"resume of a detached Slurm campaign whose targets are done: {rts} round trips (targets)")
+    comp = list(csv.DictReader((inv.parent / "ws" / "sld1" / "comparison.csv").open()))
+    assert len(comp) == 4 and {r["node"] for r in comp} == {"a", "b"}
+    assert all(len(c.container(n).launches()) == launches[n] + 1 for n in c.computes)   # nothing tuned twice
+    poll(lambda: not [j for j in c.jobs() if j["name"].startswith("tr-sld1")], timeout=60, what="holders gone")
+
+
+def test_a_slurm_job_killed_while_detached_is_resharded_by_resume_and_cancel_leaves_no_tuner(inv, slurm_cluster):
+    from tests.fake_remote.provision import poll
+    c = slurm_cluster
+    b = c.container("b")
+    b.slow(600)
+    try:
+        _detach(inv, "sld2", "6144,3072")
+        poll(lambda: _tuning(b), timeout=120, interval=0.5, what="b's tuner running after run returned")
+        (jid,) = [j["id"] for j in c.jobs() if j["name"].startswith("tr-sld2") and j["nodes"] == "b"]
+        c.cmd("scancel", "--batch", "--signal=KILL", jid)     # the scheduler kills b's job while nobody watches
+    finally:
+        b.reset_control()
+        pids = _marked(b)
+        if pids:
+            b.exec("kill", "-KILL", *map(str, pids), check=False)
+    res = _resume(inv, "sld2")
+    assert res.returncode == 1 and "lost" in res.stderr, res.stderr[-3000:]
+    comp = list(csv.DictReader((inv.parent / "ws" / "sld2" / "comparison.csv").open()))
+    assert len(comp) == 4 and {r["node"] for r in comp} == {"a"}, comp     # b's shapes were tuned on a
+    poll(lambda: not [j for j in c.jobs() if j["name"].startswith("tr-sld2")], timeout=60, what="holders gone")
+    # cancel of a detached Slurm campaign: no job, no tuner left
+    for n in c.computes:
+        c.container(n).slow(600)
+    try:
+        _detach(inv, "sld3", "7680,3840")
+        poll(lambda: all(_tuning(c.container(n)) for n in c.computes), timeout=120, interval=0.5,
+             what="both tuners running")
+        rc, out = cli(inv, "cancel", "sld3", "--grace", "5")
+        assert rc == 0, out
+        assert not [j for j in c.jobs() if j["name"].startswith("tr-sld3")], c.jobs()
+        for n in c.computes:
+            assert _tuners(c.container(n)) == [], n
+    finally:
+        for n in c.computes:
+            c.container(n).reset_control()
+
+
+def test_detach_while_the_nodes_are_busy_returns_in_seconds_with_the_jobs_pending(inv, slurm_cluster):
+    from tests.fake_remote.provision import poll
+    c = slurm_cluster
+    blockers = [c.cmd("sbatch", "--parsable", "-J", f"other-{n}", "-N1", "--exclusive", "-w", n, "-o", "/dev/null",
+                      "--chdir", "/tmp", "--wrap", "sleep 600").stdout.strip() for n in c.computes]
+    try:
+        poll(lambda: {j["id"] for j in c.jobs() if j["state"] == "RUNNING"} >= set(blockers), timeout=60,
+             what="the other jobs to hold both nodes")
+        took, _ = _detach(inv, "sldp", "4096,2048")
+        print(f"run --detach --slurm with both nodes busy returned in {took:.2f} s")
+        assert took < 30
+        rc, out = cli(inv, "status", "sldp", "--json")
+        (row,) = json.loads(out)
+        assert row["state"] == "running" and row["targets"] == [], row
+        assert {(j["state"], j["reason"]) for j in row["slurm"]} <= {("PENDING", "Resources"),
+                                                                      ("PENDING", "Priority")}, row
+        rc, out = cli(inv, "cancel", "sldp")
+        assert rc == 0, out
+        assert not [j for j in c.jobs() if j["name"].startswith("tr-sldp")], c.jobs()
+        (row,) = json.loads(cli(inv, "status", "sldp", "--json")[1])
+        assert row["state"] == "cancelled", row
+    finally:
+        c.cmd("scancel", *blockers, check=False)
+        poll(lambda: not set(blockers) & set(c.squeue_ids()), timeout=60, what="the other jobs gone")

@@ -173,15 +173,19 @@ def test_dry_run_of_one_target_launches_nothing_and_an_unreachable_plan_exits_3_
     monkeypatch.setattr(jobs, "_drive", lambda *a, **k: pytest.fail("a dry run drove the job"))
     t = time.monotonic()
     code, out, err = run(["run", "--node", "n1", "--container", "c1", "--variant", "a8w8", "--nk", "1,2",
-                          "--dry-run", "--detach"], capsys)
+                          "--dry-run"], capsys)
     assert code == 3, err
     assert time.monotonic() - t < 10 and "cannot connect" in err and "resume probe" not in err
     assert not os.path.exists(os.environ["TUNE_REMOTE_WORKSPACE"]) or not any(
         p.name != ".locks" for p in Path(os.environ["TUNE_REMOTE_WORKSPACE"]).iterdir())
-    # several targets: --detach is still refused for campaigns (a dry run does not change what a run may do)
-    code, out, err = run(["run", "--node", "n1", "--node", "n2", "--container", "c1", "--variant", "a8w8",
-                          "--nk", "1,2", "--dry-run", "--detach"], capsys)
-    assert code == 2 and "--detach is not available for campaigns" in err, err
+    # --detach with --dry-run (one target or a campaign, or --slurm): one line, exit 2, nothing saved (issue 28)
+    for where in (["--node", "n1", "--container", "c1"], ["--node", "n1", "--node", "n2", "--container", "c1"],
+                  ["--slurm", "nosuch"]):
+        code, out, err = run(["run", *where, "--variant", "a8w8", "--nk", "1,2", "--dry-run", "--detach"], capsys)
+        assert code == 2 and len(err.strip().splitlines()) == 1 and "--detach" in err and "--dry-run" in err, err
+        assert not out
+    assert not os.path.exists(os.environ["TUNE_REMOTE_WORKSPACE"]) or not any(
+        p.name != ".locks" for p in Path(os.environ["TUNE_REMOTE_WORKSPACE"]).iterdir())
 
 
 def test_a_run_that_fails_before_its_job_is_saved_leaves_no_job_dir(inv, capsys):
