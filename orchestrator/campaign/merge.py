@@ -6,7 +6,6 @@ Every target's own report, logs and tables stay in ``<ws>/<job>/targets/<sub job
 
 from __future__ import annotations
 
-import html
 import time
 from pathlib import Path
 
@@ -92,13 +91,10 @@ def write_outputs(job: JobState, workspace: Workspace, subs: list[JobState]) -> 
     plan = (job.request.get("campaign") or {}).get("plan_lines") or []
     if plan:
         lines += ["", "## Plan", "", "```", *plan, "```"]
-    md = "\n".join(lines) + "\n"
+    from ..report.campaign import campaign_report
+    tail = "\n".join(lines[lines.index("## Targets") if "## Targets" in lines else 0:]) + "\n"
+    head = "\n".join(lines[1:lines.index("## Targets")]) if "## Targets" in lines else ""
+    md, page = campaign_report(f"Campaign {job.job_id}", comps, tail,
+                               {"id": job.job_id, "state": job.state}, intro_md=head)
     atomic_write(root / "report.md", md.encode())
-    from markdown_it import MarkdownIt      # rich's own Markdown parser; raw HTML in the text stays escaped
-    body = MarkdownIt("commonmark", {"html": False}).enable("table").render(md)
-    atomic_write(root / "report.html", (
-        "<!doctype html><html><head><meta charset='utf-8'><title>Campaign "
-        f"{html.escape(job.job_id)}</title><style>body{{font-family:system-ui,sans-serif;margin:2em;max-width:75em}}"
-        "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:.2em .5em}"
-        "code,pre{font-family:ui-monospace,monospace}</style></head><body>"
-        f"{body}</body></html>\n").encode())
+    atomic_write(root / "report.html", page.encode())
