@@ -21,7 +21,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from orchestrator.steps.compare import norm_key_value  # noqa: E402
+from orchestrator.outcome.compare import norm_key_value  # noqa: E402
 from tests.expect import expected_rows  # noqa: E402
 
 

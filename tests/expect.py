@@ -14,8 +14,8 @@ import pandas as pd
 
 from orchestrator.parsing.csvtools import read_tuned_csv
 from orchestrator.sim import perf_model
-from orchestrator.steps.compare import JUDGED_CSV_COLUMNS, norm_key_value
-from orchestrator.verdict import MIN_GAIN_PCT
+from orchestrator.outcome.compare import JUDGED_CSV_COLUMNS, norm_key_value
+from orchestrator.outcome.verdict import MIN_GAIN_PCT
 from orchestrator.variants import get_variant, moe_bypassed, parse_version, profile_for
 
 

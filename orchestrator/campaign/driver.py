@@ -17,7 +17,7 @@ from ..context import Settings
 from ..errors import ExitCode, JobError, TuneRemoteError, UsageError
 from ..parsing.untuned import write_untuned_csv
 from ..state import TERMINAL, JobState, Status, Workspace, atomic_write
-from ..steps.budget import parse_duration, seconds_per_shape, within
+from ..outcome.budget import parse_duration, seconds_per_shape, within
 from ..variants import get_variant
 from . import plan as planning
 from .merge import sub_workspace  # noqa: F401 - driver.sub_workspace, as callers name it

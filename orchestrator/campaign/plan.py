@@ -16,7 +16,7 @@ from ..state import JobState
 from ..ui import Ui
 from ..variants import VARIANTS, format_version, get_variant, is_dev_build, parse_version, profile_for
 from .targets import Runner, TargetRef
-from ..steps.budget import shape_cost
+from ..outcome.budget import shape_cost
 
 FREE_GPU_BUSY_PCT = 10
 
@@ -153,7 +153,7 @@ def group(probes: list[Probe], variant: str) -> tuple[dict[tuple, list[Probe]], 
 
 def plan_lines(plan: dict) -> list[str]:
     from ..steps.bench import fixed_cost_line
-    from ..steps.budget import estimate, fmt_duration
+    from ..outcome.budget import estimate, fmt_duration
     from ..steps.promote import jit_modules
     lines = list(plan.get("budget", []))
     for variant, groups in plan["variants"].items():

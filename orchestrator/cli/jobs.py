@@ -152,7 +152,7 @@ def run(env: Env, node, container, variant, dry_run, slurm, slurm_nodes, logs, s
         check_model(model_cfg, tp, model)
     gpu_list = _parse_gpus(gpus)
     if budget is not None:
-        from ..steps.budget import parse_duration
+        from ..outcome.budget import parse_duration
         parse_duration(budget)            # a bad duration: one line, exit 2, before anything remote
     from ..steps.tuneargs import compose, normalize_q_dtype_w
     tune_args = compose(tune_arg, splitk=splitk, libtype=libtype, err_ratio=err_ratio)

@@ -17,7 +17,7 @@ Context keys (values are plain JSON-able data unless said otherwise)::
                    "duration_s": float, "rc": int, "rows_written": int,
                    "no_kernel": [shape dict], "partial": bool,
                    "kernels": [shape dict + kernel, splitK, us, tflops]}   (the kernel chosen per shape)
-    comparison:   orchestrator.steps.compare.Comparison, or its ``to_dict()``, or None
+    comparison:   orchestrator.outcome.compare.Comparison, or its ``to_dict()``, or None
     warnings:     [str]   shown first, e.g. "MoE bypass on this AITER version: tuned rows for
                   token*topk<=128 are ignored at runtime"
     notes:        [str]   e.g. "benchmark script choices patched: ran a patched copy"

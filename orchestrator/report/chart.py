@@ -7,8 +7,8 @@ import math
 
 from markupsafe import Markup
 
-from ..steps.compare import Comparison
-from ..verdict import MIN_GAIN_PCT, NOISE_K, SINGLE_SAMPLE_PCT
+from ..outcome.compare import Comparison
+from ..outcome.verdict import MIN_GAIN_PCT, NOISE_K, SINGLE_SAMPLE_PCT
 from .fmt import _missing, _key_label, fmt_key, fmt_pct
 
 

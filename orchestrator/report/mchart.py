@@ -12,7 +12,7 @@ from typing import Any
 
 from markupsafe import Markup
 
-from ..steps.compare import Comparison
+from ..outcome.compare import Comparison
 from .fmt import _missing, fmt_key, fmt_value
 
 W, H = 330.0, 210.0

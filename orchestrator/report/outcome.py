@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..verdict import ALPHA, MIN_GAIN_PCT, NOISE_K, SINGLE_SAMPLE_PCT
+from ..outcome.verdict import ALPHA, MIN_GAIN_PCT, NOISE_K, SINGLE_SAMPLE_PCT
 from .fmt import _fmt_time
 
 

@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..steps.compare import Comparison, norm_key_value
+from ..outcome.compare import Comparison, norm_key_value
 from .fmt import DASH, Table, _isnum, _missing, column_decimals, fmt_int, fmt_key, fmt_pct, fmt_scalar, fmt_value
 
 

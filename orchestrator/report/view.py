@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ..steps.compare import Comparison
+from ..outcome.compare import Comparison
 from .chart import _svg_chart
 from .fmt import (DASH, Table, _elapsed, _fmt_command, _fmt_time, _isnum, _key_label, _kv_table, _missing,
                   fmt_duration, fmt_int, fmt_key, fmt_pct, fmt_scalar)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from .keys import norm_key_value
+from ..outcome.keys import norm_key_value
 from ..errors import UsageError
 from ..remote.shell import quote, render
 from ..variants import BenchSpec, KernelVariant, dtype_family, moe_quant_index

@@ -15,7 +15,7 @@ import re
 from ..context import Ctx
 from ..remote.shell import Cmd
 from .bench import announced, measured_by_call, plan_bench, prepare_ops
-from .keys import norm_key_value
+from ..outcome.keys import norm_key_value
 
 # GEMM / batched hit and miss lines (aiter-formats.md §3.1); MoE (§3.2) is judged by its time alone
 _GEMM = re.compile(r"shape (?:is )?(?:B:\s*(?P<b>\d+), )?M:\s*(?P<m>\d+), N:\s*(?P<n>\d+), K:\s*(?P<k>\d+)")

@@ -19,7 +19,7 @@ from pathlib import Path
 from ..errors import UsageError
 from ..state import JobState, atomic_write
 from ..variants import get_variant
-from .compare import Comparison, norm_key_value
+from ..outcome.compare import Comparison, norm_key_value
 from .provenance import provenance
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")

@@ -17,7 +17,7 @@ from ..context import Ctx
 from ..errors import TuneRemoteError, UsageError
 from ..remote.shell import Cmd
 from ..state import atomic_write
-from .compare import Comparison, norm_key_value
+from ..outcome.compare import Comparison, norm_key_value
 
 MODES = ("proven", "all", "none")
 # CK modules compiled from the tuned CSV (aiter-formats.md §5.1: gen_instances.py --tune_file); the

@@ -14,7 +14,7 @@ from ..report import render_report
 from ..records import NodePaths
 from ..state import Status, atomic_write
 from .bench import measured_by_call, plan_bench
-from .compare import Comparison, compare, norm_key_value
+from ..outcome.compare import Comparison, compare, norm_key_value
 from .fetch import pull, wanted_files
 from .jitprofile import collect as jit_collect
 from .prepare import SAMPLE_MARK

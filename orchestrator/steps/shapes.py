@@ -5,7 +5,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from . import budget, riders
+from ..outcome import budget
+from . import riders
 from ..context import Ctx
 from ..errors import JobError, UsageError
 from ..variants import KernelVariant, get_variant
@@ -13,7 +14,7 @@ from ..parsing.untuned import read_shapes_csv
 from ..remote.helpers import shapelog
 from ..records import JobRequest
 from ..state import Status
-from .keys import norm_key_value
+from ..outcome.keys import norm_key_value
 
 
 def split_log_sources(logs: list[str]) -> dict[str, list[str]]:

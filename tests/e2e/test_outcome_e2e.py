@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 
 from orchestrator.sim import perf_model
-from orchestrator.steps.compare import JUDGED_CSV_COLUMNS, norm_key_value
+from orchestrator.outcome.compare import JUDGED_CSV_COLUMNS, norm_key_value
 from tests.e2e.test_reliability_e2e import VARIANT, Bed, desc, err_lines
 from tests.expect import expected_rows
 

@@ -16,14 +16,14 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.steps.compare import JUDGED_CSV_COLUMNS
+from orchestrator.outcome.compare import JUDGED_CSV_COLUMNS
 import yaml
 
 from orchestrator.cli import main
 from orchestrator.sim import logs as simlogs
 from orchestrator.variants import VARIANTS, get_variant, parse_version, profile_for
 from orchestrator.sim import perf_model
-from orchestrator.steps.compare import norm_key_value as _n
+from orchestrator.outcome.compare import norm_key_value as _n
 from tests.expect import assert_comparison_matches_model, tuned_keys
 from tests.fake_remote import ContainerSpec
 

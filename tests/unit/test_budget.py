@@ -7,7 +7,7 @@ import pytest
 from orchestrator.context import Ctx, Settings
 from orchestrator.errors import UsageError
 from orchestrator.state import JobState, StepState, Workspace
-from orchestrator.steps import budget
+from orchestrator.outcome import budget
 from orchestrator.steps.shapes import collect, plan_time
 from orchestrator.ui import Ui
 

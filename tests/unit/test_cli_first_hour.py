@@ -251,7 +251,7 @@ def test_the_shipped_inventory_says_it_is_an_example_and_so_does_a_failed_connec
 
 
 def test_the_estimate_says_demo_jobs_do_not_count_instead_of_that_there_are_none(ws):
-    from orchestrator.steps.budget import seconds_per_shape
+    from orchestrator.outcome.budget import seconds_per_shape
     add(ws, "d1", 1.0, state="succeeded", shapes=[{"m": 1, "n": 2, "k": 3}])
     job = ws.load("d1")
     job.request, job.facts = {"demo_dir": "/x"}, {"gfx": "gfx950"}

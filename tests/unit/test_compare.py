@@ -1,4 +1,4 @@
-"""orchestrator.steps.compare: signs, missing sides, repeated runs, size classes, groups, CSV contract."""
+"""orchestrator.outcome.compare: signs, missing sides, repeated runs, size classes, groups, CSV contract."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import math
 
 import pytest
 
-from orchestrator.steps.compare import (
+from orchestrator.outcome.compare import (
     Comparison,
     compare,
     comparison_csv_columns,
@@ -339,5 +339,5 @@ def test_from_csv_recomputes_everything(tmp_path):
                                          ("ck us", False), ("us", False), ("ck avg", False),
                                          ("ck bpreshuffle us", False)])
 def test_guess_higher_is_better(metric, hib):
-    from orchestrator.steps.compare import guess_higher_is_better
+    from orchestrator.outcome.compare import guess_higher_is_better
     assert guess_higher_is_better(metric) is hib

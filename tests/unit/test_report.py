@@ -9,7 +9,7 @@ from html.parser import HTMLParser
 import pytest
 
 from orchestrator.report import column_decimals, fmt_pct, fmt_value, render_report, write_report
-from orchestrator.steps.compare import compare
+from orchestrator.outcome.compare import compare
 
 VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track", "wbr"}
 NKS = [(1024, 512), (7168, 2048)]

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 
 from orchestrator.report import render_report
-from orchestrator.steps.compare import compare
+from orchestrator.outcome.compare import compare
 from tests.unit.test_report import full_ctx
 
 NKS = [(n, k) for n in (512, 1536, 2112, 3072, 4096, 7168, 24576) for k in (256, 1536, 7168)]

@@ -1,7 +1,7 @@
-"""Noise-aware verdicts (orchestrator/verdict.py): the numbers the issue names."""
+"""Noise-aware verdicts (orchestrator/outcome/verdict.py): the numbers the issue names."""
 import random
 
-from orchestrator.verdict import judge, judge_all
+from orchestrator.outcome.verdict import judge, judge_all
 
 
 def test_no_noise_any_gain_of_two_percent_is_improved():
@@ -46,7 +46,7 @@ def test_without_scipy_the_strictest_rule_decides(monkeypatch):
 
 
 def test_error_columns_are_carried_and_a_worse_error_is_flagged():
-    from orchestrator.steps.compare import compare
+    from orchestrator.outcome.compare import compare
     k = lambda m: {"m": m, "n": 512, "k": 7168}  # noqa: E731
     before = [{"key": k(1), "value": 10.0}, {"key": k(2), "value": 10.0}] * 3
     after = [{"key": k(1), "value": 9.0}, {"key": k(2), "value": 9.0}] * 3

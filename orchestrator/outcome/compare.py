@@ -110,7 +110,7 @@ class Comparison:
     summary: dict[str, Any]
     by_group: pd.DataFrame
     per_group: pd.DataFrame = field(default_factory=pd.DataFrame)
-    judged: bool = False  # repeated samples judged by orchestrator.verdict: verdict/promoted columns
+    judged: bool = False  # repeated samples judged by orchestrator.outcome.verdict: verdict/promoted columns
 
     def set_errors(self, before: Iterable[Mapping[str, Any]], after: Iterable[Mapping[str, Any]]) -> None:
         """The benchmarks' error column (median per side, results like compare's) and whether it got worse."""
@@ -297,7 +297,7 @@ def compare(
     verdicts: dict[tuple, dict[str, Any]] = {}
     pooled = None
     if judge:  # every value of a key is one repeated sample: medians + noise-aware verdicts
-        from ..verdict import judge_all
+        from .verdict import judge_all
         verdicts, pooled = judge_all(
             {k: (b_side[k].values if k in b_side else [], a_side[k].values if k in a_side else [])
              for k in keys}, higher_is_better)
