@@ -358,3 +358,22 @@ def moe_bypassed(shape: dict, profile: AiterProfile) -> bool:
     if profile.moe_blockscale_bypass == "all":
         return True
     return int(shape["token"]) * int(shape["topk"]) <= 128
+
+
+# CK modules compiled from the tuned CSV (aiter-formats.md §5.1: gen_instances.py --tune_file); the
+# MoE 2-stage modules are generated without the CSV, so only the Python-side lookup changes for them
+JIT_MODULES = {
+    "a8w8": "module_gemm_a8w8",
+    "a8w8_bpreshuffle": "module_gemm_a8w8_bpreshuffle",
+    "a8w8_blockscale": "module_gemm_a8w8_blockscale",
+    "a8w8_blockscale_bpreshuffle": "module_gemm_a8w8_blockscale_bpreshuffle",
+    "a4w4_blockscale": "module_gemm_a4w4_blockscale",
+    "batched_a8w8": "module_batched_gemm_a8w8",
+    "batched_bf16": "module_batched_gemm_bf16",
+}
+
+
+def jit_modules(variant_name: str) -> list[str]:
+    """The CK modules compiled from the variant's tuned table."""
+    module = JIT_MODULES.get(variant_name)
+    return [module] if module else []

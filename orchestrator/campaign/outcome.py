@@ -40,7 +40,7 @@ def _note(job: JobState, workspace: Workspace, command: str, lines: list[str]) -
 
 def promote(job: JobState, workspace: Workspace, subws: Workspace, subs: list[JobState], runner, mode: str,
             ui) -> list[dict]:
-    from ..cli.outcome import changed, promote_summary
+    from ..steps.results import refresh_after
     from ..steps import promote as step
     rows, changes = [], []
     for sub in subs:
@@ -51,7 +51,7 @@ def promote(job: JobState, workspace: Workspace, subws: Workspace, subs: list[Jo
             continue
         ctx = _ctx(sub, subws, runner)
         try:
-            row.update(promote_summary(sub, changed(ctx, step.later(ctx, mode))))
+            row.update(step.promote_summary(sub, refresh_after(ctx, step.later(ctx, mode))))
         except TuneRemoteError as exc:
             row["error"] = exc.one_line()
         finally:
@@ -71,7 +71,7 @@ def promote(job: JobState, workspace: Workspace, subws: Workspace, subs: list[Jo
 
 
 def rollback(job: JobState, workspace: Workspace, subws: Workspace, subs: list[JobState], runner) -> list[dict]:
-    from ..cli.outcome import changed
+    from ..steps.results import refresh_after
     from ..steps import promote as step
     others = {s.job_id: s.node for s in sub_jobs(job, workspace)}
     rows, changes = [], []
@@ -89,7 +89,7 @@ def rollback(job: JobState, workspace: Workspace, subws: Workspace, subs: list[J
         try:
             for _, kind, rec in sorted(records, key=lambda r: r[0], reverse=True):   # newest first
                 if kind == "own":
-                    res = changed(ctx, step.rollback(ctx))
+                    res = refresh_after(ctx, step.rollback(ctx))
                     what = "its own rows"
                 else:
                     src = others.get(rec.get("from"), "?")

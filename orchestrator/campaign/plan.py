@@ -154,7 +154,7 @@ def group(probes: list[Probe], variant: str) -> tuple[dict[tuple, list[Probe]], 
 def plan_lines(plan: dict) -> list[str]:
     from ..steps.bench import fixed_cost_line
     from ..outcome.budget import estimate, fmt_duration
-    from ..steps.promote import jit_modules
+    from ..variants import jit_modules
     lines = list(plan.get("budget", []))
     for variant, groups in plan["variants"].items():
         rate, source = (plan.get("rates") or {}).get(variant) or [None, ""]

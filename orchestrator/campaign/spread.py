@@ -13,6 +13,7 @@ from ..context import Ctx, Settings
 from ..errors import TuneRemoteError
 from ..state import JobState, Status, Workspace
 from ..ui import Ui
+from ..variants import JIT_MODULES
 from .targets import Runner, TargetRef
 
 
@@ -72,7 +73,7 @@ def _transfer(dst: JobState, src: JobState, keys: list, staging: bytes, subws: W
         ctx.call("write_files", {"files": [{"path": peer, "content_b64": base64.b64encode(staging).decode(),
                                             "backup_dir": None}]})
         variant = ctx.variant
-        module = step.JIT_MODULES.get(variant.name)
+        module = JIT_MODULES.get(variant.name)
         env = {**(dst.facts.env or {}), **ctx.target.container.env}
         n = len(variant.key_columns)
         res = ctx.call("promote", {

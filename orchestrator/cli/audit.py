@@ -37,8 +37,7 @@ def audit(env, files, node, container, cu_nums, as_json):
         tables, cu_nums, gfx = _live_tables(env, node, container)
     else:
         from ..parsing.csvtools import LEGACY_CU_NUM_TO_GFX
-        from .offline import _tuned_table
-        tables = [(p, _tuned_table(p)) for p in files]
+        tables = [(p, tuned_table(p)) for p in files]
         gfxs = {LEGACY_CU_NUM_TO_GFX.get(c) for c in cu_nums}     # rows of another gfx: the wheel's, for other GPUs
         gfx = gfxs.pop() if len(gfxs) == 1 else None
     findings = audit_tables(tables, cu_nums, gfx)
@@ -113,3 +112,24 @@ def _live_tables(env, node: str, container: str | None):
         text = data.decode("utf-8", "replace")
         tables.append((p.removeprefix(f"{root}/"), read_tuned_csv(text) if text.strip() else pd.DataFrame()))
     return tables, sorted(cu), facts.get("gfx")
+
+
+def tuned_table(path: str):
+    """A tuned table, or one line (exit 2) saying what the file is not: an untuned CSV, a comparison.csv or
+    a Markdown file were diffed/merged as if they were tables (NaN rows, '118 duplicates', an internal error)."""
+    import pandas as pd
+
+    from ..parsing.csvtools import read_tuned_csv
+    try:
+        df = read_tuned_csv(path)
+    except (pd.errors.ParserError, UnicodeDecodeError) as exc:
+        raise UsageError(f"{path} is not a CSV: {str(exc).strip().splitlines()[-1][:120]}",
+                         hint="csv diff/merge take AITER tuned tables, e.g. aiter/configs/a8w8_tuned_gemm.csv") from None
+    cols = set(df.columns)
+    result = cols & {"us", "kernelName", "kernelName1"}
+    if not result or not cols & {"M", "token"}:
+        raise UsageError(f"{path} is not an AITER tuned table (its header has no " +
+                         ("M or token key" if result else "us or kernelName column") + ")",
+                         hint="csv diff/merge take tuned tables (…_tuned_gemm.csv, tuned_fmoe.csv), not untuned "
+                              "CSVs or a job's comparison.csv")
+    return df

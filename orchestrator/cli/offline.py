@@ -10,6 +10,7 @@ import click
 
 from ..errors import UsageError
 from ..variants import get_variant
+from .audit import tuned_table
 from .base import cli
 
 
@@ -178,7 +179,7 @@ def csv():
 def csv_diff(env, a, b, csv_out, show_all):
     """Per key: us and speedup of B against A (positive = B faster): a summary, then the rows that differ."""
     from ..parsing.csvtools import diff_tuned
-    df = diff_tuned(_tuned_table(a), _tuned_table(b))
+    df = diff_tuned(tuned_table(a), tuned_table(b))
     if csv_out:
         df.to_csv(csv_out, index=False)
     counts = {s: int((df["status"] == s).sum()) for s in ("only_b", "only_a", "changed", "same")}
@@ -205,7 +206,7 @@ def csv_merge(env, inputs, output):
     """Merge tuned CSVs keeping the best valid row per key (never us=-1; never duplicate keys)."""
     from ..parsing.csvtools import merge_tuned_report
     from ..state import atomic_write
-    df, report = merge_tuned_report([_tuned_table(p) for p in inputs])
+    df, report = merge_tuned_report([tuned_table(p) for p in inputs])
     atomic_write(Path(output), df.to_csv(index=False).encode())
     if getattr(env, "json", False):
         click.echo(json.dumps({"output": output, "rows": len(df), **report}, default=int))
@@ -213,24 +214,3 @@ def csv_merge(env, inputs, output):
     click.echo(f"wrote {len(df)} rows to {output} (from {report['input_rows']}: {report['duplicates']} "
                f"duplicate(s) resolved, {report['invalid_us']} with invalid us and {report['err_too_high']} "
                "with errRatio over the bound dropped)")
-
-
-def _tuned_table(path: str):
-    """A tuned table, or one line (exit 2) saying what the file is not: an untuned CSV, a comparison.csv or
-    a Markdown file were diffed/merged as if they were tables (NaN rows, '118 duplicates', an internal error)."""
-    import pandas as pd
-
-    from ..parsing.csvtools import read_tuned_csv
-    try:
-        df = read_tuned_csv(path)
-    except (pd.errors.ParserError, UnicodeDecodeError) as exc:
-        raise UsageError(f"{path} is not a CSV: {str(exc).strip().splitlines()[-1][:120]}",
-                         hint="csv diff/merge take AITER tuned tables, e.g. aiter/configs/a8w8_tuned_gemm.csv") from None
-    cols = set(df.columns)
-    result = cols & {"us", "kernelName", "kernelName1"}
-    if not result or not cols & {"M", "token"}:
-        raise UsageError(f"{path} is not an AITER tuned table (its header has no " +
-                         ("M or token key" if result else "us or kernelName column") + ")",
-                         hint="csv diff/merge take tuned tables (…_tuned_gemm.csv, tuned_fmoe.csv), not untuned "
-                              "CSVs or a job's comparison.csv")
-    return df

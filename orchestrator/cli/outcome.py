@@ -10,6 +10,7 @@ from ..context import Ctx, Settings
 from ..errors import ExitCode, UsageError
 from ..state import JobState, Status
 from .base import ACCEPT_NEW_HOST_KEY, JOB_ARG, Env, _target_for, cli, resolve_job
+from ..steps.results import refresh_after
 from .views import emit, export_words, promote_words, rollback_words, targets_words
 from .watch import NODE_OPTION
 
@@ -34,29 +35,10 @@ def _with_ctx(env: Env, job: JobState, accept_new_host_key: bool, fn, what: str)
     target = _target_for(env, job, accept_new_host_key)
     ctx = Ctx(job=job, workspace=env.workspace, target=target, settings=Settings(), ui=env.ui())
     try:
-        return changed(ctx, fn(ctx))
+        return refresh_after(ctx, fn(ctx))
     finally:
         target.close()
         env.workspace.save(job)
-
-
-def changed(ctx: Ctx, res: dict) -> dict:
-    """After a promote or rollback that changed the live table: the job's report (md + html) rendered again
-    from its saved state, and its copy on the node written again in one round trip (else by the next fetch)."""
-    if res.get("already") or res.get("nothing"):
-        return res
-    from ..errors import TuneRemoteError
-    from ..steps.fetch import _report_for_the_node
-    from ..steps.results import rerender_report
-    rerender_report(ctx)
-    writes = _report_for_the_node(ctx)
-    if writes:
-        try:
-            ctx.call("write_files", {"files": writes})
-            ctx.job.remote.report_md_on_node = True
-        except TuneRemoteError:
-            pass                 # the next `tune-remote fetch` writes it
-    return res
 
 
 @cli.command()
@@ -83,7 +65,7 @@ def promote(env: Env, job_id, rows, yes, accept_new_host_key, nodes):
         raise UsageError(f"job {job_id} {job.state}; only a succeeded job's rows can be promoted",
                          hint=f"tune-remote status {job_id}")
     res = _with_ctx(env, job, accept_new_host_key, lambda ctx: step.later(ctx, rows), "promote")
-    summary = promote_summary(job, res)
+    summary = step.promote_summary(job, res)
     emit(env, {"job_id": job_id, **summary}, promote_words(job_id, summary))
 
 
@@ -116,21 +98,6 @@ def _slower_not_promoted(path) -> int:
         return sum(1 for r in csv.DictReader(fh) if r.get("verdict") == "regressed" and r.get("promoted") != "true")
 
 
-def promote_summary(job: JobState, res: dict) -> dict:
-    """What `promote` prints for one job: its totals, what this call added, what a rollback would restore."""
-    rounds = res.get("rounds") or ([res] if res.get("promoted") else [])
-    eng = job.step_state("promote").info.get("engaged") or {}
-    out = {"live": res.get("live"), "already": bool(res.get("already")),
-           "promoted": len(res.get("promoted") or []), "promoted_now": len(res.get("promoted_now") or []),
-           "promotions": len(rounds),
-           "backup": (rounds[-1].get("backup") if rounds else None),
-           "rollback_restores": (res.get("backup") or "(no table: rollback removes it)") if rounds else None,
-           "skipped_duplicates": res.get("skipped_duplicates") or []}
-    if res.get("promoted_now") and eng:
-        out["engaged"] = f"{eng.get('engaged', 0)}/{eng.get('total', 0)}"
-    return out
-
-
 @cli.command()
 @JOB_ARG
 @ACCEPT_NEW_HOST_KEY
@@ -147,17 +114,8 @@ def rollback(env: Env, job_id, accept_new_host_key, nodes):
     if not job.remote.promotion:
         raise UsageError(f"job {job_id} never promoted anything", hint="nothing to undo; the live table is as it was")
     res = _with_ctx(env, job, accept_new_host_key, step.rollback, "rollback")
-    summary = rollback_summary(res)
+    summary = step.rollback_summary(res)
     emit(env, {"job_id": job_id, **summary}, rollback_words(job_id, summary))
-
-
-def rollback_summary(res: dict) -> dict:
-    n = len(res.get("rounds") or [res])
-    return {"live": res.get("live"), "already": bool(res.get("already")), "restored_from": res.get("backup"),
-            "restored": (("the live table as it was before the job's first promotion" if res.get("backup") else
-                          "no live table, as before the job's first promotion (the file it created is removed)")
-                         + f" ({n} promotion(s) undone)"),
-            "modules": res.get("modules")}
 
 
 @cli.command("export")

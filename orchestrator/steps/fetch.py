@@ -319,7 +319,7 @@ def _ctr_copy(ctx, node_path, local, sha, growing, compress=False, expect=0) -> 
                    hint="run `tune-remote fetch` again")
 
 
-def _report_for_the_node(ctx: Ctx) -> list[dict]:
+def report_for_the_node(ctx: Ctx) -> list[dict]:
     """The report step's markdown, for the node's logs dir (once; results.run_report leaves it to us)."""
     r = ctx.job.remote
     local = ctx.job_dir / "report.md"
@@ -330,7 +330,7 @@ def _report_for_the_node(ctx: Ctx) -> list[dict]:
 
 def run(ctx: Ctx, dest: Path | None = None) -> dict[str, str]:
     dest = Path(dest) if dest else ctx.job_dir
-    writes = _report_for_the_node(ctx)
+    writes = report_for_the_node(ctx)
     outcome = pull(ctx, wanted_files(ctx, dest), writes=writes)
     if writes:
         ctx.job.remote.report_md_on_node = True

@@ -156,7 +156,7 @@ def _seed_line(ctx: Ctx, live: str, before_env: dict, live_exists: bool) -> str:
     runtime merges several tables (its module comes from the merged copy) or the table does not exist.
     Every other live module (not fed by this table: module_aiter_enum, MoE 2-stage, other families) is
     copied as well: the job changes none of them."""
-    from .promote import jit_modules     # lazily: promote loads pandas (tests/unit/test_lazy_imports.py)
+    from ..variants import jit_modules
     modules = jit_modules(ctx.variant.name)
     configured = before_env.get(ctx.variant.config_env, "")
     live_dir = live_jit_dir(ctx)
@@ -283,7 +283,7 @@ def run(ctx: Ctx) -> None:
         # (a re-run of the step must not reuse a module built from an earlier staging table): no
         # AITER_REBUILD, which would rebuild every module in every call of the first sample (issue 26)
         first = again = [Cmd(c.argv, env=after_env, cwd=c.cwd) for c in bench_cmds]
-        from .promote import jit_modules
+        from ..variants import jit_modules
         parts = [render(Cmd(("rm", "-rf", after_env["AITER_JIT_DIR"]))),
                  render(Cmd(("mkdir", "-p", after_env["AITER_JIT_DIR"])))]
         if live_jit_dir(ctx):   # the modules the staging table does not feed: reused from the live install

@@ -16,29 +16,11 @@ import time
 from ..context import Ctx
 from ..errors import TuneRemoteError, UsageError
 from ..remote.shell import Cmd
-from ..state import atomic_write
+from ..state import JobState, atomic_write
 from ..outcome.compare import Comparison, norm_key_value
+from ..variants import JIT_MODULES, jit_modules  # noqa: F401  (promote's callers read them here too)
 
 MODES = ("proven", "all", "none")
-# CK modules compiled from the tuned CSV (aiter-formats.md §5.1: gen_instances.py --tune_file); the
-# MoE 2-stage modules are generated without the CSV, so only the Python-side lookup changes for them
-JIT_MODULES = {
-    "a8w8": "module_gemm_a8w8",
-    "a8w8_bpreshuffle": "module_gemm_a8w8_bpreshuffle",
-    "a8w8_blockscale": "module_gemm_a8w8_blockscale",
-    "a8w8_blockscale_bpreshuffle": "module_gemm_a8w8_blockscale_bpreshuffle",
-    "a4w4_blockscale": "module_gemm_a4w4_blockscale",
-    "batched_a8w8": "module_batched_gemm_a8w8",
-    "batched_bf16": "module_batched_gemm_bf16",
-}
-
-
-def jit_modules(variant_name: str) -> list[str]:
-    """The CK modules compiled from the variant's tuned table."""
-    module = JIT_MODULES.get(variant_name)
-    return [module] if module else []
-
-
 def backup_dir(ctx: Ctx) -> str:
     return f"{ctx.job.remote.job_dir}/promotion"
 
@@ -253,3 +235,27 @@ def serve_after(ctx: Ctx) -> None:
         if r["change_pct"] is not None:
             job.note(f"serving {r['metric']}: {r['before']:g} -> {r['after']:g} ({r['change_pct']:+.2f} %, "
                      f"{'better' if serving.better(r['metric'], r['change_pct']) else 'not better'})")
+
+
+def promote_summary(job: JobState, res: dict) -> dict:
+    """What `promote` prints for one job: its totals, what this call added, what a rollback would restore."""
+    rounds = res.get("rounds") or ([res] if res.get("promoted") else [])
+    eng = job.step_state("promote").info.get("engaged") or {}
+    out = {"live": res.get("live"), "already": bool(res.get("already")),
+           "promoted": len(res.get("promoted") or []), "promoted_now": len(res.get("promoted_now") or []),
+           "promotions": len(rounds),
+           "backup": (rounds[-1].get("backup") if rounds else None),
+           "rollback_restores": (res.get("backup") or "(no table: rollback removes it)") if rounds else None,
+           "skipped_duplicates": res.get("skipped_duplicates") or []}
+    if res.get("promoted_now") and eng:
+        out["engaged"] = f"{eng.get('engaged', 0)}/{eng.get('total', 0)}"
+    return out
+
+
+def rollback_summary(res: dict) -> dict:
+    n = len(res.get("rounds") or [res])
+    return {"live": res.get("live"), "already": bool(res.get("already")), "restored_from": res.get("backup"),
+            "restored": (("the live table as it was before the job's first promotion" if res.get("backup") else
+                          "no live table, as before the job's first promotion (the file it created is removed)")
+                         + f" ({n} promotion(s) undone)"),
+            "modules": res.get("modules")}

@@ -283,3 +283,21 @@ def _version_text(facts: dict):
     """The release, and the build as pip or git names it when that says more (``0.1.29 (0.1.29.post1+rocm10.1)``)."""
     version, raw = facts.get("version"), facts.get("version_raw")
     return f"{version} ({raw})" if raw and version and raw != version else version
+
+
+def refresh_after(ctx: Ctx, res: dict) -> dict:
+    """After a promote or rollback that changed the live table: the job's report (md + html) rendered again
+    from its saved state, and its copy on the node written again in one round trip (else by the next fetch)."""
+    if res.get("already") or res.get("nothing"):
+        return res
+    from ..errors import TuneRemoteError
+    from .fetch import report_for_the_node
+    rerender_report(ctx)
+    writes = report_for_the_node(ctx)
+    if writes:
+        try:
+            ctx.call("write_files", {"files": writes})
+            ctx.job.remote.report_md_on_node = True
+        except TuneRemoteError:
+            pass                 # the next `tune-remote fetch` writes it
+    return res
