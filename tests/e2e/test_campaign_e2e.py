@@ -396,6 +396,10 @@ def test_a_detached_campaign_tunes_on_without_the_laptop_and_resume_finishes_it(
         lg = _tr(inv, "logs", "det1", "--step", "tune")
         assert lg.returncode == 0 and f"==> {a}/" in lg.stdout, lg.stderr
         first = _start_resume(inv, "det1")               # waits for the targets, then finishes the campaign
+        lock = inv.parent / "ws" / "det1" / ".lock"       # the first resume owns the campaign before a second
+        poll(lambda: first.poll() is not None or (lock.is_file() and lock.read_text().startswith("{")
+                                                  and json.loads(lock.read_text()).get("pid") == first.pid),
+             timeout=60, what="the first resume to own the campaign")
         poll(lambda: "is being driven" in _tr(inv, "resume", "det1").stderr or first.poll() is not None,
              timeout=60, what="a second resume refused while the first drives")
         assert first.poll() is None
