@@ -18,7 +18,7 @@ from ..errors import TuneRemoteError, UsageError
 from ..remote.shell import Cmd
 from ..state import JobState, atomic_write
 from ..outcome.compare import Comparison, norm_key_value
-from ..variants import JIT_MODULES, jit_modules  # noqa: F401  (promote's callers read them here too)
+from ..variants import JIT_MODULES
 
 MODES = ("proven", "all", "none")
 def backup_dir(ctx: Ctx) -> str:
