@@ -34,7 +34,7 @@ def _with_ctx(env: Env, job: JobState, accept_new_host_key: bool, fn, what: str)
     target = _target_for(env, job, accept_new_host_key)
     ctx = Ctx(job=job, workspace=env.workspace, target=target, settings=Settings(), ui=env.ui())
     try:
-        from ..steps.results import refresh_after   # lazily: pandas and jinja2 (test_lazy_imports)
+        from ..steps.report import refresh_after   # lazily: pandas and jinja2 (test_lazy_imports)
         return refresh_after(ctx, fn(ctx))
     finally:
         target.close()
