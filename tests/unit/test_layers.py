@@ -14,9 +14,6 @@ from orchestrator.workflow import STEPS
 PKG = Path(engine.__file__).resolve().parent
 # the node helper's files are flat stdlib scripts pushed as one package (their own rules), the simulator apart
 OWN_RULES = ("remote/helpers/", "sim/")
-# cli/campaign's if/elif over sources, which the target-source registry replaces
-KNOWN_PRIVATE = {("cli/pick.py", "_source")}
-
 
 def _imports(rel: str) -> list[tuple[str, str]]:
     """(absolute module imported from, name) for every `from X import name` of a package file, at any depth."""
@@ -59,4 +56,4 @@ def test_nothing_below_the_cli_imports_it():
 def test_no_private_name_is_imported_from_another_module():
     private = {(rel, name) for rel in _files() for m, name in _imports(rel)
                if m.startswith("orchestrator") and name.startswith("_") and not name.startswith("__")}
-    assert private <= KNOWN_PRIVATE, sorted(private - KNOWN_PRIVATE)
+    assert not private, sorted(private)
