@@ -16,7 +16,7 @@ from .base import ACCEPT_NEW_HOST_KEY, JOB_ARG, Env, finish_job, run_settings, t
 
 
 def _validate_local_inputs(variant_name: str, logs, shapes_csv, nk, model=None, m_preset=None) -> None:
-    from ..steps.shapes import check_m_preset, parse_nk, split_log_sources
+    from ..steps.shape_sources import check_m_preset, parse_nk, split_log_sources
     variant = get_variant(variant_name)
     check_m_preset(m_preset)
     if nk and variant.family != "gemm":
