@@ -47,7 +47,7 @@ class Record(MutableMapping):
         return rec
 
     def to_dict(self) -> dict:
-        return dict(self.items())
+        return {k: v.to_dict() if isinstance(v, Record) else v for k, v in self.items()}
 
     # ------------------------------------------------------------- the mapping view (for the readers not moved yet)
     def _extras(self) -> dict:
@@ -89,6 +89,24 @@ class Record(MutableMapping):
 
 
 @dataclass(eq=False)
+class Campaign(Record):
+    """A campaign's own state, saved in its request (``request.campaign``): its targets, sub-jobs and plan, what
+    its target source holds (``source`` names the kind, the source keeps its own state under its kind's key, e.g.
+    ``slurm``) and what happened across targets (re-shards, promotions across kinds)."""
+    nodes: Optional[list] = None               # the inventory nodes asked for
+    container: Optional[str] = None            # --container, when one was given
+    source: Optional[str] = None               # the target source's kind (campaign/sources.py)
+    sub_jobs: Optional[list] = None            # the target jobs' ids, in plan order
+    plan_lines: Optional[list] = None          # the plan as shown before it ran
+    unreachable: Optional[list] = None         # targets the plan could not reach
+    kinds: Optional[dict] = None               # "node/container" -> GPU kind
+    resharded: Optional[dict] = None           # lost sub-job -> the sub-jobs made from its shapes
+    spread: Optional[list] = None              # what the promotion across kinds did, one line each
+    later: Optional[list] = None               # promotions/rollbacks after the campaign ended
+    slurm: Optional[dict] = None               # the Slurm source's state (campaign/slurm.py)
+
+
+@dataclass(eq=False)
 class JobRequest(Record):
     """What the user asked for (run's flags, never secrets); a campaign's sub-job gets a copy with its shard."""
     logs: Optional[list] = None                # server logs on the node to read shapes from
@@ -115,9 +133,14 @@ class JobRequest(Record):
     demo_dir: Optional[str] = None             # the demo's simulated node
     demo_nodes: Optional[dict] = None          # a demo campaign's simulated nodes
     variants: Optional[list] = None            # a campaign's variants
-    campaign: Optional[dict] = None            # a campaign's own state (sub-jobs, nodes, plan, ...)
+    campaign: Optional[Campaign] = None        # a campaign's own state (sub-jobs, nodes, plan, ...)
     parent: Optional[str] = None               # a sub-job: its campaign's id
     resharded_from: Optional[str] = None       # a sub-job made from a lost one's shapes
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name == "campaign" and isinstance(value, dict):   # a loaded file, an older caller's dict
+            value = Campaign.from_dict(value)
+        super().__setattr__(name, value)
 
 
 @dataclass(eq=False)

@@ -99,6 +99,11 @@ class JobState:
         kind = self._RECORDS.get(name)      # a plain dict given for a record (old callers, a loaded file)
         object.__setattr__(self, name, kind.from_dict(value) if kind else value)
 
+    @property
+    def is_campaign(self) -> bool:
+        """A campaign (its targets' jobs live in its directory), not a single job or a campaign's target job."""
+        return bool(self.request.campaign)
+
     def step_state(self, name: str) -> StepState:
         return self.steps.setdefault(name, StepState())
 

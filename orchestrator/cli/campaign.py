@@ -9,6 +9,7 @@ import click
 
 from ..errors import JobError, UsageError
 from ..inventory import Inventory
+from ..records import Campaign
 from ..state import JobState
 from ..variants import get_variant
 from .base import Env, finish_job
@@ -48,7 +49,7 @@ def run_campaign(env: Env, inv: Inventory, nodes, container, variants, request, 
                          hint=f"use `tune-remote resume {job_id}` or choose another --job-id")
     job = JobState(job_id=job_id, node=",".join(nodes), container=container or "", variant=",".join(variants),
                    created=time.time(), request=dict(request, variants=list(variants)))
-    job.request["campaign"] = {"nodes": list(nodes), "container": container, "sub_jobs": []}
+    job.request.campaign = Campaign(nodes=list(nodes), container=container, sub_jobs=[])
     kind, options = ("slurm", {"cluster": slurm, "nodes": slurm_nodes, "dry_run": dry_run}) if slurm else \
         ("demo" if request.get("demo_nodes") else "inventory", {})
     _carried(env, job, settings, lambda console: lifecycle.start(

@@ -246,7 +246,7 @@ def resume(env: Env, job_id, yes, accept_new_host_key, relaunch, retry, nodes):
     check_nodes(env, env.workspace.load(job_id), nodes)   # no such job/node: say so first
     env.workspace.own(job_id, "resume")                 # a second driver exits 1 naming the first (R-05)
     job = env.workspace.load(job_id)                    # what the last driver left, read under the lock
-    if job.state == Status.LOST and not job.request.get("campaign"):
+    if job.state == Status.LOST and not job.is_campaign:
         if not relaunch:
             raise JobError(f"job {job_id} was lost: {job.error or 'its process on the node is gone'}",
                            hint=f"`tune-remote resume {job_id} --relaunch` launches it again (rows already "
@@ -265,7 +265,7 @@ def resume(env: Env, job_id, yes, accept_new_host_key, relaunch, retry, nodes):
     if job.state in TERMINAL:
         finish_job(job, env)
         return
-    if job.request.get("campaign"):
+    if job.is_campaign:
         job.request["detach"] = False      # a detached campaign: this resume drives it to the end
         from .campaign import resume_campaign
         resume_campaign(env, job, run_settings(yes, accept_new_host_key), nodes)
@@ -276,7 +276,7 @@ def resume(env: Env, job_id, yes, accept_new_host_key, relaunch, retry, nodes):
 def _retry(job: JobState) -> None:
     """R-01: hours of tuning are not thrown away for a laptop-side failure after the node finished."""
     from ..workflow import STEPS
-    if job.state != Status.FAILED or job.request.get("campaign"):
+    if job.state != Status.FAILED or job.is_campaign:
         raise UsageError(f"job {job.job_id} is {job.state}, not a failed single job: nothing to retry",
                          hint=f"`tune-remote resume {job.job_id}` carries a running job on")
     failed = [n for n in STEPS if job.step_state(n).status == Status.FAILED]

@@ -19,7 +19,7 @@ def _finished(env: Env, job_id: str, what: str, nodes=()) -> JobState:
     if job.state == Status.RUNNING:
         raise UsageError(f"job {job_id} is still running; {what} waits for its end",
                          hint=f"tune-remote status {job_id} (or resume it)")
-    if job.request.get("campaign"):
+    if job.is_campaign:
         return job               # its targets' sub-jobs hold the tables (campaign/outcome.py)
     from .pick import check_nodes
     check_nodes(env, job, nodes)
@@ -59,7 +59,7 @@ def promote(env: Env, job_id, rows, yes, accept_new_host_key, nodes):
     job = _finished(env, job_id, "promotion", nodes)
     if rows == "all" and not yes:
         _ask_for_slower(env, job, nodes)
-    if job.request.get("campaign"):
+    if job.is_campaign:
         return _campaign(env, job, nodes, accept_new_host_key, "promote", rows)
     if job.state != Status.SUCCEEDED:
         raise UsageError(f"job {job_id} {job.state}; only a succeeded job's rows can be promoted",
@@ -72,7 +72,7 @@ def promote(env: Env, job_id, rows, yes, accept_new_host_key, nodes):
 def _ask_for_slower(env: Env, job: JobState, nodes) -> None:
     """`promote --rows all` with rows proven slower (not promoted yet): a question on a terminal; elsewhere
     one line, exit 2, unless --yes."""
-    if job.request.get("campaign"):
+    if job.is_campaign:
         from .pick import select
         subws, subs = select(env, job, nodes)
         dirs = [subws.job_dir(s.job_id) for s in subs]
@@ -109,7 +109,7 @@ def rollback(env: Env, job_id, accept_new_host_key, nodes):
     from ..steps import promote as step
     job_id = resolve_job(env, job_id)
     job = _finished(env, job_id, "rollback", nodes)
-    if job.request.get("campaign"):
+    if job.is_campaign:
         return _campaign(env, job, nodes, accept_new_host_key, "rollback")
     if not job.remote.promotion:
         raise UsageError(f"job {job_id} never promoted anything", hint="nothing to undo; the live table is as it was")
@@ -136,7 +136,7 @@ def export_cmd(env: Env, job_id, model_config, dest, nodes):
     job = env.workspace.load(job_id)
     if job.state == Status.RUNNING:
         raise UsageError(f"job {job_id} is still running", hint=f"tune-remote status {job_id}")
-    if job.request.get("campaign"):
+    if job.is_campaign:
         from ..campaign import outcome as camp
         from .pick import select
         subws, subs = select(env, job, nodes)
@@ -154,7 +154,7 @@ def _campaign(env: Env, job: JobState, nodes, accept_new_host_key: bool, what: s
     from ..campaign import outcome as camp
     from .pick import campaign_runner, select
     subws, subs = select(env, job, nodes)
-    if job.request["campaign"].get("slurm"):
+    if job.request.campaign.slurm:
         raise UsageError(f"job {job.job_id} ran on a Slurm allocation, which ended with it: its compute nodes "
                          f"cannot be reached to {what} any more",
                          hint="each target's record and backups are in <its job dir>/promotion* on its node")

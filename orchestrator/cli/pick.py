@@ -17,7 +17,7 @@ from .base import Env
 
 def job_nodes(env: Env, job: JobState) -> list[str]:
     """The nodes a job runs on (a campaign: its targets' nodes, in order)."""
-    if not job.request.get("campaign"):
+    if not job.is_campaign:
         return [job.node]
     from ..campaign import driver
     return list(dict.fromkeys(s.node for s in driver.sub_jobs(job, env.workspace))) or job.node.split(",")

@@ -28,7 +28,7 @@ def _status_row(job: JobState, env: Env | None = None) -> dict:
     node_state = job.step_state("remote").info.get("state")
     if job.state == Status.RUNNING and node_state not in (None, Status.RUNNING, "starting"):
         row["node_state"] = node_state          # the node's truth, newer than this cache (R-12)
-    if job.request.get("campaign") and env is not None:   # its targets live in the job's directory
+    if job.is_campaign and env is not None:   # its targets live in the job's directory
         from .campaign import status_campaign
         row.update(status_campaign(env, job))    # its targets, and its source's view (Slurm: state, pending reason)
     return row
@@ -53,7 +53,7 @@ def status(env: Env, job_id, as_json, nodes):
     elif nodes:
         jobs = [j for j in jobs if set(nodes) & set(job_nodes(env, j))]
     for job in jobs:   # running jobs are asked on their node; only `status JOB` saves what it learned
-        if job.state == Status.RUNNING and job.remote.run_dir and not job.request.get("campaign"):
+        if job.state == Status.RUNNING and job.remote.run_dir and not job.is_campaign:
             _refresh(env, job, save=bool(job_id))
     rows = [_status_row(j, env) for j in jobs]
     for r in rows:
@@ -133,7 +133,7 @@ def _logs(env: Env, job_id, step, follow, nodes, variant) -> None:
     step = names.get(step, step)
     if step not in (*REMOTE_STEPS, "pipeline"):
         raise UsageError(f"unknown step {step!r}", hint="choose baseline, tune, after or pipeline")
-    if not job.request.get("campaign"):
+    if not job.is_campaign:
         from .pick import check_nodes
         check_nodes(env, job, nodes)
         _one_log(env, env.workspace, job, step, follow, lambda: target_for(env, job, False))
@@ -243,7 +243,7 @@ def _cancel(env: Env, job_id, grace, nodes) -> None:
     if job.state in TERMINAL:
         click.echo(f"job {job_id} is already {job.state}")
         return
-    if job.request.get("campaign"):
+    if job.is_campaign:
         from .campaign import cancel_campaign
         cancel_campaign(env, job, grace, nodes)
         return
@@ -302,7 +302,7 @@ def fetch(env: Env, job_id, dest, accept_new_host_key, nodes):
     target job (or those on --node) into its own directory under <job>/targets/ (or DEST/<target job>)."""
     job_id = resolve_job(env, job_id)
     job = env.workspace.load(job_id)
-    if not job.request.get("campaign"):
+    if not job.is_campaign:
         from .pick import check_nodes
         check_nodes(env, job, nodes)
         if not job.remote.job_dir:
