@@ -75,7 +75,9 @@ def measure(ctx: Ctx, rows: list[Promoted], *, live: str, node_dir: str, gpu: st
              render(Cmd(("mkdir", "-p", *(out.env[a]["AITER_JIT_DIR"] for a in ARMS))))]
     for n in range(1, repeats + 1):
         for arm in ARMS:
-            parts.append(f"echo {quote(f'{SAMPLE_MARK} {arm} {n}')}; " + announced(cmds[arm], "|| rc=$?"))
+            parts.append(f"echo {quote(f'{SAMPLE_MARK} {arm} {n}')}; " + announced(cmds[arm], "2>&1 || rc=$?"))
+    # the modules each arm built are not kept (a real one is tens of MB); the "without" table is, for the report
+    parts.append(render(Cmd(("rm", "-rf", *(out.env[a]["AITER_JIT_DIR"] for a in ARMS)))))
     ran = ctx.call("run", {"argv": ["sh", "-c", "rc=0; " + "; ".join(parts) + "; exit $rc"],
                            "timeout_s": RUN_TIMEOUT_S}, timeout=RUN_TIMEOUT_S + 60)
     if ran.get("timed_out"):

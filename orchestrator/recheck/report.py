@@ -58,6 +58,8 @@ def markdown(doc: dict) -> str:
         out.append(f"- at promotion by job {job_id}: {_facts_line(f)}")
     c = doc["counts"]
     out += ["", "## Verdicts", "", ", ".join(f"{k}: {v}" for k, v in c.items()), "",
+            "Values: " + "; ".join(f"{v}: {m}" for v, m in sorted((doc.get("metrics") or {}).items()))
+            + "; speedup % is positive when the row is faster than what AITER serves without it.", "",
             "| variant | key | kernelName | with row | without row | speedup % | verdict | job |",
             "|---|---|---|---|---|---|---|---|"]
     for r in doc["rows"]:

@@ -75,14 +75,18 @@ class Session:
         groups: dict[tuple, list[Promoted]] = {}
         for r in rows:
             groups.setdefault((r.variant, r.live), []).append(r)
-        records, notes, demotion = [], [], {"tables": []}
+        records, notes, demotion, metrics, bench_env = [], [], {"tables": []}, {}, {}
         for (variant, live), group in groups.items():
             ctx = self.ctx(variant, facts)
             self.ui.event(f"{variant}: {len(group)} row(s) of {live}, {self.repeats} run(s) per arm on GPU {gpu_phys}")
             m = measure(ctx, group, live=live, node_dir=node_dir, gpu=gpu, repeats=self.repeats)
             if m.log:
                 atomic_write(path / f"bench-{variant}.log", m.log.encode())
-            hib = bool(ctx.variant.bench.higher_is_better) if ctx.variant.bench else False
+                bench_env[variant] = m.env
+            bench = ctx.variant.bench
+            hib = bool(bench.higher_is_better) if bench else False
+            if bench:
+                metrics[variant] = f"{bench.metric} ({'higher' if hib else 'lower'} is better)"
             judged = judge_rows({k: (v["with"], v["without"]) for k, v in m.samples.items()}, hib)
             for r in group:
                 j = judged.get(r.ident()) or {}
@@ -108,7 +112,7 @@ class Session:
         at_promotion = {r.job_id: r.facts for r in rows}
         doc = {"id": self.rid, "node": self.node, "container": self.container, "gpu": gpu_phys,
                "repeats": self.repeats, "time": time.time(), "node_dir": node_dir,
-               "now": facts_summary(facts), "at_promotion": at_promotion, "rows": records,
+               "metrics": metrics, "bench_env": bench_env, "now": facts_summary(facts), "at_promotion": at_promotion, "rows": records,
                "counts": counts([r.get("verdict") for r in records]), "notes": notes}
         if demote:
             demotion["undo"] = (f"tune-remote recheck --node {self.node} --container {self.container} "

@@ -90,9 +90,19 @@ def test_recheck_after_an_upgrade_finds_the_slower_rows_and_demote_removes_them(
     assert f"AITER 0.1.20 ({NEW})" in report and "at promotion by job job1: AITER 0.1.20," in report
     assert "ROCm 7.0.2" in report and GFX in report
     assert bed.node_bytes(f"{root}/{LIVE}") == live_before          # a recheck alone changes nothing
-    # each arm ran pinned to one GPU with its own private JIT dir and table
+    # each arm ran pinned to one GPU with its own private JIT dir and table, interleaved
     doc = json.loads((d / "recheck.json").read_text())
     assert doc["counts"]["slower_now"] == len(expected)
+    env = doc["bench_env"][VARIANT]
+    assert env["with"]["HIP_VISIBLE_DEVICES"] == env["without"]["HIP_VISIBLE_DEVICES"] == str(doc["gpu"])
+    assert env["with"]["AITER_JIT_DIR"] != env["without"]["AITER_JIT_DIR"]
+    assert all(env[a]["AITER_JIT_DIR"].startswith(doc["node_dir"]) for a in ("with", "without"))
+    assert env["with"]["AITER_CONFIG_GEMM_A8W8_BLOCKSCALE"] == f"{root}/{LIVE}"
+    without = _rows(bed.node_bytes(env["without"]["AITER_CONFIG_GEMM_A8W8_BLOCKSCALE"]))
+    assert {_mnk(r) for r in without if r["cu_num"] == str(CU)} == rest
+    marks = [ln for ln in (d / f"bench-{VARIANT}.log").read_text().splitlines() if ln.startswith("== tune-remote sample")]
+    assert marks == [f"== tune-remote sample {a} {n}" for n in (1, 2, 3) for a in ("with", "without")]
+    assert not bed.node_exists(env["with"]["AITER_JIT_DIR"])      # the arms' builds are not left behind
 
     # --demote: the slower rows leave the live table, the rest stays byte-identical
     module_before = bed.node_bytes(f"{root}/{MODULE}") if bed.node_exists(f"{root}/{MODULE}") else None
