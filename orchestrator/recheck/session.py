@@ -78,7 +78,8 @@ class Session:
         records, notes, demotion, metrics, bench_env = [], [], {"tables": []}, {}, {}
         for (variant, live), group in groups.items():
             ctx = self.ctx(variant, facts)
-            self.ui.event(f"{variant}: {len(group)} row(s) of {live}, {self.repeats} run(s) per arm on GPU {gpu_phys}")
+            self.ui.event(f"{variant}: {len(group)} row(s) of {live}, {self.repeats} run(s) per arm "
+                          f"on GPU {gpu_phys}")
             m = measure(ctx, group, live=live, node_dir=node_dir, gpu=gpu, repeats=self.repeats)
             if m.log:
                 atomic_write(path / f"bench-{variant}.log", m.log.encode())
@@ -112,7 +113,8 @@ class Session:
         at_promotion = {r.job_id: r.facts for r in rows}
         doc = {"id": self.rid, "node": self.node, "container": self.container, "gpu": gpu_phys,
                "repeats": self.repeats, "time": time.time(), "node_dir": node_dir,
-               "metrics": metrics, "bench_env": bench_env, "now": facts_summary(facts), "at_promotion": at_promotion, "rows": records,
+               "metrics": metrics, "bench_env": bench_env, "now": facts_summary(facts),
+               "at_promotion": at_promotion, "rows": records,
                "counts": counts([r.get("verdict") for r in records]), "notes": notes}
         if demote:
             demotion["undo"] = (f"tune-remote recheck --node {self.node} --container {self.container} "

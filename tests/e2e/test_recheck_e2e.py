@@ -100,7 +100,8 @@ def test_recheck_after_an_upgrade_finds_the_slower_rows_and_demote_removes_them(
     assert env["with"]["AITER_CONFIG_GEMM_A8W8_BLOCKSCALE"] == f"{root}/{LIVE}"
     without = _rows(bed.node_bytes(env["without"]["AITER_CONFIG_GEMM_A8W8_BLOCKSCALE"]))
     assert {_mnk(r) for r in without if r["cu_num"] == str(CU)} == rest
-    marks = [ln for ln in (d / f"bench-{VARIANT}.log").read_text().splitlines() if ln.startswith("== tune-remote sample")]
+    marks = [ln for ln in (d / f"bench-{VARIANT}.log").read_text().splitlines()
+             if ln.startswith("== tune-remote sample")]
     assert marks == [f"== tune-remote sample {a} {n}" for n in (1, 2, 3) for a in ("with", "without")]
     assert not bed.node_exists(env["with"]["AITER_JIT_DIR"])      # the arms' builds are not left behind
 

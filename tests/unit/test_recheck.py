@@ -79,8 +79,8 @@ def test_promoted_rows_come_from_the_jobs_promotion_records_of_that_node_and_con
             _job("j3", promoted=[("gfx950", "256", "64", "4096", "512")], rolled_back=True),
             _job("j4", node="n2", promoted=[("gfx950", "256", "1", "1536", "7168")]),
             _job("j5", container="c2", promoted=[("gfx950", "256", "2", "1536", "7168")]),
-            _job("j6", peers=[{"from": "x", "live": "/a/live.csv", "promoted": [["gfx950", "256", "8", "1536", "7168"]],
-                               "time": 3.0}])]
+            _job("j6", peers=[{"from": "x", "live": "/a/live.csv", "time": 3.0,
+                               "promoted": [["gfx950", "256", "8", "1536", "7168"]]}])]
     rows = promoted_rows(jobs, "n1", "c1")
     got = {(r.key["m"], r.job_id): r for r in rows}
     assert set(got) == {("16", "j2"), ("32", "j2"), ("8", "j6")}       # newest promotion of a key wins
