@@ -15,7 +15,7 @@ from ..outcome.keys import norm_key_value
 from ..remote.shell import Cmd, quote, render
 from ..steps.bench import announced, measured_by_call, plan_bench, prepare_ops
 from ..steps.prepare import SAMPLE_MARK
-from ..steps.results import split_samples
+from ..steps.compare import split_samples
 from .rows import Promoted
 
 ARMS = ("with", "without")
