@@ -17,16 +17,17 @@ from ..variants import jit_modules
 from .rows import Promoted
 
 
-def backup_dir(node_dir: str, variant: str) -> str:
-    return f"{node_dir}/demotion/{variant}"
+def backup_dir(node_dir: str, variant: str, n: int = 0) -> str:
+    """The demotion record's dir on the node: one per variant and live table (``n``: the variant's n-th table)."""
+    return f"{node_dir}/demotion/{variant}" + (f"-{n}" if n else "")
 
 
-def demote(ctx: Ctx, rows: list[Promoted], judged: dict, *, live: str, node_dir: str, gpu: str,
+def demote(ctx: Ctx, rows: list[Promoted], judged: dict, *, live: str, bdir: str, gpu: str,
            scripts: dict | None = None) -> dict:
     """Remove ``rows`` (one variant, one live table) from the live table; the node's record + ``engaged``."""
     variant, facts = ctx.variant, ctx.job.facts
     env = {**(facts.env or {}), **ctx.target.container.env}
-    res = ctx.call("demote", {"live": live, "backup_dir": backup_dir(node_dir, variant.name),
+    res = ctx.call("demote", {"live": live, "backup_dir": bdir,
                               "keys": [r.node_key() for r in rows], "modules": jit_modules(variant.name),
                               "package_dir": facts.package_dir, "jit_dir_env": env.get("AITER_JIT_DIR")})
     res.pop("ok", None)

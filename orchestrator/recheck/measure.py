@@ -14,8 +14,8 @@ from ..errors import JobError
 from ..outcome.keys import norm_key_value
 from ..remote.shell import Cmd, quote, render
 from ..steps.bench import announced, measured_by_call, plan_bench, prepare_ops
-from ..steps.prepare import SAMPLE_MARK
 from ..steps.compare import split_samples
+from ..steps.prepare import SAMPLE_MARK
 from .rows import Promoted
 
 ARMS = ("with", "without")
@@ -30,6 +30,7 @@ class Measured:
     not_live: list = field(default_factory=list)       # rows the workspace promoted that the table lacks now
     without_table: str | None = None
     env: dict = field(default_factory=dict)            # arm -> the env its benchmark ran with
+    scripts: dict = field(default_factory=dict)        # bench script -> what ran (a patched copy if argparse refused)
     log: str = ""
 
 
@@ -68,8 +69,9 @@ def measure(ctx: Ctx, rows: list[Promoted], *, live: str, node_dir: str, gpu: st
         raise JobError(f"the op_test of {variant.name} is missing on the node ({variant.bench.script})",
                        hint="recheck benchmarks with AITER's op_tests: use a develop (source) install")
     out.env = _arm_env(ctx, live, out.without_table, gpu, node_dir)
+    out.scripts = {name: s["script"] for name, s in scripts.items() if s.get("script")}
     python = ctx.target.container.python
-    cmds = {arm: [Cmd((python, scripts.get(c.script, {}).get("script") or f"{root}/{c.script}", *c.args),
+    cmds = {arm: [Cmd((python, out.scripts.get(c.script) or f"{root}/{c.script}", *c.args),
                       env=out.env[arm], cwd=root) for c in calls] for arm in ARMS}
     parts = [render(Cmd(("rm", "-rf", *(out.env[a]["AITER_JIT_DIR"] for a in ARMS)))),
              render(Cmd(("mkdir", "-p", *(out.env[a]["AITER_JIT_DIR"] for a in ARMS))))]

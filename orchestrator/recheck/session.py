@@ -64,6 +64,7 @@ class Session:
 
     def run(self, rows: list[Promoted], *, demote: bool, path: Path) -> dict:
         from ..steps.prepare import hip_devices
+        from .demote import backup_dir
         from .demote import demote as demote_rows
         from .measure import measure
         self.target.connect()
@@ -103,9 +104,10 @@ class Session:
                              "now (replaced or removed since): not rechecked")
             slower = [r for r in group if (judged.get(r.ident()) or {}).get("verdict") == "slower_now"]
             if demote and slower:
-                res = demote_rows(ctx, slower, judged, live=live, node_dir=node_dir, gpu=gpu)
+                bdir = backup_dir(node_dir, variant, sum(t["variant"] == variant for t in demotion["tables"]))
+                res = demote_rows(ctx, slower, judged, live=live, bdir=bdir, gpu=gpu, scripts=m.scripts)
                 demotion["tables"].append({"variant": variant, "live": live, "backup": res.get("backup"),
-                                           "backup_dir": _bdir(node_dir, variant), "demoted": res.get("demoted"),
+                                           "backup_dir": bdir, "demoted": res.get("demoted"),
                                            "modules": res.get("modules"), "engaged": res.get("engaged"),
                                            "already": res.get("already")})
                 self.ui.event(f"demoted {len(res.get('demoted') or [])} slower_now row(s) from {live} "
@@ -121,11 +123,6 @@ class Session:
                                 f"--undo {self.rid}")
             doc["demotion"] = demotion
         return doc
-
-
-def _bdir(node_dir: str, variant: str) -> str:
-    from .demote import backup_dir
-    return backup_dir(node_dir, variant)
 
 
 def restore(target, settings, ui, tables: list[dict]) -> list[dict]:

@@ -42,18 +42,24 @@ class _Dist:
         self.dist_name, self.pip_version = name, version
 
 
-def apply(inst, version: str) -> dict:
-    """Upgrade the node of ``inst`` (a ``SimInstall``) to AITER ``version`` while it runs: the dist-info of
-    the old version goes, a new one is written (develop: the editable ``.pth`` too), and ``node.json``
-    gets ``"upgrade": {"version", "from"}``. Returns that record."""
-    from . import _write_dist_info
-    spec = inst.spec
-    host = Path(inst.host_dir)
+def apply(node, version: str) -> dict:
+    """Upgrade a laid-out simulated node to AITER ``version`` while it runs: ``node`` is its ``SimInstall`` or
+    its host directory (a test bed container's, a demo node's). The dist-info of the old version goes, a new
+    one is written (develop: the editable ``.pth`` too) and ``node.json`` gets ``"upgrade": {"version",
+    "from"}``. Returns that record."""
+    from . import PIP_VERSIONS, _write_dist_info
+    host = Path(getattr(node, "host_dir", None) or node)
     node_json = host / "sim" / "node.json"
-    node = json.loads(node_json.read_text())
-    old = (node.get("upgrade") or {}).get("version") or spec.pip_version
-    norm = spec.dist_name.replace("-", "_")
-    where = host / "pylib" if spec.install_mode == "develop" else Path(inst.host_path(inst.aiter_root))
+    info = json.loads(node_json.read_text())
+    target = info["target_dir"].rstrip("/")
+
+    def on_host(path: str) -> Path:
+        return host / path[len(target):].lstrip("/") if path.startswith(target) else Path(path)
+    old = (info.get("upgrade") or {}).get("version") or PIP_VERSIONS.get(info["profile"], info["version"])
+    name = info.get("pip_name") or "amd-aiter"
+    norm = name.replace("-", "_")
+    develop = info.get("install_mode", "develop") == "develop"
+    where = host / "pylib" if develop else on_host(info["aiter_root"])
     for p in list(where.glob(f"{norm}-*.dist-info")) + list(where.glob(f"__editable__.{norm}-*.pth")):
         if p.is_dir():
             for f in p.iterdir():
@@ -61,12 +67,12 @@ def apply(inst, version: str) -> dict:
             p.rmdir()
         else:
             p.unlink()
-    editable = inst.aiter_root if spec.install_mode == "develop" else None
-    roots = () if editable else (Path(inst.host_path(inst.package_dir)), Path(inst.host_path(inst.meta_root)))
-    _write_dist_info(where, _Dist(spec.dist_name, version), editable_target=editable, record_roots=roots)
+    roots = () if develop else (on_host(info["aiter_root"]) / "aiter", on_host(info["meta_root"]))
+    _write_dist_info(where, _Dist(name, version), editable_target=info["aiter_root"] if develop else None,
+                     record_roots=roots)
     record = {"version": version, "from": old}
-    node["upgrade"] = record
+    info["upgrade"] = record
     tmp = node_json.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(node, indent=1))
+    tmp.write_text(json.dumps(info, indent=1))
     os.replace(tmp, node_json)
     return record

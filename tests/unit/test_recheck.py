@@ -184,3 +184,6 @@ def test_the_upgrade_knob_rewrites_the_version_a_running_node_reports(tmp_path):
     assert "Version: 0.1.20.post1" in meta
     assert json.loads((tmp_path / "node" / "sim" / "node.json").read_text())["upgrade"] == rec
     assert (tmp_path / "node" / "aiter" / "aiter" / "_sim" / "upgrade.py").is_file()
+    # a node known by its directory only (a demo node): the next upgrade starts from the last one
+    assert upgrade.apply(tmp_path / "node", "0.1.21") == {"version": "0.1.21", "from": "0.1.20.post1"}
+    assert [p.name for p in (tmp_path / "node" / "pylib").glob("amd_aiter-*.dist-info")] == ["amd_aiter-0.1.21.dist-info"]
