@@ -26,6 +26,12 @@ OPTION_GROUPS = {
         {"name": "Output", "options": ["--csv", "--help"]},
         GLOBAL,
     ],
+    "tune-remote recheck": [
+        {"name": "Where", "options": ["--node", "--container", "--accept-new-host-key"]},
+        {"name": "What", "options": ["--variant", "--repeats"]},
+        {"name": "Outcome", "options": ["--demote", "--undo", "--help"]},
+        GLOBAL,
+    ],
     "tune-remote *": [GLOBAL],
 }
 
@@ -33,7 +39,7 @@ COMMAND_GROUPS = {
     "*": [
         {"name": "Tune", "commands": ["demo", "run", "resume", "cancel"]},
         {"name": "Look", "commands": ["status", "logs", "report", "fetch", "shapes"]},
-        {"name": "Outcome", "commands": ["promote", "rollback", "export"]},
+        {"name": "Outcome", "commands": ["promote", "rollback", "export", "recheck"]},
         {"name": "Offline tools", "commands": ["csv"]},
     ],
 }

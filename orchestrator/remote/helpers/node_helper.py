@@ -132,6 +132,8 @@ OPS = {
     "disk_free": "tables.op_disk_free",
     "jit_logs": "jitlogs.op_jit_logs",
     "run": "runcmd.op_run",
+    "recheck_tables": "recheck.op_recheck_tables",
+    "demote": "recheck.op_demote",
     INTERNAL_SUPERVISE: procs.op_supervise,
 }
 

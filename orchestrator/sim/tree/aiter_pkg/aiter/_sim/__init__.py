@@ -109,6 +109,10 @@ def measured_us(variant, shape, gfx, cu_num, tuned_from=None):
     Real fleets drift by several percent at small M, so tests of noise-aware verdicts turn it on."""
     from . import perf_model
     us = perf_model.bench_us(variant, shape, gfx, cu_num, tuned_from)
+    upgrade = node().get("upgrade")          # sim/upgrade.py: a new AITER under which some rows got slower
+    if upgrade and tuned_from is not None:
+        from . import upgrade as _upgrade
+        us = _upgrade.upgraded_us(variant, shape, gfx, cu_num, tuned_from, upgrade["version"], us)
     pct = float(read_control().get("bench_noise_pct") or 0.0)
     if pct > 0:
         import random

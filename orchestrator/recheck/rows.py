@@ -1,0 +1,101 @@
+"""Which live rows tune-remote promoted on a container: the workspace's jobs say (their promotion records).
+
+A job (or a campaign's sub-job) keeps the node's promotion record in ``state.json`` (``remote.promotion``,
+and ``remote.peer_promotions`` for rows a campaign spread to it from a node of the same GPU kind): the live
+table, the promoted keys (with the gfx/cu_num prefix the staging table had), whether it was rolled back.
+The newest promotion of a key wins (it wrote the row that is live now).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import UsageError
+from ..outcome.keys import norm_key_value
+from ..state import JobState, Workspace
+from ..variants import get_variant
+
+PREFIX = {2: ("gfx", "cu_num"), 1: ("cu_num",), 0: ()}
+
+
+@dataclass
+class Promoted:
+    """One live row a job promoted."""
+    variant: str
+    live: str                      # the live table on the node
+    key: dict                      # {variant key column: value}
+    prefix: dict                   # {"gfx"/"cu_num": text} the row carries, from the promotion record
+    job_id: str
+    at: float                      # when it was promoted
+    facts: dict = field(default_factory=dict)   # the job's AITER version, ROCm, GPU at promotion
+    shape: dict = field(default_factory=dict)   # the job's shape dict (typed values) for the benchmark
+
+    def node_key(self) -> dict:
+        """The key as the node's ``recheck_tables``/``demote`` ops match it: {lower-case column: text}."""
+        return {**self.prefix, **{c: str(v) for c, v in self.key.items()}}
+
+    def ident(self) -> tuple:
+        return (self.variant, self.live, tuple(norm_key_value(v) for v in self.key.values()))
+
+
+def all_jobs(ws: Workspace) -> list[JobState]:
+    """The workspace's jobs and every campaign's sub-jobs (``<campaign>/targets/<sub>``)."""
+    out = list(ws.jobs())
+    if ws.root.is_dir():
+        for d in sorted(ws.root.iterdir()):
+            if (Path(d) / "targets").is_dir():
+                out.extend(Workspace(Path(d) / "targets").jobs())
+    return out
+
+
+def facts_of(job: JobState) -> dict:
+    f = job.facts
+    return {"version": f.version, "version_raw": f.get("version_raw"), "rocm": f.get("rocm_version"),
+            "gfx": f.gfx, "gpu": f.get("gpu_name"), "cu_num": f.cu_num}
+
+
+def _records(job: JobState) -> list[dict]:
+    recs = [job.remote.promotion] if job.remote.promotion else []
+    return recs + list(job.remote.peer_promotions or [])
+
+
+def promoted_rows(jobs: list[JobState], node: str, container: str | None,
+                  variant: str | None = None) -> list[Promoted]:
+    """The promoted rows of ``jobs`` on ``node``/``container`` (None: any), of ``variant`` (None: every),
+    newest promotion of a key first-come; rolled-back promotions count for nothing."""
+    found: dict[tuple, Promoted] = {}
+    for job in jobs:
+        if job.node != node or (container is not None and job.container != container):
+            continue
+        if variant is not None and job.variant != variant:
+            continue
+        try:
+            cols = list(get_variant(job.variant).key_columns)
+        except UsageError:       # a variant this version does not know: not ours to recheck
+            continue
+        n = len(cols)
+        by_key = {tuple(norm_key_value(s.get(c)) for c in cols): s for s in job.shapes or []}
+        for rec in _records(job):
+            if rec.get("rolled_back") or not rec.get("live"):
+                continue
+            at = float(rec.get("time") or job.created or 0)
+            for k in rec.get("promoted") or []:
+                k = [str(v) for v in k]
+                if len(k) < n or len(k) - n not in PREFIX:
+                    continue
+                values = k[-n:]
+                norm = tuple(norm_key_value(v) for v in values)
+                row = Promoted(variant=job.variant, live=rec["live"], key=dict(zip(cols, values)),
+                               prefix=dict(zip(PREFIX[len(k) - n], k[:-n])), job_id=job.job_id, at=at,
+                               facts=facts_of(job), shape=dict(by_key.get(norm) or dict(zip(cols, values))))
+                old = found.get(row.ident())
+                if old is None or row.at >= old.at:
+                    found[row.ident()] = row
+    return sorted(found.values(), key=lambda r: (r.variant, r.live, r.ident()[2]))
+
+
+def containers_of(jobs: list[JobState], node: str) -> list[str]:
+    """The containers of ``node`` where the workspace's jobs promoted something."""
+    return sorted({j.container for j in jobs if j.node == node and any(
+        not r.get("rolled_back") and r.get("promoted") for r in _records(j))})

@@ -1,0 +1,139 @@
+"""One recheck on one connected container: discover (what runs there now, a free GPU, no tuning job of the
+variant running), then per (variant, live table) the benchmark and the verdicts, then ``--demote``."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from ..context import Ctx, owner
+from ..records import Facts
+from ..state import JobState, Workspace, atomic_write
+from ..variants import format_version, is_dev_build, parse_version
+from .judge import counts, judge_rows
+from .rows import Promoted
+
+FREE_GPU_BUSY_PCT = 10
+VISIBLE_ENV = ("ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES")
+
+
+def _now_facts(facts: dict) -> Facts:
+    """The discover answer settled as discover settles a job's (a dev build keeps its text)."""
+    raw = facts.get("version") or facts.get("git_describe")
+    parsed = parse_version(raw)
+    f = Facts.from_dict({k: v for k, v in facts.items() if k != "ok"})
+    f.version_raw = raw
+    f.version = raw if is_dev_build(raw) else (format_version(parsed) if parsed else raw)
+    return f
+
+
+def facts_summary(f: Facts) -> dict:
+    return {"version": f.version, "version_raw": f.get("version_raw"), "rocm": f.get("rocm_version"),
+            "gfx": f.gfx, "gpu": f.get("gpu_name"), "cu_num": f.cu_num}
+
+
+class Session:
+    def __init__(self, ws: Workspace, target, settings, ui, *, rid: str, node: str, container: str, repeats: int):
+        self.ws, self.target, self.settings, self.ui = ws, target, settings, ui
+        self.rid, self.node, self.container, self.repeats = rid, node, container, repeats
+
+    def ctx(self, variant: str, facts: Facts) -> Ctx:
+        job = JobState(job_id=self.rid, node=self.node, container=self.container, variant=variant,
+                       created=time.time(), request={}, facts=facts)
+        return Ctx(job=job, workspace=self.ws, target=self.target, settings=self.settings, ui=self.ui)
+
+    def discover(self, variants: list[str]) -> Facts:
+        from ..errors import JobError
+        from . import NoFreeGpu
+        ctx = self.ctx(variants[0], Facts())
+        env = {k: v for k, v in self.target.container.env.items() if k in VISIBLE_ENV}
+        facts = ctx.call("discover", {"aiter_path": self.target.container.aiter_path,
+                                      "workdir": self.target.container.workdir,
+                                      "busy_threshold": FREE_GPU_BUSY_PCT, "env": env,
+                                      "lock": {"variant": variants[0], "job_id": self.rid, "owner": owner(ctx)}},
+                         timeout=300)
+        if not facts.get("aiter_root"):
+            raise JobError(f"no aiter installation found in {self.node}/{self.container}",
+                           hint="set aiter_path for this container in inventory.yaml")
+        f = _now_facts(facts)
+        if not f.free_gpus:
+            busy = "; ".join(f"GPU {p}: {', '.join(g.get('busy') or [])}" for p, g in (f.gpus or {}).items())
+            raise NoFreeGpu(f"no free GPU on {self.node} for {self.container}" + (f" ({busy})" if busy else ""),
+                            hint="run the recheck when a GPU is idle (a recheck measures, it needs one GPU alone)")
+        return f
+
+    def run(self, rows: list[Promoted], *, demote: bool, path: Path) -> dict:
+        from ..steps.prepare import hip_devices
+        from .demote import backup_dir
+        from .demote import demote as demote_rows
+        from .measure import measure
+        self.target.connect()
+        self.ui.event(f"recheck {self.rid}: {len(rows)} promoted row(s) on {self.node}/{self.container}")
+        facts = self.discover(sorted({r.variant for r in rows}))
+        gpu_phys = int(facts.free_gpus[0])
+        gpu = str(hip_devices(facts, [gpu_phys])[0])
+        node_dir = f"{facts.workdir or f'{facts.aiter_root}/tune_logs'}/.tune-remote/{self.rid}"
+        groups: dict[tuple, list[Promoted]] = {}
+        for r in rows:
+            groups.setdefault((r.variant, r.live), []).append(r)
+        records, notes, demotion, metrics, bench_env = [], [], {"tables": []}, {}, {}
+        for (variant, live), group in groups.items():
+            ctx = self.ctx(variant, facts)
+            self.ui.event(f"{variant}: {len(group)} row(s) of {live}, {self.repeats} run(s) per arm "
+                          f"on GPU {gpu_phys}")
+            m = measure(ctx, group, live=live, node_dir=node_dir, gpu=gpu, repeats=self.repeats)
+            if m.log:
+                atomic_write(path / f"bench-{variant}.log", m.log.encode())
+                bench_env[variant] = m.env
+            bench = ctx.variant.bench
+            hib = bool(bench.higher_is_better) if bench else False
+            if bench:
+                metrics[variant] = f"{bench.metric} ({'higher' if hib else 'lower'} is better)"
+            judged = judge_rows({k: (v["with"], v["without"]) for k, v in m.samples.items()}, hib)
+            for r in group:
+                j = judged.get(r.ident()) or {}
+                rec = {"variant": variant, "live": live, "key": r.key, "kernelName": m.kernels.get(r.ident()),
+                       "job_id": r.job_id, "promoted_at": r.at, **j}
+                if r in m.not_live:
+                    rec["why"] = "not in the live table now"
+                elif not j.get("verdict"):
+                    rec["why"] = "not measured"
+                records.append(rec)
+            if m.not_live:
+                notes.append(f"{len(m.not_live)} row(s) the workspace's jobs promoted into {live} are not in it "
+                             "now (replaced or removed since): not rechecked")
+            slower = [r for r in group if (judged.get(r.ident()) or {}).get("verdict") == "slower_now"]
+            if demote and slower:
+                bdir = backup_dir(node_dir, variant, sum(t["variant"] == variant for t in demotion["tables"]))
+                res = demote_rows(ctx, slower, judged, live=live, bdir=bdir, gpu=gpu, scripts=m.scripts)
+                demotion["tables"].append({"variant": variant, "live": live, "backup": res.get("backup"),
+                                           "backup_dir": bdir, "demoted": res.get("demoted"),
+                                           "modules": res.get("modules"), "engaged": res.get("engaged"),
+                                           "already": res.get("already")})
+                self.ui.event(f"demoted {len(res.get('demoted') or [])} slower_now row(s) from {live} "
+                              f"(backup {res.get('backup')})")
+        at_promotion = {r.job_id: r.facts for r in rows}
+        doc = {"id": self.rid, "node": self.node, "container": self.container, "gpu": gpu_phys,
+               "repeats": self.repeats, "time": time.time(), "node_dir": node_dir,
+               "metrics": metrics, "bench_env": bench_env, "now": facts_summary(facts),
+               "at_promotion": at_promotion, "rows": records,
+               "counts": counts([r.get("verdict") for r in records]), "notes": notes}
+        if demote:
+            demotion["undo"] = (f"tune-remote recheck --node {self.node} --container {self.container} "
+                                f"--undo {self.rid}")
+            doc["demotion"] = demotion
+        return doc
+
+
+def restore(target, settings, ui, tables: list[dict]) -> list[dict]:
+    """The node's ``rollback`` op on every demotion record: the live table byte for byte, the module back."""
+    job = JobState(job_id="recheck-undo", node="", container="", variant="a8w8", created=0, request={})
+    ctx = Ctx(job=job, workspace=None, target=target, settings=settings, ui=ui)
+    out = []
+    for t in tables:
+        res = ctx.call("rollback", {"backup_dir": t["backup_dir"]})
+        res.pop("ok", None)
+        out.append({"live": res.get("live"), "backup": res.get("backup"), "already": bool(res.get("already"))})
+        ui.event(f"restored {res.get('live')} from {res.get('backup')}" if not res.get("already")
+                 else f"{res.get('live')}: already restored")
+    return out
