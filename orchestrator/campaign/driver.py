@@ -185,6 +185,10 @@ def drive(job: JobState, workspace: Workspace, runner: Runner, settings: Setting
     if not done:   # once: a resumed campaign does not promote the same rows again
         done.extend(spread(job, subws, runner, sub_jobs(job, workspace), ui) or ["(nothing to spread)"])
         workspace.save(job)
+    if "remeasured" not in job.request["campaign"]:   # once, after the spread: `after` is what the kind serves
+        from .remeasure import remeasure
+        job.request["campaign"]["remeasured"] = remeasure(job, subws, runner, sub_jobs(job, workspace), ui)
+        workspace.save(job)
     return finish(job, workspace)
 
 

@@ -1,0 +1,59 @@
+"""The merged `after` is what the GPU kind serves (issue 28): which shapes of a target are measured again after
+the promotion across its kind, and how the value lands in the merged comparison."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from orchestrator.campaign.remeasure import apply, wanted
+from orchestrator.state import JobState
+
+COLS = ["m", "n", "k"]
+
+
+def _sub(peer_keys, no_kernel) -> JobState:
+    sub = JobState(job_id="c.n2.c.v", node="n2", container="c", variant="a8w8_blockscale", created=0.0, request={})
+    sub.shapes = [{"m": m, "n": 3584, "k": 1792} for m in (100, 116, 256)]
+    sub.step_state("compare").info["tuned"] = {"no_kernel": [{"m": m, "n": 3584, "k": 1792} for m in no_kernel]}
+    sub.remote["peer_promotions"] = [{"from": "c.n1.c.v", "promoted": [["gfx950", "256", *k] for k in peer_keys]}]
+    return sub
+
+
+def test_only_no_kernel_shapes_and_replaced_rows_of_a_target_that_received_rows_are_measured_again():
+    sub = _sub([["256", "3584", "1792"], ["128", "3584", "1792"]], [116])
+    assert wanted(sub, COLS) == {(116, 3584, 1792): "no kernel found on its own target",
+                                 (256, 3584, 1792): "its row replaced by another target's"}
+    assert wanted(_sub([], [116]), COLS) == {}        # nothing promoted onto it: what it measured is served
+    rolled = _sub([["128", "3584", "1792"]], [116])
+    rolled.remote.peer_promotions[0]["rolled_back"] = True
+    assert wanted(rolled, COLS) == {}
+
+
+def _frame() -> pd.DataFrame:
+    return pd.DataFrame([
+        {"m": "116", "n": "3584", "k": "1792", "metric": "ck TFLOPS", "before": "265.7", "after": "266.0",
+         "speedup_pct": "0.11", "verdict": "within_noise", "after_n": "3", "p_value": "0.65", "threshold_pct": "1.0",
+         "node": "n2"},
+        {"m": "116", "n": "3584", "k": "1792", "metric": "ck TFLOPS", "before": "265.7", "after": "266.0",
+         "speedup_pct": "0.11", "verdict": "within_noise", "after_n": "3", "p_value": "0.65", "threshold_pct": "1.0",
+         "node": "n1"}]).astype(str)
+
+
+def test_a_value_measured_again_replaces_after_speedup_and_verdict_of_that_node_only():
+    df = _frame()
+    lines = apply(df, "n2", [{"key": {"m": "116", "n": "3584", "k": "1792"}, "why": "no kernel found on its own target",
+                              "value": 403.451, "served": "the padded-M row M=128"}], higher_is_better=True)
+    assert df.loc[0, ["after", "speedup_pct", "verdict", "after_n", "p_value"]].tolist() == [
+        "403.451", "51.84", "improved", "1", ""]
+    assert df.loc[1, "after"] == "266.0" and df.loc[1, "verdict"] == "within_noise"    # n1's row is its own
+    assert lines == ["n2 m=116 n=3584 k=1792: no kernel found on its own target; served by the padded-M row M=128: "
+                     "after 266.0 -> 403.451 (measured again after the promotion across its kind)"]
+
+
+def test_a_shape_not_measured_again_keeps_after_and_its_verdict_says_why():
+    df = _frame()
+    apply(df, "n2", [{"key": {"m": "116", "n": "3584", "k": "1792"}, "why": "no kernel found on its own target",
+                      "not_measured": "connection refused"}], higher_is_better=True)
+    assert df.loc[0, "after"] == "266.0"
+    assert df.loc[0, "verdict"] == ("not measured again after the promotion across its GPU kind (no kernel found on "
+                                    "its own target): connection refused")
