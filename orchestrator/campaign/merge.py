@@ -87,6 +87,15 @@ def write_outputs(job: JobState, workspace: Workspace, subs: list[JobState]) -> 
         rel = rep.relative_to(root) if rep.is_file() else "-"
         lines.append(f"| {s.node} | {s.container} | {s.variant} | {kinds.get(f'{s.node}/{s.container}', '-')} "
                      f"| {len(s.shapes)} | {s.state}{' (' + s.error + ')' if s.error else ''} | {rel} |")
+    resharded = (job.request.get("campaign") or {}).get("resharded") or {}
+    by_id = {s.job_id: s for s in subs}
+    for lost, moved in resharded.items():
+        if lost in by_id:
+            where = [f"{by_id[x].node}/{by_id[x].container} ({by_id[x].state})" for x in moved if x in by_id]
+            lines.append(f"\n{by_id[lost].node}/{by_id[lost].container} {by_id[lost].variant} was lost: "
+                         + (f"its untuned shapes went to {', '.join(where)}" if where else
+                            "every shape of its shard had a row" if moved else
+                            "its untuned shapes had no surviving target of its kind"))
     lines += ["", "## Results per variant", ""]
     for variant, path in comps.items():
         summ = _summary(path)

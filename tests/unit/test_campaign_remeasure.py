@@ -1,12 +1,14 @@
 """The merged `after` is what the GPU kind serves (issue 28): which shapes of a target are measured again after
-the promotion across its kind, and how the value lands in the merged comparison."""
+the promotion across its kind, how the value lands in the merged comparison, and a lost target whose shapes the
+survivors tuned leaves the campaign succeeded."""
 
 from __future__ import annotations
 
 import pandas as pd
 
+from orchestrator.campaign import driver
 from orchestrator.campaign.remeasure import apply, wanted
-from orchestrator.state import JobState
+from orchestrator.state import JobState, Workspace
 
 COLS = ["m", "n", "k"]
 
@@ -57,3 +59,32 @@ def test_a_shape_not_measured_again_keeps_after_and_its_verdict_says_why():
     assert df.loc[0, "after"] == "266.0"
     assert df.loc[0, "verdict"] == ("not measured again after the promotion across its GPU kind (no kernel found on "
                                     "its own target): connection refused")
+
+
+def _campaign(ws: Workspace, states: dict, resharded: dict) -> JobState:
+    job = JobState(job_id="c1", node="n1,n2", container="c", variant="a8w8", created=0.0,
+                   request={"campaign": {"nodes": ["n1", "n2"], "container": "c", "sub_jobs": [],
+                                         "resharded": resharded}})
+    subws = driver.sub_workspace(ws, job)
+    for sid, state in states.items():
+        subws.save(JobState(job_id=sid, node=sid.split(".")[1], container="c", variant="a8w8", created=0.0,
+                            request={}, state=state))
+        job.request["campaign"]["sub_jobs"].append(sid)
+    ws.save(job)
+    return job
+
+
+def test_a_lost_target_whose_shapes_the_survivor_tuned_leaves_the_campaign_succeeded(tmp_path, monkeypatch):
+    from orchestrator.campaign import merge
+    monkeypatch.setattr(merge, "write_outputs", lambda job, ws, subs: None)
+    ws = Workspace(tmp_path / "ws")
+    job = _campaign(ws, {"c1.n1": "succeeded", "c1.n2": "lost", "c1.n1.r1": "succeeded"}, {"c1.n2": ["c1.n1.r1"]})
+    assert driver.finish(job, ws) == "succeeded" and job.error is None
+    job = _campaign(Workspace(tmp_path / "w2"), {"c1.n1": "succeeded", "c1.n2": "lost"}, {"c1.n2": []})
+    assert driver.finish(job, Workspace(tmp_path / "w2")) == "failed" and "lost" in job.error   # nobody tuned them
+    job = _campaign(Workspace(tmp_path / "w3"), {"c1.n1": "succeeded", "c1.n2": "lost", "c1.n1.r1": "failed"},
+                    {"c1.n2": ["c1.n1.r1"]})
+    assert driver.finish(job, Workspace(tmp_path / "w3")) == "failed"
+    job = _campaign(Workspace(tmp_path / "w4"), {"c1.n1": "succeeded", "c1.n2": "lost"},
+                    {"c1.n2": ["(nothing left to tune)"]})
+    assert driver.finish(job, Workspace(tmp_path / "w4")) == "succeeded"
