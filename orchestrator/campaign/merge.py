@@ -11,7 +11,7 @@ from pathlib import Path
 
 from ..state import JobState, Workspace, atomic_write
 from ..variants import get_variant
-from .remeasure import apply
+from .remeasure import apply, received
 
 
 def sub_workspace(workspace: Workspace, job: JobState) -> Workspace:
@@ -37,7 +37,7 @@ def merged_comparisons(job: JobState, workspace: Workspace, subs: list[JobState]
                 continue
             df = pd.read_csv(path, dtype=str, keep_default_na=False)
             df["node"] = s.node
-            if remeasured.get(s.job_id):     # what the kind serves after the promotion across it (remeasure.py)
+            if remeasured.get(s.job_id) and received(s):   # what the kind serves after the promotion across it
                 bench = get_variant(variant).bench
                 lines = apply(df, s.node, remeasured[s.job_id], bool(bench and bench.higher_is_better))
                 if remeasured_lines is not None:

@@ -25,10 +25,20 @@ def _key(shape: dict, cols: list[str]) -> tuple:
     return tuple(norm_key_value(shape[c]) for c in cols)
 
 
+def _peers(sub: JobState) -> list[dict]:
+    return [p for p in sub.remote.peer_promotions or [] if p.get("promoted") and not p.get("rolled_back")]
+
+
+def received(sub: JobState) -> bool:
+    """Rows of another target of its kind are in its live table now (a rollback took them out: its own
+    ``after`` is what it serves again)."""
+    return bool(_peers(sub))
+
+
 def wanted(sub: JobState, cols: list[str]) -> dict[tuple, str]:
     """{key: why} for the shapes of ``sub`` whose served row may differ from the one its ``after`` measured:
     empty unless another target of its kind promoted rows onto it."""
-    peers = [p for p in sub.remote.peer_promotions or [] if p.get("promoted") and not p.get("rolled_back")]
+    peers = _peers(sub)
     if not peers:
         return {}
     n = len(cols)

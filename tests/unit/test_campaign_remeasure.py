@@ -61,6 +61,27 @@ def test_a_shape_not_measured_again_keeps_after_and_its_verdict_says_why():
                                     "its own target): connection refused")
 
 
+def test_after_a_rollback_of_the_rows_it_received_the_merged_after_is_its_own_again(tmp_path):
+    from orchestrator.campaign import merge
+    ws = Workspace(tmp_path / "ws")
+    job = JobState(job_id="c1", node="n1,n2", container="c", variant="a8w8_blockscale", created=0.0,
+                   request={"campaign": {"sub_jobs": ["c1.n2"], "remeasured": {"c1.n2": [
+                       {"key": {"m": "116", "n": "3584", "k": "1792"}, "why": "no kernel found on its own target",
+                        "value": 403.451, "served": "the padded-M row M=128"}]}}})
+    sub = _sub([["128", "3584", "1792"]], [116])
+    sub.job_id = "c1.n2"
+    subws = driver.sub_workspace(ws, job)
+    (subws.job_dir("c1.n2")).mkdir(parents=True)
+    _frame().iloc[[0]].drop(columns=["node"]).to_csv(subws.job_dir("c1.n2") / "comparison.csv", index=False)
+
+    def merged_after():
+        out = merge.merged_comparisons(job, ws, [sub])["a8w8_blockscale"]
+        return pd.read_csv(out, dtype=str)["after"].tolist()
+    assert merged_after() == ["403.451"]
+    sub.remote.peer_promotions[0]["rolled_back"] = True
+    assert merged_after() == ["266.0"]
+
+
 def _campaign(ws: Workspace, states: dict, resharded: dict) -> JobState:
     job = JobState(job_id="c1", node="n1,n2", container="c", variant="a8w8", created=0.0,
                    request={"campaign": {"nodes": ["n1", "n2"], "container": "c", "sub_jobs": [],
