@@ -111,9 +111,10 @@ def write_outputs(job: JobState, workspace: Workspace, subs: list[JobState]) -> 
         lines += ["", "## Promotion across each GPU kind", "", *[f"- {x}" for x in spread]]
     if again:
         lines += ["", "## After the promotion across each GPU kind", "",
-                  "Shapes served by a row another target of their kind tuned (their own target found no kernel, "
-                  "or its row was replaced) were measured again on their target once the promotion was done; "
-                  "`after` in comparison.csv is that value:", "", *[f"- {x}" for x in again]]
+                  "Shapes whose own target found no kernel, or whose row another target replaced, were measured "
+                  "again on their target once the rows of the other targets of its kind were in its live table "
+                  "(the row that serves each is named); `after` in comparison.csv is that value:", "",
+                  *[f"- {x}" for x in again]]
     plan = (job.request.get("campaign") or {}).get("plan_lines") or []
     if plan:
         lines += ["", "## Plan", "", "```", *plan, "```"]
