@@ -185,6 +185,10 @@ def drive(job: JobState, workspace: Workspace, runner: Runner, settings: Setting
     if not done:   # once: a resumed campaign does not promote the same rows again
         done.extend(spread(job, subws, runner, sub_jobs(job, workspace), ui) or ["(nothing to spread)"])
         workspace.save(job)
+    if "remeasured" not in job.request["campaign"]:   # once, after the spread: `after` is what the kind serves
+        from .remeasure import remeasure
+        job.request["campaign"]["remeasured"] = remeasure(job, subws, runner, sub_jobs(job, workspace), ui)
+        workspace.save(job)
     return finish(job, workspace)
 
 
@@ -211,7 +215,8 @@ def finish(job: JobState, workspace: Workspace) -> str:
     """Aggregate the sub-jobs into the campaign's state, comparison CSV(s) and report."""
     from .merge import write_outputs
     subs = sub_jobs(job, workspace)
-    states = {s.state for s in subs}
+    covered = covered_lost(job, subs)
+    states = {s.state for s in subs if s.job_id not in covered}
     if Status.RUNNING in states:
         job.state, job.step = Status.RUNNING, "remote"
     elif subs and states == {Status.SUCCEEDED} and not job.request["campaign"].get("unreachable"):
@@ -221,7 +226,7 @@ def finish(job: JobState, workspace: Workspace) -> str:
         job.error = "unreachable: " + "; ".join(job.request["campaign"]["unreachable"])
     else:
         bad = [f"{s.node}/{s.container} {s.variant}: {s.state}" + (f" ({s.error})" if s.error else "")
-               for s in subs if s.state != Status.SUCCEEDED]
+               for s in subs if s.state != Status.SUCCEEDED and s.job_id not in covered]
         job.state = Status.CANCELLED if states <= {Status.CANCELLED, Status.SUCCEEDED} and Status.CANCELLED in states else Status.FAILED
         job.step = "done"
         job.error = f"{len(bad)} of {len(subs)} target job(s) did not succeed: " + "; ".join(bad)
@@ -229,6 +234,15 @@ def finish(job: JobState, workspace: Workspace) -> str:
         write_outputs(job, workspace, subs)
     workspace.save(job)
     return job.state
+
+
+def covered_lost(job: JobState, subs: list[JobState]) -> set[str]:
+    """Lost sub-jobs whose untuned shapes the survivors of their kind tuned (the re-shard's sub-jobs all
+    succeeded, or nothing was left to tune): the campaign was carried to its end without them."""
+    done = job.request["campaign"].get("resharded") or {}
+    state = {s.job_id: s.state for s in subs}
+    return {s.job_id for s in subs if s.state == Status.LOST and done.get(s.job_id)
+            and all(x.startswith("(") or state.get(x) == Status.SUCCEEDED for x in done[s.job_id])}
 
 
 def targets_rows(job: JobState, workspace: Workspace) -> list[dict]:

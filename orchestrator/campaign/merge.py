@@ -10,6 +10,8 @@ import time
 from pathlib import Path
 
 from ..state import JobState, Workspace, atomic_write
+from ..variants import get_variant
+from .remeasure import apply, received
 
 
 def sub_workspace(workspace: Workspace, job: JobState) -> Workspace:
@@ -17,7 +19,10 @@ def sub_workspace(workspace: Workspace, job: JobState) -> Workspace:
     return Workspace(workspace.job_dir(job.job_id) / "targets")
 
 
-def merged_comparisons(job: JobState, workspace: Workspace, subs: list[JobState]) -> dict[str, Path]:
+def merged_comparisons(job: JobState, workspace: Workspace, subs: list[JobState],
+                       remeasured_lines: list[str] | None = None) -> dict[str, Path]:
+    """``remeasured_lines`` gets one line per shape whose ``after`` is the value measured again after the
+    promotion across its kind (or why it was not)."""
     import pandas as pd
     subws = sub_workspace(workspace, job)
     root = workspace.job_dir(job.job_id)
@@ -25,12 +30,18 @@ def merged_comparisons(job: JobState, workspace: Workspace, subs: list[JobState]
     written: dict[str, Path] = {}
     for variant in variants:
         frames = []
+        remeasured = (job.request.get("campaign") or {}).get("remeasured") or {}
         for s in subs:
             path = subws.job_dir(s.job_id) / "comparison.csv"
             if s.variant != variant or not path.is_file():
                 continue
             df = pd.read_csv(path, dtype=str, keep_default_na=False)
             df["node"] = s.node
+            if remeasured.get(s.job_id) and received(s):   # what the kind serves after the promotion across it
+                bench = get_variant(variant).bench
+                lines = apply(df, s.node, remeasured[s.job_id], bool(bench and bench.higher_is_better))
+                if remeasured_lines is not None:
+                    remeasured_lines.extend(f"{variant}: {x}" for x in lines)
             frames.append(df)
         if not frames:
             continue
@@ -55,7 +66,8 @@ def _summary(path: Path) -> dict:
 
 def write_outputs(job: JobState, workspace: Workspace, subs: list[JobState]) -> None:
     root = workspace.job_dir(job.job_id)
-    comps = merged_comparisons(job, workspace, subs)
+    again: list[str] = []
+    comps = merged_comparisons(job, workspace, subs, again)
     subws = sub_workspace(workspace, job)
     lines = [f"# Campaign {job.job_id}", "",
              f"Generated {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())}. **State:** {job.state}"
@@ -75,6 +87,15 @@ def write_outputs(job: JobState, workspace: Workspace, subs: list[JobState]) -> 
         rel = rep.relative_to(root) if rep.is_file() else "-"
         lines.append(f"| {s.node} | {s.container} | {s.variant} | {kinds.get(f'{s.node}/{s.container}', '-')} "
                      f"| {len(s.shapes)} | {s.state}{' (' + s.error + ')' if s.error else ''} | {rel} |")
+    resharded = (job.request.get("campaign") or {}).get("resharded") or {}
+    by_id = {s.job_id: s for s in subs}
+    for lost, moved in resharded.items():
+        if lost in by_id:
+            where = [f"{by_id[x].node}/{by_id[x].container} ({by_id[x].state})" for x in moved if x in by_id]
+            lines.append(f"\n{by_id[lost].node}/{by_id[lost].container} {by_id[lost].variant} was lost: "
+                         + (f"its untuned shapes went to {', '.join(where)}" if where else
+                            "every shape of its shard had a row" if moved else
+                            "its untuned shapes had no surviving target of its kind"))
     lines += ["", "## Results per variant", ""]
     for variant, path in comps.items():
         summ = _summary(path)
@@ -88,6 +109,12 @@ def write_outputs(job: JobState, workspace: Workspace, subs: list[JobState]) -> 
     spread = [x for x in (job.request.get("campaign") or {}).get("spread") or [] if not x.startswith("(")]
     if spread:
         lines += ["", "## Promotion across each GPU kind", "", *[f"- {x}" for x in spread]]
+    if again:
+        lines += ["", "## After the promotion across each GPU kind", "",
+                  "Shapes whose own target found no kernel, or whose row another target replaced, were measured "
+                  "again on their target once the rows of the other targets of its kind were in its live table "
+                  "(the row that serves each is named); `after` in comparison.csv is that value:", "",
+                  *[f"- {x}" for x in again]]
     plan = (job.request.get("campaign") or {}).get("plan_lines") or []
     if plan:
         lines += ["", "## Plan", "", "```", *plan, "```"]

@@ -22,7 +22,7 @@ _GEMM = re.compile(r"shape (?:is )?(?:B:\s*(?P<b>\d+), )?M:\s*(?P<m>\d+), N:\s*(
 _PADDED = re.compile(r"found padded_M: (\d+)")
 
 
-def _hits(text: str) -> dict[tuple, dict]:
+def lookup_hits(text: str) -> dict[tuple, dict]:
     """{(m, n, k) or (b, m, n, k): {"hit": bool, "padded_m": int|None}} from AITER's lookup lines."""
     out: dict[tuple, dict] = {}
     for line in text.splitlines():
@@ -38,7 +38,7 @@ def _hits(text: str) -> dict[tuple, dict]:
     return out
 
 
-def _lookup_key(variant, shape: dict) -> tuple | None:
+def lookup_key(variant, shape: dict) -> tuple | None:
     cols = [c for c in ("b", "m", "n", "k") if c in variant.key_columns]
     if "m" not in cols:
         return None
@@ -106,13 +106,13 @@ def check(ctx: Ctx, promoted_keys: list[list], comparison_rows: dict[tuple, dict
     out["log"] = str(log)
     values = {tuple(norm_key_value(r["key"][c]) for c in cols): r["value"]
               for r in measured_by_call(variant.bench, run_shapes, text, [c.shapes for c in calls])}
-    hits = _hits(text)
+    hits = lookup_hits(text)
     skipped_keys = {tuple(norm_key_value(v) for v in k[-len(cols):]) for k in skipped}
     for s in shapes:
         k = tuple(norm_key_value(s[c]) for c in cols)
         cmp = comparison_rows.get(k, {})
         before, after, now = cmp.get("before"), cmp.get("after"), values.get(k)
-        lk = _lookup_key(variant, s)
+        lk = lookup_key(variant, s)
         h = hits.get(lk) if lk else None
         near_after = (now is not None and before is not None and after is not None
                       and abs(now - after) < abs(now - before))

@@ -319,7 +319,7 @@ def test_a_slurm_job_vanishing_without_an_exit_code_file_is_lost_and_the_report_
         poll(lambda: _tuning(b), timeout=240, interval=0.5, what="b's tuner running")
         (jid,) = [j["id"] for j in c.jobs() if j["name"].startswith("tr-sll") and j["nodes"] == "b"]
         c.cmd("scancel", "--batch", "--signal=KILL", jid)
-        assert proc.wait(timeout=300) == 1, (inv.parent / "run.out").read_text()[-3000:]
+        assert proc.wait(timeout=300) == 0, (inv.parent / "run.out").read_text()[-3000:]   # a tuned b's shapes
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -485,7 +485,7 @@ def test_a_slurm_job_killed_while_detached_is_resharded_by_resume_and_cancel_lea
         if pids:
             b.exec("kill", "-KILL", *map(str, pids), check=False)
     res = _resume(inv, "sld2")
-    assert res.returncode == 1 and "lost" in res.stderr, res.stderr[-3000:]
+    assert res.returncode == 0 and "lost" in res.stderr, res.stderr[-3000:]    # re-sharded and finished: exit 0
     comp = list(csv.DictReader((inv.parent / "ws" / "sld2" / "comparison.csv").open()))
     assert len(comp) == 4 and {r["node"] for r in comp} == {"a"}, comp     # b's shapes were tuned on a
     poll(lambda: not [j for j in c.jobs() if j["name"].startswith("tr-sld2")], timeout=60, what="holders gone")

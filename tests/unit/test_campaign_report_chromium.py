@@ -39,8 +39,10 @@ def test_campaign_report_in_chromium_has_every_nk_pair_and_a_node_column(campaig
     cp = _browser(chromium, tmp_path, "--dump-dom", (job / "report.html").as_uri())
     assert cp.returncode == 0, cp.stderr[-2000:]
     dom = cp.stdout
-    groups = set(re.findall(r'<svg class="mchart" data-group="[^"]*?n=(\d+) k=(\d+)"', dom))
-    assert tuned <= groups, sorted(tuned - groups)
+    groups = re.findall(r'<svg class="mchart" data-group="([^"]*)"', dom)
+    pairs = [tuple(re.fullmatch(r"n=(\d+) k=(\d+)", g).groups()) for g in groups]   # no node= in a group
+    assert tuned <= set(pairs), sorted(tuned - set(pairs))
+    assert len(pairs) == len(set(pairs)), pairs          # one chart per (N,K) over all targets, not per node
     md = (job / "report.md").read_text()
     for n, k in tuned:
         assert re.search(rf"\|\s*{n}\s*\|\s*{k}\s*\|", md), (n, k)
@@ -49,3 +51,15 @@ def test_campaign_report_in_chromium_has_every_nk_pair_and_a_node_column(campaig
     for section in ("Targets", "Promotion across each GPU kind"):
         assert section in dom, section
     assert "| node | container |" in md and "## Summary" in md
+
+
+def test_campaign_report_copies_the_verdicts_of_the_merged_comparison(campaign):
+    """The counts in report.md are those of comparison.csv's verdict column (each target judged its own
+    samples; a shape measured again after the promotion across its kind carries that verdict)."""
+    job, _ = campaign
+    with open(job / "comparison.csv", newline="") as f:
+        verdicts = [r["verdict"] for r in csv.DictReader(f)]
+    md = (job / "report.md").read_text()
+    for name, label in (("improved", "improved"), ("regressed", "regressed"), ("within_noise", "within noise")):
+        m = re.search(rf"\|\s*{label} \(verdict\)\s*\|\s*(\d+)\s*\|", md)
+        assert m and int(m.group(1)) == verdicts.count(name), (name, m and m.group(0), verdicts.count(name))
