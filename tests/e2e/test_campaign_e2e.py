@@ -372,7 +372,10 @@ def test_a_campaign_opens_one_ssh_connection_per_node(testbed, tmp_path, monkeyp
         for sid in (tmp_path / "ws" / "pooled" / "targets").iterdir():
             stats = json.loads((sid / "state.json").read_text())["remote"]["stats"][-1]
             assert stats["helpers_started"] == 0 and stats["helper_ops"]["discover"] == 1, stats
-            assert 3 <= stats["round_trips"] <= 20, stats
+            # the waits' long polls (status) follow how long the tuner runs (a loaded machine: more of them);
+            # everything else is fixed
+            polls = stats["helper_ops"].get("status", 0) - stats.get("helper_ops_batched", {}).get("status", 0)
+            assert 3 <= stats["round_trips"] - polls <= 20, stats
         # and the helpers ended with their channels (EOF), although the connection outlived each target
         deadline = time.monotonic() + 10
         while ctr.exec("sh", "-c", "pgrep -f 'node_helper[.]py --serve' || true").stdout.strip():
