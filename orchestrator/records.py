@@ -103,6 +103,7 @@ class Campaign(Record):
     resharded: Optional[dict] = None           # lost sub-job -> the sub-jobs made from its shapes
     spread: Optional[list] = None              # what the promotion across kinds did, one line each
     later: Optional[list] = None               # promotions/rollbacks after the campaign ended
+    remeasured: Optional[dict] = None          # shapes measured again after the promotion across kinds
     slurm: Optional[dict] = None               # the Slurm source's state (campaign/slurm.py)
 
 

@@ -25,7 +25,7 @@ from .targets import Runner, TargetRef
 
 
 def is_campaign(job: JobState) -> bool:
-    return bool(job.request.get("campaign"))
+    return job.is_campaign
 
 
 def sub_job_id(job_id: str, ref: TargetRef, variant: str) -> str:
@@ -112,7 +112,7 @@ def drive(job: JobState, workspace: Workspace, runner: Runner, settings: Setting
     ``only``: the nodes to drive (resume --node); the others are left as they are, and the job-wide
     steps (moving a lost target's shapes, promotion across a GPU kind) wait for a resume of the whole job."""
     subws = sub_workspace(workspace, job)
-    ids = job.request["campaign"]["sub_jobs"]
+    ids = job.request.campaign.sub_jobs
     by_target: dict[str, list[str]] = {}
     for sid in ids:
         sub = subws.load(sid)
@@ -181,13 +181,13 @@ def drive(job: JobState, workspace: Workspace, runner: Runner, settings: Setting
         run_targets(groups)
     runner.ui_for = None
     from .spread import spread
-    done = job.request["campaign"].setdefault("spread", [])
+    done = job.request.campaign.spread = job.request.campaign.spread or []
     if not done:   # once: a resumed campaign does not promote the same rows again
         done.extend(spread(job, subws, runner, sub_jobs(job, workspace), ui) or ["(nothing to spread)"])
         workspace.save(job)
-    if "remeasured" not in job.request["campaign"]:   # once, after the spread: `after` is what the kind serves
+    if job.request.campaign.remeasured is None:   # once, after the spread: `after` is what the kind serves
         from .remeasure import remeasure
-        job.request["campaign"]["remeasured"] = remeasure(job, subws, runner, sub_jobs(job, workspace), ui)
+        job.request.campaign.remeasured = remeasure(job, subws, runner, sub_jobs(job, workspace), ui)
         workspace.save(job)
     return finish(job, workspace)
 
@@ -203,7 +203,7 @@ def _shard_rows(sub: JobState) -> list[str]:
 def sub_jobs(job: JobState, workspace: Workspace) -> list[JobState]:
     subws = sub_workspace(workspace, job)
     out = []
-    for sid in job.request["campaign"].get("sub_jobs", []):
+    for sid in job.request.campaign.sub_jobs or []:
         try:
             out.append(subws.load(sid))
         except TuneRemoteError:
@@ -219,11 +219,11 @@ def finish(job: JobState, workspace: Workspace) -> str:
     states = {s.state for s in subs if s.job_id not in covered}
     if Status.RUNNING in states:
         job.state, job.step = Status.RUNNING, "remote"
-    elif subs and states == {Status.SUCCEEDED} and not job.request["campaign"].get("unreachable"):
+    elif subs and states == {Status.SUCCEEDED} and not job.request.campaign.unreachable:
         job.state, job.step, job.error = Status.SUCCEEDED, "done", None
     elif subs and states == {Status.SUCCEEDED}:   # every target tuned, but some could not be reached: the report says so
         job.state, job.step = Status.FAILED, "done"
-        job.error = "unreachable: " + "; ".join(job.request["campaign"]["unreachable"])
+        job.error = "unreachable: " + "; ".join(job.request.campaign.unreachable)
     else:
         bad = [f"{s.node}/{s.container} {s.variant}: {s.state}" + (f" ({s.error})" if s.error else "")
                for s in subs if s.state != Status.SUCCEEDED and s.job_id not in covered]
@@ -239,7 +239,7 @@ def finish(job: JobState, workspace: Workspace) -> str:
 def covered_lost(job: JobState, subs: list[JobState]) -> set[str]:
     """Lost sub-jobs whose untuned shapes the survivors of their kind tuned (the re-shard's sub-jobs all
     succeeded, or nothing was left to tune): the campaign was carried to its end without them."""
-    done = job.request["campaign"].get("resharded") or {}
+    done = job.request.campaign.resharded or {}
     state = {s.job_id: s.state for s in subs}
     return {s.job_id for s in subs if s.state == Status.LOST and done.get(s.job_id)
             and all(x.startswith("(") or state.get(x) == Status.SUCCEEDED for x in done[s.job_id])}

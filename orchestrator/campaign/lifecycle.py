@@ -65,7 +65,7 @@ def carry(workspace: Workspace, job: JobState, inventory: Callable[[], Inventory
     source = open_source(source_env(workspace, job, inventory, ui, settings.accept_new_host_key))
     runner = None
     try:
-        if job.request.get("detach") and not job.request["campaign"]["sub_jobs"] \
+        if job.request.get("detach") and not job.request.campaign.sub_jobs \
                 and not source.started(DETACH_PATIENCE_S):
             job.step = "submit"             # queued: the plan and the launch wait for `resume` (docs/internals.md)
             workspace.save(job)
@@ -74,7 +74,7 @@ def carry(workspace: Workspace, job: JobState, inventory: Callable[[], Inventory
             return
         refs = source.targets()
         runner = source.runner(settings.accept_new_host_key)
-        if not job.request["campaign"]["sub_jobs"]:
+        if not job.request.campaign.sub_jobs:
             job.node = ",".join(dict.fromkeys(r.node for r in refs))
             job.container = ",".join(dict.fromkeys(r.container for r in refs))
             plan = driver.make_plan(job, runner, refs, job.request["variants"], settings, ui, workspace)
@@ -93,10 +93,10 @@ def carry(workspace: Workspace, job: JobState, inventory: Callable[[], Inventory
             subws = driver.sub_workspace(workspace, job)
             for s in subs:
                 subws.save(s)
-            job.request["campaign"].update(
-                sub_jobs=[s.job_id for s in subs], plan_lines=lines, unreachable=plan["unreachable"],
-                kinds={label: kind for groups in plan["variants"].values() for kind, shards in groups.items()
-                       for label in shards})
+            camp = job.request.campaign
+            camp.sub_jobs, camp.plan_lines, camp.unreachable = [s.job_id for s in subs], lines, plan["unreachable"]
+            camp.kinds = {label: kind for groups in plan["variants"].values() for kind, shards in groups.items()
+                          for label in shards}
             job.step = "remote"
             workspace.save(job)
             ui.event(f"job {job.job_id}: {len(subs)} target job(s) on {len(refs)} target(s); "

@@ -30,7 +30,7 @@ def merged_comparisons(job: JobState, workspace: Workspace, subs: list[JobState]
     written: dict[str, Path] = {}
     for variant in variants:
         frames = []
-        remeasured = (job.request.get("campaign") or {}).get("remeasured") or {}
+        remeasured = job.request.campaign.remeasured or {}
         for s in subs:
             path = subws.job_dir(s.job_id) / "comparison.csv"
             if s.variant != variant or not path.is_file():
@@ -73,13 +73,13 @@ def write_outputs(job: JobState, workspace: Workspace, subs: list[JobState]) -> 
              f"Generated {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())}. **State:** {job.state}"
              + (f" ({job.error})" if job.error else ""), "",
              f"Variants: {job.variant}. Targets: {len({(s.node, s.container) for s in subs})}.", ""]
-    later = (job.request.get("campaign") or {}).get("later") or []
+    later = job.request.campaign.later or []
     if later:   # promote / rollback after the campaign: this report, comparison.csv and the live tables agree
         lines += ["**The outcome changed after the campaign** (this report and comparison.csv were written "
                   "again; each target's own report too):", ""]
         lines += [f"- {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime(c['at']))}: `{c['command']}`: "
                   + "; ".join(c.get("lines") or []) for c in later] + [""]
-    kinds = (job.request.get("campaign") or {}).get("kinds") or {}
+    kinds = job.request.campaign.kinds or {}
     lines += ["## Targets", "", "| node | container | variant | GPU kind | shapes | state | report |",
               "|---|---|---|---|---|---|---|"]
     for s in subs:
@@ -87,7 +87,7 @@ def write_outputs(job: JobState, workspace: Workspace, subs: list[JobState]) -> 
         rel = rep.relative_to(root) if rep.is_file() else "-"
         lines.append(f"| {s.node} | {s.container} | {s.variant} | {kinds.get(f'{s.node}/{s.container}', '-')} "
                      f"| {len(s.shapes)} | {s.state}{' (' + s.error + ')' if s.error else ''} | {rel} |")
-    resharded = (job.request.get("campaign") or {}).get("resharded") or {}
+    resharded = job.request.campaign.resharded or {}
     by_id = {s.job_id: s for s in subs}
     for lost, moved in resharded.items():
         if lost in by_id:
@@ -106,7 +106,7 @@ def write_outputs(job: JobState, workspace: Workspace, subs: list[JobState]) -> 
                         if summ.get("verdicts") else ""))
     if not comps:
         lines.append("- no comparison (no target finished its benchmarks)")
-    spread = [x for x in (job.request.get("campaign") or {}).get("spread") or [] if not x.startswith("(")]
+    spread = [x for x in job.request.campaign.spread or [] if not x.startswith("(")]
     if spread:
         lines += ["", "## Promotion across each GPU kind", "", *[f"- {x}" for x in spread]]
     if again:
@@ -115,7 +115,7 @@ def write_outputs(job: JobState, workspace: Workspace, subs: list[JobState]) -> 
                   "again on their target once the rows of the other targets of its kind were in its live table "
                   "(the row that serves each is named); `after` in comparison.csv is that value:", "",
                   *[f"- {x}" for x in again]]
-    plan = (job.request.get("campaign") or {}).get("plan_lines") or []
+    plan = job.request.campaign.plan_lines or []
     if plan:
         lines += ["", "## Plan", "", "```", *plan, "```"]
     from ..report.campaign import campaign_report

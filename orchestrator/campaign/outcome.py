@@ -32,8 +32,8 @@ def _ctx(sub: JobState, subws: Workspace, runner, ui=None) -> Ctx:
 
 
 def _note(job: JobState, workspace: Workspace, command: str, lines: list[str]) -> None:
-    job.request["campaign"].setdefault("later", []).append(
-        {"command": f"tune-remote {command}", "at": time.time(), "lines": lines})
+    camp = job.request.campaign
+    camp.later = [*(camp.later or []), {"command": f"tune-remote {command}", "at": time.time(), "lines": lines}]
     write_outputs(job, workspace, sub_jobs(job, workspace))
     workspace.save(job)
 
@@ -65,7 +65,7 @@ def promote(job: JobState, workspace: Workspace, subws: Workspace, subs: list[Jo
     for row in rows:
         row["spread"] = [x for x in lines if f" on {row['node']} " in x]
     if changes:
-        job.request["campaign"]["spread"] = lines or job.request["campaign"].get("spread") or []
+        job.request.campaign.spread = lines or job.request.campaign.spread or []
         _note(job, workspace, f"promote --rows {mode}", changes)
     return rows
 
@@ -111,9 +111,9 @@ def rollback(job: JobState, workspace: Workspace, subws: Workspace, subs: list[J
             changes.append(f"{sub.node}/{sub.container} {sub.variant}: rolled back " + ", then ".join(row["undone"]))
     if changes:
         rolled = {r["node"] for r in rows if r["undone"]}
-        job.request["campaign"]["spread"] = [
+        job.request.campaign.spread = [
             x + (" (rolled back)" if any(f" on {n} " in x for n in rolled) and not x.endswith("(rolled back)")
-                 else "") for x in job.request["campaign"].get("spread") or []]
+                 else "") for x in job.request.campaign.spread or []]
         _note(job, workspace, "rollback", changes)
     return rows
 

@@ -44,9 +44,9 @@ def _tuned_on_node(sub: JobState, subws: Workspace, runner: Runner, cols: list[s
 def reshard(job: JobState, workspace: Workspace, subws: Workspace, runner: Runner, subs: list[JobState],
             ui) -> list[JobState]:
     """New sub-jobs for the untuned shapes of every lost sub-job not re-sharded yet."""
-    camp = job.request["campaign"]
-    kinds = camp.get("kinds") or {}
-    done = camp.setdefault("resharded", {})
+    camp = job.request.campaign
+    kinds = camp.kinds or {}
+    done = camp.resharded = camp.resharded or {}
     new: list[JobState] = []
     for lost in subs:
         if lost.state != Status.LOST or lost.job_id in done:
@@ -79,7 +79,7 @@ def reshard(job: JobState, workspace: Workspace, subws: Workspace, runner: Runne
             sub = JobState(job_id=sid, node=base.node, container=base.container, variant=base.variant,
                            created=time.time(), request=req)
             subws.save(sub)
-            camp["sub_jobs"].append(sid)
+            camp.sub_jobs.append(sid)
             done[lost.job_id].append(sid)
             new.append(sub)
             ui.event(f"{_label(lost)} lost: {len(rows)} of its untuned shape(s) moved to {ref.label} ({sid})")

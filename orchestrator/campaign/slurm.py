@@ -26,7 +26,7 @@ from .targets import SourceEnv, TargetRef, TargetSource
 
 
 class SlurmSource(TargetSource):
-    """``state`` is the campaign's ``request["campaign"]["slurm"]`` dict; ``save`` persists it."""
+    """``state`` is the campaign's ``request.campaign.slurm`` dict; ``save`` persists it."""
 
     kind = "slurm"
     acquires = True
@@ -34,7 +34,7 @@ class SlurmSource(TargetSource):
 
     @classmethod
     def from_job(cls, env: SourceEnv) -> "SlurmSource":
-        state = env.state["slurm"]
+        state = env.state.slurm
         return cls(env.inventory().cluster(state["cluster"]), state, env.save, env.ui, env.accept_new_host_key)
 
     @classmethod
@@ -45,7 +45,7 @@ class SlurmSource(TargetSource):
             return [f"submit {options['nodes']} Slurm job(s) to {spec.name} through {spec.login}, then shard "
                     "over the nodes Slurm grants"]
         env.job.node, env.job.container = f"slurm:{spec.name}", spec.container
-        env.state["slurm"] = new_state(env.job.job_id, spec, options["nodes"])
+        env.state.slurm = new_state(env.job.job_id, spec, options["nodes"])
         env.job.step = "submit"
         return None
 
@@ -53,7 +53,7 @@ class SlurmSource(TargetSource):
     def status(cls, env: SourceEnv, targets: list[dict], live: bool) -> dict:
         """The Slurm jobs as squeue shows them now (a running campaign; else as last seen): the job row's
         ``slurm`` list, and each target's ``slurm`` (its job, state, pending reason)."""
-        state = env.state.get("slurm")
+        state = env.state.slurm
         if not state:
             return {}
         rows = saved_rows(state)

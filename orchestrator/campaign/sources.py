@@ -1,6 +1,6 @@
 """Where a campaign's targets come from: one registry of *target sources*, keyed by the kind saved in the job.
 
-A campaign saves its source's kind in ``request["campaign"]["source"]`` (``inventory``, ``slurm``, ``demo``);
+A campaign saves its source's kind in ``request.campaign.source`` (``inventory``, ``slurm``, ``demo``);
 ``run``, ``resume``, ``cancel``, ``status``, ``logs`` and ``fetch`` all reach its targets through
 ``open_source(kind, ...)``, never by asking which keys the request holds. A job saved before the kind was
 (no ``source`` key) gets it from those keys once (``source_kind``). Adding a source: one module with a
@@ -25,13 +25,12 @@ SOURCES = {
 
 def source_kind(job: JobState) -> str:
     """The kind saved with the campaign; for a job saved before it was, derived from the request's keys."""
-    camp = job.request.get("campaign") or {}
-    kind = camp.get("source")
-    if kind:
-        return kind
-    if job.request.get("demo_nodes"):
+    camp = job.request.campaign
+    if camp is not None and camp.source:
+        return camp.source
+    if job.request.demo_nodes:
         return "demo"
-    return "slurm" if camp.get("slurm") else "inventory"
+    return "slurm" if camp is not None and camp.slurm else "inventory"
 
 
 def source_class(kind: str) -> type[TargetSource]:
@@ -51,5 +50,5 @@ def open_source(env: SourceEnv) -> TargetSource:
 def begin(kind: str, env: SourceEnv, options: dict) -> list[str] | None:
     if kind not in SOURCES:
         raise UsageError(f"unknown target source {kind!r}", hint="one of: " + ", ".join(SOURCES))
-    env.state["source"] = kind
+    env.state.source = kind
     return source_class(kind).begin(env, options)

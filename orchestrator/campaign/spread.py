@@ -18,7 +18,7 @@ from .targets import Runner, TargetRef
 
 
 def _kind(job: JobState, sub: JobState) -> str:
-    return ((job.request.get("campaign") or {}).get("kinds") or {}).get(f"{sub.node}/{sub.container}", "?")
+    return (job.request.campaign.kinds or {}).get(f"{sub.node}/{sub.container}", "?")
 
 
 def spread(job: JobState, subws: Workspace, runner: Runner, subs: list[JobState], ui, later: bool = False,

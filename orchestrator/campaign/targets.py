@@ -18,6 +18,7 @@ from typing import Callable, Protocol
 from ..context import Ctx, Settings, Target, docker_exec, node_transport
 from ..errors import UsageError
 from ..inventory import Inventory
+from ..records import Campaign
 from ..remote.pool import HostPool, close_quietly
 from ..state import JobState, Workspace
 from ..ui import Ui
@@ -49,7 +50,7 @@ class Runner(Protocol):
 
 @dataclass
 class SourceEnv:
-    """What a source may use: the campaign job (its ``request["campaign"]`` is the source's saved state), the
+    """What a source may use: the campaign job (its ``request.campaign`` is the source's saved state), the
     inventory (read on first use), a way to save the job, the UI and the host-key policy."""
     job: JobState
     inventory: Callable[[], Inventory]
@@ -58,8 +59,8 @@ class SourceEnv:
     accept_new_host_key: bool = False
 
     @property
-    def state(self) -> dict:
-        return self.job.request["campaign"]
+    def state(self) -> Campaign:
+        return self.job.request.campaign
 
 
 class TargetSource:
@@ -127,7 +128,7 @@ class InventorySource(TargetSource):
 
     @classmethod
     def from_job(cls, env: SourceEnv) -> "InventorySource":
-        return cls(env.inventory(), env.state["nodes"], env.state.get("container"))
+        return cls(env.inventory(), env.state.nodes, env.state.container)
 
     def __init__(self, inventory: Inventory, node_args, container: str | None):
         self.inventory = inventory
