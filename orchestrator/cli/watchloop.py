@@ -15,8 +15,9 @@ from ..variants import VARIANTS, get_variant
 from .base import ACCEPT_NEW_HOST_KEY, Env, cli
 
 
-class Stopped(Exception):
-    """SIGTERM: the watch ends after saying so (exit 0); a job it runs goes on on the node."""
+class Stopped(KeyboardInterrupt):
+    """SIGTERM, taken as Ctrl-C is (a job being driven stays ``running``, never failed by it): the watch ends
+    after saying so (exit 0); the job goes on on the node."""
 
 
 @cli.command("watch")
@@ -156,15 +157,17 @@ def _say(env: Env, store, res) -> None:
 
 DEMO_FIRST = [(72, 512, 7168), (72, 7168, 2048)]      # seen by the first cycle
 DEMO_SECOND = [(72, 2112, 7168)]                       # appended before the second, with the first ones again
+DEMO_ROCM = "7.1.0"                                    # and the node's ROCm upgraded meanwhile
 
 
 def demo_watch(env: Env, variant: str, profile: str, repeats: int, noise: float) -> None:
     """``demo --watch``: two cycles of a watch over a simulated node whose server log grows between them (the
-    second tunes only the new shape)."""
+    second tunes only the new shape) and whose ROCm is upgraded meanwhile (the second records the upgrade and
+    rechecks the node)."""
     import time
 
     from ..demo import demo_target, prepare_demo
-    from ..sim.growlog import append_misses
+    from ..sim.growlog import append_misses, upgrade_rocm
     from ..sim.logs import VARIANT_FILES
     from ..watch.mine import WatchTarget
     from ..watch.store import WatchStore
@@ -182,8 +185,10 @@ def demo_watch(env: Env, variant: str, profile: str, repeats: int, noise: float)
 
     def grow(cycle: int) -> None:
         size = append_misses(log, variant, DEMO_FIRST + DEMO_SECOND, times=2)
+        old = upgrade_rocm(node_dir, DEMO_ROCM)
         if not env.quiet:
-            click.echo(f"demo: {size} bytes of new miss lines appended to {log}", err=True)
+            click.echo(f"demo: {size} bytes of new miss lines appended to {log}; ROCm {old} -> {DEMO_ROCM} "
+                       "(an upgrade: the next cycle rechecks the node)", err=True)
 
     run_watch(env, store, [target], [str(log)], [variant], 1, False, "proven", None, repeats, 0, False,
               lambda: None, cycles=2, between=grow)

@@ -35,3 +35,11 @@ def rotate(path) -> Path:
     os.replace(path, old)
     path.touch()
     return old
+
+
+def upgrade_rocm(root, version: str) -> str:
+    """A ROCm upgrade of a simulated node (its ``.info/version`` beside ``bin/rocminfo``); returns the old one."""
+    path = Path(root) / ".info" / "version"
+    old = path.read_text().strip()
+    path.write_text(version + "\n")
+    return old

@@ -155,6 +155,9 @@ class Watch:
         self.ui.event(f"watch: {wt.label} was upgraded ({what}); rechecking its promoted rows")
         found = self.recheck(wt) if self.recheck is not None else {"recheck": "unavailable"}
         self.store.record("upgrade", target=wt.label, changed=diff, before=before, after=after, **found)
+        if found.get("recheck") in ("unavailable", "failed"):
+            self.ui.event(f"watch: recheck of {wt.label} {found['recheck']}" + (f" ({found['error']})" if
+                          found.get("error") else "") + "; the upgrade is in the ledger")
         data = self.store.load_offsets()
         data["recheck_pending"] = [x for x in data.get("recheck_pending") or [] if x != wt.label]
         self.store.save_offsets(data)

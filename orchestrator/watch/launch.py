@@ -77,7 +77,7 @@ class Launcher:
                 job = self._single(job, job_id, variant, shapes, targets[0])
             else:
                 job = self._campaign(job, job_id, variant, shapes, targets)
-        except (ConnectionLost, ObserverError, KeyboardInterrupt):
+        except (ConnectionLost, ObserverError):
             raise
         except TuneRemoteError as exc:
             if job is None and self.ws.exists(job_id):

@@ -110,21 +110,28 @@ def test_watch_killed_mid_job_is_reattached_once(node, tmp_path):
     assert out[-1]["jobs"] == []                            # the cycle after it: nothing new
 
 
-def test_watch_sigterm_between_cycles_exits_0(node, tmp_path):
+def test_watch_sigterm_mid_job_exits_0_and_the_next_watch_reattaches(node, tmp_path):
     bed = WatchBed(node, tmp_path)
-    bed.host_log.touch()
+    bed.c.slow(0.5)
+    append_misses(bed.host_log, V, [A, B, C, D])
     args = [a for a in bed.watch_args() if a != "--once"] + ["--interval", "3600"]
     err = open(tmp_path / "watch.err", "wb")
     proc = bed.popen(*args, stderr=err)
     try:
-        poll(lambda: any(e["event"] == "cycle" for e in (bed.ledger() if (bed.ws / "watch" / NAME /
-                                                                           "ledger.jsonl").exists() else [])),
-             timeout=120, what="the first cycle")
+        bed.wait_tuning(timeout=180)
         proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=30)
+        proc.wait(timeout=60)
     finally:
         if proc.poll() is None:
             proc.kill()
-    err.close()
-    assert proc.returncode == 0, (tmp_path / "watch.err").read_text()
-    assert "stopped" in (tmp_path / "watch.err").read_text()
+        err.close()
+    text = (tmp_path / "watch.err").read_text()
+    assert proc.returncode == 0, text
+    assert "stopped" in text and "re-attaches" in text
+    assert bed.tuner_pids(), "the job did not go on on the node"
+    assert bed.state()["state"] == "running"
+    bed.c.reset_control()
+    cp, out = bed.once()
+    assert cp.returncode == 0, desc(cp)
+    assert len(bed.c.launches()) == 1, bed.c.launches()
+    assert bed.state()["state"] == "succeeded"

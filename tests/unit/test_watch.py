@@ -285,3 +285,32 @@ def test_reattach_drives_an_open_job_once(tmp_path):
     assert w.reattach() == []
     w.cycle()                                      # A was tuned by the re-attached job
     assert len(launcher.launched) == 1
+
+
+def test_upgrade_seen_through_the_node_helper_on_a_simulated_node(tmp_path):
+    """The facts come from the node (the helper reads the AITER distribution's metadata and ROCm's
+    .info/version): a version bump on the simulated node between two cycles is one upgrade entry."""
+    from orchestrator.demo import demo_target, prepare_demo
+    from orchestrator.sim.growlog import upgrade_rocm
+    node_dir, _ = prepare_demo(tmp_path / "node")
+    log = node_dir / "server.log"
+    append_misses(log, V, [A])
+    target = WatchTarget("demo", "simulated", lambda: demo_target(str(node_dir)), demo_dir=str(node_dir))
+    launcher, ui, rechecked = FakeLauncher(), FakeUi(), []
+    w = Watch(WatchStore(tmp_path / "ws", "d"), [target], WatchConfig([str(log)], None, 1, False), launcher, ui,
+              lambda wt: rechecked.append(wt.label) or {"recheck": "unavailable"})
+    try:
+        r1 = w.cycle()
+        facts = json.loads(w.store.offsets_path.read_text())["targets"]["demo/simulated"]["facts"]
+        assert facts["aiter_version"] and facts["rocm_version"] and facts["gfx"], facts
+        assert r1.round_trips >= 1 and launcher.launched == [("w-c1-" + V, [A])]
+        meta = next(node_dir.glob("pylib/*.dist-info/METADATA"))
+        meta.write_text(meta.read_text().replace(f"Version: {facts['aiter_version']}", "Version: 9.9.9"))
+        upgrade_rocm(node_dir, "9.0.0")
+        w.cycle()
+    finally:
+        w.close()
+    (up,) = [e for e in w.store.events() if e["event"] == "upgrade"]
+    assert up["changed"] == {"aiter_version": [facts["aiter_version"], "9.9.9"],
+                             "rocm_version": [facts["rocm_version"], "9.0.0"]}
+    assert rechecked == ["demo/simulated"] and len(launcher.launched) == 1
