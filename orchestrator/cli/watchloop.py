@@ -69,7 +69,7 @@ def watch(env: Env, nodes, container, logs, variant, min_misses, interval, once,
     inv = load_inventory(env.inventory_path)
     from ..campaign import InventorySource
     refs = InventorySource(inv, list(nodes), container).targets()
-    name = check_name(name) if name else default_name(nodes, container)
+    name = check_name(name) if name else default_name([r.node for r in refs], [r.container for r in refs])
     targets = [_inventory_target(inv, r.node, r.container, accept_new_host_key) for r in refs]
     store = WatchStore(env.workspace.root, name)
     store.lock()

@@ -19,9 +19,9 @@ OPEN_STATES = ("running",)
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 
 
-def default_name(nodes, container: str | None) -> str:
-    """NAME from the nodes and containers, e.g. ``node1-node2`` or ``node1-vllm``."""
-    text = "-".join(list(nodes) + ([container] if container else []))
+def default_name(nodes, containers) -> str:
+    """NAME from the nodes and containers, e.g. ``node1-node2-vllm``."""
+    text = "-".join(list(dict.fromkeys(nodes)) + sorted(set(containers)))
     return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("._-")[:100] or "watch"
 
 

@@ -135,3 +135,31 @@ def test_watch_sigterm_mid_job_exits_0_and_the_next_watch_reattaches(node, tmp_p
     assert cp.returncode == 0, desc(cp)
     assert len(bed.c.launches()) == 1, bed.c.launches()
     assert bed.state()["state"] == "succeeded"
+
+
+def test_watch_of_two_nodes_runs_one_campaign(make_node, tmp_path):
+    import yaml
+    nodes = [make_node("current", proxy=False), make_node("current", proxy=False)]
+    beds = [WatchBed(n, tmp_path) for n in nodes]
+    bed = beds[0]
+    bed.inv.write_text(yaml.safe_dump({"nodes": {n.alias: {"ssh_config": str(n.ssh_config_file),
+                                                           "containers": {c: {} for c in n.containers}}
+                                                 for n in nodes}}))
+    append_misses(beds[0].host_log, V, [A, B], times=3)
+    append_misses(beds[1].host_log, V, [B, C])
+    args = ["watch", "--node", nodes[0].alias, "--node", nodes[1].alias, "--log", bed.log, "--variant", V,
+            "--repeats", "1", "--once"]
+    cp = bed.cli(*args, timeout=600)
+    assert cp.returncode == 0, desc(cp)
+    (line,) = [json.loads(ln) for ln in cp.stdout.decode().splitlines() if ln.startswith("{")]
+    assert len(line["jobs"]) == 1 and line["jobs"][0]["state"] == "succeeded", line
+    job = bed.job(line["jobs"][0]["job_id"])
+    assert job["request"]["campaign"]["nodes"] == [nodes[0].alias, nodes[1].alias]
+    ctrs = sorted({c for n in nodes for c in n.containers})
+    name = "-".join([nodes[0].alias, nodes[1].alias, *ctrs])
+    ledger = [json.loads(ln) for ln in (bed.ws / "watch" / name / "ledger.jsonl").read_text().splitlines()]
+    (end,) = [e for e in ledger if e["event"] == "job" and e["state"] == "succeeded"]
+    assert _mnk(end["tuned"]) == sorted([A, B, C])
+    seen = {(e["shape"]["n"], e["target"].split("/")[0]): e["count"] for e in ledger if e["event"] == "seen"}
+    assert seen[(512, nodes[0].alias)] == 3 and seen[(2112, nodes[1].alias)] == 1
+    assert sum(len(n.containers[next(iter(n.containers))].launches()) for n in nodes) >= 1

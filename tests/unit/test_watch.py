@@ -85,7 +85,8 @@ def test_log_tail_is_a_registered_bundled_op():
 
 # -- store -----------------------------------------------------------------------------------------
 def test_names():
-    assert default_name(["node1", "node2"], "vllm") == "node1-node2-vllm"
+    assert default_name(["node1", "node2", "node1"], ["vllm", "vllm"]) == "node1-node2-vllm"
+    assert default_name(["a/b"], []) == "a_b"
     assert check_name("a.b_c-1") == "a.b_c-1"
     with pytest.raises(UsageError):
         check_name("../x")
