@@ -315,3 +315,56 @@ def test_upgrade_seen_through_the_node_helper_on_a_simulated_node(tmp_path):
     assert up["changed"] == {"aiter_version": [facts["aiter_version"], "9.9.9"],
                              "rocm_version": [facts["rocm_version"], "9.0.0"]}
     assert rechecked == ["demo/simulated"] and len(launcher.launched) == 1
+
+
+# -- the command line ------------------------------------------------------------------------------
+INV = """nodes:
+  n1:
+    host: 127.0.0.1
+    port: 1
+    containers:
+      c1: {}
+  n2:
+    host: 127.0.0.1
+    port: 1
+    containers:
+      c1: {}
+      c2: {}
+"""
+
+
+@pytest.mark.parametrize("argv,needle", [
+    (["watch", "--log", "/x.log"], "--node NODE"),
+    (["watch", "--node", "n1"], "--log PATH"),
+    (["watch", "--node", "n1", "--log", "x.log"], "absolute path"),
+    (["watch", "--node", "n1", "--log", "local:/x.log"], "inside the container"),
+    (["watch", "--node", "n1", "--log", "/x.log", "--variant", "nope"], "nope"),
+    (["watch", "--node", "n1", "--log", "/x.log", "--variant", "auto,a8w8"], "auto"),
+    (["watch", "--node", "n2", "--log", "/x.log"], "--container"),
+    (["watch", "--node", "zz", "--log", "/x.log"], "zz"),
+    (["watch", "--node", "n1", "--log", "/x.log", "--name", "../up"], "--name"),
+    (["watch", "--node", "n1", "--log", "/x.log", "--budget", "soon"], "soon"),
+    (["watch", "--node", "n1", "--log", "/x.log", "--interval", "0"], "--interval"),
+    (["watch", "--node", "n1", "--log", "/x.log", "--promote", "all"], "--promote"),
+])
+def test_watch_usage_errors_exit_2_with_one_line_and_no_state(tmp_path, monkeypatch, capsys, argv, needle):
+    from orchestrator.cli import main
+    (tmp_path / "inv.yaml").write_text(INV)
+    monkeypatch.setenv("TUNE_REMOTE_INVENTORY", str(tmp_path / "inv.yaml"))
+    monkeypatch.setenv("TUNE_REMOTE_WORKSPACE", str(tmp_path / "ws"))
+    code = main(argv)
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert needle in err and len(err.strip().splitlines()) == 1, err
+    assert not (tmp_path / "ws" / "watch").exists()
+
+
+def test_a_second_watch_of_one_name_exits_1(tmp_path, monkeypatch, capsys):
+    from orchestrator.cli import main
+    (tmp_path / "inv.yaml").write_text(INV)
+    monkeypatch.setenv("TUNE_REMOTE_INVENTORY", str(tmp_path / "inv.yaml"))
+    held = WatchStore(tmp_path / "ws", "n1-c1")
+    held.lock()
+    code = main(["--workspace", str(tmp_path / "ws"), "watch", "--node", "n1", "--log", "/x.log", "--once"])
+    err = capsys.readouterr().err
+    assert code == 1 and "watch n1-c1 is already running" in err, err
