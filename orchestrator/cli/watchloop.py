@@ -98,7 +98,7 @@ def run_watch(env: Env, store, targets, logs, variants, min_misses, retune, prom
               once, inventory, accept_new: bool = False, cycles: int | None = None, between=None) -> None:
     """Re-attach what a killed watch left, then cycles (``once``: one; ``cycles``: that many, the demo's;
     ``between(n)`` instead of the interval's wait after cycle n: the demo's growing log)."""
-    from ..watch.cycle import Watch, WatchConfig
+    from ..watch.cycle import Watch, WatchConfig, failed as any_failed
     from ..watch.launch import JobOptions, Launcher
     from ..watch.upgrade import recheck_target
     ui = env.ui()
@@ -111,9 +111,9 @@ def run_watch(env: Env, store, targets, logs, variants, min_misses, retune, prom
     wake = threading.Event()
     old = signal.signal(signal.SIGTERM, _stop) if threading.current_thread() is threading.main_thread() else None
     try:
-        failed = any(o.detached or (o.state != "succeeded" and not o.no_gpu) for o in w.reattach())
         left = 1 if once else cycles
         while True:
+            failed = any_failed(w.reattach()) or failed    # what a killed watch (or a lost connection) left
             res = w.cycle()
             failed = failed or res.failed
             _say(env, store, res)

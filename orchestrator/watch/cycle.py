@@ -37,7 +37,12 @@ class CycleResult:
 
     @property
     def failed(self) -> bool:
-        return any(o.detached or (o.state != Status.SUCCEEDED and not o.no_gpu) for o in self.outcomes)
+        return failed(self.outcomes)
+
+
+def failed(outcomes) -> bool:
+    """A job left running (connection lost) or ended other than succeeded; a skip (no free GPU) is not."""
+    return any(o.detached or (o.state != Status.SUCCEEDED and not o.retry) for o in outcomes)
 
 
 class Watch:
@@ -85,11 +90,14 @@ class Watch:
             return Outcome(job_id, Status.RUNNING, [], error=exc.one_line(), detached=True)
         if out.detached:
             return out
-        if out.no_gpu:
+        if out.retry:
             self.store.record("skipped", reason=out.error, job_id=job_id, variant=variant)
             self.store.record("job", job_id=job_id, state=out.state, variant=variant, tuned=[], error=out.error)
             return out
-        self.store.record("job", job_id=job_id, state=out.state, variant=variant, tuned=out.tuned,
+        # a job that failed before its shapes were settled: the shapes asked for count as tried (at most once
+        # per watch; --retune); else the shapes it tuned (a --budget cut leaves the rest for the next cycle)
+        tuned = out.tuned or ([] if out.state == Status.SUCCEEDED else list(shapes))
+        self.store.record("job", job_id=job_id, state=out.state, variant=variant, tuned=tuned,
                           **({"error": out.error} if out.error else {}))
         if out.tables:
             data = self.store.load_offsets()

@@ -33,10 +33,16 @@ class Outcome:
     error: str | None = None
     detached: bool = False     # left running (connection lost, stopped): the next watch re-attaches it
     tables: dict = field(default_factory=dict)   # target label -> its live table (served.table_of)
+    never_started: bool = False   # failed before the job was saved (e.g. the node refused the connection)
 
     @property
     def no_gpu(self) -> bool:
         return self.state == Status.FAILED and NO_GPU in (self.error or "")
+
+    @property
+    def retry(self) -> bool:
+        """Nothing was tuned and the shapes are owed: tried again next cycle (``skipped``, not failed)."""
+        return self.no_gpu or self.never_started
 
 
 class Launcher:
@@ -83,7 +89,7 @@ class Launcher:
             if job is None and self.ws.exists(job_id):
                 job = self.ws.load(job_id)
             if job is None:
-                return Outcome(job_id, Status.FAILED, [], error=exc.one_line())
+                return Outcome(job_id, Status.FAILED, [], error=exc.one_line(), never_started=True)
         return self.outcome(job)
 
     def _single(self, job, job_id, variant, shapes, wt: WatchTarget) -> JobState:

@@ -368,3 +368,26 @@ def test_a_second_watch_of_one_name_exits_1(tmp_path, monkeypatch, capsys):
     code = main(["--workspace", str(tmp_path / "ws"), "watch", "--node", "n1", "--log", "/x.log", "--once"])
     err = capsys.readouterr().err
     assert code == 1 and "watch n1-c1 is already running" in err, err
+
+
+def test_a_job_failed_before_its_shapes_is_not_retried_but_one_never_started_is(tmp_path):
+    log = tmp_path / "server.log"
+    append_misses(log, V, [A])
+    w, launcher, ui, _ = _watch(tmp_path, log)
+    launcher.results = [("failed", "no a8w8_blockscale shapes to tune")]
+    assert w.cycle().failed
+    w.cycle()
+    assert len(launcher.launched) == 1
+
+    append_misses(log, V, [B])
+    real = launcher.drive
+
+    def refused(job_id, variant, shapes, targets):
+        real(job_id, variant, shapes, targets)
+        return Outcome(job_id, "failed", [], error="cannot connect to n: refused", never_started=True)
+    launcher.drive = refused
+    assert not w.cycle().failed
+    assert [e for e in w.store.events() if e["event"] == "skipped"][-1]["reason"].startswith("cannot connect")
+    launcher.drive = real
+    w.cycle()
+    assert launcher.launched[-1] == ("w-c4-" + V, [B])
