@@ -60,13 +60,17 @@ class Watch:
             t.connect()
         return t
 
-    def close(self) -> None:
-        for t in self._open.values():
+    def _drop(self, label: str) -> None:
+        t = self._open.pop(label, None)
+        if t is not None:
             try:
                 t.close()
             except (TuneRemoteError, TransportError, OSError):
                 pass
-        self._open.clear()
+
+    def close(self) -> None:
+        for label in list(self._open):
+            self._drop(label)
 
     def _by_label(self, labels) -> list[WatchTarget]:
         return [t for t in self.targets if t.label in set(labels)] or list(self.targets)
@@ -122,7 +126,7 @@ class Watch:
             try:
                 read = read_target(self._target(wt), wt.label, list(self.config.logs), prev.get("logs") or {}, one)
             except (TuneRemoteError, TransportError) as exc:
-                self._open.pop(wt.label, None)
+                self._drop(wt.label)
                 reason = f"{wt.label}: {getattr(exc, 'message', exc)}"
                 res.skipped.append(reason)
                 self.store.record("skipped", reason=reason, cycle=n, target=wt.label)
@@ -132,14 +136,14 @@ class Watch:
             res.round_trips += read.round_trips
             diff = upgrade.changed(prev.get("facts"), read.facts)
             if diff:
-                upgrades.append((wt, diff, prev.get("facts"), read.facts))
+                upgrades.append((wt.label, {"changed": diff, "before": prev.get("facts"), "after": read.facts}))
             data["targets"][wt.label] = {**prev, "logs": read.logs, "facts": read.facts or prev.get("facts") or {}}
         seen_now = []
         for read in reads:
             seen_now.extend(add_seen(data["seen"], read, n, variants))
         data["cycle"] = n
-        if upgrades:
-            data["recheck_pending"] = sorted({wt.label for wt, *_ in upgrades} | set(data.get("recheck_pending") or []))
+        pending = data.setdefault("recheck_pending", {})   # an upgrade whose recheck a killed watch never ended
+        pending.update(upgrades)
         self.store.save_offsets(data)              # the cycle's reading is committed here, whole
         res.new_shapes = len(seen_now)
         self.store.record("cycle", cycle=n, targets=[r.label for r in reads], bytes=res.bytes,
@@ -147,8 +151,10 @@ class Watch:
                           missing=[f"{r.label}:{p}" for r in reads for p in r.missing])
         for s in seen_now:
             self.store.record("seen", cycle=n, **s)
-        for wt, diff, before, after in upgrades:
-            self._upgrade(wt, diff, before, after)
+        for label, up in list(pending.items()):
+            wt = next((t for t in self.targets if t.label == label), None)
+            if wt is not None:
+                self._upgrade(wt, up["changed"], up["before"], up["after"])
         for r in reads:
             for p in r.missing:
                 self.ui.event(f"watch: {r.label}: log {p} not found (read when it appears)")
@@ -167,7 +173,7 @@ class Watch:
             self.ui.event(f"watch: recheck of {wt.label} {found['recheck']}" + (f" ({found['error']})" if
                           found.get("error") else "") + "; the upgrade is in the ledger")
         data = self.store.load_offsets()
-        data["recheck_pending"] = [x for x in data.get("recheck_pending") or [] if x != wt.label]
+        data.setdefault("recheck_pending", {}).pop(wt.label, None)
         self.store.save_offsets(data)
 
     def _launch(self, data: dict, n: int, seen_now: list, res: CycleResult, answered: list) -> None:

@@ -273,7 +273,24 @@ def test_an_upgrade_is_recorded_and_rechecked(tmp_path):
     assert ups[0]["target"] == "n/c" and "ts" in ups[0]
     w.cycle()
     assert rechecked == ["n/c"]
-    assert json.loads(w.store.offsets_path.read_text()).get("recheck_pending") == []
+    assert json.loads(w.store.offsets_path.read_text()).get("recheck_pending") == {}
+
+
+def test_a_recheck_a_killed_watch_never_ended_runs_next_cycle(tmp_path):
+    log = tmp_path / "server.log"
+    log.touch()
+    rechecked = []
+    w, launcher, ui, helper = _watch(tmp_path, log, rechecked=rechecked)
+    w.cycle()
+    helper.facts["gfx"] = "gfx942"
+    w.recheck = lambda wt: (_ for _ in ()).throw(KeyboardInterrupt())     # killed during the recheck
+    with pytest.raises(KeyboardInterrupt):
+        w.cycle()
+    assert not [e for e in w.store.events() if e["event"] == "upgrade"]
+    w.recheck = lambda wt: rechecked.append(wt.label) or {"recheck": "unavailable"}
+    w.cycle()
+    (up,) = [e for e in w.store.events() if e["event"] == "upgrade"]
+    assert up["changed"] == {"gfx": ["gfx950", "gfx942"]} and rechecked == ["n/c"]
 
 
 def test_reattach_drives_an_open_job_once(tmp_path):
