@@ -408,3 +408,19 @@ def test_a_job_failed_before_its_shapes_is_not_retried_but_one_never_started_is(
     launcher.drive = real
     w.cycle()
     assert launcher.launched[-1] == ("w-c4-" + V, [B])
+
+
+def test_demo_watch_two_cycles_the_second_tunes_only_the_new_shape_and_rechecks(tmp_path, capsys):
+    from orchestrator.cli import main
+    from orchestrator.cli.watchloop import DEMO_FIRST, DEMO_SECOND
+    assert main(["--workspace", str(tmp_path / "ws"), "--json", "demo", "--watch"]) == 0, capsys.readouterr().err
+    lines = [json.loads(x) for x in capsys.readouterr().out.splitlines() if x.startswith("{")]
+    assert [x["cycle"] for x in lines] == [1, 2] and all(x["round_trips"] == 1 for x in lines)
+    assert [[j["state"] for j in x["jobs"]] for x in lines] == [["succeeded"], ["succeeded"]]
+    (ledger,) = (tmp_path / "ws" / "watch").glob("demo-*/ledger.jsonl")
+    events = [json.loads(x) for x in ledger.read_text().splitlines()]
+    tuned = [[tuple(s[c] for c in "mnk") for s in e["tuned"]] for e in events
+             if e["event"] == "job" and e["state"] == "succeeded"]
+    assert sorted(tuned[0]) == sorted(DEMO_FIRST) and tuned[1] == DEMO_SECOND
+    (up,) = [e for e in events if e["event"] == "upgrade"]
+    assert list(up["changed"]) == ["rocm_version"] and "recheck" in up
