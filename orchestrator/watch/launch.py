@@ -52,7 +52,9 @@ class Launcher:
         self.options, self.dir, self.name = options, Path(watch_dir), name
 
     def job_id(self, cycle: int, variant: str) -> str:
-        return f"watch-{self.name}-c{cycle}-{variant}"[:81]
+        """``watch-NAME-cN-VARIANT``; a long NAME is cut, never the cycle and the variant (job ids: <= 81)."""
+        tail = f"-c{cycle}-{variant}"
+        return f"watch-{self.name}"[:81 - len(tail)] + tail
 
     def shapes_csv(self, job_id: str, variant: str, shapes: list[dict]) -> str:
         from ..parsing.untuned import write_untuned_csv

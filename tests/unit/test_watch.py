@@ -92,6 +92,15 @@ def test_names():
         check_name("../x")
 
 
+def test_job_ids_keep_cycle_and_variant_whatever_the_name(tmp_path):
+    from orchestrator.state import check_job_id
+    from orchestrator.watch.launch import JobOptions, Launcher
+    long = Launcher(None, None, None, None, JobOptions(), tmp_path, "n" * 100)
+    ids = {long.job_id(c, v) for c in (9, 10) for v in (V, "a8w8_blockscale_bpreshuffle")}
+    assert len(ids) == 4 and all(check_job_id(i) and i.endswith(("-" + V, "_bpreshuffle")) for i in ids)
+    assert Launcher(None, None, None, None, JobOptions(), tmp_path, "w").job_id(3, V) == f"watch-w-c3-{V}"
+
+
 def test_ledger_events_have_ts_and_a_torn_line_is_left_out(tmp_path):
     store = WatchStore(tmp_path, "w")
     store.record("cycle", cycle=1)
