@@ -433,3 +433,25 @@ def test_demo_watch_two_cycles_the_second_tunes_only_the_new_shape_and_rechecks(
     assert sorted(tuned[0]) == sorted(DEMO_FIRST) and tuned[1] == DEMO_SECOND
     (up,) = [e for e in events if e["event"] == "upgrade"]
     assert list(up["changed"]) == ["rocm_version"] and "recheck" in up
+
+
+def test_a_budget_cut_leaves_the_least_missed_for_the_next_cycle(tmp_path):
+    from orchestrator.watch.launch import JobOptions, Launcher
+    req = Launcher(None, None, None, None, JobOptions("none", "30m", 2), tmp_path, "w").request("j", V, [_shape(A)])
+    assert (req["budget"], req["promote"], req["repeats"]) == ("30m", "none", 2)
+    assert Path(req["shapes_csv"]).read_text().splitlines() == ["M,N,K", "72,512,7168"]
+    log = tmp_path / "server.log"
+    append_misses(log, V, [A], times=1)
+    append_misses(log, V, [B], times=3)
+    w, launcher, ui, _ = _watch(tmp_path, log)
+    real = launcher.drive
+
+    def cut(job_id, variant, shapes, targets):          # the job's --budget kept the first shape only
+        out = real(job_id, variant, shapes, targets)
+        out.tuned = out.tuned[:1]
+        return out
+    launcher.drive = cut
+    w.cycle()
+    launcher.drive = real
+    w.cycle()
+    assert launcher.launched == [("w-c1-" + V, [B, A]), ("w-c2-" + V, [A])]
