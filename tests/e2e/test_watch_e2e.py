@@ -8,7 +8,7 @@ import signal
 
 import pytest
 
-from orchestrator.sim.growlog import append_misses, rotate
+from orchestrator.sim.growlog import append_misses, rotate, upgrade_rocm
 from tests.e2e.test_reliability_e2e import Bed, desc
 from tests.fake_remote.provision import poll
 
@@ -80,6 +80,13 @@ def test_watch_once_over_a_growing_then_rotated_log(node, tmp_path):
     assert [bool(e["rotated"]) for e in cycles] == [False, False, False, True]
     events = {e["event"] for e in bed.ledger()}
     assert {"cycle", "seen", "job", "promoted"} <= events and all("ts" in e for e in bed.ledger())
+
+    old = upgrade_rocm(bed.c.host_dir, "9.9.9")        # an upgrade, seen by the same one round trip
+    cp, out = bed.once()
+    assert cp.returncode == 0 and out[-1]["jobs"] == [], desc(cp)
+    (up,) = [e for e in bed.ledger() if e["event"] == "upgrade"]
+    assert up["changed"] == {"rocm_version": [old, "9.9.9"]} and up["target"].startswith(bed.node.alias)
+    assert "recheck" in up
 
 
 def test_watch_killed_mid_job_is_reattached_once(node, tmp_path):
