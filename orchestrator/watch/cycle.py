@@ -60,6 +60,19 @@ class Watch:
             t.connect()
         return t
 
+    def _read(self, wt: WatchTarget, previous: dict, variant: str | None):
+        """One round trip; a connection kept open since the last cycle that went stale (sshd's idle timeout,
+        a helper that idled out) is opened again once, at once, instead of losing the cycle."""
+        for attempt in (1, 2):
+            reused = wt.label in self._open
+            try:
+                return read_target(self._target(wt), wt.label, list(self.config.logs), previous, variant)
+            except (TuneRemoteError, TransportError):
+                self._drop(wt.label)
+                if attempt == 2 or not reused:
+                    raise
+        raise AssertionError("unreachable")
+
     def _drop(self, label: str) -> None:
         t = self._open.pop(label, None)
         if t is not None:
@@ -124,9 +137,8 @@ class Watch:
         for wt in self.targets:
             prev = data["targets"].get(wt.label) or {}
             try:
-                read = read_target(self._target(wt), wt.label, list(self.config.logs), prev.get("logs") or {}, one)
+                read = self._read(wt, prev.get("logs") or {}, one)
             except (TuneRemoteError, TransportError) as exc:
-                self._drop(wt.label)
                 reason = f"{wt.label}: {getattr(exc, 'message', exc)}"
                 res.skipped.append(reason)
                 self.store.record("skipped", reason=reason, cycle=n, target=wt.label)

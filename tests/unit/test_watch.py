@@ -455,3 +455,26 @@ def test_a_budget_cut_leaves_the_least_missed_for_the_next_cycle(tmp_path):
     launcher.drive = real
     w.cycle()
     assert launcher.launched == [("w-c1-" + V, [B, A]), ("w-c2-" + V, [A])]
+
+
+def test_a_stale_connection_is_opened_again_within_the_cycle(tmp_path):
+    from orchestrator.remote.transport import TransportError
+    log = tmp_path / "server.log"
+    append_misses(log, V, [A])
+    w, launcher, ui, helper = _watch(tmp_path, log)
+    w.cycle()
+    real, calls = helper.call, []
+
+    def stale_once(op, req, timeout=None):
+        calls.append(op)
+        if len(calls) == 1:
+            raise TransportError("channel closed")
+        return real(op, req, timeout)
+    helper.call = stale_once
+    append_misses(log, V, [B])
+    res = w.cycle()
+    assert res.skipped == [] and launcher.launched[-1] == ("w-c2-" + V, [B]) and len(calls) == 2
+    helper.call = lambda op, req, timeout=None: (_ for _ in ()).throw(TransportError("refused"))
+    res = w.cycle()
+    assert res.skipped and "refused" in res.skipped[0]
+    assert [e for e in w.store.events() if e["event"] == "skipped"][-1]["target"] == "n/c"
