@@ -32,6 +32,12 @@ OPTION_GROUPS = {
         {"name": "Outcome", "options": ["--demote", "--undo", "--help"]},
         GLOBAL,
     ],
+    "tune-remote watch": [
+        {"name": "What to watch", "options": ["--node", "--container", "--log", "--variant", "--name"]},
+        {"name": "What to tune", "options": ["--min-misses", "--budget", "--retune", "--repeats", "--promote"]},
+        {"name": "When", "options": ["--interval", "--once", "--accept-new-host-key", "--help"]},
+        GLOBAL,
+    ],
     "tune-remote *": [GLOBAL],
 }
 
@@ -39,7 +45,8 @@ COMMAND_GROUPS = {
     "*": [
         {"name": "Tune", "commands": ["demo", "run", "resume", "cancel"]},
         {"name": "Look", "commands": ["status", "logs", "report", "fetch", "shapes"]},
-        {"name": "Outcome", "commands": ["promote", "rollback", "export", "recheck"]},
+        {"name": "Outcome", "commands": ["promote", "rollback", "export"]},
+        {"name": "Over time", "commands": ["watch", "recheck", "audit"]},
         {"name": "Offline tools", "commands": ["csv"]},
     ],
 }

@@ -298,9 +298,15 @@ def _retry(job: JobState) -> None:
               help="simulated run-to-run benchmark noise, uniform +-PCT %")
 @click.option("--nodes", type=click.IntRange(1, 12), default=1, show_default=True,
               help="simulated nodes: 2 or more run a campaign (every third node a partitioned GPU kind)")
+@click.option("--watch", "watch_demo", is_flag=True,
+              help="two cycles of `tune-remote watch` over the node's growing server log")
 @click.pass_obj
-def demo(env: Env, variant, profile, repeats, noise, nodes):
+def demo(env: Env, variant, profile, repeats, noise, nodes, watch_demo):
     """The whole pipeline against a local simulated node: no GPU, no SSH, no docker."""
+    if watch_demo:
+        from .watchloop import demo_watch
+        demo_watch(env, variant, profile, repeats, noise)
+        return
     from ..demo import demo_target, prepare_demo, serve_cmd
     if get_variant(variant).bench is None:     # the before/after comparison runs the variant's op_test
         raise UsageError(f"the demo cannot run {variant}: AITER ships no benchmark (op_test) for it",

@@ -114,6 +114,7 @@ OPS = {
     "version": op_version,
     "batch": op_batch,
     "shapes": op_shapes,
+    "log_tail": "logtail.op_log_tail",   # watch: the new bytes of growing logs, mined there
     "discover": "discovery.op_discover",
     "probe": "probe.op_probe",
     "write_files": "files.op_write_files",

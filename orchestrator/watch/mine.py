@@ -1,0 +1,94 @@
+"""Reading the targets' logs (one ``log_tail`` round trip per target: new bytes only, mined at the node) and
+choosing what to tune: the misses counted over every cycle, ranked by count."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+from .store import shape_key
+
+
+@dataclass
+class WatchTarget:
+    """One container a watch reads: ``open()`` gives its ``context.Target`` (SSH + docker exec, or the demo's)."""
+    node: str
+    container: str
+    open: Callable[[], object]
+    demo_dir: str | None = None
+
+    @property
+    def label(self) -> str:
+        return f"{self.node}/{self.container}"
+
+
+@dataclass
+class TargetRead:
+    """What one target's round trip answered."""
+    label: str
+    logs: dict = field(default_factory=dict)        # path -> {"inode", "offset", "size"} for the next cycle
+    shapes: dict = field(default_factory=dict)      # variant -> [(shape, count)]
+    facts: dict = field(default_factory=dict)
+    bytes: int = 0
+    rotated: list = field(default_factory=list)
+    missing: list = field(default_factory=list)
+    round_trips: int = 0
+    error: str | None = None
+
+
+def read_target(target, label: str, paths: list[str], previous: dict, variant: str | None,
+                timeout: float = 600) -> TargetRead:
+    """One ``log_tail`` call: each log from where ``previous`` (path -> inode/offset) says it was read to."""
+    specs = [{"path": p, **{k: v for k, v in (previous.get(p) or {}).items() if k in ("inode", "offset")}}
+             for p in paths]
+    before = target.round_trips()
+    ans = target.helper.call("log_tail", {"logs": specs, "variant": variant, "facts": True}, timeout=timeout)
+    out = TargetRead(label=label, facts=ans.get("facts") or {}, bytes=int(ans.get("bytes") or 0))
+    for entry in ans.get("logs") or []:
+        if entry.get("missing"):
+            out.missing.append(entry["path"])
+            if entry["path"] in previous:       # keep where it was: a log gone for a moment is not re-read
+                out.logs[entry["path"]] = previous[entry["path"]]
+            continue
+        out.logs[entry["path"]] = {"inode": entry["inode"], "offset": entry["offset"], "size": entry["size"]}
+        if entry.get("rotated"):
+            out.rotated.append(entry["path"])
+    counts = ans.get("counts") or {}
+    for v, shapes in (ans.get("shapes") or {}).items():
+        n = counts.get(v) or []
+        out.shapes[v] = [(s, int(n[i]) if i < len(n) else 1) for i, s in enumerate(shapes)]
+    out.round_trips = target.round_trips() - before
+    return out
+
+
+def add_seen(seen: dict, read: TargetRead, cycle: int, variants: list[str] | None) -> list[dict]:
+    """Adds the read's misses to ``seen`` (shape key -> {"variant", "shape", "count", "first"}); returns
+    the ``seen`` ledger entries of this read (``variant``, ``shape``, ``count`` this cycle, ``total``)."""
+    out = []
+    for v, pairs in read.shapes.items():
+        if variants is not None and v not in variants:
+            continue
+        for shape, n in pairs:
+            key = shape_key(v, shape)
+            ent = seen.setdefault(key, {"variant": v, "shape": shape, "count": 0, "first": cycle,
+                                        "targets": []})
+            ent["count"] += n
+            ent["last"] = cycle
+            if read.label not in ent["targets"]:
+                ent["targets"].append(read.label)
+            out.append({"variant": v, "shape": shape, "count": n, "total": ent["count"], "target": read.label})
+    return out
+
+
+def candidates(seen: dict, tried: set, busy: set, min_misses: int, retune_now: set | None = None) -> dict:
+    """variant -> [seen entries] to tune, most-missed first: seen at least ``min_misses`` times in all,
+    not tuned by an earlier job of this watch (``tried``; with --retune, the ones seen again this cycle,
+    ``retune_now``, are tuned again), not in a job still running (``busy``)."""
+    order = {k: i for i, k in enumerate(seen)}
+    picked: dict[str, list] = {}
+    for key, ent in sorted(seen.items(), key=lambda kv: (-kv[1]["count"], kv[1].get("first", 0), order[kv[0]])):
+        if ent["count"] < min_misses or key in busy:
+            continue
+        if key in tried and not (retune_now and key in retune_now):
+            continue
+        picked.setdefault(ent["variant"], []).append(ent)
+    return picked
