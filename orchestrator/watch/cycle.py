@@ -181,9 +181,13 @@ class Watch:
         self.ui.event(f"watch: {wt.label} was upgraded ({what}); rechecking its promoted rows")
         found = self.recheck(wt) if self.recheck is not None else {"recheck": "unavailable"}
         self.store.record("upgrade", target=wt.label, changed=diff, before=before, after=after, **found)
-        if found.get("recheck") in ("unavailable", "failed"):
-            self.ui.event(f"watch: recheck of {wt.label} {found['recheck']}" + (f" ({found['error']})" if
-                          found.get("error") else "") + "; the upgrade is in the ledger")
+        if found.get("recheck") in ("unavailable", "failed", "none"):
+            why = found.get("error") or found.get("reason")
+            self.ui.event(f"watch: recheck of {wt.label} {found['recheck']}" + (f" ({why})" if why else "") +
+                          "; the upgrade is in the ledger" +
+                          ("; tried again next cycle" if found["recheck"] == "failed" else ""))
+        if found.get("recheck") == "failed":
+            return                                  # still pending: the next cycle tries again
         data = self.store.load_offsets()
         data.setdefault("recheck_pending", {}).pop(wt.label, None)
         self.store.save_offsets(data)

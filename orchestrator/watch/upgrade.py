@@ -16,18 +16,18 @@ def changed(before: dict | None, after: dict | None) -> dict:
 
 def recheck_target(workspace, inventory_loader, settings, ui, *, node: str, container: str | None,
                    variant: str | None = None) -> dict:
-    """The ONE place the watch runs a recheck: ``orchestrator.recheck.run_recheck`` (a module of its own,
-    imported here when an upgrade is seen). What it found goes into the ledger's ``upgrade`` entry:
-    ``{"recheck": <recheck dir>, "counts": {verdict: n}}``, ``{"recheck": "unavailable"}`` when this
-    tune-remote has no recheck, ``{"recheck": "failed", "error": ...}`` when it failed."""
-    try:
-        from ..recheck import run_recheck
-    except ImportError:
-        return {"recheck": "unavailable"}
+    """The ONE place the watch runs a recheck (``orchestrator.recheck.run_recheck``, imported when an upgrade
+    is seen). What it found goes into the ledger's ``upgrade`` entry: ``{"recheck": <recheck dir>, "counts":
+    {verdict: n}}``; ``{"recheck": "none", "reason": ...}`` when tune-remote promoted nothing there;
+    ``{"recheck": "failed", "error": ...}`` when it could not run (no free GPU, the node gone): tried again at
+    the next cycle."""
     from ..errors import TuneRemoteError
+    from ..recheck import NothingToRecheck, run_recheck
     try:
         res = run_recheck(workspace, inventory_loader, settings, ui, node=node, container=container,
                           variant=variant, repeats=None, demote=False)
+    except NothingToRecheck as exc:
+        return {"recheck": "none", "reason": exc.one_line()}
     except TuneRemoteError as exc:
         return {"recheck": "failed", "error": exc.one_line()}
     return {"recheck": str(res.path), "counts": dict(res.counts)}

@@ -4,8 +4,6 @@ cycle, upgrade detection, a skipped cycle tried again, re-attach)."""
 from __future__ import annotations
 
 import json
-import os
-import sys
 from pathlib import Path
 
 import pytest
@@ -155,13 +153,6 @@ def test_upgrade_changed():
     assert upgrade.changed(a, dict(a)) == {}
     assert upgrade.changed(a, dict(a, aiter_version="0.1.21")) == {"aiter_version": ["0.1.20", "0.1.21"]}
     assert upgrade.changed(a, dict(a, gfx=None)) == {}
-
-
-def test_recheck_unavailable_until_wired():
-    if "orchestrator.recheck" in sys.modules or Path(upgrade.__file__).parents[1].joinpath("recheck").exists() \
-            or Path(upgrade.__file__).parents[1].joinpath("recheck.py").exists():
-        pytest.skip("recheck is wired in this tree")
-    assert upgrade.recheck_target(None, None, None, None, node="n", container="c") == {"recheck": "unavailable"}
 
 
 # -- whole cycles ----------------------------------------------------------------------------------
