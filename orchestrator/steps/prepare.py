@@ -156,8 +156,8 @@ def _seed_line(ctx: Ctx, live: str, before_env: dict, live_exists: bool) -> str:
     runtime merges several tables (its module comes from the merged copy) or the table does not exist.
     Every other live module (not fed by this table: module_aiter_enum, MoE 2-stage, other families) is
     copied as well: the job changes none of them."""
-    from ..variants import jit_modules
-    modules = jit_modules(ctx.variant.name)
+    from ..variants import table_modules
+    modules = table_modules(ctx.variant.name, ctx.profile.name)
     configured = before_env.get(ctx.variant.config_env, "")
     live_dir = live_jit_dir(ctx)
     if not live_dir:
@@ -283,11 +283,12 @@ def run(ctx: Ctx) -> None:
         # (a re-run of the step must not reuse a module built from an earlier staging table): no
         # AITER_REBUILD, which would rebuild every module in every call of the first sample (issue 26)
         first = again = [Cmd(c.argv, env=after_env, cwd=c.cwd) for c in bench_cmds]
-        from ..variants import jit_modules
+        from ..variants import table_modules
         parts = [render(Cmd(("rm", "-rf", after_env["AITER_JIT_DIR"]))),
                  render(Cmd(("mkdir", "-p", after_env["AITER_JIT_DIR"])))]
         if live_jit_dir(ctx):   # the modules the staging table does not feed: reused from the live install
-            parts.append(_unchanged_modules(live_jit_dir(ctx), jit_modules(variant.name), after_env["AITER_JIT_DIR"]))
+            parts.append(_unchanged_modules(live_jit_dir(ctx), table_modules(variant.name, ctx.profile.name),
+                                            after_env["AITER_JIT_DIR"]))
         for n in range(1, repeats + 1):
             parts.append(_sample("after", n, first if n == 1 else again))
             if n < repeats:
