@@ -151,8 +151,10 @@ def _arm_env(ctx: Ctx, live: str, staging: str, live_exists: bool) -> tuple[dict
 def _seed_line(ctx: Ctx, live: str, before_env: dict, live_exists: bool) -> str:
     """Shell prefix of the before arm: the live modules that are current for the live table are copied
     (``cp -p``) into the arm's private JIT dir, so it measures what the server runs without building it
-    again. Current = the ``.so`` is newer than the live table (built after its last change; docs/internals.md
-    "JIT builds per job"); a stale or missing one is left out and built there as before. Not when the
+    again. Current = the ``.so`` was written after the live table's last inode change (its mtime is newer
+    than the table's ctime, which ``cp -a``, ``touch`` or ``tar`` cannot set back: a table restored that way
+    is not taken for the one the module was built from; docs/internals.md "JIT builds per job"); a stale or
+    missing one is left out and built there as before. Not when the
     runtime merges several tables (its module comes from the merged copy) or the table does not exist.
     Every other live module (not fed by this table: module_aiter_enum, MoE 2-stage, other families) is
     copied as well: the job changes none of them."""
@@ -165,10 +167,16 @@ def _seed_line(ctx: Ctx, live: str, before_env: dict, live_exists: bool) -> str:
     jit = before_env["AITER_JIT_DIR"]
     parts = [render(Cmd(("mkdir", "-p", jit))), _unchanged_modules(live_dir, modules, jit)]
     if live_exists and ":" not in configured:
-        for m in modules:
-            so = f"{live_dir}/{m}.so"
-            parts.append(f"if [ {quote(so)} -nt {quote(live)} ]; then {render(Cmd(('cp', '-p', so, jit + '/')))}; fi")
+        parts.extend(copy_if_current(live_dir, m, live, jit) for m in modules)
     return "; ".join(parts) + "; "
+
+
+def copy_if_current(live_dir: str, module: str, table: str, jit: str) -> str:
+    """Shell line: copy ``module`` into ``jit`` when it is current for ``table``: its mtime is newer than
+    the table's ctime (the last change of the table's inode: content, rename, ``cp -a``, ``touch``)."""
+    so = f"{live_dir}/{module}.so"
+    newer = render(Cmd(("find", so, "-newermc", table)))
+    return f"if [ -n \"$({newer} 2>/dev/null)\" ]; then {render(Cmd(('cp', '-p', so, jit + '/')))}; fi"
 
 
 def _unchanged_modules(live_dir: str, fed: list[str], jit: str) -> str:
