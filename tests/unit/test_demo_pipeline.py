@@ -77,6 +77,9 @@ def test_demo_runs_to_a_report_that_matches_the_perf_model(ws, capsys, profile, 
     cktile = {f"{k}.cuda.o" for k in staging[staging["libtype"] == "cktile"]["kernelName"]}
     if ("after benchmark", "module_gemm_a8w8_blockscale_cktile") in mods:
         assert mods[("after benchmark", "module_gemm_a8w8_blockscale_cktile")]["edges"] == len(cktile) + 3
+    # every build with its reason, and the count against the job's minimum (issue 26)
+    assert all(m["reason"] for m in prof["modules"]) and 0 < prof["minimum"] <= prof["builds"]
+    assert f"{prof['builds']} build(s) against a minimum of {prof['minimum']}" in md
     assert "## JIT cold builds" in md and "### Critical path" in md and 'id="jit"' in (job / "report.html").read_text()
     # the node has its own copy of the report next to the logs
     assert Path(state["remote"]["report_md"]).read_text() == md
