@@ -44,7 +44,7 @@ MOE3 = MOE_HEAD + "".join(
     for t in (1, 64, 512)
     for q in ("torch.bfloat16,torch.bfloat16,QuantType.No,1,0",
               "torch.float8_e4m3fnuz,torch.float8_e4m3fnuz,QuantType.per_Token,1,0",
-              "torch.int8,torch.int8,QuantType.per_Tensor,1,0"))
+              "torch.float8_e4m3fnuz,torch.float8_e4m3fnuz,QuantType.per_Tensor,1,0"))   # all in l_quant
 
 
 class CostBench(Bench):
