@@ -373,7 +373,28 @@ JIT_MODULES = {
 }
 
 
+# every other module the same tuned CSV feeds (aiter/jit/optCompilerConfig.json blob_gen_cmd; after-v0.1.20
+# section 3, aiter-late-2026): a row whose libtype is cktile / opus is compiled into, and served through, its
+# own module. module_deepgemm_opus appears with the opus backend, from the "newest" profile (v0.1.21+) on
+JIT_SIBLINGS = {
+    "a8w8_bpreshuffle": (("module_gemm_a8w8_bpreshuffle_cktile", None),),
+    "a8w8_blockscale": (("module_gemm_a8w8_blockscale_cktile", None),),
+    "a8w8_blockscale_bpreshuffle": (("module_gemm_a8w8_blockscale_bpreshuffle_cktile", None),
+                                    ("module_deepgemm_opus", "newest")),
+}
+_PROFILE_ORDER = ("legacy", "current", "newest")
+
+
 def jit_modules(variant_name: str) -> list[str]:
-    """The CK modules compiled from the variant's tuned table."""
+    """The main CK module compiled from the variant's tuned table (the one a job always builds)."""
     module = JIT_MODULES.get(variant_name)
     return [module] if module else []
+
+
+def table_modules(variant_name: str, profile: str | None = None) -> list[str]:
+    """Every module compiled from the variant's tuned table: the main one, then the siblings the table also
+    feeds on this AITER profile (None = the newest known; a module that is not there is harmless to move
+    aside or to look for). Promotion moves them all aside, rollback restores them all (issue 26)."""
+    rank = _PROFILE_ORDER.index(profile) if profile in _PROFILE_ORDER else len(_PROFILE_ORDER)
+    return [*jit_modules(variant_name), *(m for m, since in JIT_SIBLINGS.get(variant_name, ())
+                                          if since is None or rank >= _PROFILE_ORDER.index(since))]

@@ -13,7 +13,7 @@ from ..context import Ctx, Settings
 from ..errors import TuneRemoteError
 from ..state import JobState, Status, Workspace
 from ..ui import Ui
-from ..variants import JIT_MODULES
+from ..variants import table_modules
 from .targets import Runner, TargetRef
 
 
@@ -73,7 +73,6 @@ def _transfer(dst: JobState, src: JobState, keys: list, staging: bytes, subws: W
         ctx.call("write_files", {"files": [{"path": peer, "content_b64": base64.b64encode(staging).decode(),
                                             "backup_dir": None}]})
         variant = ctx.variant
-        module = JIT_MODULES.get(variant.name)
         env = {**(dst.facts.env or {}), **ctx.target.container.env}
         n = len(variant.key_columns)
         res = ctx.call("promote", {
@@ -81,7 +80,7 @@ def _transfer(dst: JobState, src: JobState, keys: list, staging: bytes, subws: W
             "key_columns": list(variant.key_columns), "keys": [[str(v) for v in k[-n:]] for k in keys],
             "gfx": dst.facts.gfx,
             "cu_num": str(dst.facts.cu_num) if dst.facts.cu_num is not None else None,
-            "others": step._others(ctx), "modules": [module] if module else [],
+            "others": step._others(ctx), "modules": table_modules(variant.name, ctx.profile.name),
             "package_dir": dst.facts.package_dir, "jit_dir_env": env.get("AITER_JIT_DIR")})
         res.pop("ok", None)
         if not res.get("nothing"):     # one entry per source: its record (a later round updates it)

@@ -49,6 +49,7 @@ import pandas as pd
 from ..errors import UsageError
 from ..remote.helpers.text import key_text
 from ..variants import MOE_KEY
+from .untuned import CONFLICT as _CONFLICT, NULLS as _NULLS
 
 __all__ = [
     "read_tuned_csv", "key_columns", "merge_tuned", "merge_tuned_report", "diff_tuned", "LEGACY_CU_NUM_TO_GFX",
@@ -59,7 +60,6 @@ GEMM_KEY_ORDER = ("gfx", "cu_num", "B", "M", "N", "K", "q_dtype_w",
                   "bias", "dtype", "outdtype", "scaleAB", "bpreshuffle")
 GEMM_ERR_BOUND = 0.05
 MOE_ERR_BOUND = 0.5
-_NULLS = {"", "Null", "null", "None", "none", "nan", "NaN", "NULL", "<NA>"}
 
 
 # --------------------------------------------------------------------------------------------
@@ -96,7 +96,6 @@ def _to_number(series: pd.Series) -> pd.Series:
     return out.astype("float64")
 
 
-_CONFLICT = re.compile(r"^(<{7}|={7}|>{7})(?:\s|$)", re.M)
 
 
 def read_tuned_csv(path_or_text: str | os.PathLike) -> pd.DataFrame:

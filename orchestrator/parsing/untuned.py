@@ -105,20 +105,77 @@ def write_untuned_csv(shapes: Iterable[dict], variant: str | KernelVariant) -> s
     return "\n".join(lines) + "\n"
 
 
+NULLS = {"", "Null", "null", "None", "none", "nan", "NaN", "NULL", "<NA>"}
+CONFLICT = re.compile(r"^(<{7}|={7}|>{7})(?:\s|$)", re.M)
+
+
+def _number(v: str) -> float | None:
+    try:
+        x = float(v)
+    except ValueError:
+        return None
+    return x
+
+
+def read_table_rows(path: Path) -> tuple[list[str], list[dict]]:
+    """A small CSV read as ``csvtools.read_tuned_csv`` reads it, with the stdlib (the CLI checks a user's
+    --shapes-csv before it connects; pandas loads meanwhile): header names and cells stripped, ``Unnamed``
+    (empty) header columns dropped, null cells None, all-empty rows dropped, an all-numeric column numbers
+    (ints when every value is integral); a git-conflict marker refused (UsageError)."""
+    import csv
+    import io
+    from ..errors import UsageError
+    text = path.read_text(encoding="utf-8", errors="replace")
+    bad = CONFLICT.search(text)
+    if bad:
+        line = text.count("\n", 0, bad.start()) + 1
+        raise UsageError(f"{path} has a git-conflict marker at line {line} ({bad.group(1)})",
+                         hint="resolve the merge conflict in the table first (AITER's tuning_tests "
+                              "test_csv_validation rejects it too)")
+    rows = [[c.strip() for c in r] for r in csv.reader(io.StringIO(text), skipinitialspace=True)]
+    rows = [r for r in rows if r]
+    if not rows:
+        return [], []
+    keep = [i for i, h in enumerate(rows[0]) if h]
+    header = [rows[0][i] for i in keep]
+    recs = []
+    for n, r in enumerate(rows[1:], start=2):
+        if len(r) > len(rows[0]):
+            raise ValueError(f"{path}: line {n}: {len(r)} fields, the header has {len(rows[0])}")
+        r = r + [""] * (len(rows[0]) - len(r))
+        vals = [None if r[i] in NULLS else r[i] for i in keep]
+        if any(v is not None for v in vals):
+            recs.append(vals)
+    for j in range(len(header)):
+        cells = [rec[j] for rec in recs if rec[j] is not None]
+        nums = [_number(v) for v in cells]
+        if cells and all(x is not None for x in nums):
+            ints = all(math.isfinite(x) and x == round(x) for x in nums) and len(cells) == len(recs)
+            for rec in recs:
+                if rec[j] is not None:
+                    rec[j] = int(float(rec[j])) if ints else float(rec[j])
+    out = []
+    for rec in recs:
+        d: dict[str, Any] = {}
+        for h, v in zip(header, rec):
+            d.setdefault(h, v)          # a repeated header name: its first column, as pandas' "M" vs "M.1"
+        out.append(d)
+    return header, out
+
+
 def read_shapes_csv(path: str | os.PathLike, variant: str | KernelVariant) -> list[dict]:
-    from .csvtools import read_tuned_csv     # pandas: only when a user CSV is read
     name, columns = _columns_for(variant)
-    df = read_tuned_csv(Path(path) if not isinstance(path, Path) else path)
-    by_lower = {}
-    for c in df.columns:
+    header, records = read_table_rows(Path(path))
+    by_lower: dict[str, str] = {}
+    for c in header:
         by_lower.setdefault(c.lower(), c)
     missing = [c for c in columns if c.lower() not in by_lower]
     if missing:
         raise ValueError(
             f"{path}: missing column(s) {', '.join(missing)} for variant {name} "
-            f"(expected header: {','.join(columns)}; found: {','.join(map(str, df.columns)) or 'nothing'})")
+            f"(expected header: {','.join(columns)}; found: {','.join(header) or 'nothing'})")
     out, seen = [], set()
-    for rownum, rec in enumerate(df.to_dict("records"), start=2):
+    for rownum, rec in enumerate(records, start=2):
         shape = {}
         for c in columns:
             v = rec[by_lower[c.lower()]]

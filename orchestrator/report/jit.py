@@ -3,7 +3,8 @@
 
 Context key read (``orchestrator.steps.jitprofile.collect``)::
 
-    jit_profile: {"modules": [{"phase", "module", "cost_s", "failed", "builds", "node_log", "local_log",
+    jit_profile: {"builds", "minimum",
+                  "modules": [{"phase", "module", "reason", "cost_s", "failed", "builds", "node_log", "local_log",
                                "edges", "wall_s", "busy_s", "parallelism", "critical_s",
                                "slowest": [{"output", "seconds", "start_s", "end_s"}],
                                "critical_path": [{...same}]}],
@@ -37,15 +38,20 @@ def jit_view(ctx: Mapping[str, Any], table_cls) -> dict[str, Any]:
     v["jit_headline"] = (f"{len(mods)} module build(s) during the job, {total:.1f} s in total (AITER's "
                          f"'finish build' cost); the longest: {worst['module']} ({worst['phase']}, "
                          f"{_s(worst.get('cost_s') or worst.get('wall_s'))} s).")
+    if prof.get("minimum") is not None:
+        n = prof.get("builds") or len(mods)
+        v["jit_headline"] += (f" {n} build(s) against a minimum of {prof['minimum']} for this job (each module "
+                              "once per phase; none after promotion where it reused the after arm's module).")
     if any(m["phase"] == "after promotion" for m in mods):
         v["jit_headline"] += (" The builds after promotion were paid by the engaged-at-runtime check (a fresh "
                               "process on the live configuration): the next server start imports those modules.")
-    t = table_cls(["phase", "module", "finish build s", "ninja wall s", "edges", "parallelism",
-                   "critical path s", "slowest unit"],
-                  [False, False, True, True, True, True, True, False])
+    t = table_cls(["phase", "module", "builds", "reason", "finish build s", "ninja wall s", "edges",
+                   "parallelism", "critical path s", "slowest unit"],
+                  [False, False, True, False, True, True, True, True, True, False])
     for m in mods:
         slow = (m.get("slowest") or [None])[0]
-        t.add([m["phase"], m["module"] + (" (failed)" if m.get("failed") else ""), _s(m.get("cost_s")),
+        t.add([m["phase"], m["module"] + (" (failed)" if m.get("failed") else ""), str(m.get("builds") or 0),
+               m.get("reason") or DASH, _s(m.get("cost_s")),
                _s(m.get("wall_s")), DASH if not m.get("edges") else str(m["edges"]),
                DASH if m.get("parallelism") is None else f"{m['parallelism']:.1f}x", _s(m.get("critical_s")),
                f"{slow['output']} ({slow['seconds']:.1f} s)" if slow else DASH],

@@ -92,6 +92,8 @@ def outcome_view(ctx: Mapping[str, Any], table_cls) -> dict[str, Any]:
                       [False, False, False, True, True, True, False])
         for s in eng.get("shapes") or []:
             hit = "" if s.get("hit") is None else ("yes" if s["hit"] else "no")
+            if s.get("hit") and (s.get("module") or "").endswith("_cktile"):
+                hit += f" ({s['module']})"    # served through the table's sibling module (issue 26)
             t.add([_label(s.get("key") or {}), "yes" if s.get("engaged") else "no", hit,
                    _num(s.get("value")), _num(s.get("before")), _num(s.get("after")), s.get("reason") or ""],
                   row_class="improved" if s.get("engaged") else "regressed")

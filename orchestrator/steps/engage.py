@@ -16,10 +16,14 @@ from ..context import Ctx
 from ..remote.shell import Cmd
 from .bench import announced, measured_by_call, plan_bench, prepare_ops
 from ..outcome.keys import norm_key_value
+from ..variants import jit_modules, table_modules
 
 # GEMM / batched hit and miss lines (aiter-formats.md §3.1); MoE (§3.2) is judged by its time alone
 _GEMM = re.compile(r"shape (?:is )?(?:B:\s*(?P<b>\d+), )?M:\s*(?P<m>\d+), N:\s*(?P<n>\d+), K:\s*(?P<k>\d+)")
 _PADDED = re.compile(r"found padded_M: (\d+)")
+_KERNEL = re.compile(r"kernel ?name is (\S+?)!", re.I)
+_LIBTYPE = re.compile(r"libtype is (\w+)!")
+_LOADED = re.compile(r"(?:import|finish build) \[(module_\w+)\]")
 
 
 def lookup_hits(text: str) -> dict[tuple, dict]:
@@ -32,10 +36,22 @@ def lookup_hits(text: str) -> dict[tuple, dict]:
         key = tuple(int(m.group(g)) for g in ("b", "m", "n", "k") if m.group(g) is not None)
         hit = "not found" not in line and ("is tuned" in line or "found padded_M" in line)
         p = _PADDED.search(line)
-        cur = out.setdefault(key, {"hit": False, "padded_m": None})
+        cur = out.setdefault(key, {"hit": False, "padded_m": None, "kernel": None, "libtype": None})
         if hit:
-            cur.update(hit=True, padded_m=int(p.group(1)) if p else None)
+            kn, lib = _KERNEL.search(line), _LIBTYPE.search(line)
+            cur.update(hit=True, padded_m=int(p.group(1)) if p else None, kernel=kn.group(1) if kn else None,
+                       libtype=lib.group(1) if lib else None)
     return out
+
+
+def _own_module(ctx: Ctx, h: dict | None) -> str | None:
+    """The module a hit row is compiled into when it is not the table's main one: a cktile row (its
+    libtype, or a cktile kernel name) is served through the table's ``*_cktile`` module (issue 26)."""
+    if not h or not h["hit"]:
+        return None
+    cktile = h.get("libtype") == "cktile" or "cktile" in (h.get("kernel") or "")
+    mods = [m for m in table_modules(ctx.variant.name, ctx.profile.name) if m.endswith("_cktile")]
+    return mods[0] if cktile and mods else None
 
 
 def lookup_key(variant, shape: dict) -> tuple | None:
@@ -107,6 +123,7 @@ def check(ctx: Ctx, promoted_keys: list[list], comparison_rows: dict[tuple, dict
     values = {tuple(norm_key_value(r["key"][c]) for c in cols): r["value"]
               for r in measured_by_call(variant.bench, run_shapes, text, [c.shapes for c in calls])}
     hits = lookup_hits(text)
+    loaded = set(_LOADED.findall(text))
     skipped_keys = {tuple(norm_key_value(v) for v in k[-len(cols):]) for k in skipped}
     for s in shapes:
         k = tuple(norm_key_value(s[c]) for c in cols)
@@ -116,6 +133,7 @@ def check(ctx: Ctx, promoted_keys: list[list], comparison_rows: dict[tuple, dict
         h = hits.get(lk) if lk else None
         near_after = (now is not None and before is not None and after is not None
                       and abs(now - after) < abs(now - before))
+        own = _own_module(ctx, h)
         reason = ""
         if k in skipped_keys:
             reason = "duplicate key in model_configs/ (not promoted)"
@@ -126,11 +144,14 @@ def check(ctx: Ctx, promoted_keys: list[list], comparison_rows: dict[tuple, dict
                       "or CU_NUM/GPU_ARCHS overrides)")
         elif h is not None and h["padded_m"] not in (None, lk[-3]):
             reason = f"served through the padded-M bucket M={h['padded_m']}, not its own row"
+        elif own and own not in loaded:
+            reason = f"a {own.rsplit('_', 1)[-1]} row, but the fresh process did not load its module {own}"
         elif not near_after:
             reason = "time as before promotion: stale JIT module (restart the server / AITER_REBUILD=1)"
         engaged = not reason
         out["engaged"] += int(engaged)
         out["shapes"].append({"key": {c: s[c] for c in cols}, "engaged": engaged, "reason": reason,
                               "hit": None if h is None else h["hit"], "value": now,
+                              "module": own or (next(iter(jit_modules(variant.name)), None) if h and h["hit"] else None),
                               "before": before, "after": after})
     return out

@@ -132,6 +132,32 @@ def collect(ctx: Ctx) -> dict[str, Any] | None:
                                 "truncated": False, "log_version": None, **profile([])})
     if not modules:
         return None
-    out = {"modules": modules, "missing": [m for m in res.get("missing") or [] if m.get("module")]}
+    minimum = _reasons(ctx, modules)
+    out = {"modules": modules, "missing": [m for m in res.get("missing") or [] if m.get("module")],
+           "builds": sum(m["builds"] for m in modules), "minimum": minimum}
     atomic_write(ctx.job_dir / "jit_profile.json", json.dumps(out, indent=1).encode())
     return out
+
+
+WHY = {"before benchmark": "the live module was missing or not current for the live table: built from it in "
+                           "the arm's private dir",
+       "tuning": "the tuner's own module (every candidate instance), once per install",
+       "after benchmark": "from the staging table (the tuned rows) in the arm's private dir",
+       "after promotion": "promotion moved the live module aside; the engaged check's fresh process built it "
+                          "from the promoted table"}
+
+
+def _reasons(ctx: Ctx, modules: list[dict]) -> int:
+    """Each build's reason (``reason``) and the job's minimum number of builds: each module once per phase,
+    and none after promotion for a module promotion reused from the after arm (issue 26)."""
+    rounds = (ctx.job.remote.get("promotion") or {}).get("rounds") or []
+    reused = {Path(p).stem for r in rounds for p in r.get("reused_modules") or []}
+    minimum = 0
+    for m in modules:
+        avoidable = m["phase"] == LAST and m["module"] in reused
+        m["reason"] = ("rebuilt although promotion reused the after arm's module" if avoidable
+                       else WHY.get(m["phase"], ""))
+        if m["builds"] > 1:
+            m["reason"] += f"; built {m['builds']} times (once is enough)"
+        minimum += 0 if avoidable or not m["builds"] else 1
+    return minimum

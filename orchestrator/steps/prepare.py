@@ -151,13 +151,15 @@ def _arm_env(ctx: Ctx, live: str, staging: str, live_exists: bool) -> tuple[dict
 def _seed_line(ctx: Ctx, live: str, before_env: dict, live_exists: bool) -> str:
     """Shell prefix of the before arm: the live modules that are current for the live table are copied
     (``cp -p``) into the arm's private JIT dir, so it measures what the server runs without building it
-    again. Current = the ``.so`` is newer than the live table (built after its last change; docs/internals.md
-    "JIT builds per job"); a stale or missing one is left out and built there as before. Not when the
+    again. Current = the ``.so`` was written after the live table's last inode change (its mtime is newer
+    than the table's ctime, which ``cp -a``, ``touch`` or ``tar`` cannot set back: a table restored that way
+    is not taken for the one the module was built from; docs/internals.md "JIT builds per job"); a stale or
+    missing one is left out and built there as before. Not when the
     runtime merges several tables (its module comes from the merged copy) or the table does not exist.
     Every other live module (not fed by this table: module_aiter_enum, MoE 2-stage, other families) is
     copied as well: the job changes none of them."""
-    from ..variants import jit_modules
-    modules = jit_modules(ctx.variant.name)
+    from ..variants import table_modules
+    modules = table_modules(ctx.variant.name, ctx.profile.name)
     configured = before_env.get(ctx.variant.config_env, "")
     live_dir = live_jit_dir(ctx)
     if not live_dir:
@@ -165,10 +167,16 @@ def _seed_line(ctx: Ctx, live: str, before_env: dict, live_exists: bool) -> str:
     jit = before_env["AITER_JIT_DIR"]
     parts = [render(Cmd(("mkdir", "-p", jit))), _unchanged_modules(live_dir, modules, jit)]
     if live_exists and ":" not in configured:
-        for m in modules:
-            so = f"{live_dir}/{m}.so"
-            parts.append(f"if [ {quote(so)} -nt {quote(live)} ]; then {render(Cmd(('cp', '-p', so, jit + '/')))}; fi")
+        parts.extend(copy_if_current(live_dir, m, live, jit) for m in modules)
     return "; ".join(parts) + "; "
+
+
+def copy_if_current(live_dir: str, module: str, table: str, jit: str) -> str:
+    """Shell line: copy ``module`` into ``jit`` when it is current for ``table``: its mtime is newer than
+    the table's ctime (the last change of the table's inode: content, rename, ``cp -a``, ``touch``)."""
+    so = f"{live_dir}/{module}.so"
+    newer = render(Cmd(("find", so, "-newermc", table)))
+    return f"if [ -n \"$({newer} 2>/dev/null)\" ]; then {render(Cmd(('cp', '-p', so, jit + '/')))}; fi"
 
 
 def _unchanged_modules(live_dir: str, fed: list[str], jit: str) -> str:
@@ -283,11 +291,12 @@ def run(ctx: Ctx) -> None:
         # (a re-run of the step must not reuse a module built from an earlier staging table): no
         # AITER_REBUILD, which would rebuild every module in every call of the first sample (issue 26)
         first = again = [Cmd(c.argv, env=after_env, cwd=c.cwd) for c in bench_cmds]
-        from ..variants import jit_modules
+        from ..variants import table_modules
         parts = [render(Cmd(("rm", "-rf", after_env["AITER_JIT_DIR"]))),
                  render(Cmd(("mkdir", "-p", after_env["AITER_JIT_DIR"])))]
         if live_jit_dir(ctx):   # the modules the staging table does not feed: reused from the live install
-            parts.append(_unchanged_modules(live_jit_dir(ctx), jit_modules(variant.name), after_env["AITER_JIT_DIR"]))
+            parts.append(_unchanged_modules(live_jit_dir(ctx), table_modules(variant.name, ctx.profile.name),
+                                            after_env["AITER_JIT_DIR"]))
         for n in range(1, repeats + 1):
             parts.append(_sample("after", n, first if n == 1 else again))
             if n < repeats:

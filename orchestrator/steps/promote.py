@@ -18,7 +18,7 @@ from ..errors import TuneRemoteError, UsageError
 from ..remote.shell import Cmd
 from ..state import JobState, atomic_write
 from ..outcome.compare import Comparison, norm_key_value
-from ..variants import JIT_MODULES
+from ..variants import table_modules
 
 MODES = ("proven", "all", "none")
 def backup_dir(ctx: Ctx) -> str:
@@ -63,14 +63,13 @@ def promote(ctx: Ctx, mode: str, then=None) -> dict:
     if mode not in MODES:
         raise UsageError(f"unknown promote mode {mode!r}", hint="one of: " + ", ".join(MODES))
     keys = chosen_keys(ctx, mode)
-    module = JIT_MODULES.get(variant.name)
     after = then(keys) if then and keys else []
     req = {
         "live": job.remote.live_csv, "staging": job.remote.tuned_csv, "backup_dir": backup_dir(ctx),
         "key_columns": list(variant.key_columns), "keys": [[str(v) for v in k] for k in keys],
         "gfx": job.facts.gfx,  # used only when the table has a gfx column
         "cu_num": str(job.facts.cu_num) if job.facts.cu_num is not None else None,
-        "others": _others(ctx), "modules": [module] if module else [],
+        "others": _others(ctx), "modules": table_modules(variant.name, ctx.profile.name),
         "package_dir": job.facts.package_dir,
         "jit_dir_env": ({**(job.facts.env or {}), **ctx.target.container.env}.get("AITER_JIT_DIR")),
         "mode": mode,

@@ -69,10 +69,17 @@ def test_demo_runs_to_a_report_that_matches_the_perf_model(ws, capsys, profile, 
         assert m["cost_s"] >= m["wall_s"] > 0 and m["critical_path"][-1]["output"] == "module_gemm_a8w8_blockscale.so"
         assert Path(m["local_log"]).read_text() == Path(m["node_log"]).read_text()
     staging = pd.read_csv(job / Path(state["remote"]["tuned_csv"]).name)
-    kernels = {f"{k}.cuda.o" for k in staging[staging["libtype"].isin(["ck", "cktile"])]["kernelName"]}
+    # one table, two modules: the ck rows compile into the main one, the cktile rows into its _cktile sibling
+    kernels = {f"{k}.cuda.o" for k in staging[staging["libtype"] == "ck"]["kernelName"]}
     after = mods[("after benchmark", "module_gemm_a8w8_blockscale")]
     assert after["edges"] == len(kernels) + 3     # + dispatch TU, pybind TU, link
     assert after["slowest"][0]["output"] in kernels
+    cktile = {f"{k}.cuda.o" for k in staging[staging["libtype"] == "cktile"]["kernelName"]}
+    if ("after benchmark", "module_gemm_a8w8_blockscale_cktile") in mods:
+        assert mods[("after benchmark", "module_gemm_a8w8_blockscale_cktile")]["edges"] == len(cktile) + 3
+    # every build with its reason, and the count against the job's minimum (issue 26)
+    assert all(m["reason"] for m in prof["modules"]) and 0 < prof["minimum"] <= prof["builds"]
+    assert f"{prof['builds']} build(s) against a minimum of {prof['minimum']}" in md
     assert "## JIT cold builds" in md and "### Critical path" in md and 'id="jit"' in (job / "report.html").read_text()
     # the node has its own copy of the report next to the logs
     assert Path(state["remote"]["report_md"]).read_text() == md

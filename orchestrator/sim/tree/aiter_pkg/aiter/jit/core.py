@@ -203,9 +203,13 @@ def _units(md_name, rows):
     CSV (gen_instances.py --tune_file), the dispatch TU and the pybind TU. torch's ninja writer names an
     object after its source file (``x.cu`` -> ``x.cuda.o``) in the build dir."""
     base = md_name.replace("module_", "", 1)
+    # one CSV feeds several modules: a _cktile module compiles its cktile rows, module_deepgemm_opus the
+    # opus rows, the main module the rest (optCompilerConfig.json blob_gen_cmd)
+    own = "cktile" if md_name.endswith("_cktile") else "opus" if md_name == "module_deepgemm_opus" else None
     kernels = []
     for r in rows or []:
-        if str(r.get("libtype", "ck")).strip() in ("hipblaslt", "asm", "triton", "flydsl"):
+        lib = str(r.get("libtype") or "ck").strip()
+        if lib in ("hipblaslt", "asm", "triton", "flydsl") or (lib if lib in ("cktile", "opus") else None) != own:
             continue
         for c in ("kernelName", "kernelName1", "kernelName2"):
             k = str(r.get(c) or "").strip()

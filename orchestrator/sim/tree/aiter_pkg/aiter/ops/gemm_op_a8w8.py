@@ -49,7 +49,20 @@ def get_GEMM_config_with_quant_type(M, N, K, q_dtype_w, tuned_file=None):
     return config
 
 
-def _run(variant, md_name, tuned_file, M, N, K, q_dtype_w=None):
+# a row whose libtype has its own module is served through it (aiter/jit/optCompilerConfig.json: the CSV
+# compiles the main module, its _cktile sibling and, for blockscale bpreshuffle, module_deepgemm_opus)
+_SIBLING = {"cktile": lambda md: md + "_cktile", "opus": lambda md: "module_deepgemm_opus"}
+
+
+def module_for(md_name, config):
+    """The module that serves a shape whose Python-side lookup found ``config`` (None: the default kernel
+    of the main module)."""
+    lib = str((config or {}).get("libtype") or "ck").strip()
+    return _SIBLING[lib](md_name) if lib in _SIBLING else md_name
+
+
+def _run(variant, main, tuned_file, M, N, K, q_dtype_w=None, config=None):
+    md_name = module_for(main, config)
     mod = get_module(md_name, tuned_file)
     shape = {"m": M, "n": N, "k": K}
     extra = ()
@@ -60,6 +73,8 @@ def _run(variant, md_name, tuned_file, M, N, K, q_dtype_w=None):
         cols = ("M", "N", "K", "q_dtype_w")
     row, padded_M = module_table(mod, cols).find_padded(M, N, K, extra=extra)
     tuned_from = None
+    if row is not None and module_for(main, row) != md_name:
+        row = None   # the row is compiled into another module of the table, not into this one
     if row is not None:
         tuned_from = dict(shape, m=padded_M)
     return bench_us(variant, shape, get_gfx(), get_cu_num(), tuned_from)
@@ -67,14 +82,14 @@ def _run(variant, md_name, tuned_file, M, N, K, q_dtype_w=None):
 
 def gemm_a8w8_blockscale(M, N, K, dtype=None):
     f = AITER_CONFIGS.AITER_CONFIG_GEMM_A8W8_BLOCKSCALE_FILE
-    get_CKGEMM_config(M, N, K, f)
-    return _run("a8w8_blockscale", "module_gemm_a8w8_blockscale", f, M, N, K)
+    config = get_CKGEMM_config(M, N, K, f)
+    return _run("a8w8_blockscale", "module_gemm_a8w8_blockscale", f, M, N, K, config=config)
 
 
 def gemm_a8w8_blockscale_bpreshuffle(M, N, K, dtype=None):
     f = AITER_CONFIGS.AITER_CONFIG_GEMM_A8W8_BLOCKSCALE_BPRESHUFFLE_FILE
-    get_CKGEMM_config(M, N, K, f)
-    return _run("a8w8_blockscale_bpreshuffle", "module_gemm_a8w8_blockscale_bpreshuffle", f, M, N, K)
+    config = get_CKGEMM_config(M, N, K, f)
+    return _run("a8w8_blockscale_bpreshuffle", "module_gemm_a8w8_blockscale_bpreshuffle", f, M, N, K, config=config)
 
 
 def gemm_a8w8_CK(M, N, K, q_dtype_w, dtype=None):
@@ -85,5 +100,5 @@ def gemm_a8w8_CK(M, N, K, q_dtype_w, dtype=None):
 
 def gemm_a8w8_bpreshuffle(M, N, K, q_dtype_w, dtype=None):
     f = AITER_CONFIGS.AITER_CONFIG_GEMM_A8W8_BPRESHUFFLE_FILE
-    get_GEMM_config_with_quant_type(M, N, K, q_dtype_w, f)
-    return _run("a8w8_bpreshuffle", "module_gemm_a8w8_bpreshuffle", f, M, N, K, q_dtype_w)
+    config = get_GEMM_config_with_quant_type(M, N, K, q_dtype_w, f)
+    return _run("a8w8_bpreshuffle", "module_gemm_a8w8_bpreshuffle", f, M, N, K, q_dtype_w, config=config)
