@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import signal
+from pathlib import Path
 
 import pytest
 
@@ -86,7 +87,10 @@ def test_watch_once_over_a_growing_then_rotated_log(node, tmp_path):
     assert cp.returncode == 0 and out[-1]["jobs"] == [], desc(cp)
     (up,) = [e for e in bed.ledger() if e["event"] == "upgrade"]
     assert up["changed"] == {"rocm_version": [old, "9.9.9"]} and up["target"].startswith(bed.node.alias)
-    assert "recheck" in up
+    # the upgrade ran a recheck of every row the earlier cycles promoted there
+    promoted = sum(e["rows"] for e in bed.ledger() if e["event"] == "promoted")
+    assert promoted and up["recheck"] not in ("failed", "none", "unavailable"), up
+    assert (Path(up["recheck"]) / "recheck.csv").is_file() and sum(up["counts"].values()) == promoted, up
 
 
 def test_watch_killed_mid_job_is_reattached_once(node, tmp_path):
