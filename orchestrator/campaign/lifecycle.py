@@ -6,17 +6,28 @@ the kind saved in the job (sources.py), so nothing here names one.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Callable
 
 from ..context import Settings
 from ..errors import ConnectionLost, TuneRemoteError, UsageError
 from ..inventory import Inventory
+from ..records import Campaign
 from ..state import TERMINAL, JobState, Status, Workspace
 from . import driver
 from .plan import plan_lines
 from .sources import begin, open_source, source_class, source_kind
 from .targets import SourceEnv, TargetRef
+
+
+def new_job(job_id: str, nodes: list[str], container: str | None, variants: list[str], request: dict) -> JobState:
+    """A new campaign's job (not saved): its targets' nodes, the one container when one was named, the
+    variants and the run's request; ``start`` plans it and creates its target jobs."""
+    job = JobState(job_id=job_id, node=",".join(nodes), container=container or "", variant=",".join(variants),
+                   created=time.time(), request=dict(request, variants=list(variants)))
+    job.request.campaign = Campaign(nodes=list(nodes), container=container, sub_jobs=[])
+    return job
 
 
 @dataclass

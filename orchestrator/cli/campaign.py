@@ -3,13 +3,11 @@ checked and handed to ``campaign/lifecycle.py``, which runs the campaign whateve
 the confirmation and the outcome on this terminal."""
 from __future__ import annotations
 
-import time
 
 import click
 
 from ..errors import JobError, UsageError
 from ..inventory import Inventory
-from ..records import Campaign
 from ..state import JobState
 from ..variants import get_variant
 from .base import Env, finish_job
@@ -47,9 +45,7 @@ def run_campaign(env: Env, inv: Inventory, nodes, container, variants, request, 
     if env.workspace.exists(job_id):
         raise UsageError(f"job {job_id} already exists in {env.workspace.root}",
                          hint=f"use `tune-remote resume {job_id}` or choose another --job-id")
-    job = JobState(job_id=job_id, node=",".join(nodes), container=container or "", variant=",".join(variants),
-                   created=time.time(), request=dict(request, variants=list(variants)))
-    job.request.campaign = Campaign(nodes=list(nodes), container=container, sub_jobs=[])
+    job = lifecycle.new_job(job_id, nodes, container, variants, request)
     kind, options = ("slurm", {"cluster": slurm, "nodes": slurm_nodes, "dry_run": dry_run}) if slurm else \
         ("demo" if request.get("demo_nodes") else "inventory", {})
     _carried(env, job, settings, lambda console: lifecycle.start(

@@ -119,16 +119,13 @@ class Launcher:
         from ..campaign import lifecycle
         console = lifecycle.Console(ui=self.ui, show=self.ui.event, confirm=None)
         if job is not None:
-            job.request["detach"] = False
+            job.request.detach = False
             lifecycle.carry(self.ws, job, self.inventory, self.settings, console)
             return job
         nodes = list(dict.fromkeys(t.node for t in targets))
         containers = sorted({t.container for t in targets})
         container = containers[0] if len(containers) == 1 else None
-        request = self.request(job_id, variant, shapes)
-        job = JobState(job_id=job_id, node=",".join(nodes), container=container or "", variant=variant,
-                       created=time.time(), request=dict(request, variants=[variant]))
-        job.request["campaign"] = {"nodes": nodes, "container": container, "sub_jobs": []}
+        job = lifecycle.new_job(job_id, nodes, container, [variant], self.request(job_id, variant, shapes))
         lifecycle.start(self.ws, job, "inventory", {}, self.inventory, self.settings, console, False)
         return job
 
@@ -136,7 +133,7 @@ class Launcher:
         out = Outcome(job.job_id, str(job.state), list(job.shapes or []), error=job.error,
                       detached=job.state not in TERMINAL)
         subs = []
-        if job.request.get("campaign"):
+        if job.is_campaign:
             from ..campaign.driver import sub_jobs
             subs = sub_jobs(job, self.ws)
         jobs = subs or [job]
