@@ -134,6 +134,24 @@ class JobState:
         return job
 
 
+def hold_lock(path: Path, command: str) -> tuple[int | None, dict]:
+    """Take the exclusive lock ``path`` for this process (until it closes the fd or exits) and write who holds
+    it there: ``(fd, {})``; when another process holds it, ``(None, what that one wrote)``."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        try:
+            who = json.loads(os.read(fd, 4096) or b"{}")
+        except ValueError:
+            who = {}
+        os.close(fd)
+        return None, who
+    os.ftruncate(fd, 0)
+    os.write(fd, json.dumps({"pid": os.getpid(), "command": command, "since": time.time()}).encode())
+    return fd, {}
+
+
 _OWNED: dict[str, int] = {}     # job dirs this process drives -> the fd holding their .lock (until exit)
 
 
@@ -157,21 +175,12 @@ class Workspace:
         if os.path.abspath(self.job_dir(job_id)) in _OWNED:
             return
         d = self._dir(job_id)
-        fd = os.open(d / ".lock", os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            try:
-                who = json.loads(os.read(fd, 4096) or b"{}")
-            except ValueError:
-                who = {}
-            os.close(fd)
+        fd, who = hold_lock(d / ".lock", command)
+        if fd is None:
             raise JobError(f"job {job_id} is being driven by another tune-remote process "
                            f"(pid {who.get('pid', '?')}: tune-remote {who.get('command', '?')})",
                            hint=f"follow it with `tune-remote logs {job_id} -f` or `tune-remote status {job_id}`; "
-                                "the job is free again as soon as that process ends") from None
-        os.ftruncate(fd, 0)
-        os.write(fd, json.dumps({"pid": os.getpid(), "command": command, "since": time.time()}).encode())
+                                "the job is free again as soon as that process ends")
         _OWNED[os.path.abspath(d)] = fd
 
     def driven_elsewhere(self, job_id: str) -> bool:

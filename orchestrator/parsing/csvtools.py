@@ -40,16 +40,14 @@ from __future__ import annotations
 import io
 import math
 import os
-import re
 from pathlib import Path
 from typing import Any, Iterable
 
 import pandas as pd
 
-from ..errors import UsageError
 from ..remote.helpers.text import key_text
 from ..variants import MOE_KEY
-from .untuned import CONFLICT as _CONFLICT, NULLS as _NULLS
+from .untuned import NULLS as _NULLS, refuse_conflict_markers
 
 __all__ = [
     "read_tuned_csv", "key_columns", "merge_tuned", "merge_tuned_report", "diff_tuned", "LEGACY_CU_NUM_TO_GFX",
@@ -103,12 +101,7 @@ def read_tuned_csv(path_or_text: str | os.PathLike) -> pd.DataFrame:
     op_tests/tuning_tests/test_csv_validation (newest releases) fails it: pandas would read the marker
     lines as rows and AITER would load them."""
     text, label = _read_text(path_or_text)
-    bad = _CONFLICT.search(text)
-    if bad:
-        line = text.count("\n", 0, bad.start()) + 1
-        raise UsageError(f"{label} has a git-conflict marker at line {line} ({bad.group(1)})",
-                         hint="resolve the merge conflict in the table first (AITER's tuning_tests "
-                              "test_csv_validation rejects it too)")
+    refuse_conflict_markers(text, label)
     if not text.strip():
         return pd.DataFrame()
     try:

@@ -117,6 +117,19 @@ def _number(v: str) -> float | None:
     return x
 
 
+def refuse_conflict_markers(text: str, label) -> None:
+    """A table holding git-conflict markers is refused (UsageError), as AITER's
+    op_tests/tuning_tests/test_csv_validation (newest releases) fails it: a CSV reader would take the marker
+    lines as rows and AITER would load them."""
+    bad = CONFLICT.search(text)
+    if bad:
+        from ..errors import UsageError
+        line = text.count("\n", 0, bad.start()) + 1
+        raise UsageError(f"{label} has a git-conflict marker at line {line} ({bad.group(1)})",
+                         hint="resolve the merge conflict in the table first (AITER's tuning_tests "
+                              "test_csv_validation rejects it too)")
+
+
 def read_table_rows(path: Path) -> tuple[list[str], list[dict]]:
     """A small CSV read as ``csvtools.read_tuned_csv`` reads it, with the stdlib (the CLI checks a user's
     --shapes-csv before it connects; pandas loads meanwhile): header names and cells stripped, ``Unnamed``
@@ -124,14 +137,8 @@ def read_table_rows(path: Path) -> tuple[list[str], list[dict]]:
     (ints when every value is integral); a git-conflict marker refused (UsageError)."""
     import csv
     import io
-    from ..errors import UsageError
     text = path.read_text(encoding="utf-8", errors="replace")
-    bad = CONFLICT.search(text)
-    if bad:
-        line = text.count("\n", 0, bad.start()) + 1
-        raise UsageError(f"{path} has a git-conflict marker at line {line} ({bad.group(1)})",
-                         hint="resolve the merge conflict in the table first (AITER's tuning_tests "
-                              "test_csv_validation rejects it too)")
+    refuse_conflict_markers(text, path)
     rows = [[c.strip() for c in r] for r in csv.reader(io.StringIO(text), skipinitialspace=True)]
     rows = [r for r in rows if r]
     if not rows:

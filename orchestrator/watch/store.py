@@ -4,7 +4,6 @@ a cycle's reading or did not), ``ledger.jsonl`` (one JSON object per line, ``ts`
 happened, appended and flushed as it happens) and ``lock`` (an ``flock`` held while a watch of NAME runs)."""
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import re
@@ -12,7 +11,7 @@ import time
 from pathlib import Path
 
 from ..errors import JobError, UsageError
-from ..state import atomic_write
+from ..state import atomic_write, hold_lock
 
 EVENTS = ("cycle", "seen", "job", "promoted", "skipped", "upgrade")
 OPEN_STATES = ("running",)
@@ -49,21 +48,12 @@ class WatchStore:
     def lock(self, command: str = "watch") -> None:
         """Two watches of one NAME never run at once: the second exits 1 naming the first."""
         self.dir.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.dir / "lock", os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            try:
-                who = json.loads(os.read(fd, 4096) or b"{}")
-            except ValueError:
-                who = {}
-            os.close(fd)
+        fd, who = hold_lock(self.dir / "lock", command)
+        if fd is None:
             raise JobError(f"watch {self.name} is already running (pid {who.get('pid', '?')}, since "
                            f"{time.strftime('%H:%M:%S', time.localtime(who.get('since', 0)))})",
                            hint=f"its ledger: {self.ledger_path}; stop that process first (SIGTERM), or "
-                                "give this one another --name") from None
-        os.ftruncate(fd, 0)
-        os.write(fd, json.dumps({"pid": os.getpid(), "command": command, "since": time.time()}).encode())
+                                "give this one another --name")
         self._lock_fd = fd
 
     def unlock(self) -> None:
