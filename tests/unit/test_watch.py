@@ -335,19 +335,7 @@ def test_upgrade_seen_through_the_node_helper_on_a_simulated_node(tmp_path):
 
 
 # -- the command line ------------------------------------------------------------------------------
-INV = """nodes:
-  n1:
-    host: 127.0.0.1
-    port: 1
-    containers:
-      c1: {}
-  n2:
-    host: 127.0.0.1
-    port: 1
-    containers:
-      c1: {}
-      c2: {}
-"""
+from tests.unit.test_cli_usage import INV  # noqa: E402  (two unreachable nodes, three containers)
 
 
 @pytest.mark.parametrize("argv,needle", [
