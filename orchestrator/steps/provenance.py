@@ -21,11 +21,11 @@ def aiter_commit(facts: dict) -> str | None:
 
 
 def tuner_command(job: JobState) -> str | None:
-    argv = job.remote.get("tune_argv")
-    if not argv:
-        return None
+    """The tuner command line(s): with --moe-tuners both, the --mxfp4-flydsl one on a second line."""
     env = job.remote.get("tune_env") or {}
-    return " ".join([*(["env", *(f"{k}={quote(v)}" for k, v in env.items())] if env else []), *map(quote, argv)])
+    lines = [" ".join([*(["env", *(f"{k}={quote(v)}" for k, v in env.items())] if env else []), *map(quote, argv)])
+             for argv in (job.remote.get("tune_argv"), (job.remote.get("moe_flydsl") or {}).get("tune_argv")) if argv]
+    return "\n  ".join(lines) or None
 
 
 def provenance(job: JobState) -> str:
