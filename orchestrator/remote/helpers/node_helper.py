@@ -132,6 +132,7 @@ OPS = {
     "disk_free": "tables.op_disk_free",
     "jit_logs": "jitlogs.op_jit_logs",
     "run": "runcmd.op_run",
+    "tuning_guards": "guards.op_tuning_guards",
     INTERNAL_SUPERVISE: procs.op_supervise,
 }
 
