@@ -5,6 +5,7 @@ benchmarks both tables end to end, and keeps per shape the row whose benchmark i
 import csv
 import json
 import math
+import re
 from pathlib import Path
 
 import pytest
@@ -77,7 +78,11 @@ def test_both_tuners_keep_the_faster_row_per_shape(make_node, tmp_path, capsys, 
     for t, r in choices.items():
         assert float(cmp[t]["after"]) == pytest.approx(float(r[r["tuner"]]))
     html = (job / "report.html").read_text()
-    assert "tuner" in html and "flydsl" in html
+    assert 'id="moe-tuners"' in html and "flydsl_moe_mxfp4" in html      # the choice and the kernels kept
+    md = (job / "report.md").read_text()
+    section = md.split("## MoE tuner per shape", 1)[1].split("\n## ", 1)[0]
+    for t, tuner in expect.items():
+        assert re.search(rf"\|\s*{t} \| {tuner} \|", section), section
 
 
 def test_moe_tuners_refusals(make_node, tmp_path, capsys):
