@@ -165,19 +165,18 @@ def pick_tuners(ctx: Ctx, fly: list[dict], std: list[dict], fly_err: list[dict],
     fly_local = ctx.job_dir / moetuners.local_name(job.remote.get("moe_flydsl")["staging"])
     info = job.step_state("compare").info
     if local.is_file() and fly_local.is_file():
-        text, taken = moetuners.merged_table(local.read_text(), fly_local.read_text(), choices, keys,
-                                             job.facts.cu_num)
+        text, _ = moetuners.merged_table(local.read_text(), fly_local.read_text(), choices, keys, job.facts.cu_num)
         ctx.call("write_files", {"files": [{"path": job.remote.tuned_csv, "backup_dir": None, "content": text}]})
         atomic_write(local, text.encode())
         info["tuned"] = tuned_outcome(ctx)
-    else:
-        taken = 0
+    else:   # nothing merged: every shape keeps the standard row, and is measured as such
         job.note("--moe-tuners both: a staging table did not come back; the standard tuner's rows are kept")
+        return std, std_err
     by_key = {tuple(norm_key_value(c["key"][k]) for k in keys): c for c in choices}
     for k in (info.get("tuned") or {}).get("kernels") or []:
         c = by_key.get(tuple(norm_key_value(k.get(col)) for col in keys))
         if c:
-            k["tuner"] = c["tuner"] if c["tuner"] == "standard" or taken else "standard"
+            k["tuner"] = c["tuner"]
     lines = [",".join([*keys, "tuner", "standard", "flydsl"])]
     lines += [",".join([*(str(v) for v in c["key"].values()), c["tuner"],
                         *("" if c[p] is None else f"{c[p]:g}" for p in ("standard", "flydsl"))]) for c in choices]
