@@ -124,6 +124,7 @@ class JobRequest(Record):
     serve_cmd: Optional[str] = None
     tune_args: Optional[list] = None
     q_dtype_w: Optional[str] = None
+    moe_tuners: Optional[str] = None           # standard (absent) | flydsl | both (issue 30)
     max_m: Optional[int] = None
     budget: Optional[str] = None
     padded_m: Optional[bool] = None

@@ -33,14 +33,15 @@ def audit(env, files, node, container, cu_nums, as_json):
         raise UsageError("--container applies to --node", hint="tune-remote audit --node NODE --container NAME")
     if node and cu_nums:
         raise UsageError("--cu-num is for files: with --node the node's GPUs give it", hint="drop --cu-num")
+    merged_as = None
     if node:
-        tables, cu_nums, gfx = _live_tables(env, node, container)
+        tables, cu_nums, gfx, merged_as = _live_tables(env, node, container)
     else:
         from ..parsing.csvtools import LEGACY_CU_NUM_TO_GFX
         tables = [(p, tuned_table(p)) for p in files]
         gfxs = {LEGACY_CU_NUM_TO_GFX.get(c) for c in cu_nums}     # rows of another gfx: the wheel's, for other GPUs
         gfx = gfxs.pop() if len(gfxs) == 1 else None
-    findings = audit_tables(tables, cu_nums, gfx)
+    findings = audit_tables(tables, cu_nums, gfx, merged_as)
     if as_json:
         click.echo(json.dumps(findings))
     elif findings:
@@ -81,9 +82,27 @@ def node_ctx(env, node: str, container: str | None):
         runner.close()
 
 
+def config_env_tables(env_vars: dict, root: str) -> tuple[dict, list[str]]:
+    """The tables the container's ``AITER_CONFIG_*`` variables name, as AITER reads them: a ``:`` list that AITER
+    merges (and then neither the default table nor model_configs/), a relative path resolved against the aiter
+    root (the server's working directory in the usual launch). Returns {path: variable} and notes."""
+    out, notes = {}, []
+    for var, value in sorted(env_vars.items()):
+        if not var.startswith("AITER_CONFIG_") or not value:
+            continue
+        for p in (p for p in str(value).split(":") if p):
+            if not p.startswith("/"):
+                notes.append(f"{var}: {p} is relative; AITER resolves it against the server's working directory, "
+                             f"audited as {root}/{p}")
+                p = f"{root}/{p}"
+            out.setdefault(p, var)
+    return out, notes
+
+
 def _live_tables(env, node: str, container: str | None):
-    """The tuned tables of the container's AITER (``aiter/configs`` and its ``model_configs``) and the cu_num
-    and gfx of its GPUs: discover, then two manifest round trips (the listing, then the files inline)."""
+    """The tuned tables of the container's AITER (``aiter/configs`` and its ``model_configs``) and those its
+    ``AITER_CONFIG_*`` variables name, the cu_num and gfx of its GPUs, and which set AITER merges each env table
+    with: discover, then two manifest round trips (the listing, then the files inline)."""
     import pandas as pd
 
     from ..parsing.csvtools import read_tuned_csv
@@ -97,12 +116,20 @@ def _live_tables(env, node: str, container: str | None):
         listing = ctx.call("manifest", {"paths": dirs, "recursive": False}).get("dirs") or {}
         paths = [f"{d}/{name}" for d in dirs for name in listing.get(d) or []
                  if name.endswith(".csv") and "tuned" in name and "untuned" not in name]
+        named, notes = config_env_tables({**(facts.get("env") or {}), **ctx.target.container.env}, root)
+        paths += [p for p in named if p not in paths]
         got = ctx.call("manifest", {"paths": paths, "have": {p: "" for p in paths}, "inline_max": 16 << 20,
                                     "compress": True}).get("files") or {} if paths else {}
     cu = {c for c in [facts.get("cu_num"), *(facts.get("cu_nums") or [])] if isinstance(c, int)}
-    tables = []
+    tables, merged_as = [], {}
     for p in paths:
         meta = got.get(p) or {}
+        label = p.removeprefix(f"{root}/")
+        if p in named:
+            merged_as[label] = named[p]
+            if not meta or meta.get("missing") or meta.get("exists") is False:
+                notes.append(f"{named[p]} names {p}, which is not in the container")
+                continue
         if "data_z64" in meta:
             data = zlib.decompress(base64.b64decode(meta["data_z64"]))
         elif "data_b64" in meta:
@@ -110,8 +137,10 @@ def _live_tables(env, node: str, container: str | None):
         else:
             raise JobError(f"{ref.label}: {p} did not come back (too big or gone)", hint="audit a copy of it offline")
         text = data.decode("utf-8", "replace")
-        tables.append((p.removeprefix(f"{root}/"), read_tuned_csv(text) if text.strip() else pd.DataFrame()))
-    return tables, sorted(cu), facts.get("gfx")
+        tables.append((label, read_tuned_csv(text) if text.strip() else pd.DataFrame()))
+    for n in notes:
+        click.echo(f"note: {n}", err=True)
+    return tables, sorted(cu), facts.get("gfx"), merged_as
 
 
 def tuned_table(path: str):

@@ -14,7 +14,7 @@ OPTION_GROUPS = {
         {"name": "Where", "options": ["--node", "--container", "--slurm", "--slurm-nodes", "--gpus",
                                       "--force-cu-num", "--accept-new-host-key"]},
         {"name": "How to tune", "options": ["--batch", "--timeout", "--stall-timeout", "--tune-arg", "--splitk",
-                                            "--libtype", "--err-ratio"]},
+                                            "--libtype", "--err-ratio", "--moe-tuners"]},
         {"name": "Outcome", "options": ["--repeats", "--promote", "--serve-cmd"]},
         {"name": "Output", "options": ["--dry-run", "--job-id", "--detach", "--yes", "--help"]},
         GLOBAL,

@@ -87,6 +87,9 @@ def _validate_local_inputs(variant_name: str, logs, shapes_csv, nk, model=None, 
 @click.option("--splitk", is_flag=True, help="tuner -k: also try splitK kernels (skipped by default)")
 @click.option("--libtype", default=None, metavar="LIST", help="tuner --libtype (blockscale, bpreshuffle tuners)")
 @click.option("--err-ratio", type=click.FloatRange(0, 1), default=None, help="tuner --errRatio")
+@click.option("--moe-tuners", type=click.Choice(["standard", "flydsl", "both"]), default="standard",
+              show_default=True, help="FP4 MoE: the standard fused-MoE tuner, its --mxfp4-flydsl path, or both "
+                                      "with the faster row per shape by the end-to-end benchmark (aiter#5625)")
 @click.option("--q-dtype-w", default=None, metavar="DTYPE",
               show_default="torch.int8", help="weight dtype of --nk shapes for a8w8/a8w8_bpreshuffle, e.g. "
                    "torch.float8_e4m3fnuz (gfx942), torch.float8_e4m3fn (gfx950)")
@@ -106,7 +109,7 @@ def _validate_local_inputs(variant_name: str, logs, shapes_csv, nk, model=None, 
 def run(env: Env, node, container, variant, dry_run, slurm, slurm_nodes, logs, shapes_csv, nk, model, tp, m_preset,
         max_m, budget, table_from_log, padded_m, gpus,
         force_cu_num, batch, timeout,
-        tune_arg, splitk, libtype, err_ratio, q_dtype_w,
+        tune_arg, splitk, libtype, err_ratio, moe_tuners, q_dtype_w,
         stall_timeout, repeats, promote_mode, serve_cmd, job_id, yes, detach, accept_new_host_key):
     """Discover, mine shapes, benchmark, tune (detached on the node), re-benchmark, compare, report, fetch.
 
@@ -156,6 +159,8 @@ def run(env: Env, node, container, variant, dry_run, slurm, slurm_nodes, logs, s
         parse_duration(budget)            # a bad duration: one line, exit 2, before anything remote
     from ..steps.tuneargs import compose, normalize_q_dtype_w
     tune_args = compose(tune_arg, splitk=splitk, libtype=libtype, err_ratio=err_ratio)
+    from ..steps.moetuners import check_request
+    check_request(moe_tuners, variants)
     q_dtype_w = normalize_q_dtype_w(q_dtype_w, variants) if q_dtype_w else None
     claimed = None
     if not job_id:
@@ -172,6 +177,7 @@ def run(env: Env, node, container, variant, dry_run, slurm, slurm_nodes, logs, s
                    "nk": list(nk), "m_preset": m_preset, "gpus": gpu_list, "batch": batch, "timeout": timeout,
                    "stall_timeout": stall_timeout, "detach": detach, "repeats": repeats, "promote": promote_mode,
                    "serve_cmd": serve_cmd, "tune_args": tune_args, "q_dtype_w": q_dtype_w,
+                   **({"moe_tuners": moe_tuners} if moe_tuners != "standard" else {}),
                    "max_m": max_m, "budget": budget, "padded_m": padded_m, "table_from_log": table_from_log,
                    "force_cu_num": force_cu_num, "model": model_cfg, "tp": tp}
         if campaign:

@@ -145,7 +145,17 @@ def export_cmd(env: Env, job_id, model_config, dest, nodes):
         return
     from .pick import check_nodes
     check_nodes(env, job, nodes)
-    res = export(job, env.workspace.job_dir(job.job_id), model_config, Path(dest) if dest else None)
+    guards = None
+    if (job.facts.get("probes") or {}).get("tuning_tests"):   # the node's AITER has upstream's level-0 guards
+        def guards(file_name, text):
+            from ..steps.provenance import run_guards
+            target = target_for(env, job, False)
+            try:
+                return run_guards(Ctx(job=job, workspace=env.workspace, target=target, settings=Settings(),
+                                      ui=env.ui()), file_name, text)
+            finally:
+                target.close()
+    res = export(job, env.workspace.job_dir(job.job_id), model_config, Path(dest) if dest else None, guards)
     emit(env, {"job_id": job_id, **res}, export_words(job_id, res, False))
 
 

@@ -119,10 +119,10 @@ def _foreign(label: str, df: pd.DataFrame, keys: list[str], cu_nums: set[int], g
     return out
 
 
-def _duplicates(tables: list[tuple[str, pd.DataFrame]]) -> list[dict]:
+def _duplicates(tables: list[tuple[str, pd.DataFrame]], merged_as: dict | None = None) -> list[dict]:
     groups: dict[str, list[tuple[str, pd.DataFrame]]] = {}
     for label, df in tables:
-        groups.setdefault(merge_group(label), []).append((label, df))
+        groups.setdefault((merged_as or {}).get(label) or merge_group(label), []).append((label, df))
     out = []
     for members in groups.values():
         seen: dict[tuple, str] = {}
@@ -141,9 +141,10 @@ def _duplicates(tables: list[tuple[str, pd.DataFrame]]) -> list[dict]:
 
 
 def audit_tables(tables: Iterable[tuple[str, pd.DataFrame]], cu_nums: Iterable[int] = (),
-                 gfx: str | None = None) -> list[dict]:
+                 gfx: str | None = None, merged_as: dict | None = None) -> list[dict]:
     """Findings ``{"kind", "file", "key", "detail"}`` over ``(label, table)`` pairs; ``cu_nums`` and ``gfx``:
-    the node's (no cu_nums: no foreign_cu_num check; no gfx: rows of every gfx are checked)."""
+    the node's (no cu_nums: no foreign_cu_num check; no gfx: rows of every gfx are checked); ``merged_as``:
+    label -> the set AITER merges it with, where the file name does not say it (an ``AITER_CONFIG_*`` list)."""
     tables = [(label, df) for label, df in tables if len(df.columns)]
     cus = {int(c) for c in cu_nums}
     out: list[dict] = []
@@ -152,5 +153,5 @@ def audit_tables(tables: Iterable[tuple[str, pd.DataFrame]], cu_nums: Iterable[i
         for check in (_copied_us, _unparsable, _err_ratio):
             out += check(label, df, keys)
         out += _foreign(label, df, keys, cus, gfx)
-    out += _duplicates(tables)
+    out += _duplicates(tables, merged_as)
     return out

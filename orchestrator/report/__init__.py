@@ -18,6 +18,8 @@ Context keys (values are plain JSON-able data unless said otherwise)::
                    "no_kernel": [shape dict], "partial": bool,
                    "kernels": [shape dict + kernel, splitK, us, tflops]}   (the kernel chosen per shape)
     comparison:   orchestrator.outcome.compare.Comparison, or its ``to_dict()``, or None
+    moe_tuners:   [{"key": {...}, "tuner": "standard"|"flydsl", "standard": us, "flydsl": us}] or None
+                  (run --moe-tuners both: the path each shape kept, steps/moetuners.pick)
     warnings:     [str]   shown first, e.g. "MoE bypass on this AITER version: tuned rows for
                   token*topk<=128 are ignored at runtime"
     notes:        [str]   e.g. "benchmark script choices patched: ran a patched copy"

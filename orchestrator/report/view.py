@@ -171,6 +171,7 @@ def build_view(ctx: Mapping[str, Any]) -> dict[str, Any]:
     v["no_kernel_known"] = no_kernel is not None
     v["no_kernel"] = shape_table(no_kernel or [])
     v["kernels"] = shape_table(tuning["kernels"]) if tuning.get("kernels") else None
+    v["moe_tuners"] = moe_tuners_table(ctx.get("moe_tuners"))
     v["bench_before"] = fmt_command(bench.get("before_command"))
     v["bench_after"] = fmt_command(bench.get("after_command"))
     bt = Table(["variable", "value"], [False, False])
@@ -322,3 +323,14 @@ def _count_rows(cmp: Comparison, sm: Mapping[str, Any]) -> list[tuple[str, str]]
     return [(f"improved (> +{cmp.noise_pct:g}%)", fmt_int(sm.get("improved"))),
             (f"regressed (< -{cmp.noise_pct:g}%)", fmt_int(sm.get("regressed"))),
             (f"unchanged (within ±{cmp.noise_pct:g}%)", fmt_int(sm.get("unchanged")))]
+
+
+def moe_tuners_table(choices) -> Table | None:
+    """run --moe-tuners both: the path each shape kept and both end-to-end medians (only the key columns that
+    differ between shapes, so it fits a PR comment)."""
+    if not choices:
+        return None
+    keys = list(choices[0]["key"])
+    vary = [k for k in keys if len({str(c["key"].get(k)) for c in choices}) > 1] or keys[:1]
+    return shape_table([{**{k: c["key"].get(k) for k in vary}, "kept": c["tuner"],
+                         "standard e2e": c.get("standard"), "flydsl e2e": c.get("flydsl")} for c in choices])

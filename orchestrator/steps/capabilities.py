@@ -12,7 +12,7 @@ from ..aiter_profiles import AiterProfile, format_version, settle_profile
 from ..context import Ctx
 from ..errors import JobError
 from ..variants import KernelVariant, get_variant
-from . import riders, tuneargs
+from . import moetuners, riders, tuneargs
 
 HELP_TIMEOUT_S = 180  # real tune scripts import torch + aiter before argparse answers --help
 
@@ -59,6 +59,7 @@ def probe(ctx: Ctx, variant: KernelVariant) -> AiterProfile:
     script = variant.tune_script.format(gfx=facts.gfx or 'gfx942')
     args = list(ctx.job.request.tune_args or [])
     tuneargs.validate(args, answer.get("tuner_help"), script, problem)
+    moetuners.check_help(moetuners.mode_of(ctx.job.request), answer.get("tuner_help"), script)
     note = tuneargs.splitk_note(args, answer.get("tuner_help"), variant.name)
     if note:
         ctx.job.note(note)

@@ -12,6 +12,7 @@ from ..context import Ctx
 from ..outcome.compare import compare, norm_key_value
 from ..parsing.csvtools import diff_tuned, read_tuned_csv
 from ..state import atomic_write
+from . import moetuners
 from .bench import measured_by_call, plan_bench
 from .fetch import pull, wanted_files
 from .prepare import SAMPLE_MARK
@@ -126,11 +127,16 @@ def run(ctx: Ctx) -> None:
     # each call's output section is matched against that call's shapes only (C-19): bench_argv[i] is call i
     by_args = {c.args: c.shapes for c in plan_bench(variant, job.shapes)}
     call_shapes = [by_args.get(tuple(a[1:]), job.shapes) for a in job.remote.bench_argv or []]
-    for side, path in (("before", before_log), ("after", after_log)):
+    both = bool(job.remote.get("moe_flydsl"))
+    arms = (("before", before_log), ("after", after_log), *(((moetuners.ARM, after_log),) if both else ()))
+    for side, path in arms:
         results[side], errors[side] = [], []
         for text in split_samples(path.read_text(encoding="utf-8", errors="replace"), side):
             results[side].extend(measured_by_call(variant.bench, job.shapes, text, call_shapes))
             errors[side].extend(measured_by_call(err_spec, job.shapes, text, call_shapes))
+    if both:
+        results["after"], errors["after"] = pick_tuners(ctx, results.pop(moetuners.ARM), results["after"],
+                                                        errors.pop(moetuners.ARM), errors["after"])
     comp = compare(results["before"], results["after"], key_columns=variant.key_columns,
                    metric=variant.bench.metric, higher_is_better=variant.bench.higher_is_better, judge=True)
     comp.set_errors(errors["before"], errors["after"])
@@ -143,3 +149,41 @@ def run(ctx: Ctx) -> None:
     info["measured"] = {k: len(v) for k, v in results.items()}
     if not results["before"] and not results["after"]:
         job.note(f"the benchmark printed no {variant.bench.metric!r} values (see the bench logs)")
+
+
+def pick_tuners(ctx: Ctx, fly: list[dict], std: list[dict], fly_err: list[dict], std_err: list[dict]):
+    """run --moe-tuners both (issue 30): per shape the path whose end-to-end benchmark is faster; the staging
+    table (node and local copy) gets the flydsl row of each shape it won, moe_tuners.csv and the kernels
+    table say which path each shape kept. Returns the after results and errors of the chosen paths."""
+    job, variant = ctx.job, ctx.variant
+    keys = variant.key_columns
+    after, choices = moetuners.pick(std, fly, keys, variant.bench.higher_is_better)
+    won = {tuple(norm_key_value(v) for v in c["key"].values()): c["tuner"] for c in choices}
+    errs = [r for path, rs in (("standard", std_err), ("flydsl", fly_err)) for r in rs
+            if won.get(tuple(norm_key_value(r["key"].get(c)) for c in keys)) == path]
+    local = ctx.job_dir / Path(job.remote.tuned_csv).name
+    fly_local = ctx.job_dir / moetuners.local_name(job.remote.get("moe_flydsl")["staging"])
+    info = job.step_state("compare").info
+    if local.is_file() and fly_local.is_file():
+        text, _ = moetuners.merged_table(local.read_text(), fly_local.read_text(), choices, keys, job.facts.cu_num)
+        ctx.call("write_files", {"files": [{"path": job.remote.tuned_csv, "backup_dir": None, "content": text}]})
+        atomic_write(local, text.encode())
+        info["tuned"] = tuned_outcome(ctx)
+    else:   # nothing merged: every shape keeps the standard row, and is measured as such
+        job.note("--moe-tuners both: a staging table did not come back; the standard tuner's rows are kept")
+        return std, std_err
+    by_key = {tuple(norm_key_value(c["key"][k]) for k in keys): c for c in choices}
+    for k in (info.get("tuned") or {}).get("kernels") or []:
+        c = by_key.get(tuple(norm_key_value(k.get(col)) for col in keys))
+        if c:
+            k["tuner"] = c["tuner"]
+    lines = [",".join([*keys, "tuner", "standard", "flydsl"])]
+    lines += [",".join([*(str(v) for v in c["key"].values()), c["tuner"],
+                        *("" if c[p] is None else f"{c[p]:g}" for p in ("standard", "flydsl"))]) for c in choices]
+    atomic_write(ctx.job_dir / "moe_tuners.csv", ("\n".join(lines) + "\n").encode())
+    n = sum(1 for c in choices if c["tuner"] == "flydsl")
+    info["moe_tuners"] = choices
+    job.note(f"--moe-tuners both: {n} of {len(choices)} shape(s) kept the --mxfp4-flydsl row, the rest the "
+             f"standard tuner's, each by its end-to-end benchmark ({variant.bench.metric}, median); per shape in "
+             "moe_tuners.csv and the kernels table")
+    return after, errs

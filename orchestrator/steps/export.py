@@ -36,15 +36,18 @@ def _keyer(header: list[str], cols: list[str]):
     return lambda row: tuple(norm_key_value(row[i].strip()) for i in idx)
 
 
-def export(job: JobState, job_dir: Path, name: str, dest: Path | None = None) -> dict:
+def export(job: JobState, job_dir: Path, name: str, dest: Path | None = None, guards=None) -> dict:
     if not job.remote.tuned_csv:
         raise UsageError(f"job {job.job_id} has no tuned table", hint=f"tune-remote status {job.job_id}")
-    return export_many([(job, job_dir)], name, dest or job_dir / "export")
+    return export_many([(job, job_dir)], name, dest or job_dir / "export", guards=guards)
 
 
-def export_many(jobs: list[tuple[JobState, Path]], name: str, dest: Path, by: str | None = None) -> dict:
+def export_many(jobs: list[tuple[JobState, Path]], name: str, dest: Path, by: str | None = None,
+                guards=None) -> dict:
     """One file of the proven rows of one variant's jobs (a campaign's targets: each row keeps its gfx/cu_num;
-    a key two targets both hold comes from the first). Their tables must share a header (one AITER version)."""
+    a key two targets both hold comes from the first). Their tables must share a header (one AITER version).
+    ``guards(file name, CSV text)``: upstream's level-0 guards run on the node with the file added
+    (provenance.run_guards); their result goes into the summary's provenance."""
     if not _NAME.match(name or ""):
         raise UsageError(f"--model-config {name!r} is not a file-name stem",
                          hint="letters, digits, '.', '_' and '-', e.g. --model-config dsv3")
@@ -69,11 +72,13 @@ def export_many(jobs: list[tuple[JobState, Path]], name: str, dest: Path, by: st
     dest.mkdir(parents=True, exist_ok=True)
     atomic_write(csv_path, buf.getvalue().encode())
     md_path = dest / f"{name}_{base}.md"
-    text = "\n".join(_summary(j, c, name, base, keys, d, by if len(parts) > 1 else None, i) + provenance(j)
-                     for i, (j, c, keys, d) in enumerate(parts))
+    ran = guards(csv_path.name, buf.getvalue()) if guards else None
+    text = "\n".join(_summary(j, c, name, base, keys, d, by if len(parts) > 1 else None, i)
+                     + provenance(j, ran, csv_path.name) for i, (j, c, keys, d) in enumerate(parts))
     atomic_write(md_path, text.encode())
     dropped = {k: sum(d.get(k, 0) for *_, d in parts) for k in ("hipblaslt", "owned")}
-    return {"csv": str(csv_path), "summary": str(md_path), "rows": len(out), "dropped": dropped}
+    return {"csv": str(csv_path), "summary": str(md_path), "rows": len(out), "dropped": dropped,
+            **({"guards": ran} if ran else {})}
 
 
 def _proven(job: JobState, job_dir: Path) -> tuple[list[str], dict, Comparison, dict]:

@@ -63,6 +63,9 @@ def wanted_files(ctx: Ctx, dest: Path) -> dict[str, Path]:
         out[r.pipeline_log] = dest / "logs" / "pipeline.log"
     if r.tuned_csv:
         out[r.tuned_csv] = dest / os.path.basename(r.tuned_csv)   # prepare.staging_name: a safe name
+    fly = (r.get("moe_flydsl") or {}).get("staging")
+    if fly:     # run --moe-tuners both: the flydsl path's own staging table (issue 30)
+        out[fly] = dest / ("flydsl_" + os.path.basename(fly))
     if r.untuned_csv:
         out[r.untuned_csv] = dest / "untuned" / _name(r.untuned_csv, "untuned.csv")
     if r.tuned_backup:

@@ -14,6 +14,7 @@ from ..parsing.untuned import write_untuned_csv
 from ..remote.shell import Cmd, quote, render
 from ..variants import KernelVariant
 from ..workflow import LOG_STEP_NAMES
+from . import moetuners
 from .bench import announced, check_moe_quant, plan_bench, prepare_ops
 
 DEFAULT_REPEATS = 3  # benchmark runs per arm (run --repeats)
@@ -65,7 +66,7 @@ def hip_devices(facts: dict, physical: list[int]) -> list[int]:
     return [int(mapping[str(g)]) for g in physical]
 
 
-def tune_command(ctx: Ctx, variant: KernelVariant, untuned: str, tuned: str) -> Cmd:
+def tune_command(ctx: Ctx, variant: KernelVariant, untuned: str, tuned: str, flydsl: bool = False) -> Cmd:
     req, profile = ctx.job.request, ctx.profile
     gpus = ctx.job.facts.tune_gpus
     mp = len(gpus)
@@ -76,6 +77,8 @@ def tune_command(ctx: Ctx, variant: KernelVariant, untuned: str, tuned: str) -> 
         argv += ["--timeout", str(req.timeout or DEFAULT_TIMEOUT_S)]
     argv += list(variant.tune_flags)
     argv += list(req.tune_args or [])
+    if flydsl:      # -i/-o are always given above: its defaults rewrite the Kimi model table (issue 30)
+        argv.append(moetuners.FLAG)
     env: dict[str, str] = {}  # inventory env comes from the pipeline launch, not from this line
     # confine the tuner to the free GPUs: --mp N alone would use GPUs 0..N-1, busy or not
     env["HIP_VISIBLE_DEVICES"] = ",".join(map(str, hip_devices(ctx.job.facts, gpus)))  # logical ids (C-02)
@@ -210,6 +213,9 @@ def run(ctx: Ctx) -> None:
     script = tune_script(ctx, variant)
     script_path = f"{remote.meta_root}/{script}"
     check_moe_quant(variant, job.shapes, ctx.profile.moe_quant_max)
+    mode = moetuners.mode_of(job.request)
+    moetuners.check_shapes(mode, job.shapes)
+    fly_staging = moetuners.flydsl_staging(staging) if mode == "both" else None
     calls = plan_bench(variant, job.shapes)
     bench_scripts = sorted({f"{root}/{c.script}" for c in calls})
     # ONE round trip: the untuned CSV the tuner reads (from job.shapes), what is there and how much room;
@@ -224,6 +230,7 @@ def run(ctx: Ctx) -> None:
         ("disk_free", {"paths": [job_dir, live]}),
         ("backup", {"paths": [live], "backup_dir": f"{job_dir}/backup"}),
         ("stage", {"live": live, "staging": staging}),
+        *([("stage", {"live": live, "staging": fly_staging})] if fly_staging else []),
         *prepare_ops(checked, root, f"{job_dir}/patched", missing_ok=True)])
     files, free = answers[1]["files"], answers[2]
     if files.get(script_path) is None:
@@ -232,7 +239,7 @@ def run(ctx: Ctx) -> None:
                        hint="this AITER install has no csrc/; use a develop (source) install of aiter")
     check_space(ctx, live, (files.get(live) or {}).get("size") or 0, free["free"])
     backup = answers[3]["backups"].get(live)
-    prepared = dict(zip(map(id, checked), answers[5:]))
+    prepared = dict(zip(map(id, checked), answers[6 if fly_staging else 5:]))
     remote.update({"live_csv": live, "tuned_csv": staging, "tuned_backup": backup})
     ts = time.strftime("%Y%m%d_%H%M%S", time.localtime(job.created))
     logs = {step: f"{remote.logs_dir}/{variant.name}_{LOG_STEP_NAMES[step]}_{ts}.log"
@@ -273,16 +280,23 @@ def run(ctx: Ctx) -> None:
         missing = variant.bench.script if variant.bench else "none"
         job.note(f"no benchmark for {variant.name} on this AITER install (test script: {missing}); "
                  "tuning only, no before/after comparison")
-    tcmd = tune_command(ctx, variant, remote.untuned_csv, staging)
+    tcmd = tune_command(ctx, variant, remote.untuned_csv, staging, flydsl=mode == "flydsl")
     stall = stall_timeout_s(ctx)
     # the watchdog also checks the (staging) table after every exit of the tuner and repairs it from the
     # backup of the live table (the staging table started as its byte copy)
     table_opts = ["--keys", ",".join(("gfx", "cu_num", *variant.untuned_columns)), "--keep", f"{job_dir}/damaged"]
     if backup:
         table_opts = ["--backup", backup, *table_opts]
-    watched = Cmd((ctx.target.container.python, f"{ctx.target.helper.dir}/node_helper.py", "_watch",
-                   f"{stall:g}", str(STALL_RELAUNCHES), staging, *table_opts, "--", render(tcmd)))
-    steps.append({"name": "tune", "log": logs["tune"], "line": _sequence([watched]),
+    tuners = [(tcmd, staging)]
+    if fly_staging:     # --moe-tuners both: the flydsl path into its own staging table, then picked per shape
+        fcmd = tune_command(ctx, variant, remote.untuned_csv, fly_staging, flydsl=True)
+        tuners.append((fcmd, fly_staging))
+        remote["moe_flydsl"] = {"staging": fly_staging, "tune_argv": list(fcmd.argv),
+                                "jit": f"{job_dir}/jit/after_flydsl"}
+    watched = [Cmd((ctx.target.container.python, f"{ctx.target.helper.dir}/node_helper.py", "_watch",
+                    f"{stall:g}", str(STALL_RELAUNCHES), table, *table_opts, "--", render(cmd)))
+               for cmd, table in tuners]
+    steps.append({"name": "tune", "log": logs["tune"], "line": _sequence(watched),
                   "marker": "Tuning not Finished"})
     remote.stall_timeout_s = stall
     if bench_cmds:
@@ -291,14 +305,22 @@ def run(ctx: Ctx) -> None:
         # (a re-run of the step must not reuse a module built from an earlier staging table): no
         # AITER_REBUILD, which would rebuild every module in every call of the first sample (issue 26)
         first = again = [Cmd(c.argv, env=after_env, cwd=c.cwd) for c in bench_cmds]
+        fly = []
+        if fly_staging:     # the flydsl table's own after arm, in its own JIT dir, every sample (issue 30)
+            fly_env = {**after_env, "AITER_JIT_DIR": remote["moe_flydsl"]["jit"],
+                       variant.config_env: after_env[variant.config_env].replace(staging, fly_staging, 1)}
+            fly = [Cmd(c.argv, env=fly_env, cwd=c.cwd) for c in bench_cmds]
         from ..variants import table_modules
-        parts = [render(Cmd(("rm", "-rf", after_env["AITER_JIT_DIR"]))),
-                 render(Cmd(("mkdir", "-p", after_env["AITER_JIT_DIR"])))]
-        if live_jit_dir(ctx):   # the modules the staging table does not feed: reused from the live install
-            parts.append(_unchanged_modules(live_jit_dir(ctx), table_modules(variant.name, ctx.profile.name),
-                                            after_env["AITER_JIT_DIR"]))
+        parts = []
+        for env in [after_env, *([fly[0].env] if fly else [])]:
+            parts += [render(Cmd(("rm", "-rf", env["AITER_JIT_DIR"]))), render(Cmd(("mkdir", "-p", env["AITER_JIT_DIR"])))]
+            if live_jit_dir(ctx):   # the modules the staging table does not feed: reused from the live install
+                parts.append(_unchanged_modules(live_jit_dir(ctx), table_modules(variant.name, ctx.profile.name),
+                                                env["AITER_JIT_DIR"]))
         for n in range(1, repeats + 1):
             parts.append(_sample("after", n, first if n == 1 else again))
+            if fly:
+                parts.append(_sample(moetuners.ARM, n, fly))
             if n < repeats:
                 parts.append(_sample("before", n + 1, bench_cmds, logs["baseline"]))
         steps.append({"name": "after", "log": logs["after"], "line": "rc=0; " + "; ".join(parts) + "; exit $rc",

@@ -21,20 +21,58 @@ def aiter_commit(facts: dict) -> str | None:
 
 
 def tuner_command(job: JobState) -> str | None:
-    argv = job.remote.get("tune_argv")
-    if not argv:
-        return None
+    """The tuner command line(s): with --moe-tuners both, the --mxfp4-flydsl one on a second line."""
     env = job.remote.get("tune_env") or {}
-    return " ".join([*(["env", *(f"{k}={quote(v)}" for k, v in env.items())] if env else []), *map(quote, argv)])
+    lines = [" ".join([*(["env", *(f"{k}={quote(v)}" for k, v in env.items())] if env else []), *map(quote, argv)])
+             for argv in (job.remote.get("tune_argv"), (job.remote.get("moe_flydsl") or {}).get("tune_argv")) if argv]
+    return "\n  ".join(lines) or None
 
 
-def provenance(job: JobState) -> str:
-    """The summary's provenance section (Markdown)."""
+GUARD_TESTS = tuple(g.rsplit("/", 1)[-1].removesuffix(".py") for g in GUARDS)
+GUARD_TIMEOUT_S = 300
+
+
+def run_guards(ctx, file_name: str, content: str) -> dict:
+    """Upstream's level-0 guards on the node's AITER with the exported file added to a temporary copy of its
+    configs (remote/helpers/guards.py): ``{test: {"status", "exit", "tail"}}``, or ``{"error": text}``."""
+    from ..errors import TuneRemoteError
+    try:
+        ans = ctx.call("tuning_guards", {"python": ctx.target.container.python, "root": ctx.job.facts.aiter_root,
+                                         "file": file_name, "content": content, "tests": list(GUARD_TESTS),
+                                         "timeout_s": GUARD_TIMEOUT_S}, timeout=2 * GUARD_TIMEOUT_S + 60)
+    except TuneRemoteError as exc:
+        return {"error": str(exc).splitlines()[0]}
+    return ans.get("results") or {}
+
+
+def guards_line(ran: dict | None, job: JobState, file_name: str) -> str | None:
+    """The provenance line of guards run at export, or None when they were not run."""
+    if not ran:
+        return None
+    if "error" in ran:
+        return (f"could not be run on {job.node}/{job.container} ({ran['error']}): run `python3 -m unittest "
+                + " ".join("op_tests.tuning_tests." + t for t in GUARD_TESTS) + "` with this file added")
+    parts = []
+    for test, r in ran.items():
+        st = r.get("status")
+        tail = (r.get("tail") or "").strip().splitlines()
+        why = next((ln for ln in reversed(tail) if "Error" in ln or "duplicate" in ln), tail[-1] if tail else "")
+        parts.append(f"`{test}` {'**FAILED**' if st == 'failed' else st}" + (f" ({why.strip()[:320]})"
+                                                                          if st in ("failed", "timed_out") and why else ""))
+    return (f"run by tune-remote on {job.node}/{job.container} (the node's AITER, a temporary copy of its configs "
+            f"with this file added as model_configs/{file_name}): " + "; ".join(parts))
+
+
+def provenance(job: JobState, guards_ran: dict | None = None, file_name: str = "") -> str:
+    """The summary's provenance section (Markdown); ``guards_ran``: ``run_guards``'s answer at export."""
     f = job.facts
     unknown = "unknown (not reported by the node)"
     cmd = tuner_command(job)
     guards = f.get("probes", {}).get("tuning_tests")
-    if guards:
+    ran = guards_line(guards_ran, job, file_name)
+    if ran:
+        guard_line = ran
+    elif guards:
         guard_line = ("present on the node's AITER, not run by tune-remote: run `python -m pytest "
                       + " ".join(GUARDS) + "` in the AITER checkout with this file added before opening the PR")
     else:

@@ -57,6 +57,7 @@ def report_context(ctx: Ctx, saved: bool = False) -> dict:
             "kernels": tuned.get("kernels"),
         },
         "comparison": comparison,
+        "moe_tuners": comp_info.get("moe_tuners"),
         "simulated": bool(job.request.get("demo_dir")),
         "promotion": _promotion(job),
         "engaged": job.step_state("promote").info.get("engaged"),

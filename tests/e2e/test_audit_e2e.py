@@ -31,3 +31,45 @@ def test_audit_finds_each_planted_defect_in_the_live_tables(make_node, tmp_path,
     assert sorted(f["key"]["token"] for f in found if f["kind"] == "copied_us") == ["1", "16", "2", "4", "8"]
     code = main(["--inventory", str(inv), "audit", "--node", node.alias, "--container", "nope"])
     assert code == 2
+
+
+def test_audit_node_reads_the_tables_aiter_config_vars_name(make_node, tmp_path, capsys):
+    """`audit --node` audits the tables named by AITER_CONFIG_* in the container as AITER reads them: a `:` list
+    merged on its own (not with the default table and model_configs/), a path that is not there said in a note."""
+    import csv
+    import io
+    from pathlib import Path
+    node = make_node(SimSpec(profile="newest"))
+    c = next(iter(node.containers.values()))
+    shipped = Path(c.host_path(f"{c.aiter_root}/aiter/configs/tuned_fmoe.csv")).read_text()
+    header, first = list(csv.reader(io.StringIO(shipped)))[:2]
+    row = dict(zip(header, first))
+
+    def table(rows):
+        buf = io.StringIO()
+        w = csv.DictWriter(buf, fieldnames=header, lineterminator="\n")
+        w.writeheader()
+        w.writerows(rows)
+        return buf.getvalue()
+
+    mine = Path(c.host_path(f"{c.aiter_root}/user_tables/my_tuned_fmoe.csv"))
+    mine.parent.mkdir(parents=True, exist_ok=True)
+    # the shipped row's key (a duplicate only if this file were merged with the default table) + a copied us
+    mine.write_text(table([row] + [{**row, "token": t, "us": "123.4567"} for t in ("3000", "5000", "7000")]))
+    extra = mine.parent / "extra_tuned_fmoe.csv"
+    extra.write_text(table([{**row, "token": "3000", "us": "99.0"}]))
+    value = ":".join([f"{c.aiter_root}/user_tables/my_tuned_fmoe.csv", "user_tables/extra_tuned_fmoe.csv",
+                      "/nowhere/gone_fmoe.csv"])
+    inv = tmp_path / "inv.yaml"
+    inv.write_text(yaml.safe_dump({"nodes": {node.alias: {"ssh_config": str(node.ssh_config_file),
+                                                          "containers": {c.name: {"env": {"AITER_CONFIG_FMOE": value}}}}}}))
+    code = main(["--inventory", str(inv), "audit", "--node", node.alias, "--json"])
+    captured = capsys.readouterr()
+    assert code == 1, captured.err
+    found = [f for f in json.loads(captured.out) if f["file"].startswith("user_tables/")]
+    kinds = sorted((f["kind"], f["file"], f["key"]["token"]) for f in found)
+    assert kinds == [("copied_us", "user_tables/my_tuned_fmoe.csv", t) for t in ("3000", "5000", "7000")] + \
+        [("duplicate_key", "user_tables/extra_tuned_fmoe.csv", "3000")], kinds
+    assert "also in user_tables/my_tuned_fmoe.csv" in [f for f in found if f["kind"] == "duplicate_key"][0]["detail"]
+    assert "AITER_CONFIG_FMOE names /nowhere/gone_fmoe.csv, which is not in the container" in captured.err
+    assert "user_tables/extra_tuned_fmoe.csv is relative" in captured.err

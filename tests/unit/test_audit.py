@@ -136,3 +136,22 @@ def test_sim_plants_one_defect_of_each_kind(tmp_path, profile):
     shipped = [f["kind"] for f in found(())]
     planted = [f["kind"] for f in found(KINDS)]
     assert sorted(planted) == sorted(shipped + ["copied_us"] * 5 + list(KINDS[1:]))
+
+
+def test_config_env_tables_as_aiter_reads_them():
+    from orchestrator.cli.audit import config_env_tables
+    named, notes = config_env_tables({"AITER_CONFIG_FMOE": "/a/x.csv:rel/y.csv::", "AITER_LOG_TUNED_CONFIG": "1",
+                                      "AITER_CONFIG_GEMM_A8W8": "/a/x.csv", "AITER_CONFIG_GEMM_BF16": ""}, "/r")
+    assert named == {"/a/x.csv": "AITER_CONFIG_FMOE", "/r/rel/y.csv": "AITER_CONFIG_FMOE"}
+    assert notes == ["AITER_CONFIG_FMOE: rel/y.csv is relative; AITER resolves it against the server's working "
+                     "directory, audited as /r/rel/y.csv"]
+
+
+def test_env_merged_tables_are_grouped_by_their_variable_not_their_name():
+    import pandas as pd
+    from orchestrator.parsing.audit import audit_tables
+    row = {"cu_num": 256, "token": 1, "model_dim": 7168, "us": 5.0}
+    a, b = pd.DataFrame([row]), pd.DataFrame([{**row, "us": 6.0}])
+    tables = [("aiter/configs/tuned_fmoe.csv", a), ("/data/my_tuned_fmoe.csv", b)]
+    assert [f["kind"] for f in audit_tables(tables)] == ["duplicate_key"]
+    assert audit_tables(tables, merged_as={"/data/my_tuned_fmoe.csv": "AITER_CONFIG_FMOE"}) == []

@@ -27,3 +27,20 @@ def test_section_names_command_hardware_and_guards():
     bare = provenance(job({"gfx": "gfx942"}))
     assert "not recorded" in bare and "ROCm: unknown" in bare and "not in the node's AITER" in bare
 
+
+
+def test_guards_run_at_export_replace_the_present_not_run_line():
+    from orchestrator.state import JobState
+    from orchestrator.steps.provenance import provenance
+    job = JobState(job_id="j", node="n1", container="c1", variant="a8w8", created=0, request={},
+                   facts={"gfx": "gfx950", "cu_num": 256, "probes": {"tuning_tests": True}})
+    ran = {"test_csv_validation": {"status": "passed", "exit": 0, "tail": "OK"},
+           "test_config_shape_collision": {"status": "failed", "exit": 1,
+                                           "tail": "AssertionError: x: duplicate shapes in a and b\nFAILED (failures=1)"}}
+    text = provenance(job, ran, "m_a8w8_tuned_gemm.csv")
+    assert "run by tune-remote on n1/c1" in text and "model_configs/m_a8w8_tuned_gemm.csv" in text
+    assert "`test_csv_validation` passed" in text
+    assert "`test_config_shape_collision` **FAILED** (AssertionError: x: duplicate shapes in a and b)" in text
+    assert "not run by tune-remote" not in text
+    assert "could not be run on n1/c1 (ssh: refused)" in provenance(job, {"error": "ssh: refused"}, "f.csv")
+    assert "not run by tune-remote" in provenance(job)

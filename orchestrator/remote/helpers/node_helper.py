@@ -135,6 +135,7 @@ OPS = {
     "run": "runcmd.op_run",
     "recheck_tables": "recheck.op_recheck_tables",
     "demote": "recheck.op_demote",
+    "tuning_guards": "guards.op_tuning_guards",
     INTERNAL_SUPERVISE: procs.op_supervise,
 }
 

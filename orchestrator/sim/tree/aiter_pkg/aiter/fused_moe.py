@@ -10,6 +10,7 @@ import os
 from . import logger
 from ._sim import LEGACY
 from ._sim.frame import norm, read_csv
+from ._sim import flydsl_moe
 from ._sim import measured_us as bench_us
 from ._sim.lookups import moe_padded_token
 from .jit.core import AITER_CONFIGS, get_module
@@ -216,4 +217,7 @@ def fused_moe(token, model_dim, inter_dim, expert, topk, dtype, q_dtype_a, q_dty
     tuned_from = None
     if cfg is not None:
         tuned_from = {c: cfg[c] for c in _MOE_SHAPE_COLS}
-    return bench_us("moe_2stages", shape, get_gfx(), get_cu_num(), tuned_from)
+    us = bench_us("moe_2stages", shape, get_gfx(), get_cu_num(), tuned_from)
+    if flydsl_moe.is_flydsl_row(cfg):   # a --mxfp4-flydsl row: its own end-to-end time (issue 30)
+        us = round(us * flydsl_moe.e2e_factor(tuned_from, get_gfx(), get_cu_num()), 4)
+    return us

@@ -3,7 +3,7 @@
 import os
 
 from aiter import logger
-from aiter._sim import LEGACY, perf_model
+from aiter._sim import LEGACY, flydsl_moe, perf_model
 from aiter._sim.frame import norm, read_csv, write_csv, write_table
 from aiter.jit.core import AITER_CONFIG_FMOE, AITER_ROOT_DIR
 from aiter.utility.base_tuner import GFX_FROM_CU_NUM, TunerCommon
@@ -52,6 +52,12 @@ class FmoeTuner(TunerCommon):
             for s in shapes:
                 row = {c: (gfx if c == "gfx" else cu_num if c == "cu_num" else s[c]) for c in self.keys}
                 self.untunedf.append(row)
+
+    def candidate_result(self, args, row):
+        if getattr(args, "mxfp4_flydsl", False):   # FlyDSL MXFP4 kernels, timed with the quant inline
+            res = flydsl_moe.tune_result(self._sim_shape(row), self.get_gfx(), self.get_cu_num())
+            return None if res is None else {c: res.get(c) for c in self.resultList}
+        return super().candidate_result(args, row)
 
     def _line(self, row):
         return "[" + " ".join(str(row[c]) for c in self.keys if c not in ("gfx", "cu_num")) + "]"
