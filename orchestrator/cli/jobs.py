@@ -11,7 +11,7 @@ from ..context import Ctx, Settings, Target
 from ..errors import JobError, UsageError
 from ..inventory import load_inventory
 from ..state import TERMINAL, JobState, Status, check_job_id, new_job_id
-from ..variants import VARIANTS, get_variant
+from ..variants import ALIASES, VARIANTS, get_variant
 from .base import ACCEPT_NEW_HOST_KEY, JOB_ARG, Env, _finish, _settings, _target_for, cli, resolve_job
 
 
@@ -113,7 +113,7 @@ def run(env: Env, node, container, variant, dry_run, slurm, slurm_nodes, logs, s
     Several nodes (or a group, or all) and/or several variants (or auto) make one campaign job."""
     from .campaign import is_campaign_request, validate_campaign_inputs
     _required_inputs(variant, node, slurm, logs, shapes_csv, nk, model)
-    nodes, variants = list(node), [v.strip() for v in variant.split(",") if v.strip()]
+    nodes, variants = list(node), [ALIASES.get(v.strip(), v.strip()) for v in variant.split(",") if v.strip()]
     if not variants:
         raise UsageError(f"--variant {variant!r} names no variant",
                          hint="e.g. --variant a8w8_blockscale, several as a8w8_blockscale,moe_2stages, or auto")

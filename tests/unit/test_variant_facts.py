@@ -40,7 +40,7 @@ def test_the_special_names_stay_as_they_were():
     assert f("CKGEMM") == ("a8w8_blockscale", None) and f("CKGEMM", True) == ("a8w8", None)
     assert f("CK GEMM or ASM GEMM") == ("a4w4_blockscale", None) and f("ASMGEMM")[0] == "a8w8_bpreshuffle"
     assert f("/x/a6w6_blockscale_tuned_gemm.csv") == ("a6w6", None)
-    assert f("/x/bf16_tuned_gemm.csv") == ("bf16", None)
+    assert f("/x/bf16_tuned_gemm.csv") == ("a16w16", None)
     assert f("/x/bf16_tuned_batched_gemm.csv") == ("batched_bf16", None)
     assert f("/x/a8w8_blockscale_bpreshuffle_tuned_gemm_mm2.5.csv") == ("a8w8_blockscale_bpreshuffle", None)
 
