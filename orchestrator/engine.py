@@ -11,18 +11,8 @@ from .errors import ConnectionLost, ObserverError, TuneRemoteError
 from .state import Status
 from .workflow import next_step
 
-# step -> (module under steps/, function); a step's module is imported when the step first runs, so a job
-# starts talking to its node before pandas and jinja2 (~0.4 s) are loaded, and warm_up() loads them meanwhile
-STEP_FUNCS = {
-    "discover": ("discover", "run"),
-    "shapes": ("shapes", "run"),
-    "prepare": ("prepare", "run"),
-    "remote": ("remote", "run"),
-    "compare": ("results", "run_compare"),
-    "promote": ("promote", "run"),
-    "report": ("results", "run_report"),
-    "fetch": ("fetch", "run"),
-}
+# a step's module is imported when the step first runs, so a job starts talking to its node before pandas and
+# jinja2 (~0.4 s) are loaded, and warm_up() loads them meanwhile
 WARM_UP_MODULES = ("pandas", "jinja2")   # third-party only: they never import this package back
 
 
@@ -35,8 +25,8 @@ def _steps_module(module: str):
 
 
 def step_func(name: str):
-    module, func = STEP_FUNCS[name]
-    return getattr(_steps_module(module), func)
+    """Each step of workflow.STEPS is the module of its name under steps/, entered by its run(ctx)."""
+    return _steps_module(name).run
 
 
 def warm_up() -> None:

@@ -70,7 +70,7 @@ class KernelVariant:
     since: Version | None = None     # first AITER release that ships its tuner (None = all supported)
     log_gate_env: str | None = None  # env var without which the runtime prints no miss lines for it
     # the runtime tries M, then gemm_common getPaddedM(M,N,K,0) (aiter-formats.md §3.1): rows are tuned on
-    # that padded-M grid only with run --padded-m (steps/shapes.runtime_lookups)
+    # that padded-M grid only with run --padded-m (steps/shape_rules.runtime_lookups)
     padded_m_lookup: bool = False
     # version overrides: list of (since, until, {field: value}) applied in order
     overrides: tuple[tuple[Version, Version, dict], ...] = ()

@@ -40,7 +40,7 @@ def _note(job: JobState, workspace: Workspace, command: str, lines: list[str]) -
 
 def promote(job: JobState, workspace: Workspace, subws: Workspace, subs: list[JobState], runner, mode: str,
             ui) -> list[dict]:
-    from ..steps.results import refresh_after
+    from ..steps.report import refresh_after
     from ..steps import promote as step
     rows, changes = [], []
     for sub in subs:
@@ -71,7 +71,7 @@ def promote(job: JobState, workspace: Workspace, subws: Workspace, subs: list[Jo
 
 
 def rollback(job: JobState, workspace: Workspace, subws: Workspace, subs: list[JobState], runner) -> list[dict]:
-    from ..steps.results import refresh_after
+    from ..steps.report import refresh_after
     from ..steps import promote as step
     others = {s.job_id: s.node for s in sub_jobs(job, workspace)}
     rows, changes = [], []

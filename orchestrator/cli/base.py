@@ -143,11 +143,11 @@ def resolve_job(env: Env, text: str) -> str:
     return hits[0] if hits else text     # none: load() says there is no such job
 
 
-def _settings(yes: bool, accept_new: bool) -> Settings:
+def run_settings(yes: bool, accept_new: bool) -> Settings:
     return Settings(yes=yes, accept_new_host_key=accept_new, interactive=sys.stdin.isatty() and sys.stderr.isatty())
 
 
-def _target_for(env: Env, job: JobState, accept_new: bool) -> Target:
+def target_for(env: Env, job: JobState, accept_new: bool) -> Target:
     if job.request.demo_dir:
         from ..demo import demo_target
         return demo_target(job.request.demo_dir)
@@ -156,7 +156,7 @@ def _target_for(env: Env, job: JobState, accept_new: bool) -> Target:
     return Target(node, node.container(job.container), accept_new_host_key=accept_new)
 
 
-def _finish(job: JobState, env: Env) -> None:
+def finish_job(job: JobState, env: Env) -> None:
     out = {"job_id": job.job_id, "state": job.state, "dir": str(env.workspace.job_dir(job.job_id))}
     if job.error:
         out["error"] = job.error

@@ -11,7 +11,7 @@ from ..errors import JobError, UsageError
 from ..inventory import Inventory
 from ..state import JobState
 from ..variants import get_variant
-from .base import Env, _finish
+from .base import Env, finish_job
 
 
 def is_campaign_request(inv: Inventory, nodes: list[str], variants: list[str]) -> bool:
@@ -73,7 +73,7 @@ def _carried(env: Env, job: JobState, settings, carry, dry_run: bool = False) ->
     except Declined:
         raise SystemExit(1) from None
     if not dry_run:
-        _finish(job, env)
+        finish_job(job, env)
 
 
 def _inventory(env: Env):

@@ -12,11 +12,11 @@ from ..errors import JobError, UsageError
 from ..inventory import load_inventory
 from ..state import TERMINAL, JobState, Status, check_job_id, new_job_id
 from ..variants import ALIASES, VARIANTS, get_variant
-from .base import ACCEPT_NEW_HOST_KEY, JOB_ARG, Env, _finish, _settings, _target_for, cli, resolve_job
+from .base import ACCEPT_NEW_HOST_KEY, JOB_ARG, Env, finish_job, run_settings, target_for, cli, resolve_job
 
 
 def _validate_local_inputs(variant_name: str, logs, shapes_csv, nk, model=None, m_preset=None) -> None:
-    from ..steps.shapes import check_m_preset, parse_nk, split_log_sources
+    from ..steps.shape_sources import check_m_preset, parse_nk, split_log_sources
     variant = get_variant(variant_name)
     check_m_preset(m_preset)
     if nk and variant.family != "gemm":
@@ -176,13 +176,13 @@ def run(env: Env, node, container, variant, dry_run, slurm, slurm_nodes, logs, s
                    "force_cu_num": force_cu_num, "model": model_cfg, "tp": tp}
         if campaign:
             from .campaign import run_campaign
-            run_campaign(env, inv, nodes, container, variants, request, job_id, _settings(yes, accept_new_host_key),
+            run_campaign(env, inv, nodes, container, variants, request, job_id, run_settings(yes, accept_new_host_key),
                          dry_run, slurm, slurm_nodes)
             return
         job = JobState(job_id=job_id, node=node, container=container, variant=variant, created=time.time(),
                        request=request)
         target = Target(node_spec, ctr, accept_new_host_key=accept_new_host_key)
-        _drive(env, job, target, _settings(yes, accept_new_host_key))
+        _drive(env, job, target, run_settings(yes, accept_new_host_key))
 
 
 def _required_inputs(variant, node, slurm, logs, shapes_csv, nk, model) -> None:
@@ -223,7 +223,7 @@ def _drive(env: Env, job: JobState, target: Target, settings: Settings) -> None:
         run_job(ctx)
     finally:
         target.close()
-    _finish(job, env)
+    finish_job(job, env)
 
 
 @cli.command()
@@ -263,15 +263,15 @@ def resume(env: Env, job_id, yes, accept_new_host_key, relaunch, retry, nodes):
     if retry:
         _retry(job)
     if job.state in TERMINAL:
-        _finish(job, env)
+        finish_job(job, env)
         return
     if job.request.get("campaign"):
         job.request["detach"] = False      # a detached campaign: this resume drives it to the end
         from .campaign import resume_campaign
-        resume_campaign(env, job, _settings(yes, accept_new_host_key), nodes)
+        resume_campaign(env, job, run_settings(yes, accept_new_host_key), nodes)
         return
     job.request.detach = False
-    _drive(env, job, _target_for(env, job, accept_new_host_key), _settings(yes, accept_new_host_key))
+    _drive(env, job, target_for(env, job, accept_new_host_key), run_settings(yes, accept_new_host_key))
 
 def _retry(job: JobState) -> None:
     """R-01: hours of tuning are not thrown away for a laptop-side failure after the node finished."""

@@ -43,7 +43,7 @@ def shapes(env, logs, variant, csv_out, as_json, model, tp, m_preset, gfx, ep, f
         variant = get_variant(variant).name     # an alias (bf16) names its variant (a16w16)
     if not logs and not model:
         raise UsageError("give log files or --model config.json", hint="tune-remote shapes server.log --json")
-    from ..steps.shapes import check_m_preset
+    from ..steps.shape_sources import check_m_preset
     check_m_preset(m_preset)
     found: dict[str, list[dict]] = {}
     counts: dict[str, list[int]] = {}
@@ -62,7 +62,7 @@ def shapes(env, logs, variant, csv_out, as_json, model, tp, m_preset, gfx, ep, f
                             "the server's environment")
     if model:
         from ..parsing.modelshapes import check_model, read_model, shapes_from_model
-        from ..steps.shapes import sweep_preset
+        from ..steps.shape_sources import sweep_preset
         cfg = read_model(model)
         if node and gfx:
             raise UsageError("give --gfx or --node, not both", hint="--node asks the node for its gfx")
@@ -86,7 +86,8 @@ def shapes(env, logs, variant, csv_out, as_json, model, tp, m_preset, gfx, ep, f
         if chosen is None:
             raise UsageError("--csv writes one variant's CSV", hint="add --variant V")
         rows = found.get(chosen, [])
-        from ..steps.shapes import expand, runtime_lookups
+        from ..steps.shape_rules import runtime_lookups
+        from ..steps.shape_sources import expand
         family = get_variant(chosen).family
         if m_preset:
             rows = expand(rows, family, m_preset)
@@ -106,7 +107,7 @@ def _csv_note(rows: list[dict], mined: list[dict], variant: str, family: str, pa
     """How many rows --csv wrote, and why `run` on the same input tunes more (it sweeps M)."""
     note = f"wrote {len(rows)} {variant} shape(s) to {path}"
     if from_logs and not m_preset and family != "moe":
-        from ..steps.shapes import expand
+        from ..steps.shape_sources import expand
         swept = len(expand(mined, family, "pow2"))
         if swept != len(rows):
             note += (f": the M values the logs hold; `run` sweeps M (pow2, its default for {family}) and would tune "

@@ -9,7 +9,7 @@ import click
 from ..context import Ctx, Settings
 from ..errors import ExitCode, UsageError
 from ..state import JobState, Status
-from .base import ACCEPT_NEW_HOST_KEY, JOB_ARG, Env, _target_for, cli, resolve_job
+from .base import ACCEPT_NEW_HOST_KEY, JOB_ARG, Env, target_for, cli, resolve_job
 from .views import emit, export_words, promote_words, rollback_words, targets_words
 from .watch import NODE_OPTION
 
@@ -31,10 +31,10 @@ def _finished(env: Env, job_id: str, what: str, nodes=()) -> JobState:
 
 def _with_ctx(env: Env, job: JobState, accept_new_host_key: bool, fn, what: str):
     env.workspace.own(job.job_id, what)     # one process changes a job's outcome at a time
-    target = _target_for(env, job, accept_new_host_key)
+    target = target_for(env, job, accept_new_host_key)
     ctx = Ctx(job=job, workspace=env.workspace, target=target, settings=Settings(), ui=env.ui())
     try:
-        from ..steps.results import refresh_after   # lazily: pandas and jinja2 (test_lazy_imports)
+        from ..steps.report import refresh_after   # lazily: pandas and jinja2 (test_lazy_imports)
         return refresh_after(ctx, fn(ctx))
     finally:
         target.close()

@@ -13,7 +13,7 @@ from ..errors import JobError, TuneRemoteError, UsageError
 from ..state import TERMINAL, JobState, Status
 from ..ui import Ui
 from ..workflow import LOG_STEP_NAMES, REMOTE_STEPS
-from .base import ACCEPT_NEW_HOST_KEY, JOB_ARG, Env, _target_for, cli, resolve_job
+from .base import ACCEPT_NEW_HOST_KEY, JOB_ARG, Env, target_for, cli, resolve_job
 
 
 def _status_row(job: JobState, env: Env | None = None) -> dict:
@@ -89,7 +89,7 @@ def _refresh(env: Env, job: JobState, save: bool = True) -> None:
     from ..steps import remote as remote_step
     settings = Settings(reconnect_s=0)
     try:
-        target = _target_for(env, job, False)
+        target = target_for(env, job, False)
     except TuneRemoteError:
         return
     ctx = Ctx(job=job, workspace=env.workspace, target=target, settings=settings, ui=Ui(quiet=True))
@@ -136,7 +136,7 @@ def _logs(env: Env, job_id, step, follow, nodes, variant) -> None:
     if not job.request.get("campaign"):
         from .pick import check_nodes
         check_nodes(env, job, nodes)
-        _one_log(env, env.workspace, job, step, follow, lambda: _target_for(env, job, False))
+        _one_log(env, env.workspace, job, step, follow, lambda: target_for(env, job, False))
         return
     from .pick import header, opener, select
     subws, subs = select(env, job, nodes, variant)
@@ -252,7 +252,7 @@ def _cancel(env: Env, job_id, grace, nodes) -> None:
         env.workspace.update(job.job_id, _cancelled(job.error))
         click.echo(f"job {job_id} cancelled")
         return
-    target = _target_for(env, job, False)
+    target = target_for(env, job, False)
     ctx = Ctx(job=job, workspace=env.workspace, target=target, settings=Settings(), ui=env.ui())
     from ..steps.remote import cancel as cancel_run
     try:
@@ -308,7 +308,7 @@ def fetch(env: Env, job_id, dest, accept_new_host_key, nodes):
         if not job.remote.job_dir:
             raise JobError(f"job {job_id} produced nothing on the node yet", hint=f"tune-remote status {job_id}")
         outcome = _one_fetch(env.workspace, job, Path(dest) if dest else None,
-                             lambda: _target_for(env, job, accept_new_host_key), env.ui())
+                             lambda: target_for(env, job, accept_new_host_key), env.ui())
         env.workspace.save(job)
         from .views import emit, fetch_words
         emit(env, {"job_id": job_id, "files": outcome}, fetch_words(job_id, [{"files": outcome}], False))

@@ -38,9 +38,8 @@ from typing import Any
 
 import pandas as pd
 
-from .compare_stats import _group_of, _groups, _note, _summary
+from .compare_stats import group_of, group_stats, row_note, summarize
 from .compare_values import (
-    _VERDICT_STATUS,
     DEFAULT_NOISE_PCT,
     JUDGED_CSV_COLUMNS,
     SIZE_CLASS_NA,
@@ -48,18 +47,19 @@ from .compare_values import (
     SIZE_COLUMNS,
     STATUSES,
     VALUE_COLUMNS,
-    _aggregate,
-    _group_frame,
-    _is_blank,
-    _nan_to_none,
-    _norm_value,
-    _resolve_spec,
-    _rows_frame,
-    _sort_token,
+    VERDICT_STATUS,
+    aggregate,
     comparison_csv_columns,
+    group_frame,
     guess_higher_is_better,
+    is_blank,
+    nan_to_none,
     norm_key_value,
+    norm_value,
+    resolve_spec,
+    rows_frame,
     size_class,
+    sort_token,
     speed_ratio,
     speedup_pct,
 )
@@ -114,8 +114,8 @@ class Comparison:
 
     def set_errors(self, before: Iterable[Mapping[str, Any]], after: Iterable[Mapping[str, Any]]) -> None:
         """The benchmarks' error column (median per side, results like compare's) and whether it got worse."""
-        sides = {"before": _aggregate(before, self.key_columns), "after": _aggregate(after, self.key_columns)}
-        keys = [tuple(norm_key_value(_nan_to_none(r[c])) for c in self.key_columns) for _, r in self.rows.iterrows()]
+        sides = {"before": aggregate(before, self.key_columns), "after": aggregate(after, self.key_columns)}
+        keys = [tuple(norm_key_value(nan_to_none(r[c])) for c in self.key_columns) for _, r in self.rows.iterrows()]
         for side, agg in sides.items():
             self.rows[f"{side}_err"] = [float("nan") if k not in agg or agg[k].median is None else agg[k].median
                                         for k in keys]
@@ -128,7 +128,7 @@ class Comparison:
         """Mark rows promoted (keys normalised like the rows' key columns)."""
         wanted = {tuple(norm_key_value(v) for v in k) for k in keys}
         self.rows["promoted"] = [
-            "true" if tuple(norm_key_value(_nan_to_none(r[c])) for c in self.key_columns) in wanted else "false"
+            "true" if tuple(norm_key_value(nan_to_none(r[c])) for c in self.key_columns) in wanted else "false"
             for _, r in self.rows.iterrows()]
         self.summary["promoted"] = sum(1 for v in self.rows["promoted"] if v == "true")
 
@@ -156,7 +156,7 @@ class Comparison:
         """JSON-safe form (NaN -> None), accepted back by ``Comparison.from_dict`` and the report."""
 
         def records(df: pd.DataFrame) -> list[dict[str, Any]]:
-            return [{k: _nan_to_none(v) for k, v in rec.items()} for rec in df.to_dict("records")]
+            return [{k: nan_to_none(v) for k, v in rec.items()} for rec in df.to_dict("records")]
 
         return {
             "key_columns": list(self.key_columns),
@@ -187,7 +187,7 @@ class Comparison:
                                     metric=d.get("metric") or summary.get("metric"),
                                     higher_is_better=hib, noise_pct=float(noise))
         key_columns = tuple(d["key_columns"])
-        rows = _rows_frame(list(d.get("rows") or []), key_columns)
+        rows = rows_frame(list(d.get("rows") or []), key_columns)
         group_columns = tuple(d.get("group_columns") or ())
         return cls(
             key_columns=key_columns,
@@ -198,8 +198,8 @@ class Comparison:
             group_columns=group_columns,
             rows=rows,
             summary=dict(d.get("summary") or {}),
-            by_group=_group_frame(list(d.get("by_group") or []), group_columns),
-            per_group=_group_frame(list(d.get("per_group") or []), group_columns),
+            by_group=group_frame(list(d.get("by_group") or []), group_columns),
+            per_group=group_frame(list(d.get("per_group") or []), group_columns),
             judged=bool(d.get("judged")),
         )
 
@@ -225,13 +225,13 @@ class Comparison:
             raise ValueError("comparison records need a 'metric' column (comparison.csv layout)")
         key_columns = tuple(cols[: cols.index("metric")]) if cols else ()
         if metric is None:
-            metric = next((str(r["metric"]) for r in records if not _is_blank(r.get("metric"))), "")
+            metric = next((str(r["metric"]) for r in records if not is_blank(r.get("metric"))), "")
         if higher_is_better is None:
             higher_is_better = guess_higher_is_better(metric)
         before = [{"key": {c: r.get(c) for c in key_columns}, "value": r.get("before")}
-                  for r in records if _norm_value(r.get("before")) is not None]
+                  for r in records if norm_value(r.get("before")) is not None]
         after = [{"key": {c: r.get(c) for c in key_columns}, "value": r.get("after")}
-                 for r in records if _norm_value(r.get("after")) is not None]
+                 for r in records if norm_value(r.get("after")) is not None]
         if not key_columns:
             return compare([], [], key_columns=("m",), metric=metric, higher_is_better=higher_is_better,
                            noise_pct=noise_pct)
@@ -274,12 +274,12 @@ def compare(
     value), avg/median/min/max_speedup_pct, geomean_ratio, geomean_speedup_pct, best, worst
     (``{"key": {...}, "speedup_pct": x}`` or None). Statistics are None when nothing compared.
     """
-    key_columns, metric, higher_is_better = _resolve_spec(variant, key_columns, metric, higher_is_better)
+    key_columns, metric, higher_is_better = resolve_spec(variant, key_columns, metric, higher_is_better)
     if noise_pct < 0:
         raise ValueError("noise_pct must be >= 0")
 
-    b_side = _aggregate(before, key_columns)
-    a_side = _aggregate(after, key_columns)
+    b_side = aggregate(before, key_columns)
+    a_side = aggregate(after, key_columns)
 
     size_column = next((c for c in SIZE_COLUMNS if c in key_columns), None)
     group_columns = tuple(c for c in key_columns if c != size_column) if size_column else ()
@@ -289,10 +289,10 @@ def compare(
     keys += [k for k in a_side if k not in b_side]
     group_index: dict[tuple, int] = {}
     for k in keys:
-        group_index.setdefault(_group_of(k, key_columns, group_columns), len(group_index))
+        group_index.setdefault(group_of(k, key_columns, group_columns), len(group_index))
     size_pos = key_columns.index(size_column) if size_column else None
-    keys.sort(key=lambda k: (group_index[_group_of(k, key_columns, group_columns)],
-                             _sort_token(k[size_pos]) if size_pos is not None else (0,)))
+    keys.sort(key=lambda k: (group_index[group_of(k, key_columns, group_columns)],
+                             sort_token(k[size_pos]) if size_pos is not None else (0,)))
 
     verdicts: dict[tuple, dict[str, Any]] = {}
     pooled = None
@@ -317,7 +317,7 @@ def compare(
         ratio = speed_ratio(bv, av, higher_is_better)
         sp = None if ratio is None else round((ratio - 1.0) * 100.0, 2)
         if judge:
-            status = _VERDICT_STATUS[verdicts[k]["verdict"]] if sp is not None else "missing"
+            status = VERDICT_STATUS[verdicts[k]["verdict"]] if sp is not None else "missing"
             if sp is None:
                 rec["verdict"] = "missing"
         elif sp is None:
@@ -340,14 +340,14 @@ def compare(
             after_n=a.n if a else 0,
             before_spread_pct=b.spread_pct if b else None,
             after_spread_pct=a.spread_pct if a else None,
-            note=_note(b, a, judge),
+            note=row_note(b, a, judge),
             _in_before=b is not None,
             _in_after=a is not None,
         )
         records.append(rec)
 
-    rows = _rows_frame(records, key_columns)
-    summary = _summary(records, key_columns, metric, higher_is_better, noise_pct)
+    rows = rows_frame(records, key_columns)
+    summary = summarize(records, key_columns, metric, higher_is_better, noise_pct)
     if judge:
         summary["verdicts"] = {name: sum(1 for r in records if r.get("verdict") == name)
                                for name in ("improved", "regressed", "within_noise", "missing")}
@@ -355,7 +355,7 @@ def compare(
         summary["samples"] = {"before": max((r["before_n"] for r in records), default=0),
                               "after": max((r["after_n"] for r in records), default=0)}
         summary["promoted"] = 0
-    by_group, per_group = _groups(records, group_columns, size_column)
+    by_group, per_group = group_stats(records, group_columns, size_column)
     return Comparison(
         key_columns=key_columns,
         metric=metric,

@@ -7,11 +7,11 @@ from typing import Any
 
 import pandas as pd
 
-from .compare_values import (SIZE_CLASS_NA, SIZE_CLASSES, STATUSES, _group_frame, _round_or_none, _Side,
+from .compare_values import (SIZE_CLASS_NA, SIZE_CLASSES, STATUSES, Side, group_frame, round_or_none,
                              size_class_range)
 
 
-def _note(b: _Side | None, a: _Side | None, judged: bool = False) -> str:
+def row_note(b: Side | None, a: Side | None, judged: bool = False) -> str:
     parts = []
     if b is None:
         parts.append("not in before run")
@@ -34,7 +34,7 @@ def _note(b: _Side | None, a: _Side | None, judged: bool = False) -> str:
     return "; ".join(parts)
 
 
-def _group_of(k: tuple, key_columns: tuple[str, ...], group_columns: tuple[str, ...]) -> tuple:
+def group_of(k: tuple, key_columns: tuple[str, ...], group_columns: tuple[str, ...]) -> tuple:
     return tuple(k[key_columns.index(c)] for c in group_columns)
 
 
@@ -55,7 +55,7 @@ def _stats(recs: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def _summary(records, key_columns, metric, higher_is_better, noise_pct) -> dict[str, Any]:
+def summarize(records, key_columns, metric, higher_is_better, noise_pct) -> dict[str, Any]:
     st = _stats(records)
     compared = [r for r in records if r["speedup_pct"] is not None]
     sps = sorted(r["speedup_pct"] for r in compared)
@@ -90,14 +90,14 @@ def _summary(records, key_columns, metric, higher_is_better, noise_pct) -> dict[
         "median_speedup_pct": median,
         "min_speedup_pct": st["min_speedup_pct"],
         "max_speedup_pct": st["max_speedup_pct"],
-        "geomean_ratio": _round_or_none(gm, 6),
+        "geomean_ratio": round_or_none(gm, 6),
         "geomean_speedup_pct": st["geomean_speedup_pct"],
         "best": pick(best),
         "worst": pick(worst),
     }
 
 
-def _groups(records, group_columns, size_column) -> tuple[pd.DataFrame, pd.DataFrame]:
+def group_stats(records, group_columns, size_column) -> tuple[pd.DataFrame, pd.DataFrame]:
     order = [name for name, _, _ in SIZE_CLASSES] + [SIZE_CLASS_NA]
     grouped: dict[tuple, list[dict[str, Any]]] = {}
     for r in records:  # records are already in group order
@@ -115,4 +115,4 @@ def _groups(records, group_columns, size_column) -> tuple[pd.DataFrame, pd.DataF
         st = _stats(recs)
         st.pop("_geomean_ratio")
         per_rows.append({**base, "size_class": "all", "range": "", **st})
-    return _group_frame(by_rows, group_columns), _group_frame(per_rows, group_columns)
+    return group_frame(by_rows, group_columns), group_frame(per_rows, group_columns)

@@ -1,5 +1,5 @@
 """Comparison building blocks: the contract's constants, key/value normalisation, one side's samples
-(``_Side``: mean, median, spread) and the typed pandas frames of comparison rows and groups."""
+(``Side``: mean, median, spread) and the typed pandas frames of comparison rows and groups."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ VALUE_COLUMNS = ("metric", "before", "after", "speedup_pct")
 # comparison.csv columns after VALUE_COLUMNS when the samples were judged (run --repeats)
 JUDGED_CSV_COLUMNS = ("verdict", "promoted", "before_n", "after_n", "noise_pct", "threshold_pct", "p_value",
                       "before_err", "after_err", "err_worse")
-_VERDICT_STATUS = {"improved": "improved", "regressed": "regressed", "within_noise": "unchanged",
+VERDICT_STATUS = {"improved": "improved", "regressed": "regressed", "within_noise": "unchanged",
                    "missing": "missing"}
 
 
@@ -79,7 +79,7 @@ def _positive(x: float | None) -> bool:
     return x is not None and math.isfinite(x) and x > 0
 
 
-def _norm_value(v: Any) -> float | None:
+def norm_value(v: Any) -> float | None:
     if v is None or isinstance(v, bool):
         return None
     try:
@@ -89,7 +89,7 @@ def _norm_value(v: Any) -> float | None:
     return f if math.isfinite(f) else None
 
 
-def _sort_token(v: Any) -> tuple:
+def sort_token(v: Any) -> tuple:
     """Sort numbers numerically before text; None last."""
     if v is None:
         return (2, 0, "")
@@ -98,11 +98,11 @@ def _sort_token(v: Any) -> tuple:
     return (1, 0, str(v))
 
 
-def _round_or_none(x: float | None, nd: int) -> float | None:
+def round_or_none(x: float | None, nd: int) -> float | None:
     return None if x is None else round(x, nd)
 
 
-def _nan_to_none(x: Any) -> Any:
+def nan_to_none(x: Any) -> Any:
     if x is None:
         return None
     try:
@@ -118,12 +118,12 @@ def guess_higher_is_better(metric: str) -> bool:
     return any(t in m for t in ("tflops", "gflops", "flops", "gb/s", "tb/s", "bw", "bandwidth", "throughput"))
 
 
-def _is_blank(v: Any) -> bool:
+def is_blank(v: Any) -> bool:
     return v is None or (isinstance(v, float) and math.isnan(v)) or v == ""
 
 
 @dataclass
-class _Side:
+class Side:
     values: list[float]   # the finite values seen for this key
     seen: int             # results seen with this key (including empty values)
 
@@ -152,15 +152,15 @@ class _Side:
         return round((max(self.values) - min(self.values)) / abs(m) * 100.0, 2)
 
 
-def _aggregate(results: Iterable[Mapping[str, Any]], key_columns: tuple[str, ...]) -> dict[tuple, _Side]:
-    out: dict[tuple, _Side] = {}
+def aggregate(results: Iterable[Mapping[str, Any]], key_columns: tuple[str, ...]) -> dict[tuple, Side]:
+    out: dict[tuple, Side] = {}
     for r in results or ():
         key = r.get("key") or {}
         lk = {str(c).lower(): v for c, v in key.items()}
         k = tuple(norm_key_value(lk.get(c)) for c in key_columns)
-        side = out.setdefault(k, _Side([], 0))
+        side = out.setdefault(k, Side([], 0))
         side.seen += 1
-        v = _norm_value(r.get("value"))
+        v = norm_value(r.get("value"))
         if v is not None:
             side.values.append(v)
     return out
@@ -173,11 +173,11 @@ def _key_dtype_series(values: list[Any]) -> pd.Series:
     return pd.Series(values, dtype=object)
 
 
-def _rows_frame(records: list[dict[str, Any]], key_columns: tuple[str, ...]) -> pd.DataFrame:
+def rows_frame(records: list[dict[str, Any]], key_columns: tuple[str, ...]) -> pd.DataFrame:
     cols = [*key_columns, *VALUE_COLUMNS, *_ROW_EXTRA]
     data: dict[str, pd.Series] = {}
     for c in cols:
-        vals = [_nan_to_none(r.get(c)) for r in records]
+        vals = [nan_to_none(r.get(c)) for r in records]
         if c in key_columns:
             data[c] = _key_dtype_series(vals)
         elif c in ("before", "after", "speedup_pct", "ratio", "before_spread_pct", "after_spread_pct",
@@ -190,11 +190,11 @@ def _rows_frame(records: list[dict[str, Any]], key_columns: tuple[str, ...]) -> 
     return pd.DataFrame(data, columns=cols)
 
 
-def _group_frame(records: list[dict[str, Any]], group_columns: tuple[str, ...]) -> pd.DataFrame:
+def group_frame(records: list[dict[str, Any]], group_columns: tuple[str, ...]) -> pd.DataFrame:
     cols = [*group_columns, "size_class", "range", *_GROUP_STATS]
     data: dict[str, pd.Series] = {}
     for c in cols:
-        vals = [_nan_to_none(r.get(c)) for r in records]
+        vals = [nan_to_none(r.get(c)) for r in records]
         if c in group_columns:
             data[c] = _key_dtype_series(vals)
         elif c in ("size_class", "range"):
@@ -206,7 +206,7 @@ def _group_frame(records: list[dict[str, Any]], group_columns: tuple[str, ...]) 
     return pd.DataFrame(data, columns=cols)
 
 
-def _resolve_spec(variant, key_columns, metric, higher_is_better) -> tuple[tuple[str, ...], str, bool]:
+def resolve_spec(variant, key_columns, metric, higher_is_better) -> tuple[tuple[str, ...], str, bool]:
     bench = getattr(variant, "bench", None) if variant is not None else None
     if variant is not None and bench is None and (key_columns is None or metric is None
                                                  or higher_is_better is None):

@@ -21,7 +21,7 @@ import pandas as pd
 
 from ..remote.helpers.text import key_text
 from ..variants import VARIANTS
-from .csvtools import GEMM_ERR_BOUND, LEGACY_CU_NUM_TO_GFX, MOE_ERR_BOUND, _pct, key_columns
+from .csvtools import GEMM_ERR_BOUND, LEGACY_CU_NUM_TO_GFX, MOE_ERR_BOUND, read_pct, key_columns
 
 KINDS = ("copied_us", "unparsable_kernel", "duplicate_key", "foreign_cu_num", "err_ratio")
 COPIED_MIN = 3                 # buckets sharing one us before it counts as copied (two can be chance)
@@ -86,7 +86,7 @@ def _unparsable(label: str, df: pd.DataFrame, keys: list[str]) -> list[dict]:
 def _err_ratio(label: str, df: pd.DataFrame, keys: list[str]) -> list[dict]:
     out = []
     if "token" in df.columns:
-        cols, bound, read = [c for c in ("err1", "err2") if c in df.columns], MOE_ERR_BOUND, _pct
+        cols, bound, read = [c for c in ("err1", "err2") if c in df.columns], MOE_ERR_BOUND, read_pct
     else:
         cols = [c for c in ("errRatio", "err_ratio") if c in df.columns]
         bound, read = GEMM_ERR_BOUND, (lambda v: pd.to_numeric(v, errors="coerce"))

@@ -171,7 +171,7 @@ def _as_frame(x: Any) -> pd.DataFrame:
 # --------------------------------------------------------------------------------------------
 
 
-def _pct(v: Any) -> float:
+def read_pct(v: Any) -> float:
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return float("nan")
     s = str(v).strip()
@@ -226,7 +226,7 @@ def merge_tuned_report(frames: Iterable[Any], err_bound: float | None = None,
     if moe:
         for c in ("err1", "err2"):
             if c in df.columns:
-                e = df[c].map(_pct)
+                e = df[c].map(read_pct)
                 err_ok &= e.isna() | (e <= moe_err_bound)
     else:
         bound = GEMM_ERR_BOUND if err_bound is None else err_bound

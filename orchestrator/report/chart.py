@@ -9,15 +9,15 @@ from markupsafe import Markup
 
 from ..outcome.compare import Comparison
 from ..outcome.verdict import MIN_GAIN_PCT, NOISE_K, SINGLE_SAMPLE_PCT
-from .fmt import _missing, _key_label, fmt_key, fmt_pct
+from .fmt import fmt_key, fmt_pct, is_missing, key_label
 
 
-def _svg_chart(cmp: Comparison) -> Markup | None:
+def svg_chart(cmp: Comparison) -> Markup | None:
     rows = cmp.rows
     n = len(rows)
     if n == 0 or rows["speedup_pct"].notna().sum() == 0:
         return None
-    sps = [None if _missing(v) else float(v) for v in rows["speedup_pct"]]
+    sps = [None if is_missing(v) else float(v) for v in rows["speedup_pct"]]
     vals = [v for v in sps if v is not None]
     band = cmp.noise_pct
     if cmp.judged:  # the practical bar the verdicts used: max(1 %, 3 x the job's pooled noise)
@@ -83,7 +83,7 @@ def _svg_chart(cmp: Comparison) -> Markup | None:
     for i, v in enumerate(sps):
         x0 = left + i * bar
         rec = rows.iloc[i]
-        label = _key_label({c: rec[c] for c in keycols})
+        label = key_label({c: rec[c] for c in keycols})
         if v is None:
             parts.append(f'<text class="miss" x="{x0 + bar / 2:.1f}" y="{zero + 4:.1f}" '
                          f'text-anchor="middle">×<title>{e(label)}: missing</title></text>')

@@ -15,11 +15,11 @@ DASH = "—"
 # --------------------------------------------------------------------------------------------
 
 
-def _isnum(x: Any) -> bool:
+def is_num(x: Any) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool)
 
 
-def _missing(x: Any) -> bool:
+def is_missing(x: Any) -> bool:
     if x is None:
         return True
     if isinstance(x, float) and math.isnan(x):
@@ -34,7 +34,7 @@ def _missing(x: Any) -> bool:
 
 def column_decimals(values: Iterable[Any]) -> int | None:
     """One number of decimals for a column: 4 significant digits for its smallest value (1..4)."""
-    small = [abs(float(v)) for v in values if not _missing(v) and float(v) != 0]
+    small = [abs(float(v)) for v in values if not is_missing(v) and float(v) != 0]
     if not small:
         return None
     return max(1, min(4, 3 - math.floor(math.log10(min(small)))))
@@ -42,7 +42,7 @@ def column_decimals(values: Iterable[Any]) -> int | None:
 
 def fmt_value(x: Any, decimals: int | None = None) -> str:
     """Benchmark value, fixed point, no thousands separator; ``decimals`` None = >= 4 significant digits."""
-    if _missing(x):
+    if is_missing(x):
         return DASH
     x = float(x)
     if decimals is not None:
@@ -61,7 +61,7 @@ def fmt_value(x: Any, decimals: int | None = None) -> str:
 
 
 def fmt_pct(x: Any, signed: bool = True) -> str:
-    if _missing(x):
+    if is_missing(x):
         return DASH
     x = float(x)
     if x == 0:
@@ -70,13 +70,13 @@ def fmt_pct(x: Any, signed: bool = True) -> str:
 
 
 def fmt_int(x: Any) -> str:
-    if _missing(x):
+    if is_missing(x):
         return DASH
     return str(int(x))
 
 
 def fmt_key(x: Any) -> str:
-    if _missing(x):
+    if is_missing(x):
         return DASH
     if isinstance(x, float) and x.is_integer():
         return str(int(x))
@@ -84,7 +84,7 @@ def fmt_key(x: Any) -> str:
 
 
 def fmt_scalar(x: Any) -> str:
-    if _missing(x) or x == "":
+    if is_missing(x) or x == "":
         return DASH
     if isinstance(x, bool):
         return "yes" if x else "no"
@@ -93,12 +93,12 @@ def fmt_scalar(x: Any) -> str:
     if isinstance(x, Mapping):
         return ", ".join(f"{k}={fmt_scalar(v)}" for k, v in x.items()) if x else "none"
     if isinstance(x, _dt.datetime):
-        return _fmt_time(x)
+        return fmt_time(x)
     return str(x)
 
 
 def fmt_duration(seconds: Any) -> str:
-    if _missing(seconds):
+    if is_missing(seconds):
         return DASH
     s = float(seconds)
     neg = s < 0
@@ -120,7 +120,7 @@ def _to_datetime(x: Any) -> _dt.datetime | None:
         return None
     if isinstance(x, _dt.datetime):
         return x
-    if _isnum(x):
+    if is_num(x):
         return _dt.datetime.fromtimestamp(float(x), tz=_dt.timezone.utc)
     try:
         return _dt.datetime.fromisoformat(str(x).strip().replace("Z", "+00:00"))
@@ -128,16 +128,16 @@ def _to_datetime(x: Any) -> _dt.datetime | None:
         return None
 
 
-def _fmt_time(x: Any) -> str:
+def fmt_time(x: Any) -> str:
     d = _to_datetime(x)
     if d is None:
-        return DASH if _missing(x) or x == "" else str(x)
+        return DASH if is_missing(x) or x == "" else str(x)
     if d.tzinfo is None:
         return d.strftime("%Y-%m-%d %H:%M:%S")
     return d.astimezone(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
-def _elapsed(start: Any, end: Any) -> float | None:
+def elapsed_s(start: Any, end: Any) -> float | None:
     s, f = _to_datetime(start), _to_datetime(end)
     if s is None or f is None:
         return None
@@ -146,7 +146,7 @@ def _elapsed(start: Any, end: Any) -> float | None:
     return (f - s).total_seconds()
 
 
-def _fmt_command(cmd: Any) -> str:
+def fmt_command(cmd: Any) -> str:
     if cmd is None or cmd == "":
         return ""
     if isinstance(cmd, (list, tuple)):
@@ -156,7 +156,7 @@ def _fmt_command(cmd: Any) -> str:
     return str(cmd)
 
 
-def _key_label(key: Mapping[str, Any]) -> str:
+def key_label(key: Mapping[str, Any]) -> str:
     return " ".join(f"{k}={fmt_key(v)}" for k, v in key.items())
 
 
@@ -211,7 +211,7 @@ class Table:
         return "\n".join([line(head), sep] + [line(r) for r in body])
 
 
-def _kv_table(pairs: Iterable[tuple[str, Any]]) -> Table:
+def kv_table(pairs: Iterable[tuple[str, Any]]) -> Table:
     t = Table(["field", "value"], [False, False])
     for k, v in pairs:
         t.add([k, v])

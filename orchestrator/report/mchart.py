@@ -13,7 +13,7 @@ from typing import Any
 from markupsafe import Markup
 
 from ..outcome.compare import Comparison
-from .fmt import _missing, fmt_key, fmt_value
+from .fmt import fmt_key, fmt_value, is_missing
 
 W, H = 330.0, 210.0
 LEFT, RIGHT, TOP, BOTTOM = 46.0, 18.0, 34.0, 30.0
@@ -21,7 +21,7 @@ MAX_GROUPS = 60
 
 
 def _num(x: Any) -> float | None:
-    return None if _missing(x) else float(x)
+    return None if is_missing(x) else float(x)
 
 
 def _ticks_log2(lo: float, hi: float) -> list[int]:

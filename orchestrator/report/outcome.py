@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..outcome.verdict import ALPHA, MIN_GAIN_PCT, NOISE_K, SINGLE_SAMPLE_PCT
-from .fmt import _fmt_time
+from .fmt import fmt_time
 
 
 def verdict_method(summary: Mapping[str, Any]) -> str:
@@ -53,7 +53,7 @@ def outcome_view(ctx: Mapping[str, Any], table_cls) -> dict[str, Any]:
         lines.append("--promote none: the live table and the live JIT modules were left untouched; "
                      "`tune-remote promote JOB` promotes the proven rows later.")
     if promo.get("rolled_back"):
-        lines.append(f"Rolled back at {_fmt_time(promo.get('rolled_back_at'))}: the live table "
+        lines.append(f"Rolled back at {fmt_time(promo.get('rolled_back_at'))}: the live table "
                      f"{promo.get('live') or '?'} and its JIT module are as before the job's first promotion; none "
                      "of the rows below is in the live table now.")
     rounds = promo.get("rounds") or ([promo] if promo.get("promoted") else [])
@@ -67,7 +67,7 @@ def outcome_view(ctx: Mapping[str, Any], table_cls) -> dict[str, Any]:
                      + "); rows judged regressed or within_noise are never promoted in mode proven.")
         if len(rounds) > 1:
             for i, r in enumerate(rounds, 1):
-                lines.append(f"Promotion {i} ({r.get('mode') or mode}, {_fmt_time(r.get('time'))}): "
+                lines.append(f"Promotion {i} ({r.get('mode') or mode}, {fmt_time(r.get('time'))}): "
                              f"{len(r.get('promoted') or [])} row(s), {r.get('added', 0)} added, "
                              f"{r.get('replaced', 0)} "
                              f"replaced; backup of the live table before it: {r.get('backup') or 'none (no table)'}.")
@@ -102,7 +102,7 @@ def outcome_view(ctx: Mapping[str, Any], table_cls) -> dict[str, Any]:
 def changes_view(ctx: Mapping[str, Any]) -> list[str]:
     """``outcome_changes``: one line per command run after the job that changed its outcome (promote, rollback),
     for the report's first lines."""
-    return [f"{_fmt_time(c.get('at'))}: `{c.get('command')}`: {c.get('what')}"
+    return [f"{fmt_time(c.get('at'))}: `{c.get('command')}`: {c.get('what')}"
             for c in ctx.get("outcome_changes") or []]
 
 

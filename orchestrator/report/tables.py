@@ -7,10 +7,11 @@ from pathlib import Path
 from typing import Any
 
 from ..outcome.compare import Comparison, norm_key_value
-from .fmt import DASH, Table, _isnum, _missing, column_decimals, fmt_int, fmt_key, fmt_pct, fmt_scalar, fmt_value
+from .fmt import (DASH, Table, column_decimals, fmt_int, fmt_key, fmt_pct, fmt_scalar, fmt_value, is_missing,
+                  is_num)
 
 
-def _as_comparison(c: Any) -> Comparison | None:
+def as_comparison(c: Any) -> Comparison | None:
     if c is None:
         return None
     if isinstance(c, Comparison):
@@ -22,7 +23,7 @@ def _as_comparison(c: Any) -> Comparison | None:
     raise TypeError(f"comparison must be a Comparison, its to_dict() or None, not {type(c).__name__}")
 
 
-def _shape_list(shapes: Any) -> tuple[str, list[dict[str, Any]]]:
+def shape_list(shapes: Any) -> tuple[str, list[dict[str, Any]]]:
     if shapes is None:
         return "", []
     if isinstance(shapes, Mapping):
@@ -33,20 +34,20 @@ def _shape_list(shapes: Any) -> tuple[str, list[dict[str, Any]]]:
     return "", [dict(s) for s in shapes]
 
 
-def _shape_table(shapes: Sequence[Mapping[str, Any]]) -> Table:
+def shape_table(shapes: Sequence[Mapping[str, Any]]) -> Table:
     cols: list[str] = []
     for s in shapes:
         for k in s:
             if not str(k).startswith("_") and k not in cols:
                 cols.append(k)
-    numeric = [all(_isnum(norm_key_value(s.get(c))) for s in shapes if s.get(c) is not None) for c in cols]
+    numeric = [all(is_num(norm_key_value(s.get(c))) for s in shapes if s.get(c) is not None) for c in cols]
     t = Table(["#", *cols], [True, *numeric])
     for i, s in enumerate(shapes, 1):
         t.add([str(i), *(fmt_key(s.get(c)) for c in cols)])
     return t
 
 
-def _logs_table(logs: Any) -> Table:
+def logs_table(logs: Any) -> Table:
     t = Table(["log", "on node", "local"], [False, False, False])
     if not logs:
         return t
@@ -72,7 +73,7 @@ def _matches(key: Mapping[str, Any], row: Mapping[str, Any]) -> bool:
     return all(norm_key_value(k[c]) == norm_key_value(row[c]) for c in shared)
 
 
-def _common_columns(cmp: Comparison) -> dict[str, Any]:
+def common_columns(cmp: Comparison) -> dict[str, Any]:
     """Key columns with one value across all rows, factored out of wide (MoE-like) keys only."""
     rows = cmp.rows
     if len(cmp.key_columns) <= 6 or len(rows) < 2:
@@ -87,7 +88,7 @@ def _common_columns(cmp: Comparison) -> dict[str, Any]:
     return out
 
 
-def _group_table(cmp: Comparison, common: Mapping[str, Any]) -> Table:
+def group_table(cmp: Comparison, common: Mapping[str, Any]) -> Table:
     gcols = [c for c in cmp.group_columns if c not in common]
     size_name = cmp.size_column or "size"
     t = Table(
@@ -122,13 +123,13 @@ def _stat_cells(r) -> list[str]:
             fmt_pct(r["geomean_speedup_pct"]), fmt_pct(r["min_speedup_pct"]), fmt_pct(r["max_speedup_pct"])]
 
 
-def _rows_table(cmp: Comparison, no_kernel: list[dict], shape_notes: list[dict],
+def rows_table(cmp: Comparison, no_kernel: list[dict], shape_notes: list[dict],
                 common: Mapping[str, Any], method_notes: bool = True) -> Table:
     """``method_notes=False`` (report.md): the per-row "before: median of 3 (spread ..)" notes are left out
     (the method is stated once above the table; spreads are in comparison.csv)."""
     rows = cmp.rows
     kcols = [c for c in cmp.key_columns if c not in common]
-    key_numeric = [all(_isnum(norm_key_value(x)) for x in rows[c] if not _missing(x)) for c in kcols]
+    key_numeric = [all(is_num(norm_key_value(x)) for x in rows[c] if not is_missing(x)) for c in kcols]
     repeated = bool(len(rows)) and bool(((rows["before_n"] > 1) | (rows["after_n"] > 1)).any())
     headers = [*kcols, f"before ({cmp.metric})", f"after ({cmp.metric})", "speedup %",
                "verdict" if cmp.judged else "status"]

@@ -9,14 +9,14 @@ from pathlib import Path
 from typing import Any
 
 from ..outcome.compare import Comparison
-from .chart import _svg_chart
-from .fmt import (DASH, Table, _elapsed, _fmt_command, _fmt_time, _isnum, _key_label, _kv_table, _missing,
-                  fmt_duration, fmt_int, fmt_key, fmt_pct, fmt_scalar)
+from .chart import svg_chart
+from .fmt import (DASH, Table, fmt_command, fmt_duration, elapsed_s, fmt_int, fmt_key, fmt_pct, fmt_scalar,
+                  fmt_time, is_missing, is_num, key_label, kv_table)
 from .jit import jit_view
 from .mchart import group_charts
 from .outcome import changes_view, outcome_view, serving_view, verdict_method
-from .tables import (_as_comparison, _common_columns, _group_table, _logs_table, _rows_table, _shape_list,
-                     _shape_table)
+from .tables import (as_comparison, common_columns, group_table, logs_table, rows_table, shape_list,
+                     shape_table)
 
 _JOB_FIELDS = (("id", "job id"), ("variant", "variant"), ("node", "node"), ("container", "container"),
                ("state", "state"), ("started", "started"), ("finished", "finished"))
@@ -37,8 +37,8 @@ def build_view(ctx: Mapping[str, Any]) -> dict[str, Any]:
     tuning = dict(ctx.get("tuning") or {})
     bench = dict(ctx.get("bench") or {})
     tuned_csv = dict(ctx.get("tuned_csv") or {})
-    cmp = _as_comparison(ctx.get("comparison"))
-    shapes_source, shapes = _shape_list(ctx.get("shapes"))
+    cmp = as_comparison(ctx.get("comparison"))
+    shapes_source, shapes = shape_list(ctx.get("shapes"))
     if not shapes_source and ctx.get("shape_sources"):
         shapes_source = "; ".join(fmt_scalar(x) for x in ctx["shape_sources"])
     no_kernel = tuning.get("no_kernel")
@@ -50,17 +50,17 @@ def build_view(ctx: Mapping[str, Any]) -> dict[str, Any]:
     where = "/".join(str(x) for x in (job.get("node"), job.get("container")) if x)
     v["title"] = ("tune-remote report" + (f": {variant}" if variant else "")
                   + (f" on {where}" if where else ""))
-    v["generated_at"] = _fmt_time(ctx.get("generated_at") or _dt.datetime.now(_dt.timezone.utc))
+    v["generated_at"] = fmt_time(ctx.get("generated_at") or _dt.datetime.now(_dt.timezone.utc))
     v["tool_version"] = str(ctx.get("tool_version") or "")
 
     # job + environment
     jp = []
     for k, label in _JOB_FIELDS:
         val = job.get(k)
-        jp.append((label, _fmt_time(val) if k in ("started", "finished") and val else fmt_scalar(val)))
-    jp.append(("wall time", fmt_duration(_elapsed(job.get("started"), job.get("finished")))))
-    v["job"] = _kv_table(jp)
-    v["environment"] = _kv_table((label, fmt_scalar(env.get(k))) for k, label in _ENV_FIELDS)
+        jp.append((label, fmt_time(val) if k in ("started", "finished") and val else fmt_scalar(val)))
+    jp.append(("wall time", fmt_duration(elapsed_s(job.get("started"), job.get("finished")))))
+    v["job"] = kv_table(jp)
+    v["environment"] = kv_table((label, fmt_scalar(env.get(k))) for k, label in _ENV_FIELDS)
 
     # comparison
     v["has_comparison"] = cmp is not None
@@ -95,7 +95,7 @@ def build_view(ctx: Mapping[str, Any]) -> dict[str, Any]:
         ]
         best, worst = sm.get("best"), sm.get("worst")
         gm_ratio = DASH if sm.get("geomean_ratio") is None else format(sm["geomean_ratio"], ".4f")
-        v["summary"] = _kv_table([
+        v["summary"] = kv_table([
             ("metric", f"{cmp.metric} ({cmp.direction})"),
             ("shapes in table", fmt_int(sm.get("shapes"))),
             ("compared (both sides)", fmt_int(sm.get("compared"))),
@@ -109,20 +109,20 @@ def build_view(ctx: Mapping[str, Any]) -> dict[str, Any]:
             ("min speedup", fmt_pct(sm.get("min_speedup_pct"))),
             ("max speedup", fmt_pct(sm.get("max_speedup_pct"))),
             ("geomean speedup (ratio)", f"{fmt_pct(sm.get('geomean_speedup_pct'))} ({gm_ratio})"),
-            ("best shape", f"{_key_label(best['key'])}: {fmt_pct(best['speedup_pct'])}" if best else DASH),
+            ("best shape", f"{key_label(best['key'])}: {fmt_pct(best['speedup_pct'])}" if best else DASH),
             ("worst shape",
-             f"{_key_label(worst['key'])}: {fmt_pct(worst['speedup_pct'])}" if worst else DASH),
+             f"{key_label(worst['key'])}: {fmt_pct(worst['speedup_pct'])}" if worst else DASH),
         ])
-        common = _common_columns(cmp)
+        common = common_columns(cmp)
         v["common_key"] = ", ".join(f"{c}={fmt_key(x)}" for c, x in common.items())
-        v["groups"] = _group_table(cmp, common)
+        v["groups"] = group_table(cmp, common)
         v["group_title"] = (
             "Per " + (f"({', '.join(cmp.group_columns)})" if cmp.group_columns else "all shapes")
             + (f" by size class of {cmp.size_column}" if cmp.size_column else "")
         )
-        v["rows"] = _rows_table(cmp, no_kernel or [], shape_notes, common)
-        v["rows_md"] = _rows_table(cmp, no_kernel or [], shape_notes, common, method_notes=False)
-        v["chart"] = _svg_chart(cmp)
+        v["rows"] = rows_table(cmp, no_kernel or [], shape_notes, common)
+        v["rows_md"] = rows_table(cmp, no_kernel or [], shape_notes, common, method_notes=False)
+        v["chart"] = svg_chart(cmp)
         v["mcharts"] = group_charts(cmp, common)
         v["mchart_title"] = (f"({', '.join(c for c in cmp.group_columns if c not in common)})"
                              if cmp.group_columns else "shape")
@@ -139,10 +139,10 @@ def build_view(ctx: Mapping[str, Any]) -> dict[str, Any]:
     # shapes
     v["shapes_source"] = shapes_source
     v["shapes_count"] = len(shapes)
-    v["shapes"] = _shape_table(shapes)
+    v["shapes"] = shape_table(shapes)
 
     # tuning
-    v["tune_command"] = _fmt_command(tuning.get("command"))
+    v["tune_command"] = fmt_command(tuning.get("command"))
     flags = dict(tuning.get("flags") or {})
     ft = Table(["flag", "value"], [False, False])
     for k, val in flags.items():
@@ -155,7 +155,7 @@ def build_view(ctx: Mapping[str, Any]) -> dict[str, Any]:
     partial = tuning.get("partial")
     tp = [("exit status", fmt_scalar(tuning.get("rc")))]
     if tuning.get("started"):
-        tp.append(("started", _fmt_time(tuning["started"])))
+        tp.append(("started", fmt_time(tuning["started"])))
     tp += [("duration", fmt_duration(tuning.get("duration_s"))),
            ("tuned rows written", fmt_scalar(tuning.get("rows_written")))]
     if tuning.get("keys_added_changed_removed"):
@@ -166,21 +166,21 @@ def build_view(ctx: Mapping[str, Any]) -> dict[str, Any]:
                    f"{fmt_scalar(tuning.get('rows_before'))} / {fmt_scalar(tuning.get('rows_after'))}"))
     tp += [("shapes without a kernel", DASH if no_kernel is None else str(len(no_kernel))),
            ("partial", fmt_scalar(partial))]
-    v["tuning"] = _kv_table(tp)
+    v["tuning"] = kv_table(tp)
     v["has_tuning"] = bool(tuning)
     v["no_kernel_known"] = no_kernel is not None
-    v["no_kernel"] = _shape_table(no_kernel or [])
-    v["kernels"] = _shape_table(tuning["kernels"]) if tuning.get("kernels") else None
-    v["bench_before"] = _fmt_command(bench.get("before_command"))
-    v["bench_after"] = _fmt_command(bench.get("after_command"))
+    v["no_kernel"] = shape_table(no_kernel or [])
+    v["kernels"] = shape_table(tuning["kernels"]) if tuning.get("kernels") else None
+    v["bench_before"] = fmt_command(bench.get("before_command"))
+    v["bench_after"] = fmt_command(bench.get("after_command"))
     bt = Table(["variable", "value"], [False, False])
     for k, val in dict(bench.get("env") or {}).items():
         bt.add([k, fmt_scalar(val)])
     v["bench_env"] = bt
 
-    v["tuned_csv"] = _kv_table((label, fmt_scalar(tuned_csv.get(k))) for k, label in _CSV_FIELDS)
+    v["tuned_csv"] = kv_table((label, fmt_scalar(tuned_csv.get(k))) for k, label in _CSV_FIELDS)
     v["has_tuned_csv"] = bool(tuned_csv)
-    v["logs"] = _logs_table(ctx.get("logs"))
+    v["logs"] = logs_table(ctx.get("logs"))
 
     # warnings: the caller's first, then what the numbers say
     warnings = [str(w) for w in (ctx.get("warnings") or [])]
@@ -193,7 +193,7 @@ def build_view(ctx: Mapping[str, Any]) -> dict[str, Any]:
     v["simulated"] = bool(ctx.get("simulated"))
     if v["simulated"] and v["jit_headline"]:
         v["jit_headline"] = "Simulated (demo node): these seconds are the simulation's, not a real build's. " + v["jit_headline"]
-    v["environment_md"] = _kv_table((label, fmt_scalar(env.get(k))) for k, label in _ENV_FIELDS if k != "aiter_root")
+    v["environment_md"] = kv_table((label, fmt_scalar(env.get(k))) for k, label in _ENV_FIELDS if k != "aiter_root")
     v["aiter_root"] = str(env.get("aiter_root") or "")
     v["job_id"] = str(job.get("id") or "JOB")
     v["engaged_md"] = _not_engaged(v.get("engaged"))
@@ -225,8 +225,8 @@ def _normalise_context(ctx: Mapping[str, Any] | None) -> dict[str, Any]:
             csvd[new] = csvd[old]
     ctx["tuned_csv"] = {k: v for k, v in csvd.items() if k not in ("node", "backup", "local")}
     tuning = dict(ctx.get("tuning") or {})
-    if (tuning.get("rows_written") is None and _isnum(tuning.get("rows_after"))
-            and _isnum(tuning.get("rows_before"))):
+    if (tuning.get("rows_written") is None and is_num(tuning.get("rows_after"))
+            and is_num(tuning.get("rows_before"))):
         tuning["rows_written"] = tuning["rows_after"] - tuning["rows_before"]
     if not tuning.get("flags") and isinstance(tuning.get("command"), (list, tuple, str)):
         tuning["flags"] = _flags_from_command(tuning["command"])
@@ -267,7 +267,7 @@ def _flags_from_command(cmd: Any) -> dict[str, Any]:
 
 
 def _sign_class(x: Any, band: float) -> str:
-    if _missing(x):
+    if is_missing(x):
         return "missing"
     return "improved" if x > band else "regressed" if x < -band else ""
 

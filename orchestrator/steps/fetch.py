@@ -320,7 +320,7 @@ def _ctr_copy(ctx, node_path, local, sha, growing, compress=False, expect=0) -> 
 
 
 def report_for_the_node(ctx: Ctx) -> list[dict]:
-    """The report step's markdown, for the node's logs dir (once; results.run_report leaves it to us)."""
+    """The report step's markdown, for the node's logs dir (once; the report step leaves it to us)."""
     r = ctx.job.remote
     local = ctx.job_dir / "report.md"
     if r.report_md_on_node is not False or not r.report_md or not local.is_file():

@@ -8,7 +8,8 @@ from orchestrator.context import Ctx, Settings
 from orchestrator.errors import UsageError
 from orchestrator.state import JobState, StepState, Workspace
 from orchestrator.outcome import budget
-from orchestrator.steps.shapes import collect, plan_time
+from orchestrator.steps.shape_sources import collect
+from orchestrator.steps.shapes import plan_time
 from orchestrator.ui import Ui
 
 MISS = ("(Worker_TP0 pid=11) [aiter] shape is M:{m}, N:{n}, K:{k}, not found tuned config in "

@@ -153,12 +153,12 @@ def test_a_log_missing_in_the_container_is_a_usage_error(tmp_path, capsys):
 
 
 def test_m_preset_spellings_that_worked_still_work():
-    from orchestrator.steps.shapes import check_m_preset, expand
+    from orchestrator.steps.shape_sources import check_m_preset, expand
     for preset in (None, "logged", "LOGGED", "none", "pow2", "CudaGraph", "1,2,4"):
         check_m_preset(preset)
     moe = [{"token": 96, "model_dim": 1, "inter_dim": 1, "expert": 1, "topk": 1}]
     assert expand(moe, "moe", "LOGGED") == moe and expand(moe, "moe", "none") == moe
-    from orchestrator.steps.shapes import sweep_preset      # nothing logged (--nk, --model): the default sweep
+    from orchestrator.steps.shape_sources import sweep_preset      # nothing logged (--nk, --model): the default sweep
     assert [sweep_preset(p) for p in (None, "logged", "LOGGED", "none", "1,8")] == ["pow2"] * 4 + ["1,8"]
 
 

@@ -42,7 +42,8 @@ def test_key_changes_counts_added_changed_removed_and_notes_a_vanished_key():
     import pandas as pd
 
     from orchestrator.records import NodePaths
-    from orchestrator.steps.results import _key_changes, _rows_written
+    from orchestrator.steps.compare import _key_changes
+    from orchestrator.steps.report import _rows_written
     notes = []
     ctx = types.SimpleNamespace(variant=types.SimpleNamespace(key_columns=("m", "n", "k")),
                                 job=types.SimpleNamespace(note=notes.append, remote=NodePaths(tuned_csv="/x/t.csv")))

@@ -400,7 +400,7 @@ def test_column_decimals():
 
 
 def test_context_spellings_in_use_are_accepted(tmp_path):
-    """The shape orchestrator/steps/results.py builds today: aliases must not lose information."""
+    """The shape orchestrator/steps/report.py builds today: aliases must not lose information."""
     cmp = results()
     csv = cmp.to_csv(tmp_path / "comparison.csv")
     import pandas as pd

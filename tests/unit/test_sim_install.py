@@ -124,7 +124,7 @@ def test_scripts_are_profile_clean(nodes):
 def test_the_newest_profile_reports_a_wheel_style_version_and_discover_reads_the_release(tmp_path):
     """after-v0.1.20 §1: pip versions now look like 0.1.NN[.postK]+rocmX.Y; the test bed's newest node has one."""
     from orchestrator.sim import SimSpec, install
-    from orchestrator.steps.results import _version_text
+    from orchestrator.steps.report import _version_text
     from orchestrator.variants import format_version, is_dev_build, parse_version
     inst = install(tmp_path / "n", SimSpec(profile="newest"))
     [meta] = (tmp_path / "n").rglob("*.dist-info/METADATA")

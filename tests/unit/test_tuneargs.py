@@ -63,7 +63,7 @@ def test_q_dtype_w():
 
 
 def test_runtime_lookups_snap_moe_tokens_and_cap_m():
-    from orchestrator.steps.shapes import runtime_lookups
+    from orchestrator.steps.shape_rules import runtime_lookups
     base = {"model_dim": 7168, "inter_dim": 256, "expert": 257, "topk": 8}
     shapes = [{"token": t, **base} for t in (1, 24, 32, 40, 96, 128, 65536)]
     got, notes = runtime_lookups(shapes, "moe")
@@ -81,7 +81,7 @@ def test_runtime_lookups_snap_moe_tokens_and_cap_m():
 def test_gemm_m_snapped_to_the_padded_m_grid_and_deduplicated():
     # aiter-formats.md §3.1: the lookup tries M, then getPaddedM(M,N,K,0) (16/32/64/128 steps); one row at
     # the padded M serves the whole bucket, so the pow2 Ms 1..16 are one tuning
-    from orchestrator.steps.shapes import padded_m, runtime_lookups
+    from orchestrator.steps.shape_rules import padded_m, runtime_lookups
     assert [padded_m(m) for m in (1, 16, 17, 24, 256, 257, 1000, 1025, 4097, 8192)] == \
         [16, 16, 32, 32, 256, 288, 1024, 1088, 4224, 8192]
     gemm = [{"m": m, "n": 1536, "k": 7168} for m in (1, 2, 4, 8, 16, 24, 32, 48, 300)]
@@ -96,7 +96,7 @@ def test_gemm_m_snapped_to_the_padded_m_grid_and_deduplicated():
 
 def test_table_the_log_says_aiter_consulted_is_warned_and_used_on_request():
     # C-12: miss lines name the file AITER consulted; a server with its own AITER_CONFIG_* reads another table
-    from orchestrator.steps.shapes import consulted_table
+    from orchestrator.steps.shape_sources import consulted_table
     root, target = "/aiter", "/aiter/aiter/configs/a8w8_blockscale_tuned_gemm.csv"
     assert consulted_table({target: 3, "aiter/configs/a8w8_blockscale_tuned_gemm.csv": 1}, target, root,
                            "AITER_CONFIG_GEMM_A8W8_BLOCKSCALE", False) == (None, None)
@@ -112,7 +112,7 @@ def test_table_the_log_says_aiter_consulted_is_warned_and_used_on_request():
 
 def test_moe_tuple_form_from_the_log_is_a_probe_not_a_version_guess():
     from orchestrator.aiter_profiles import profile_from_facts
-    from orchestrator.steps.shapes import probe_moe_tuple
+    from orchestrator.steps.shape_sources import probe_moe_tuple
     facts = {"version": "0.1.20"}
     assert any(a.startswith("MoE tuple form") for a in profile_from_facts(facts).assumed)   # from the version
     probe_moe_tuple(facts, [False, False, True])           # the log shows (256, 16, ...) tuples
@@ -125,7 +125,7 @@ def test_table_from_log_reads_the_header_of_the_table_it_will_tune():
     import types
 
     from orchestrator.state import JobState
-    from orchestrator.steps.shapes import reprobe_header
+    from orchestrator.steps.shape_sources import reprobe_header
     job = JobState(job_id="j", node="n", container="c", variant="a8w8_blockscale", created=0, request={},
                    facts={"version": "0.1.20", "probes": {"tuned_header": ["gfx", "cu_num", "M", "N", "K"]}})
     asked = []

@@ -3,7 +3,7 @@
 from types import SimpleNamespace
 
 from orchestrator.state import JobState
-from orchestrator.steps.results import tuned_outcome
+from orchestrator.steps.compare import tuned_outcome
 from orchestrator.variants import get_variant, profile_for
 
 CSV = """gfx,cu_num,M,N,K,libtype,kernelId,splitK,us,kernelName,tflops,bw,errRatio

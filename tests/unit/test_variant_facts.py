@@ -7,7 +7,7 @@ from pathlib import Path
 
 from orchestrator import gen_variant_facts as gen
 from orchestrator.remote.helpers import shapefmt, shaperules, variant_facts
-from orchestrator.variants import LOGGED_ONLY_TUNED_CSV, MOE_KEY, VARIANTS
+from orchestrator.variants import JIT_MODULES, LOGGED_ONLY_TUNED_CSV, MOE_KEY, VARIANTS, jit_modules
 
 
 def test_the_committed_facts_are_what_the_registry_generates():
@@ -56,3 +56,20 @@ def test_a_variant_added_without_regenerating_fails_with_the_command(monkeypatch
     exec(compile(text, "variant_facts.py", "exec"), ns)   # the generated module is valid Python
     assert ns["FILE_STEMS"][0] == ("a8w8_blockscale_bpreshuffle_tuned_gemm", "a8w8_blockscale_bpreshuffle")
     assert "python -m orchestrator.gen_variant_facts" in text
+
+
+# variants whose tuned CSV compiles no CK module: the MoE 2-stage modules are generated without the CSV; bf16 is
+# tuned across backends (hipBLASLt, asm, ...) and a6w6's table feeds none of the CK modules
+# aiter-after-v0.1.20.md lists by config variable
+NO_CSV_JIT_MODULE = {"moe_2stages", "bf16", "a6w6"}
+
+
+def test_every_variant_is_in_the_jit_table_or_said_to_have_no_module():
+    """A variant missing from a derived table fails here (issue 25): promote and a campaign's spread move the
+    module compiled from the tuned CSV aside through JIT_MODULES, and a variant missing there silently keeps a
+    stale module. A new variant: add its module to variants.JIT_MODULES, or its name above with why."""
+    missing = sorted(set(VARIANTS) - set(JIT_MODULES) - NO_CSV_JIT_MODULE)
+    assert not missing, f"variants in neither variants.JIT_MODULES nor NO_CSV_JIT_MODULE: {missing}"
+    assert set(JIT_MODULES) <= set(VARIANTS) and not set(JIT_MODULES) & NO_CSV_JIT_MODULE
+    assert all(jit_modules(name) == [JIT_MODULES[name]] for name in JIT_MODULES)
+

@@ -1,0 +1,145 @@
+"""The compare step: pull the bench logs and tuned CSV, note what the tuner wrote, compare before with after
+(the pure core is orchestrator/outcome/compare.py) into comparison.csv / comparison.json."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from pathlib import Path
+
+from ..context import Ctx
+from ..outcome.compare import compare, norm_key_value
+from ..parsing.csvtools import diff_tuned, read_tuned_csv
+from ..state import atomic_write
+from .bench import measured_by_call, plan_bench
+from .fetch import pull, wanted_files
+from .prepare import SAMPLE_MARK
+
+
+def tuned_outcome(ctx: Ctx) -> dict:
+    """Which requested shapes have a row for this GPU in the tuned CSV now (and which found no kernel).
+
+    Also notes rows tuned for another GPU (gfx/cu_num): AITER never matches them here (e.g. rows tuned
+    on an MI308X, cu_num 80, are ignored on an MI300X, cu_num 304; aiter-formats.md §7).
+    """
+    job, variant = ctx.job, ctx.variant
+    local = ctx.job_dir / Path(job.remote.tuned_csv).name
+    if not local.is_file():
+        return {"tuned": [], "no_kernel": list(job.shapes), "rows_before": 0, "rows_after": 0}
+    full = read_tuned_csv(str(local))
+    cols = {c.lower(): c for c in full.columns}
+    mine = full.index == full.index
+    if "gfx" in cols and job.facts.gfx:
+        mine &= full[cols["gfx"]].astype(str) == str(job.facts.gfx)
+    if "cu_num" in cols and job.facts.cu_num:
+        mine &= full[cols["cu_num"]].astype(str).map(norm_key_value) == norm_key_value(job.facts.cu_num)
+    foreign = full[~mine]
+    if len(foreign):
+        others = sorted({f"{r.get(cols.get('gfx', ''), '') or '?'}/cu_num={norm_key_value(r[cols['cu_num']])}"
+                         for _, r in foreign.iterrows()} if "cu_num" in cols else {"?"})
+        job.note(f"{len(foreign)} row(s) of {Path(job.remote.tuned_csv).name} were tuned for another GPU "
+                 f"({', '.join(others[:5])}); AITER never uses them on this {job.facts.gfx} with "
+                 f"cu_num={job.facts.cu_num}")
+    df = full[mine]
+    keys = [c for c in variant.key_columns if c in cols]
+    have = {tuple(norm_key_value(r[cols[c]]) for c in keys) for _, r in df.iterrows()}
+    tuned, missing = [], []
+    for s in job.shapes:
+        (tuned if tuple(norm_key_value(s[c]) for c in keys) in have else missing).append(s)
+    out = {"tuned": tuned, "no_kernel": missing, "rows_before": 0, "rows_after": len(full),
+           "kernels": _kernels(df, cols, keys, job.shapes)}
+    backup = job.remote.tuned_backup
+    bpath = ctx.job_dir / "backup" / Path(backup).name if backup else None
+    if bpath is not None and bpath.is_file():
+        old = read_tuned_csv(str(bpath))
+        out["rows_before"] = len(old)
+        out.update(_key_changes(ctx, old, full))
+    return out
+
+
+def _kernels(df, cols: dict, keys: list[str], shapes: list[dict]) -> list[dict]:
+    """The kernel the table now holds for each of the job's shapes (P-11): kernelName (MoE: stage 1 + 2),
+    splitK, the tuner's us and TFLOPS, in the order the shapes were tuned."""
+    names = [cols[c] for c in sorted(cols) if c.startswith("kernelname")]
+    rows = {}
+    for _, r in df.iterrows():
+        rows[tuple(norm_key_value(r[cols[c]]) for c in keys)] = r
+    out = []
+    for s in shapes:
+        r = rows.get(tuple(norm_key_value(s[c]) for c in keys))
+        if r is None:
+            continue
+        out.append({**{c: s[c] for c in keys},
+                    "kernel": " + ".join(str(r[n]) for n in names if str(r[n]) not in ("", "nan", "None")) or None,
+                    **{k: norm_key_value(r[cols[k.lower()]]) for k in ("splitK", "us", "tflops")
+                       if k.lower() in cols}})
+    return out
+
+
+def _key_changes(ctx: Ctx, old, new) -> dict:
+    """Keys added / changed (kernel or config) / removed between the table before tuning and after (C-11):
+    a row count hides replaced rows and rows the tuner dropped (FmoeTuner drops `_tag` rows, sortResults
+    dedups). A key that vanished is said in a note."""
+    d = diff_tuned(old, new)
+    counts = d["status"].value_counts().to_dict() if len(d) else {}
+    res = {"keys_added": int(counts.get("only_b", 0)), "keys_changed": int(counts.get("changed", 0)),
+           "keys_removed": int(counts.get("only_a", 0))}
+    if res["keys_removed"]:
+        gone = d[d["status"] == "only_a"]
+        cols = [c for c in d.columns if c.lower() in ("gfx", "cu_num", *ctx.variant.key_columns)]
+        sample = "; ".join(" ".join(f"{c}={norm_key_value(r[c])}" for c in cols) for _, r in gone.head(3).iterrows())
+        ctx.job.note(f"{res['keys_removed']} key(s) of {Path(ctx.job.remote.tuned_csv).name} as it was before "
+                     f"tuning are gone from the tuned table (e.g. {sample}); the promoted live table keeps them "
+                     "(promotion merges rows in, it never drops any)")
+    return res
+
+
+def split_samples(text: str, arm: str) -> list[str]:
+    """The benchmark runs of one arm in a bench log, cut at prepare's sample marker lines (a log without
+    markers, from an older job, is one run)."""
+    mark = re.compile(rf"^{re.escape(SAMPLE_MARK)} (\w+) (\d+)\s*$", re.M)
+    found = list(mark.finditer(text))
+    if not found:
+        return [text]
+    return [text[m.end():found[i + 1].start() if i + 1 < len(found) else len(text)]
+            for i, m in enumerate(found) if m.group(1) == arm]
+
+
+def run(ctx: Ctx) -> None:
+    job, variant = ctx.job, ctx.variant
+    pull(ctx, wanted_files(ctx, ctx.job_dir))
+    info = job.step_state("compare").info
+    info["tuned"] = tuned_outcome(ctx)
+    from .remote import settle_tuning_results
+    settle_tuning_results(ctx)
+    logs = job.remote.logs or {}
+    before_log = ctx.job_dir / "logs" / Path(logs.get("baseline", "-")).name
+    after_log = ctx.job_dir / "logs" / Path(logs.get("after", "-")).name
+    if variant.bench is None or not before_log.is_file() or not after_log.is_file():
+        info["skipped"] = "no benchmark logs"
+        return
+    results: dict[str, list[dict]] = {}
+    errors: dict[str, list[dict]] = {}
+    # the error column next to the metric (`ck us` -> `ck err`, `us` -> `err`; aiter-formats.md §4), P-05
+    err_spec = dataclasses.replace(variant.bench, metric=" ".join([*variant.bench.metric.split()[:-1], "err"]))
+    # each call's output section is matched against that call's shapes only (C-19): bench_argv[i] is call i
+    by_args = {c.args: c.shapes for c in plan_bench(variant, job.shapes)}
+    call_shapes = [by_args.get(tuple(a[1:]), job.shapes) for a in job.remote.bench_argv or []]
+    for side, path in (("before", before_log), ("after", after_log)):
+        results[side], errors[side] = [], []
+        for text in split_samples(path.read_text(encoding="utf-8", errors="replace"), side):
+            results[side].extend(measured_by_call(variant.bench, job.shapes, text, call_shapes))
+            errors[side].extend(measured_by_call(err_spec, job.shapes, text, call_shapes))
+    comp = compare(results["before"], results["after"], key_columns=variant.key_columns,
+                   metric=variant.bench.metric, higher_is_better=variant.bench.higher_is_better, judge=True)
+    comp.set_errors(errors["before"], errors["after"])
+    if comp.summary.get("err_worse"):
+        job.note(f"{comp.summary['err_worse']} shape(s) have a larger benchmark error ({err_spec.metric}) after "
+                 "tuning (comparison.csv err_worse): check them before keeping their rows")
+    comp.to_csv(ctx.job_dir / "comparison.csv")
+    atomic_write(ctx.job_dir / "comparison.json", json.dumps(comp.to_dict(), default=str).encode())
+    info["summary"] = comp.summary
+    info["measured"] = {k: len(v) for k, v in results.items()}
+    if not results["before"] and not results["after"]:
+        job.note(f"the benchmark printed no {variant.bench.metric!r} values (see the bench logs)")

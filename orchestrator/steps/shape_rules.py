@@ -1,0 +1,87 @@
+"""The runtime's bucket and padding rules: which key AITER really looks a shape up by (MoE tokens in
+power-of-two buckets, GEMM M on the padded-M grid), so the shapes tuned are the ones it reads."""
+
+from __future__ import annotations
+
+from ..records import JobRequest
+
+
+MOE_PADDED_MAX = 32768  # fused_moe.get_padded_M: nextPow2(token) below this (aiter-after-v0.1.20.md §2.2, #5125)
+
+
+def next_pow2(x: int) -> int:
+    return 1 << max(0, int(x) - 1).bit_length()
+
+
+def padded_m(m: int) -> int:
+    """gemm_common.cu getPaddedM(M, N, K, 0): M <= 256 up to a multiple of 16, <= 1024 of 32, <= 4096 of 64,
+    else of 128 (aiter-formats.md §3.1)."""
+    m = int(m)
+    step = 16 if m <= 256 else 32 if m <= 1024 else 64 if m <= 4096 else 128
+    return -(-m // step) * step
+
+
+def runtime_lookups(shapes: list[dict], family: str, max_m: int | None = None,
+                    padded: bool = False) -> tuple[list[dict], list[str]]:
+    """The shapes the runtime will really look up: MoE tokens snapped to AITER's power-of-two buckets
+    (a row for token 96 is never read: the runtime asks for 128; review C-09); with ``padded`` (GEMMs whose
+    lookup falls back to getPaddedM) M snapped up to the padded-M grid and deduplicated: a row at M=16 is
+    what every M in 1..16 without its own row reads, so 1, 2, 4, 8, 16 are one tuning, not five; M/token
+    above the server's batch limit (--max-m) dropped. Returns (shapes, notes)."""
+    notes: list[str] = []
+    out = shapes
+    if padded and family == "gemm":
+        moved: dict[int, int] = {}
+        for s in shapes:
+            if padded_m(s["m"]) != int(s["m"]):
+                moved[int(s["m"])] = padded_m(s["m"])
+        out = dedupe([{**s, "m": padded_m(s["m"])} for s in shapes])
+        if moved:
+            pairs = ", ".join(f"{a}->{b}" for a, b in sorted(moved.items())[:6])
+            notes.append(f"{len(moved)} M value(s) snapped to AITER's padded-M grid ({pairs}"
+                         f"{', ...' if len(moved) > 6 else ''}): a shape without its own row reads the row at "
+                         f"its padded M, so {len(shapes) - len(out)} tuning(s) that the runtime would not look "
+                         "up distinctly are dropped")
+    if family == "moe":
+        snapped: dict[int, int] = {}
+        out = []
+        for s in shapes:
+            t = int(s["token"])
+            if t < MOE_PADDED_MAX and next_pow2(t) != t:
+                snapped[t] = next_pow2(t)
+                s = {**s, "token": next_pow2(t)}
+            out.append(s)
+        out = dedupe(out)
+        if snapped:
+            pairs = ", ".join(f"{a}->{b}" for a, b in sorted(snapped.items())[:6])
+            notes.append(f"{len(snapped)} MoE token value(s) snapped to the runtime's power-of-two buckets "
+                         f"({pairs}{', ...' if len(snapped) > 6 else ''}): AITER looks up nextPow2(token) below "
+                         f"{MOE_PADDED_MAX}, so rows for other tokens are never read (ROCm/aiter#5125)")
+    if max_m:
+        dim = "token" if family == "moe" else "m"
+        kept = [s for s in out if int(s[dim]) <= max_m]
+        if len(kept) != len(out):
+            notes.append(f"--max-m {max_m}: {len(out) - len(kept)} shape(s) with {dim} above the server's "
+                         "batch limit dropped")
+        out = kept
+    return out, notes
+
+
+def dedupe(shapes: list[dict]) -> list[dict]:
+    seen, out = set(), []
+    for s in shapes:
+        key = tuple(sorted((k, str(v)) for k, v in s.items()))
+        if key not in seen:
+            seen.add(key)
+            out.append(s)
+    return out
+
+
+def snap(shape: dict, variant, req: JobRequest) -> dict:
+    """A logged shape as the runtime looks it up (the same snapping ``runtime_lookups`` does)."""
+    s = {k: v for k, v in shape.items() if k != "_meta"}
+    if variant.family == "moe" and int(s.get("token", 0)) < MOE_PADDED_MAX and "token" in s:
+        s["token"] = next_pow2(int(s["token"]))
+    elif variant.family == "gemm" and req.padded_m and variant.padded_m_lookup and "m" in s:
+        s["m"] = padded_m(s["m"])
+    return s

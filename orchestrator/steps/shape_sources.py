@@ -1,0 +1,217 @@
+"""Where a job's shapes come from: the server's logs (mined on the node, streamed there), --shapes-csv,
+--model and --nk with their M sweeps; the runtime's buckets applied (shape_rules.py), the most-missed first."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from ..context import Ctx
+from ..errors import UsageError
+from ..outcome import budget
+from ..parsing.untuned import read_shapes_csv
+from ..remote.helpers import shapelog
+from .shape_rules import dedupe, runtime_lookups, snap
+
+
+def split_log_sources(logs: list[str]) -> dict[str, list[str]]:
+    """'node:PATH' -> on the node's host, 'local:PATH' -> this machine, anything else -> in the container."""
+    out: dict[str, list[str]] = {"container": [], "node": [], "local": []}
+    for spec in logs:
+        if spec.startswith("node:"):
+            out["node"].append(spec[5:])
+        elif spec.startswith("local:"):
+            out["local"].append(spec[6:])
+        else:
+            out["container"].append(spec)
+    return out
+
+
+def parse_nk(values: list[str]) -> list[tuple[int, int]]:
+    pairs = []
+    for v in values:
+        try:
+            n, k = (int(x) for x in v.split(","))
+            if n <= 0 or k <= 0:
+                raise ValueError
+        except ValueError:
+            raise UsageError(f"--nk {v!r} is not N,K with two positive integers",
+                             hint="e.g. --nk 7168,2048") from None
+        pairs.append((n, k))
+    return pairs
+
+
+def _no_sweep(preset) -> bool:
+    return preset is None or str(preset).strip().lower() in ("logged", "none")
+
+
+def sweep_preset(preset):
+    """The M sweep of shapes nothing logged (--nk, --model): ``logged``/``none`` mean the default there."""
+    return "pow2" if _no_sweep(preset) else preset
+
+
+def check_m_preset(preset: str | None) -> None:
+    """A bad ``--m-preset``: one line, exit 2, before anything runs on a node."""
+    if _no_sweep(preset):
+        return
+    try:
+        shapelog.m_sweep(preset)
+    except ValueError as exc:
+        raise UsageError(f"--m-preset {preset!r}: {exc}",
+                         hint="pow2, cudagraph, logged, or M values like 1,16,128") from None
+
+
+def expand(shapes: list[dict], family: str, preset: str) -> list[dict]:
+    """Sweep M (GEMM/batched) or token (MoE) per distinct remaining key, keeping the logged values
+    (AITER looks the exact M up first); 'logged' keeps only what was seen."""
+    if _no_sweep(preset):
+        return dedupe(shapes)
+    if family == "moe":
+        return shapelog.expand_m(shapes, "pow2", tokens=shapelog.m_sweep(preset))
+    return shapelog.expand_m(shapes, preset)
+
+
+def probe_moe_tuple(facts: dict, forms: list[bool]) -> None:
+    """The MoE tuple form seen in the log (leading 'gfx…' or a cu_num) is a probe, not a version guess."""
+    from ..aiter_profiles import settle_profile
+    facts.setdefault("probes", {})["moe_tuple_gfx"] = max(set(forms), key=forms.count)
+    settle_profile(facts)
+
+
+def reprobe_header(ctx: Ctx, table: str) -> None:
+    """--table-from-log: the capability probe read the header of the env/default table; the job tunes
+    another one, whose header decides the gfx column (one round trip)."""
+    from ..aiter_profiles import settle_profile
+    header = ctx.call("probe", {"tuned_csv": table}).get("tuned_header")
+    probes = ctx.job.facts.setdefault("probes", {})
+    if header:
+        probes["tuned_header"] = header
+    else:
+        probes.pop("tuned_header", None)     # a table not written yet: the version decides
+    settle_profile(ctx.job.facts)
+
+
+def consulted_table(consulted: dict[str, int], target: str, root: str, config_env: str,
+                    use: bool) -> tuple[str | None, str | None]:
+    """(table to tune instead or None, note) from the tables the miss lines named (C-12): AITER prints the file
+    it consulted; a server that sets its own AITER_CONFIG_* reads another table than the container's env
+    names. With ``use`` (run --table-from-log) the most-consulted one is tuned."""
+    def absolute(p: str) -> str:
+        return os.path.normpath(p if p.startswith("/") else f"{root}/{p}")
+    # a merge of several tables (/tmp/aiter_configs/, aiter-formats.md §5.1) and the pre-0.1.10 'CKGEMM or
+    # asmGEMM' are no table one could tune
+    real = {f: n for f, n in consulted.items() if f.endswith(".csv") and not f.startswith("/tmp/aiter_configs/")}
+    others = {absolute(f): n for f, n in real.items() if absolute(f) != os.path.normpath(target)}
+    if not others:
+        return None, None
+    top = max(others, key=lambda f: others[f])
+    named = ", ".join(f"{f} ({n} shape(s))" for f, n in sorted(others.items(), key=lambda x: -x[1])[:3])
+    if use:
+        return top, (f"tuning {top}, the table the server's log says AITER consulted (--table-from-log), "
+                     f"not {target}")
+    return None, (f"the server's log says AITER consulted {named}, not {target} which this job would tune: "
+                  f"rerun with --table-from-log to tune {top}, or set {config_env} in the inventory")
+
+
+def _order(shape: dict, columns: tuple[str, ...]) -> dict:
+    return {c: shape[c] for c in columns if c in shape}
+
+
+def collect(ctx: Ctx) -> tuple[list[dict], list[str]]:
+    req, variant = ctx.job.request, ctx.variant
+    sources = split_log_sources(req.logs or [])
+    found: list[dict] = []
+    described: list[str] = []
+    consulted: dict[str, int] = {}
+    tuple_gfx: list[bool] = []
+    looked_up: list[tuple[dict, int]] = []
+    for where, paths in sources.items():
+        if not paths:
+            continue
+        if where == "local":
+            res = shapelog.parse_files(paths, variant.name, keep_meta=True).to_json()
+            res["missing"] = []
+        else:
+            res = ctx.call("shapes", {"logs": paths, "variant": variant.name, "meta": True},
+                           host=(where == "node"), timeout=3600)
+        if res.get("missing"):
+            raise UsageError(f"log file not found on the {where}: {res['missing'][0]}",
+                           hint="paths without a prefix are inside the container; use node:PATH for the "
+                                "node's host and local:PATH for this machine")
+        for w in res.get("warnings") or []:
+            ctx.job.note(w)
+        got = []
+        counts = (res.get("counts") or {}).get(variant.name) or []
+        for i, shape in enumerate((res.get("shapes") or {}).get(variant.name, [])):
+            meta = shape.get("_meta") or {}
+            looked_up.append((shape, counts[i] if i < len(counts) else 1))   # an older helper: 1 each
+            consulted_file = meta.get("file")
+            if variant.family == "moe" and ("gfx" in meta or "cu_num" in meta):
+                tuple_gfx.append("gfx" in meta)   # the [fused_moe] tuple's form, read from the log (C-20)
+            if consulted_file:
+                consulted[consulted_file] = consulted.get(consulted_file, 0) + 1
+            got.append({k: v for k, v in shape.items() if k != "_meta"})
+        if variant.log_gate_env and not ((res.get("misses") or {}).get(variant.name)
+                                         or (res.get("hits") or {}).get(variant.name)):
+            # e.g. A6W6 prints its lookups only with AITER_LOG_TUNED_CONFIG=1 (aiter-after-v0.1.20.md §3)
+            msg = (f"the {where} log(s) have no {variant.name} lookup lines: AITER prints them only with "
+                   f"{variant.log_gate_env}=1 in the server's environment; restart the server with it, "
+                   "or give the shapes with --nk / --shapes-csv")
+            ctx.job.note(msg)
+            ctx.ui.event(msg)
+        described.append(f"{len(paths)} {where} log(s): {len(got)} untuned {variant.name} shapes "
+                         f"({res.get('lines', 0)} lines)")
+        found.extend(got)
+    if tuple_gfx:
+        probe_moe_tuple(ctx.job.facts, tuple_gfx)
+    if consulted:
+        from .prepare import tuned_csv_path
+        chosen, msg = consulted_table(consulted, tuned_csv_path(ctx, variant), ctx.job.remote.aiter_root,
+                                      variant.config_env, bool(req.table_from_log))
+        if chosen:
+            ctx.job.remote.table_from_log = chosen
+            reprobe_header(ctx, chosen)
+        if msg:
+            ctx.job.note(msg)
+            ctx.ui.event(msg)
+    # GEMM: sweep M per (N,K) (powers of two by default); MoE: the (already padded) logged tokens
+    preset = req.m_preset or ("logged" if variant.family == "moe" else "pow2")
+    shapes = expand(found, variant.family, preset) if found else []
+    if req.shapes_csv:
+        rows = read_shapes_csv(req.shapes_csv, variant.name)
+        described.append(f"--shapes-csv {Path(req.shapes_csv).name}: {len(rows)} shapes")
+        shapes.extend(rows)
+    if req.model:
+        from ..parsing.modelshapes import shapes_from_model
+        gemm_variant = variant.name if variant.family == "gemm" else None
+        rows = shapes_from_model(req.model, int(req.tp or 1), m_preset=None,
+                                 gfx=ctx.job.facts.gfx, gemm_variant=gemm_variant).get(variant.name, [])
+        dim = "token" if variant.family == "moe" else "m"
+        sweep = sweep_preset(preset)
+        base = [{dim: 1, **r} for r in rows]  # the placeholder M/token is not kept
+        shapes.extend(shapelog.expand_m(base, "pow2", keep_logged=False, tokens=shapelog.m_sweep(sweep))
+                      if dim == "token" else shapelog.expand_m(base, sweep, keep_logged=False))
+        described.append(f"--model (tp {req.tp or 1}, {ctx.job.facts.gfx}): "
+                         f"{len(rows)} {variant.name} shape groups")
+    if req.nk:
+        if variant.family != "gemm":
+            raise UsageError(f"--nk applies to dense GEMM variants, not {variant.name}",
+                             hint="use --shapes-csv or --log for batched and MoE variants")
+        bases = [{"n": n, "k": k} for n, k in parse_nk(req.nk)]
+        if "q_dtype_w" in variant.key_columns:
+            for b in bases:
+                b["q_dtype_w"] = req.q_dtype_w or "torch.int8"
+        described.append(f"--nk: {len(bases)} (N,K) pairs")
+        shapes.extend(expand(bases, "gemm", sweep_preset(preset)))
+    shapes, notes = runtime_lookups(dedupe(shapes), variant.family, req.max_m,
+                                    padded=bool(req.padded_m) and variant.padded_m_lookup)
+    for n in notes:
+        ctx.job.note(n)
+        ctx.ui.event(n)
+    shapes = [_order(s, variant.key_columns) for s in shapes]
+    if looked_up:   # the most-missed first (P-07): a budget, a cancel or a failure leaves the rarest untuned
+        pairs = [(_order(snap(sh, variant, req), variant.key_columns), n) for sh, n in looked_up]
+        exact, family = budget.miss_counts(pairs)
+        shapes, missed = budget.rank(shapes, exact, family)
+        ctx.job.step_state("shapes").info["misses"] = missed
+    return shapes, described
