@@ -67,6 +67,8 @@ class KernelVariant:
     tune_flags: tuple[str, ...] = ()
     requires_gfx: frozenset[str] | None = None
     aliases: tuple[str, ...] = ()    # other names `--variant` accepts (and logs of older tune-remote used)
+    # key columns besides m, n, k that `run --nk` fills in (q_dtype_w comes from --q-dtype-w)
+    nk_defaults: dict = field(default_factory=dict)
     since: Version | None = None     # first AITER release that ships its tuner (None = all supported)
     log_gate_env: str | None = None  # env var without which the runtime prints no miss lines for it
     # the runtime tries M, then gemm_common getPaddedM(M,N,K,0) (aiter-formats.md §3.1): rows are tuned on
@@ -226,6 +228,8 @@ VARIANTS: dict[str, KernelVariant] = {
             untuned_columns=("M", "N", "K", "bias", "dtype", "outdtype", "scaleAB", "bpreshuffle"),
             since=(0, 1, 16),
             aliases=("bf16",),
+            nk_defaults={"bias": False, "dtype": "torch.bfloat16", "outdtype": "torch.bfloat16", "scaleab": False,
+                         "bpreshuffle": False},
             bench=BenchSpec(
                 # op_tests/test_gemm_a16w16.py: `tgemm us` is tuned_gemm's dispatch (the tuned row);
                 # the @benchmark table names the call's arguments dtype, m, n, k, bias, otype

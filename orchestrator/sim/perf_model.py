@@ -388,7 +388,7 @@ def bench_value(variant: str, shape: dict, metric: str, gfx: str = "gfx950", cu_
         backend, qty = "ck", parts[0]
     else:
         backend, qty = parts
-    if backend in ("ck bpreshuffle",):
+    if backend in ("ck bpreshuffle", "tgemm"):   # tgemm: a16w16's tuned dispatch
         backend = "ck"
     if backend == "hipmm bpreshuffle":
         backend = "hipmm"

@@ -48,6 +48,7 @@ SOURCES = {
     "batched_a8w8": ["--log", METACHAR],                    # B16 (1280, 8192), M 1,32,64 logged
     "batched_bf16": ["--log", METACHAR],                    # B8 and B4 (1024, 4096)
     "moe_2stages": ["--log", SGLANG],                       # 2 MoE configs, tokens logged
+    "a16w16": ["--nk", "6144,2048"],                        # bf16 / bf16, no bias (the variant's --nk defaults)
 }
 M_PRESET = "1,64"
 
@@ -135,9 +136,11 @@ def header_of(path: Path) -> list[str]:
 # 1. every variant x both profiles
 # ------------------------------------------------------------------------------------------------
 
-# every variant with a benchmark x every profile (a6w6 has none and is newest-only: section 6)
-@pytest.mark.parametrize("profile", ["current", "legacy", "newest"])
-@pytest.mark.parametrize("variant", [v for v in VARIANTS if VARIANTS[v].bench is not None])
+# every variant with a benchmark x every profile that ships its tuner (a6w6 has none and is newest-only:
+# section 6; a16w16's tuner came with v0.1.16)
+@pytest.mark.parametrize("variant,profile", [
+    (v, p) for v in VARIANTS for p in ("current", "legacy", "newest")
+    if VARIANTS[v].bench is not None and (VARIANTS[v].since or (0, 0, 0)) <= parse_version(VERSIONS[p])])
 def test_variant_end_to_end_matches_model(vnode, env, profile, variant):
     ctr = _container(vnode, profile)
     version = VERSIONS[profile]
