@@ -48,7 +48,7 @@ SOURCES = {
     "batched_a8w8": ["--log", METACHAR],                    # B16 (1280, 8192), M 1,32,64 logged
     "batched_bf16": ["--log", METACHAR],                    # B8 and B4 (1024, 4096)
     "moe_2stages": ["--log", SGLANG],                       # 2 MoE configs, tokens logged
-    "a16w16": ["--nk", "6144,2048"],                        # bf16 / bf16, no bias (the variant's --nk defaults)
+    "a16w16": ["--nk", "6144,2048"],                        # bf16 -> bf16, no bias (the variant's nk_defaults)
 }
 M_PRESET = "1,64"
 
