@@ -302,9 +302,14 @@ def _retry(job: JobState) -> None:
 def demo(env: Env, variant, profile, repeats, noise, nodes):
     """The whole pipeline against a local simulated node: no GPU, no SSH, no docker."""
     from ..demo import demo_target, prepare_demo, serve_cmd
-    if get_variant(variant).bench is None:     # the before/after comparison runs the variant's op_test
-        raise UsageError(f"the demo cannot run {variant}: AITER ships no benchmark (op_test) for it",
-                         hint="demo one of: " + ", ".join(v for v in VARIANTS if VARIANTS[v].bench is not None))
+    from ..sim.logs import expected_shapes, log_specs
+    logged = [v for v in VARIANTS if any(expected_shapes(log.name).get(v) for log in log_specs())]
+    variant = get_variant(variant).name
+    if get_variant(variant).bench is None or variant not in logged:   # the comparison runs its op_test on
+        raise UsageError(f"the demo cannot run {variant}: " + (  # the shapes of a simulated server log
+            "AITER ships no benchmark (op_test) for it" if get_variant(variant).bench is None
+            else "no simulated server log has its shapes (tune it on a test-bed node: run --nk N,K)"),
+            hint="demo one of: " + ", ".join(v for v in logged if VARIANTS[v].bench is not None))
     if nodes > 1:
         _demo_campaign(env, variant, profile, repeats, noise, nodes)
         return
