@@ -37,6 +37,7 @@ class BenchSpec:
     style:
       "m_nk"  -> ``-m M1 M2 .. -nk N,K ..`` (cross product inside the script)
       "mnk"   -> ``-mnk M,N,K ..``
+      "mnk_typed" -> ``-mnk M,N,K .. -d DTYPE -o OUTDTYPE [-b]`` (one call per dtype, outdtype, bias)
       "s_mnk" -> ``-b B -s M,N,K ..`` (batched; one call per distinct B)
       "moe"   -> ``-t T.. -dim MD,ID -e E -k TOPK -q Q -a ACT -s DW -p PS`` (one call per MoE config)
     output: "markdown" (``<name> summary (markdown):`` pipe table) or "perf_lines" (``[perf] dim: ...``).
@@ -65,6 +66,9 @@ class KernelVariant:
     bench: BenchSpec | None
     tune_flags: tuple[str, ...] = ()
     requires_gfx: frozenset[str] | None = None
+    aliases: tuple[str, ...] = ()    # other names `--variant` accepts (and logs of older tune-remote used)
+    # key columns besides m, n, k that `run --nk` fills in (q_dtype_w comes from --q-dtype-w)
+    nk_defaults: dict = field(default_factory=dict)
     since: Version | None = None     # first AITER release that ships its tuner (None = all supported)
     log_gate_env: str | None = None  # env var without which the runtime prints no miss lines for it
     # the runtime tries M, then gemm_common getPaddedM(M,N,K,0) (aiter-formats.md §3.1): rows are tuned on
@@ -210,6 +214,34 @@ VARIANTS: dict[str, KernelVariant] = {
             bench=None,
         ),
         KernelVariant(
+            # bf16 GEMM, the multi-backend tuner (--libtype asm, flydsl, skinny, torch, triton, opus; hipblaslt
+            # only with --with-hipblaslt, and such rows never leave the node: aiter#3285). In csrc/gemm_a16w16
+            # since v0.1.16 (before: gradlib's hipBLASLt-only tuner). The table says err_ratio (aiter-formats.md
+            # §2.1); its key adds bias, dtype, outdtype, scaleAB, bpreshuffle (tuned_gemm.get_GEMM_A16W16_config).
+            name="a16w16",
+            family="gemm",
+            padded_m_lookup=True,
+            tune_script="csrc/gemm_a16w16/gemm_a16w16_tune.py",
+            untuned_csv="aiter/configs/bf16_untuned_gemm.csv",
+            tuned_csv="aiter/configs/bf16_tuned_gemm.csv",
+            config_env="AITER_CONFIG_GEMM_BF16",
+            untuned_columns=("M", "N", "K", "bias", "dtype", "outdtype", "scaleAB", "bpreshuffle"),
+            since=(0, 1, 16),
+            aliases=("bf16",),
+            nk_defaults={"bias": False, "dtype": "torch.bfloat16", "outdtype": "torch.bfloat16", "scaleab": False,
+                         "bpreshuffle": False},
+            bench=BenchSpec(
+                # op_tests/test_gemm_a16w16.py: `tgemm us` is tuned_gemm's dispatch (the tuned row);
+                # the @benchmark table names the call's arguments dtype, m, n, k, bias, otype
+                script="op_tests/test_gemm_a16w16.py",
+                style="mnk_typed",
+                output="markdown",
+                metric="tgemm us",
+                higher_is_better=False,
+                key_columns={"m": "m", "n": "n", "k": "k", "dtype": "dtype", "otype": "outdtype", "bias": "bias"},
+            ),
+        ),
+        KernelVariant(
             name="batched_a8w8",
             family="batched",
             tune_script="csrc/ck_batched_gemm_a8w8/batched_gemm_a8w8_tune.py",
@@ -283,15 +315,15 @@ VARIANTS: dict[str, KernelVariant] = {
 
 
 # GEMMs whose shapes the logs show (and `shapes` mines) but that tune-remote does not tune: name -> the tuned
-# CSV the runtime names in their lines (bf16 = a16w16, csrc/gemm_a16w16/gemm_tuner.py, aiter-formats.md §1)
-LOGGED_ONLY_TUNED_CSV: dict[str, str] = {
-    "bf16": "aiter/configs/bf16_tuned_gemm.csv",
-}
+# CSV the runtime names in their lines (none today: bf16 is the a16w16 variant)
+LOGGED_ONLY_TUNED_CSV: dict[str, str] = {}
+
+ALIASES: dict[str, str] = {a: v.name for v in VARIANTS.values() for a in v.aliases}
 
 
 def get_variant(name: str) -> KernelVariant:
     try:
-        return VARIANTS[name]
+        return VARIANTS[ALIASES.get(name, name)]
     except KeyError:
         import difflib
         close = difflib.get_close_matches(name, VARIANTS, n=1)

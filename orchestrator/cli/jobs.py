@@ -11,7 +11,7 @@ from ..context import Ctx, Settings, Target
 from ..errors import JobError, UsageError
 from ..inventory import load_inventory
 from ..state import TERMINAL, JobState, Status, check_job_id, new_job_id
-from ..variants import VARIANTS, get_variant
+from ..variants import ALIASES, VARIANTS, get_variant
 from .base import ACCEPT_NEW_HOST_KEY, JOB_ARG, Env, finish_job, run_settings, target_for, cli, resolve_job
 
 
@@ -116,7 +116,7 @@ def run(env: Env, node, container, variant, dry_run, slurm, slurm_nodes, logs, s
     Several nodes (or a group, or all) and/or several variants (or auto) make one campaign job."""
     from .campaign import is_campaign_request, validate_campaign_inputs
     _required_inputs(variant, node, slurm, logs, shapes_csv, nk, model)
-    nodes, variants = list(node), [v.strip() for v in variant.split(",") if v.strip()]
+    nodes, variants = list(node), [ALIASES.get(v.strip(), v.strip()) for v in variant.split(",") if v.strip()]
     if not variants:
         raise UsageError(f"--variant {variant!r} names no variant",
                          hint="e.g. --variant a8w8_blockscale, several as a8w8_blockscale,moe_2stages, or auto")
@@ -314,9 +314,14 @@ def demo(env: Env, variant, profile, repeats, noise, nodes, watch_demo):
         demo_watch(env, variant, profile, repeats, noise)
         return
     from ..demo import demo_target, prepare_demo, serve_cmd
-    if get_variant(variant).bench is None:     # the before/after comparison runs the variant's op_test
-        raise UsageError(f"the demo cannot run {variant}: AITER ships no benchmark (op_test) for it",
-                         hint="demo one of: " + ", ".join(v for v in VARIANTS if VARIANTS[v].bench is not None))
+    from ..sim.logs import expected_shapes, log_specs
+    logged = [v for v in VARIANTS if any(expected_shapes(log.name).get(v) for log in log_specs())]
+    variant = get_variant(variant).name
+    if get_variant(variant).bench is None or variant not in logged:   # the comparison runs its op_test on
+        raise UsageError(f"the demo cannot run {variant}: " + (  # the shapes of a simulated server log
+            "AITER ships no benchmark (op_test) for it" if get_variant(variant).bench is None
+            else "no simulated server log has its shapes (tune it on a test-bed node: run --nk N,K)"),
+            hint="demo one of: " + ", ".join(v for v in logged if VARIANTS[v].bench is not None))
     if nodes > 1:
         _demo_campaign(env, variant, profile, repeats, noise, nodes)
         return

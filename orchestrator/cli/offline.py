@@ -39,8 +39,8 @@ def shapes(env, logs, variant, csv_out, as_json, model, tp, m_preset, gfx, ep, f
            node, container):
     """Untuned shapes from server logs (or from a model config), as JSON or AITER CSV; no node needed."""
     from ..remote.helpers import shapelog
-    if variant and variant != "bf16":  # bf16 (a16w16) shapes are mined, not tuned, by tune-remote
-        get_variant(variant)
+    if variant:
+        variant = get_variant(variant).name     # an alias (bf16) names its variant (a16w16)
     if not logs and not model:
         raise UsageError("give log files or --model config.json", hint="tune-remote shapes server.log --json")
     from ..steps.shape_sources import check_m_preset
@@ -56,7 +56,7 @@ def shapes(env, logs, variant, csv_out, as_json, model, tp, m_preset, gfx, ep, f
         found = {k: v for k, v in res.shapes.items()}
         counts = {k: list(v) for k, v in res.counts.items()}
         warnings = list(res.warnings)
-        gate = get_variant(variant).log_gate_env if variant and variant != "bf16" else None
+        gate = get_variant(variant).log_gate_env if variant else None
         if gate and not (res.misses.get(variant) or res.hits.get(variant)):   # e.g. A6W6 (after-v0.1.20 §3)
             warnings.append(f"the logs have no {variant} lookup lines: AITER prints them only with {gate}=1 in "
                             "the server's environment")
@@ -79,9 +79,6 @@ def shapes(env, logs, variant, csv_out, as_json, model, tp, m_preset, gfx, ep, f
                 found.setdefault(v, []).extend(rows)
     elif node:
         raise UsageError("--node applies to --model (it discovers the gfx)", hint="add --model config.json")
-    if found.get("bf16"):
-        warnings.append("bf16 (a16w16) shapes are listed for reference: tune-remote does not tune them (`run "
-                        "--variant bf16` is refused); AITER's csrc/gemm_a16w16/gemm_a16w16_tune.py takes --csv's file")
     for w in warnings:
         click.echo(f"warning: {w}", err=True)
     if csv_out:
@@ -91,7 +88,7 @@ def shapes(env, logs, variant, csv_out, as_json, model, tp, m_preset, gfx, ep, f
         rows = found.get(chosen, [])
         from ..steps.shape_rules import runtime_lookups
         from ..steps.shape_sources import expand
-        family = "gemm" if chosen == "bf16" else get_variant(chosen).family
+        family = get_variant(chosen).family
         if m_preset:
             rows = expand(rows, family, m_preset)
         rows, notes = runtime_lookups(rows, family)    # MoE tokens: the power-of-two buckets AITER looks up
@@ -125,11 +122,7 @@ def _shapes_words(found: dict, counts: dict) -> None:
         ui.console.print("no untuned shapes in the input")
     for v, rows in found.items():
         miss = counts.get(v) or []
-        try:
-            variant = get_variant(v)
-        except UsageError:               # bf16: listed, not tuned; its key is m,n,k
-            from types import SimpleNamespace
-            variant = SimpleNamespace(key_columns=("m", "n", "k"))
+        variant = get_variant(v)
         groups = shape_groups(variant, rows, miss)
         ui.console.print(f"[bold]{v}[/]: {len(rows)} untuned shape(s)" + (f", {sum(miss)} miss(es)" if miss else ""))
         for label, n, m_range, missed in groups[:SHOWN_GROUPS]:
@@ -143,9 +136,9 @@ def _untuned_text(rows: list[dict], variant: str) -> str:
     without it) gives that AITER's ``M,N,K`` form."""
     from ..parsing.untuned import write_untuned_csv
     chosen = variant
-    if variant != "bf16" and rows and not any("q_dtype_w" in r for r in rows):
+    v = get_variant(variant)
+    if "q_dtype_w" in v.key_columns and rows and not any("q_dtype_w" in r for r in rows):
         import dataclasses
-        v = get_variant(variant)
         chosen = dataclasses.replace(v, untuned_columns=tuple(c for c in v.untuned_columns if c != "q_dtype_w"))
     try:
         return write_untuned_csv(rows, chosen)

@@ -15,8 +15,9 @@ _CANON_INT = re.compile(r"-?\d+")   # key_text's spelling of an integer
 
 
 def norm_key_value(v: Any) -> Any:
-    """``key_text(v)`` typed: an int when integer-like ('16', 16, 16.0, numpy ints, True); None for None,
-    NaN and pandas NA; a non-integer float stays that float (us, tflops); other text stripped ('' stays '')."""
+    """``key_text(v)`` typed: an int when integer-like ('16', 16, 16.0, numpy ints); None for None, NaN and
+    pandas NA; a non-integer float stays that float (us, tflops); other text stripped ('' stays ''), booleans
+    'True'/'False'."""
     if not isinstance(v, (str, int, float)) and hasattr(v, "item"):
         try:   # numpy scalars: their Python value (a numpy float keeps being a float)
             v = v.item()

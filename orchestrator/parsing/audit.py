@@ -3,7 +3,8 @@
 * ``copied_us``: one ``us`` repeated across token/M buckets of one shape (aiter#5641: five token buckets
   all 359.4797): the tuner wrote one measurement for several buckets, or a table was filled by hand.
 * ``unparsable_kernel``: a FlyDSL bpreshuffle name the runtime's regex does not parse
-  (``aiter/ops/gemm_op_a8w8.py``, after-v0.1.20 §2.2): AITER logs the hit, then runs CK silently (aiter#5069).
+  (``aiter/ops/gemm_op_a8w8.py``, after-v0.1.20 §2.2): AITER logs the hit, then runs CK silently (aiter#5069);
+  an a16w16 FlyDSL name its catalog does not parse: a warning, then another kernel (aiter#2817).
 * ``duplicate_key``: a key held twice in the tables AITER merges for one variant (the main table and its
   ``model_configs`` siblings): the merge resolves them, writes the fix and raises (aiter#5184).
 * ``foreign_cu_num``: a row for a cu_num the node does not have (never looked up there).
@@ -28,7 +29,27 @@ COPIED_MIN = 3                 # buckets sharing one us before it counts as copi
 # aiter/ops/gemm_op_a8w8.py at HEAD (note the upstream spelling `bpreshuflle`)
 FLYDSL_BPRESHUFFLE = re.compile(r"flydsl_bpreshuflle_(\d+)x(\d+)x(\d+)_\w+_\w+_\w+_(\d+)x(\d+)(?:x(\d+))?(?:x(\d+))?"
                                 r"(?:_([A-Za-z][A-Za-z0-9]*))?$")
-_EXTRA_BASES = ("bf16_tuned_gemm", "tuned_fhmoe", "tuned_fmoe")
+# aiter/ops/flydsl/gemm_kernels.py: the FlyDSL hgemm name grammar tuned_gemm parses for an a16w16 `flydsl` row
+# (stages, dtypes, tile, split-K, warps, flags, optional small-M suffix, target gfx)
+FLYDSL_HGEMM = re.compile(
+    r"flydsl_gemm\d+_a([a-z0-9]+)_w\1_[a-z0-9]+_t\d+x\d+x\d+_split_k\d+_block_m_warp\d+_block_n_warp\d+_"
+    r"block_k_warp\d+_async_copy(True|False)_b_to_lds(True|False)_b_preshuffle(True|False)_c_to_lds(True|False)"
+    r"(_small_m(_nr\d+)?(_pn\d+)?(_wpe\d+)?(_ur\d+)?)?_gfx[0-9a-z]+$")
+_EXTRA_BASES = ("tuned_fhmoe", "tuned_fmoe")
+
+
+def unparsable_kernel(name, hgemm_row: bool = False) -> str | None:
+    """Why AITER's runtime cannot use a row's FlyDSL kernel name, or None. ``hgemm_row``: an a16w16 row of
+    libtype flydsl (whatever its name)."""
+    name = "" if name is None else str(name)
+    if name.startswith("flydsl_") and "bpreshu" in name:
+        if not FLYDSL_BPRESHUFFLE.match(name):
+            return "the runtime's FlyDSL name parser rejects it and runs CK silently (aiter#5069)"
+        return None
+    if (hgemm_row or name.startswith("flydsl_gemm")) and not FLYDSL_HGEMM.match(name):
+        return ("tuned_gemm's FlyDSL catalog rejects it: AITER logs a warning and falls back to the next "
+                "candidate or the default kernel (aiter#2817)")
+    return None
 
 
 def merge_group(name: str) -> str:
@@ -74,12 +95,12 @@ def _unparsable(label: str, df: pd.DataFrame, keys: list[str]) -> list[dict]:
     if "kernelName" not in df.columns:
         return []
     out = []
+    a16w16 = "solidx" in df.columns and "libtype" in df.columns
     for _, row in df.iterrows():
         name = str(row["kernelName"] or "")
-        if name.startswith("flydsl_") and "bpreshu" in name and not FLYDSL_BPRESHUFFLE.match(name):
-            out.append(_finding("unparsable_kernel", label, row, keys,
-                                f"{name}: the runtime's FlyDSL name parser rejects it and runs CK silently "
-                                "(aiter#5069); retune the row"))
+        why = unparsable_kernel(name, a16w16 and str(row["libtype"]).strip() == "flydsl")
+        if why:
+            out.append(_finding("unparsable_kernel", label, row, keys, f"{name}: {why}; retune the row"))
     return out
 
 

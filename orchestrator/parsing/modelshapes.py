@@ -51,14 +51,14 @@ nested under ``text_config``):
       compressed-tensors float 8-bit, i.e. "FP8-Dynamic" checkpoints)  -> GEMMs ``a8w8`` with q_dtype_w = fp8
       MoE q_type = QuantType.per_Token (static per-tensor activation_scheme -> QuantType.per_Tensor)
   compressed-tensors int 8-bit                                    -> ``a8w8`` with q_dtype_w = torch.int8
-  no quantization                                                 -> GEMMs ``bf16`` (recorded; tune-remote does
-      not tune it) with bias False, dtype = outdtype = torch_dtype, scaleab False, bpreshuffle False;
+  no quantization                                                 -> GEMMs ``a16w16`` (bf16; AITER's
+      csrc/gemm_a16w16 tuner) with bias False, dtype = outdtype = torch_dtype, scaleab False, bpreshuffle False;
       MoE q_type QuantType.No with q_dtype_a = q_dtype_w = dtype
   anything else raises ValueError naming the quant_method.
   fp8 means torch.float8_e4m3fn (OCP, gfx950) unless ``gfx`` is a gfx94x (torch.float8_e4m3fnuz);
   ``gemm_variant=`` overrides the GEMM variant (e.g. "a8w8_blockscale_bpreshuffle" or "a8w8_bpreshuffle").
   ``modules_to_not_convert`` / ``ignore`` entries naming attention (``self_attn``/``attn``) or
-  ``shared_expert`` keep those layers in ``bf16``.
+  ``shared_expert`` keep those layers in ``a16w16``.
 
 M: ``m_preset`` (shapelog presets: "pow2" default, "cudagraph", or a list) expands every GEMM (N, K) over M
 and the MoE shape over tokens (powers of two 1..32768, what AITER's padded lookup can hit);
@@ -200,7 +200,7 @@ def linear_layers(config: dict, tp: int, gfx: str | None = None, gemm_variant: s
             if quant_variant in ("a8w8", "a8w8_bpreshuffle"):
                 entry["q_dtype_w"] = quant["q_dtype"]
         else:
-            entry = {"layer": layer, "n": n, "k": k, "variant": "bf16"}
+            entry = {"layer": layer, "n": n, "k": k, "variant": "a16w16"}
         out.append(entry)
 
     if "kv_lora_rank" in cfg:                                                   # MLA
@@ -255,10 +255,10 @@ def linear_layers(config: dict, tp: int, gfx: str | None = None, gemm_variant: s
             merged[key]["layer"] += "," + e["layer"]
         else:
             merged[key] = dict(e)
-    if quant["kind"] == "none" or any(e["variant"] == "bf16" for e in merged.values()):
+    if quant["kind"] == "none" or any(e["variant"] == "a16w16" for e in merged.values()):
         dt = _dtype(cfg)
         for e in merged.values():
-            if e["variant"] == "bf16":
+            if e["variant"] == "a16w16":
                 e.update({"bias": False, "dtype": dt, "outdtype": dt, "scaleab": False, "bpreshuffle": False})
     return list(merged.values())
 

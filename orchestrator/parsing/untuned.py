@@ -2,9 +2,9 @@
 ``prepare`` and the CLI's input checks use it before a job's later steps load pandas.
 
 ``write_untuned_csv(shapes, variant) -> str``
-    AITER's untuned format: header = ``KernelVariant.untuned_columns`` (a name, a resolved KernelVariant or
-    ``"bf16"``); MoE values rendered like the shipped ``untuned_fmoe.csv``
-    (``...,ActivationType.Silu,torch.bfloat16,...,QuantType.per_1x128,1,0``); bf16 booleans ``True/False``.
+    AITER's untuned format: header = ``KernelVariant.untuned_columns`` (a name or a resolved KernelVariant);
+    MoE values rendered like the shipped ``untuned_fmoe.csv``
+    (``...,ActivationType.Silu,torch.bfloat16,...,QuantType.per_1x128,1,0``); a16w16 booleans ``True/False``.
     Duplicate rows are written once. A shape lacking a column raises ValueError naming it.
 
 ``read_shapes_csv(path, variant)``
@@ -23,7 +23,6 @@ from typing import Any, Iterable
 
 from ..variants import KernelVariant, get_variant
 
-BF16_UNTUNED_COLUMNS = ("M", "N", "K", "bias", "dtype", "outdtype", "scaleAB", "bpreshuffle")
 _INT_DIMS = {"b", "m", "n", "k", "token", "model_dim", "inter_dim", "expert", "topk"}
 _BOOL01 = {"use_g1u1", "doweight_stage1"}
 _PYBOOL = {"bias", "scaleab", "bpreshuffle"}
@@ -33,8 +32,6 @@ _DTYPE_COLS = {"q_dtype_w", "q_dtype_a", "dtype", "outdtype"}
 def _columns_for(variant: str | KernelVariant) -> tuple[str, tuple[str, ...]]:
     if isinstance(variant, KernelVariant):
         return variant.name, variant.untuned_columns
-    if variant == "bf16":
-        return "bf16", BF16_UNTUNED_COLUMNS
     v = get_variant(variant)
     return v.name, v.untuned_columns
 

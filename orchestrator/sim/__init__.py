@@ -47,6 +47,7 @@ PROFILE_TAGS = {"current": {"current"}, "legacy": {"legacy"}, "newest": {"curren
 BASE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 LEGACY_ONLY = ("csrc/ck_gemm_a8w8_blockscale_bpreshuffle",)
 NEWEST_ONLY = ("csrc/gemm_a6w6", "op_tests/tuning_tests")
+NOT_LEGACY = ("csrc/gemm_a16w16",)  # the multi-backend bf16 tuner came with v0.1.16 (before: gradlib's)
 _MARKETING = {"gfx950": "AMD Instinct MI355X", "gfx942": "AMD Instinct MI300X"}
 
 
@@ -247,7 +248,7 @@ def install(host_dir, spec: SimSpec | None = None, target_dir: str | None = None
             shutil.rmtree(host / sub)
 
     profile = spec.profile
-    skip = (() if profile == "legacy" else LEGACY_ONLY) + (() if profile == "newest" else NEWEST_ONLY)
+    skip = ((NOT_LEGACY if profile == "legacy" else LEGACY_ONLY) + (() if profile == "newest" else NEWEST_ONLY))
     if spec.install_mode == "develop":
         root_h, root_t = host / "aiter", f"{target}/aiter"
         meta_h, meta_t = root_h, root_t

@@ -49,7 +49,7 @@ FAIL_FRACTION = 0.12
 REGRESS_FRACTION = 0.12
 
 GEMM_VARIANTS = ("a8w8", "a8w8_bpreshuffle", "a8w8_blockscale", "a8w8_blockscale_bpreshuffle",
-                 "a4w4_blockscale", "a6w6")
+                 "a4w4_blockscale", "a6w6", "a16w16")
 BATCHED_VARIANTS = ("batched_a8w8", "batched_bf16")
 MOE_VARIANTS = ("moe_2stages",)
 ALL_VARIANTS = GEMM_VARIANTS + BATCHED_VARIANTS + MOE_VARIANTS
@@ -103,6 +103,8 @@ def key_columns(variant: str) -> tuple:
         return ("b", "m", "n", "k")
     if variant in ("a8w8", "a8w8_bpreshuffle"):
         return ("m", "n", "k", "q_dtype_w")
+    if variant == "a16w16":
+        return ("m", "n", "k", "bias", "dtype", "outdtype", "scaleab", "bpreshuffle")
     return ("m", "n", "k")
 
 
@@ -147,7 +149,7 @@ def _operand_family(variant: str, shape: dict) -> str:
         return "fp4"
     if variant == "a6w6":
         return "fp6"
-    if variant == "batched_bf16":
+    if variant in ("batched_bf16", "a16w16"):
         return "bf16"
     if variant in ("a8w8", "a8w8_bpreshuffle"):
         return "int8" if "int8" in str(shape.get("q_dtype_w", "torch.int8")) else "fp8"
@@ -233,9 +235,23 @@ _KERNEL_TILES = ("256x16x64x256", "256x32x64x256", "256x64x128x128", "256x128x12
 _ASM_TILES = ("16x128", "32x128", "48x128", "64x128", "96x128", "128x128")
 
 
-def _kernel_name(variant: str, idx: int, libtype: str) -> str:
+# a16w16 backends (gemm_a16w16_tune.py --libtype; hipblaslt only with --with-hipblaslt) and name forms as the
+# shipped bf16_tuned_gemm.csv spells them (the FlyDSL one parses with aiter/ops/flydsl/gemm_kernels.py)
+A16W16_LIBTYPES = ("asm", "flydsl", "triton", "opus", "skinny", "torch")
+_A16W16_NAMES = {
+    "asm": "_ZN5aiter39bf16gemm_fp32bf16_tn_%(t)s_splitk_cleanE", "opus": "opus_gemm_%(t)sx64_2x1_16x16x32_0x0x0_4g_safe",
+    "flydsl": "flydsl_gemm2_abf16_wbf16_bf16_t%(t)sx128_split_k%(s)d_block_m_warp1_block_n_warp2_block_k_warp1_"
+              "async_copyTrue_b_to_ldsTrue_b_preshuffleFalse_c_to_ldsFalse_%(gfx)s",
+    "hipblaslt": "Cijk_Alik_Bljk_BBS_BH_Bias_HA_S_SAV_UserArgs_MT%(t)sx64_MI16x16x1_SN_LDSB1_AFC1",
+    "triton": "_gemm_a16_w16_kernel_BLOCK_SIZE_M_%(t)s", "skinny": "wvSplitK", "torch": "F.linear"}
+
+
+def _kernel_name(variant: str, idx: int, libtype: str, gfx: str = "gfx950") -> str:
     tile = _KERNEL_TILES[idx % len(_KERNEL_TILES)]
     pipe = "intrawave_v%d" % (1 + idx % 3)
+    if variant == "a16w16":
+        return _A16W16_NAMES[libtype] % {"t": ("16x64", "32x64", "64x64", "80x64")[idx % 4], "s": 1 + idx % 4,
+                                         "gfx": gfx}
     if variant == "a6w6":  # asm only (hsa/gfx950/f6gemm/f6gemm_bf16_per1x32Fp6.csv)
         return "f6gemm_%s_grp16_kernel_func" % ("dmabig", "dmasmall", "lds", "direct")[idx % 4]
     if libtype == "asm":
@@ -268,11 +284,12 @@ def _kernel_name(variant: str, idx: int, libtype: str) -> str:
 def candidates(variant: str) -> int:
     """Number of kernel candidates the simulated tuner pretends to time per shape."""
     return {"a8w8": 80, "a8w8_bpreshuffle": 64, "a8w8_blockscale": 48, "a8w8_blockscale_bpreshuffle": 40,
-            "a4w4_blockscale": 36, "a6w6": 12, "batched_a8w8": 60, "batched_bf16": 60, "moe_2stages": 24}[variant]
+            "a4w4_blockscale": 36, "a6w6": 12, "a16w16": 96, "batched_a8w8": 60, "batched_bf16": 60, "moe_2stages": 24}[variant]
 
 
-def tune_result(variant: str, shape: dict, gfx: str = "gfx950", cu_num: int = 256):
-    """What the tuner writes for this shape (a dict of result columns), or None when no kernel is valid."""
+def tune_result(variant: str, shape: dict, gfx: str = "gfx950", cu_num: int = 256, libtypes=A16W16_LIBTYPES):
+    """What the tuner writes for this shape (a dict of result columns), or None when no kernel is valid.
+    ``libtypes``: the a16w16 backends the tuner searched (its --libtype)."""
     if outcome(variant, shape, gfx, cu_num) == "failed":
         return None
     s = normalize_shape(variant, shape)
@@ -302,6 +319,8 @@ def tune_result(variant: str, shape: dict, gfx: str = "gfx950", cu_num: int = 25
         libtype = ("ck", "asm")[idx % 2]
     if variant == "a6w6":
         libtype = "asm"
+    if variant == "a16w16":
+        libtype = libtypes[idx % len(libtypes)]
     splitk = (0, 0, 0, 2, 4)[idx % 5] if libtype != "asm" else (4, 7, 8)[idx % 3]
     if variant == "a6w6":
         splitk = 0
@@ -310,7 +329,7 @@ def tune_result(variant: str, shape: dict, gfx: str = "gfx950", cu_num: int = 25
         "kernelId": idx % candidates(variant),
         "splitK": splitk,
         "us": us,
-        "kernelName": _kernel_name(variant, idx, libtype),
+        "kernelName": _kernel_name(variant, idx, libtype, gfx),
         "tflops": round(flops / (us * 1e6), 2),
         "bw": round(nbytes / (us * 1e-6) / 1e9, 2),
         "errRatio": 0.0,
@@ -369,7 +388,7 @@ def bench_value(variant: str, shape: dict, metric: str, gfx: str = "gfx950", cu_
         backend, qty = "ck", parts[0]
     else:
         backend, qty = parts
-    if backend in ("ck bpreshuffle",):
+    if backend in ("ck bpreshuffle", "tgemm"):   # tgemm: a16w16's tuned dispatch
         backend = "ck"
     if backend == "hipmm bpreshuffle":
         backend = "hipmm"

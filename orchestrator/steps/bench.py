@@ -30,6 +30,12 @@ def _a8w8_q(shape: dict) -> str:
     return "fp8" if dtype_family(str(shape.get("q_dtype_w", "torch.int8"))) == "fp8" else "i8"
 
 
+def _torch_short(dtype) -> str:
+    """'torch.bfloat16' -> 'bf16' (the op_tests' dtypes.str2Dtype spelling)."""
+    d = str(dtype).replace("torch.", "").strip("'\" ")
+    return {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32", "half": "fp16", "float": "fp32"}.get(d, d)
+
+
 def _group(shapes, key):
     groups: dict = {}
     for s in shapes:
@@ -119,6 +125,15 @@ def plan_bench(variant: KernelVariant, shapes: list[dict]) -> list[BenchCall]:
         for q, group in _group(shapes, _a8w8_q if quant else (lambda s: None)).items():
             mnk = [f"{s['m']},{s['n']},{s['k']}" for s in group]
             args = ("-mnk", *mnk, *(("-q", q) if quant else ()), *extra)
+            calls.append(BenchCall(bench.script, args, {}, tuple(group)))
+    elif bench.style == "mnk_typed":
+        # one call per (dtype, outdtype, bias): `-d D -o O [-b]`; the script's tgemm call has no scale or
+        # preshuffled weight, so scaleAB/bpreshuffle shapes are tuned but not benchmarked
+        plain = [s for s in shapes if str(s.get("scaleab")) != "True" and str(s.get("bpreshuffle")) != "True"]
+        typed = lambda s: (_torch_short(s["dtype"]), _torch_short(s["outdtype"]), str(s["bias"]) == "True")  # noqa: E731
+        for (d, o, bias), group in _group(plain, typed).items():
+            mnk = [f"{s['m']},{s['n']},{s['k']}" for s in group]
+            args = ("-mnk", *mnk, "-d", d, "-o", o, *(("-b",) if bias else ()), *extra)
             calls.append(BenchCall(bench.script, args, {}, tuple(group)))
     elif bench.style == "s_mnk":
         for b, group in _group(shapes, lambda s: int(s["b"])).items():

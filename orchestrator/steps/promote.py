@@ -45,6 +45,24 @@ def chosen_keys(ctx: Ctx, mode: str) -> list[list]:
     return [[norm_key_value(r[c]) if c in comp.rows.columns else None for c in cols] for _, r in rows.iterrows()]
 
 
+def refuse_unparsable(ctx: Ctx, keys: list[list]) -> list[list]:
+    """The keys whose tuned row names a FlyDSL kernel AITER's runtime cannot parse are never promoted: AITER
+    would log a hit and run another kernel (aiter#2817, #5069). The job notes each one."""
+    from ..parsing.audit import unparsable_kernel
+    cols = list(ctx.variant.key_columns)
+    kernels = (ctx.job.step_state("compare").info.get("tuned") or {}).get("kernels") or []
+    bad = {tuple(norm_key_value(k.get(c)) for c in cols): (k.get("kernel"), why) for k in kernels
+           for why in [unparsable_kernel(k.get("kernel"))] if why}
+    kept = []
+    for key in keys:
+        hit = bad.get(tuple(norm_key_value(v) for v in key))
+        if hit is None:
+            kept.append(key)
+        else:
+            ctx.job.note(f"not promoted: {dict(zip(cols, key))}: {hit[0]}: {hit[1]}")
+    return kept
+
+
 def _others(ctx: Ctx) -> list[str]:
     """Tables AITER merges with the live one at runtime (their keys must never be duplicated)."""
     variant, remote = ctx.variant, ctx.job.remote
@@ -62,7 +80,7 @@ def promote(ctx: Ctx, mode: str, then=None) -> dict:
     job, variant = ctx.job, ctx.variant
     if mode not in MODES:
         raise UsageError(f"unknown promote mode {mode!r}", hint="one of: " + ", ".join(MODES))
-    keys = chosen_keys(ctx, mode)
+    keys = refuse_unparsable(ctx, chosen_keys(ctx, mode))
     after = then(keys) if then and keys else []
     req = {
         "live": job.remote.live_csv, "staging": job.remote.tuned_csv, "backup_dir": backup_dir(ctx),

@@ -197,7 +197,7 @@ def collect(ctx: Ctx) -> tuple[list[dict], list[str]]:
         if variant.family != "gemm":
             raise UsageError(f"--nk applies to dense GEMM variants, not {variant.name}",
                              hint="use --shapes-csv or --log for batched and MoE variants")
-        bases = [{"n": n, "k": k} for n, k in parse_nk(req.nk)]
+        bases = [{"n": n, "k": k, **variant.nk_defaults} for n, k in parse_nk(req.nk)]
         if "q_dtype_w" in variant.key_columns:
             for b in bases:
                 b["q_dtype_w"] = req.q_dtype_w or "torch.int8"

@@ -48,6 +48,7 @@ SOURCES = {
     "batched_a8w8": ["--log", METACHAR],                    # B16 (1280, 8192), M 1,32,64 logged
     "batched_bf16": ["--log", METACHAR],                    # B8 and B4 (1024, 4096)
     "moe_2stages": ["--log", SGLANG],                       # 2 MoE configs, tokens logged
+    "a16w16": ["--nk", "6144,2048"],                        # bf16 -> bf16, no bias (the variant's nk_defaults)
 }
 M_PRESET = "1,64"
 
@@ -135,9 +136,11 @@ def header_of(path: Path) -> list[str]:
 # 1. every variant x both profiles
 # ------------------------------------------------------------------------------------------------
 
-# every variant with a benchmark x every profile (a6w6 has none and is newest-only: section 6)
-@pytest.mark.parametrize("profile", ["current", "legacy", "newest"])
-@pytest.mark.parametrize("variant", [v for v in VARIANTS if VARIANTS[v].bench is not None])
+# every variant with a benchmark x every profile that ships its tuner (a6w6 has none and is newest-only:
+# section 6; a16w16's tuner came with v0.1.16)
+@pytest.mark.parametrize("variant,profile", [
+    (v, p) for v in VARIANTS for p in ("current", "legacy", "newest")
+    if VARIANTS[v].bench is not None and (VARIANTS[v].since or (0, 0, 0)) <= parse_version(VERSIONS[p])])
 def test_variant_end_to_end_matches_model(vnode, env, profile, variant):
     ctr = _container(vnode, profile)
     version = VERSIONS[profile]
@@ -381,6 +384,45 @@ def test_a6w6_refused_on_an_aiter_without_its_tuner(vnode, env, capsys):
     err = capsys.readouterr().err
     assert rc != 0
     assert "a6w6 needs AITER >= 0.1.21" in err and "0.1.20" in err and "hint:" in err
+    assert len(ctr.launches()) == launches0
+
+
+# ------------------------------------------------------------------------------------------------
+# 7. a16w16 (bf16, issue 30): hipBLASLt rows stay on the node; refused where AITER predates its tuner
+# ------------------------------------------------------------------------------------------------
+
+def test_a16w16_hipblaslt_rows_are_tuned_but_never_exported(vnode, env, capsys):
+    """aiter#3285: hipBLASLt solutions are not portable across containers; export leaves them out and says so."""
+    ctr = _container(vnode, "newest")
+    rc, job = run_cli(env, vnode, ctr, "bf16", "--nk", "4096,1024", m_preset="1,8,64",
+                      extra=("--libtype", "hipblaslt", "--tune-arg=--with-hipblaslt"))
+    st = state_of(job)
+    assert rc == 0, (st.get("error"), st.get("notes"))
+    assert st["variant"] == "a16w16" and "--with-hipblaslt" in st["remote"]["tune_argv"]
+    rows = list(csv.DictReader(io.StringIO((job / "bf16_tuned_gemm.csv").read_text())))
+    mine = [r for r in rows if r["gfx"] == "gfx950" and r["M"] in ("1", "8", "64") and r["N"] == "4096"]
+    assert mine and {r["libtype"] for r in mine} == {"hipblaslt"}
+    assert all(r["bias"] == "False" and r["dtype"] == "torch.bfloat16" for r in mine)
+    got = assert_comparison_matches_model(job, "a16w16", VERSIONS["newest"])
+    improved = int((got["verdict"] == "improved").sum())
+    assert improved, got   # the model has hipBLASLt rows that win here: the export must leave them out
+    capsys.readouterr()
+    inv = env / "inventory.yaml"
+    assert main(["--inventory", str(inv), "--workspace", str(env / "ws"), "export", job.name,
+                 "--model-config", "llama"]) == 0
+    out = (job / "export" / "llama_bf16_tuned_gemm.csv").read_text().splitlines()
+    assert len(out) == 1 and out[0].startswith("gfx,cu_num,M,N,K,bias,dtype,outdtype,scaleAB,bpreshuffle,libtype")
+    md = (job / "export" / "llama_bf16_tuned_gemm.md").read_text()
+    assert f"Left out: {improved} hipBLASLt row(s)" in md, md
+
+
+def test_a16w16_refused_on_an_aiter_without_its_tuner(vnode, env, capsys):
+    ctr = _container(vnode, "legacy")
+    launches0 = len(ctr.launches())
+    capsys.readouterr()
+    rc, job = run_cli(env, vnode, ctr, "a16w16", "--nk", "4096,1024", m_preset="16")
+    err = capsys.readouterr().err
+    assert rc != 0 and "a16w16 needs AITER >= 0.1.16" in err and "0.1.11" in err and "hint:" in err
     assert len(ctr.launches()) == launches0
 
 

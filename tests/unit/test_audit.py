@@ -55,6 +55,28 @@ def test_unparsable_flydsl_name():
     assert kinds(found) == ["unparsable_kernel"] and found[0]["key"]["M"] == "16" and OLD in found[0]["detail"]
 
 
+BF16 = "gfx,cu_num,M,N,K,bias,dtype,outdtype,scaleAB,bpreshuffle,libtype,solidx,splitK,us,kernelName,err_ratio,tflops,bw\n"
+HGEMM = ("flydsl_gemm5_abf16_wbf16_bf16_t16x64x128_split_k2_block_m_warp1_block_n_warp2_block_k_warp1_"
+         "async_copyTrue_b_to_ldsTrue_b_preshuffleFalse_c_to_ldsFalse_gfx950")
+
+
+def bf16_row(m, name, libtype="flydsl", err="0.0"):
+    return f"gfx950,256,{m},6144,2048,False,torch.bfloat16,torch.bfloat16,False,False,{libtype},1,0,{m}.5,{name},{err},1,1\n"
+
+
+def test_unparsable_a16w16_flydsl_name_and_its_err_ratio_column():
+    """aiter#2817: an a16w16 FlyDSL row whose name the catalog does not parse (here: an older field order, and a
+    flydsl row with a name of another family); `err_ratio` is that table's spelling of errRatio."""
+    old = HGEMM.replace("_split_k2_block_m_warp1", "_block_m_warp1_split_k2")
+    text = BF16 + bf16_row(1, HGEMM) + bf16_row(2, old) + bf16_row(4, "hgemm_t16x64", "flydsl") + bf16_row(
+        8, "_ZN5aiter39bf16gemm_fp32bf16_tn_64x64_splitk_cleanE", "asm") + bf16_row(16, "F.linear", "torch", "0.2")
+    found = audit({"bf16_tuned_gemm.csv": text})
+    assert [(f["kind"], f["key"]["M"]) for f in found] == [
+        ("unparsable_kernel", "2"), ("unparsable_kernel", "4"), ("err_ratio", "16")]
+    assert "aiter#2817" in found[0]["detail"] and found[0]["key"]["bias"] == "False"
+    assert merge_group("model_configs/dsv3_bf16_tuned_gemm.csv") == "bf16_tuned_gemm"
+
+
 def test_duplicate_key_across_merged_files_only():
     """The main table and its model_configs sibling collide; another variant's table with the same key does not."""
     main_t = GEMM + gemm_row(16, 7.0)
@@ -155,3 +177,22 @@ def test_env_merged_tables_are_grouped_by_their_variable_not_their_name():
     tables = [("aiter/configs/tuned_fmoe.csv", a), ("/data/my_tuned_fmoe.csv", b)]
     assert [f["kind"] for f in audit_tables(tables)] == ["duplicate_key"]
     assert audit_tables(tables, merged_as={"/data/my_tuned_fmoe.csv": "AITER_CONFIG_FMOE"}) == []
+
+
+def test_a_row_whose_flydsl_name_does_not_parse_is_never_promoted():
+    """aiter#2817: promote drops (and notes) the keys whose tuned kernel AITER could not run."""
+    from types import SimpleNamespace
+
+    from orchestrator.steps.promote import refuse_unparsable
+    from orchestrator.variants import get_variant
+    shape = {"m": 2, "n": 6144, "k": 2048, "bias": False, "dtype": "torch.bfloat16", "outdtype": "torch.bfloat16",
+             "scaleab": False, "bpreshuffle": False}
+    kernels = [dict(shape, kernel=HGEMM), dict(shape, m=4, kernel=HGEMM.replace("split_k2", "splitk2"))]
+    notes = []
+    job = SimpleNamespace(step_state=lambda name: SimpleNamespace(info={"tuned": {"kernels": kernels}}),
+                          note=notes.append)
+    ctx = SimpleNamespace(variant=get_variant("a16w16"), job=job)
+    keys = [[2, 6144, 2048, False, "torch.bfloat16", "torch.bfloat16", False, False],
+            ["4", "6144", "2048", "False", "torch.bfloat16", "torch.bfloat16", "False", "False"]]
+    assert refuse_unparsable(ctx, keys) == keys[:1]
+    assert len(notes) == 1 and notes[0].startswith("not promoted: {'m': '4'") and "aiter#2817" in notes[0]

@@ -55,6 +55,28 @@ def test_mnk_style_groups_by_quant_dtype():
     assert a4.args == ("-mnk", "1,2,3")
 
 
+def _a16(m, n, k, out="torch.bfloat16", bias=False, scaleab=False, bpreshuffle=False):
+    return {"m": m, "n": n, "k": k, "bias": bias, "dtype": "torch.bfloat16", "outdtype": out,
+            "scaleab": scaleab, "bpreshuffle": bpreshuffle}
+
+
+def test_mnk_typed_style_one_call_per_dtypes_and_bias_and_no_scaled_or_preshuffled_shape():
+    """a16w16 (issue 30): `-mnk .. -d D -o O [-b]`; the op_test's tgemm call has no scale and no preshuffled
+    weight, so those shapes are not benchmarked (a result would be another key's)."""
+    shapes = [_a16(1, 6144, 2048), _a16(32, 6144, 2048), _a16(64, 256, 5120, out="torch.float32"),
+              _a16(8, 512, 512, bias=True), _a16(16, 512, 512, scaleab=True), _a16(16, 512, 512, bpreshuffle=True)]
+    calls = plan_bench(v("a16w16"), shapes)
+    assert [c.args for c in calls] == [
+        ("-mnk", "1,6144,2048", "32,6144,2048", "-d", "bf16", "-o", "bf16"),
+        ("-mnk", "64,256,5120", "-d", "bf16", "-o", "fp32"),
+        ("-mnk", "8,512,512", "-d", "bf16", "-o", "bf16", "-b"),
+    ]
+    assert calls[0].script == "op_tests/test_gemm_a16w16.py" and len(calls[0].shapes) == 2
+    res = [{"key": {"m": 64, "n": 256, "k": 5120, "dtype": "torch.bfloat16", "outdtype": "torch.float32",
+                    "bias": "False"}, "value": 7.9}]
+    assert match_results(v("a16w16").bench, shapes, res) == [{"key": shapes[2], "value": 7.9}]
+
+
 def test_batched_style_groups_by_b_and_checks_b_choices():
     shapes = [{"b": 16, "m": 1, "n": 1280, "k": 8192}, {"b": 8, "m": 2, "n": 1280, "k": 8192}]
     calls = plan_bench(v("batched_a8w8"), shapes)

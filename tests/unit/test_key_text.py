@@ -69,7 +69,7 @@ def test_the_typed_view_keeps_its_types():
     import pandas as pd
 
     from orchestrator.outcome.keys import norm_key_value
-    assert [norm_key_value(v) for v in ("16.0", "+16", " 16 ", 16.0, np.int64(16), True)] == [16] * 5 + [1]
+    assert [norm_key_value(v) for v in ("16.0", "+16", " 16 ", 16.0, np.int64(16), True)] == [16] * 5 + ["True"]
     assert norm_key_value("1e3") == 1000
     assert all(type(norm_key_value(v)) is int for v in ("16.0", np.int64(16), 16.0))
     assert [norm_key_value(v) for v in (None, float("nan"), pd.NA, pd.NaT)] == [None] * 4
@@ -85,7 +85,7 @@ def test_one_key_normaliser_everywhere(node_mods):
     import numpy as np
     import pandas as pd
     numpy_and_pandas = (np.int64(7), np.float64(7.0), pd.NA, pd.NaT, False)
-    assert [laptop_text.key_text(v) for v in numpy_and_pandas] == ["7", "7", "", "", "0"]
+    assert [laptop_text.key_text(v) for v in numpy_and_pandas] == ["7", "7", "", "", "False"]
     # no module keeps a normaliser of its own (the three that were: review D-09)
     for rel in ("parsing/csvtools.py", "remote/helpers/files.py", "outcome/keys.py"):
         src = (ROOT / "orchestrator" / rel).read_text()

@@ -73,7 +73,7 @@ def test_qwen3_moe_fp8_tp8_and_tp4():
 
 def test_qwen3_moe_unquantized_is_bf16():
     out = shapes_from_model(cfg("qwen3_30b_a3b"), tp=2, m_preset=None)
-    assert out["bf16"] == [
+    assert out["a16w16"] == [
         {"n": 2560, "k": 2048, "bias": False, "dtype": "torch.bfloat16", "outdtype": "torch.bfloat16",
          "scaleab": False, "bpreshuffle": False},
         {"n": 2048, "k": 2048, "bias": False, "dtype": "torch.bfloat16", "outdtype": "torch.bfloat16",
@@ -88,7 +88,7 @@ def test_llama_dense_bf16_tp1():
     assert [(e["layer"], e["n"], e["k"]) for e in layers] == [
         ("qkv_proj", 6144, 4096), ("o_proj", 4096, 4096),
         ("mlp.gate_up_proj", 28672, 4096), ("mlp.down_proj", 4096, 14336)]
-    assert {e["variant"] for e in layers} == {"bf16"}
+    assert {e["variant"] for e in layers} == {"a16w16"}
 
 
 def test_llama_70b_fp8_dynamic_tp8_is_a8w8_ptpc():
@@ -102,7 +102,7 @@ def test_llama_70b_fp8_dynamic_tp8_is_a8w8_ptpc():
 
 def test_llama4_scout_text_config_tp8():
     out = shapes_from_model(cfg("llama4_scout"), tp=8, m_preset=None)
-    assert nk(out["bf16"]) == [(896, 5120), (5120, 640), (2048, 5120), (5120, 1024)]  # no dense layers
+    assert nk(out["a16w16"]) == [(896, 5120), (5120, 640), (2048, 5120), (5120, 1024)]  # no dense layers
     b = "torch.bfloat16"
     assert out["moe_2stages"] == [moe(5120, 1024, 16, 1, b, b, "QuantType.No", doweight=1)]
 
@@ -111,7 +111,7 @@ def test_llama4_maverick_fp8_interleaved_attention_unquantized():
     layers = linear_layers(cfg("llama4_maverick_fp8"), tp=8, gfx="gfx942")
     got = [(e["layer"], e["variant"], e["n"], e["k"]) for e in layers]
     assert got == [
-        ("qkv_proj", "bf16", 896, 5120), ("o_proj", "bf16", 5120, 640),
+        ("qkv_proj", "a16w16", 896, 5120), ("o_proj", "a16w16", 5120, 640),
         ("mlp.gate_up_proj", "a8w8", 4096, 5120), ("mlp.down_proj", "a8w8", 5120, 2048),
         ("shared_experts.gate_up_proj", "a8w8", 2048, 5120), ("shared_experts.down_proj", "a8w8", 5120, 1024),
     ]

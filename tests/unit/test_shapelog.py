@@ -136,8 +136,8 @@ def test_variant_filter():
     r = shapelog.parse_files(files, variant="a8w8_bpreshuffle")
     assert list(r.shapes) == ["a8w8_bpreshuffle"]
     assert r.misses == {"a8w8_bpreshuffle": 1}
-    r = shapelog.parse_files(files, variant=["moe_2stages", "bf16"])
-    assert set(r.shapes) == {"moe_2stages", "bf16"}
+    r = shapelog.parse_files(files, variant=["moe_2stages", "a16w16"])
+    assert set(r.shapes) == {"moe_2stages", "a16w16"}
 
 
 def test_dedup_across_files_and_lines_bytes(tmp_path):
@@ -180,7 +180,7 @@ def test_json_roundtrip():
     ("/x/a8w8_bpreshuffle_tuned_gemm.csv", "a8w8_bpreshuffle", False),
     ("/x/a8w8_tuned_gemm.csv", "a8w8", False),
     ("/x/dsv3_a4w4_blockscale_tuned_gemm.csv", "a4w4_blockscale", False),
-    ("/x/bf16_tuned_gemm.csv", "bf16", False),
+    ("/x/bf16_tuned_gemm.csv", "a16w16", False),
     ("CKGEMM", "a8w8_blockscale", False),
     ("CKGEMM or asmGEMM", "a4w4_blockscale", False),
     ("ASMGEMM", "a8w8_bpreshuffle", True),

@@ -40,6 +40,8 @@ def test_outcome_mix_and_tuned_rows(variant):
         base, vary = {"b": 16, "n": 1280, "k": 8192}, "m"
     else:
         base, vary = {"n": 1536, "k": 7168}, "m"
+    if variant == "a16w16":
+        base.update(bias=False, dtype="torch.bfloat16", outdtype="torch.bfloat16", scaleab=False, bpreshuffle=False)
     outs = [pm.outcome(variant, dict(base, **{vary: v})) for v in range(1, 401)]
     assert 20 < outs.count("failed") < 80 and 20 < outs.count("regressed") < 80
     for want in ("improved", "regressed"):

@@ -28,6 +28,7 @@ HEADERS = {
     "a8w8_bpreshuffle": "M,N,K,q_dtype_w,libtype," + RESULT,
     "a4w4_blockscale": "M,N,K," + RESULT,
     "a6w6": "M,N,K," + RESULT,
+    "a16w16": "M,N,K,bias,dtype,outdtype,scaleAB,bpreshuffle,libtype,solidx,splitK,us,kernelName,err_ratio,tflops,bw",
     "batched_a8w8": "B,M,N,K,kernelId,splitK,us,kernelName,errRatio,tflops,bw",
     "batched_bf16": "B,M,N,K,kernelId,splitK,us,kernelName,errRatio,tflops,bw",
     "moe_2stages": ",".join(pm.MOE_KEY) + ",block_m,ksplit,us1,kernelName1,err1,us2,kernelName2,err2,us,run_1stage",
@@ -51,6 +52,8 @@ def shapes_for(variant, want="improved", count=2):
     base = {"n": 1536, "k": 7168}
     if variant in ("a8w8", "a8w8_bpreshuffle"):
         base["q_dtype_w"] = "torch.int8"
+    if variant == "a16w16":
+        base.update(bias=False, dtype="torch.bfloat16", outdtype="torch.bfloat16", scaleab=False, bpreshuffle=False)
     return pm.shapes_with_outcome(variant, want, base, "m", 1, count)
 
 

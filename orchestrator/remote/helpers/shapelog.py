@@ -25,7 +25,7 @@ GEMM misses (counted in ``misses``, shape recorded in ``shapes``)
   -> ``a8w8_blockscale_bpreshuffle``; model_configs names such as ``dsv3_a8w8_blockscale_tuned_gemm.csv`` and
   ``a8w8_blockscale_bpreshuffle_tuned_gemm_mm2.5.csv`` work because the known stem is searched *inside*
   the name, longest stem first). Batched lines -> ``batched_bf16`` if ``dtype is bf16`` else
-  ``batched_a8w8``. bf16 (a16w16) lines -> variant ``bf16`` (recorded, tune-remote does not tune it).
+  ``batched_a8w8``. bf16 lines -> variant ``a16w16``.
   Old lines without a file (aiter v0.1.5.x), decided here:
     ``in CKGEMM``            -> ``a8w8_blockscale`` (``a8w8`` when the line has q_dtype_w). In v0.1.5 the
                                 same string was printed by the a8w8 CK lookup too, so this is a guess;

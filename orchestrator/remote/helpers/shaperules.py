@@ -148,7 +148,7 @@ class _Rules(object):
                          "bias": _pybool(m.group(6)), "dtype": m.group(4), "outdtype": m.group(5),
                          "scaleab": _pybool(m.group(7)),
                          "bpreshuffle": _pybool(m.group(8)) if m.group(8) else False}
-                return "bf16", shape, {"file": m.group(9).strip()}
+                return "a16w16", shape, {"file": m.group(9).strip()}
         m = _GEMM_MISS.match(message)
         if m:
             q = m.group(4)
@@ -184,7 +184,7 @@ class _Rules(object):
             variant = "batched_bf16" if "dtype is bf16" in mid else "batched_a8w8"
             shape = {"b": int(b), "m": shape["m"], "n": shape["n"], "k": shape["k"]}
         elif "dtype=" in mid:
-            variant = "bf16"
+            variant = "a16w16"
             f = _BF16_FIELDS.search(mid)
             if f:
                 shape.update({"bias": _pybool(f.group(3)), "dtype": f.group(1), "outdtype": f.group(2),

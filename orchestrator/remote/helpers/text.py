@@ -43,7 +43,7 @@ def key_text(v):
     """The one text of a shape-key value, so that a key read from a CSV, a log or JSON compares equal.
 
     Integer-like values become their decimal digits: ``16``, ``16.0``, ``"16"``, ``" 16 "``, ``"16.0"``,
-    ``"+16"``, ``"1e3"`` (-> ``"1000"``), numpy integers, ``True`` (-> ``"1"``). None, NaN and pandas NA
+    ``"+16"``, ``"1e3"`` (-> ``"1000"``), numpy integers. Booleans are ``"True"``/``"False"``. None, NaN and pandas NA
     become ``""`` (as an empty CSV cell). Any other text is only stripped (``"torch.int8"``, ``"inf"``,
     ``"0.50"``); another float is ``repr`` (``0.5`` -> ``"0.5"``).
     """
@@ -58,8 +58,8 @@ def key_text(v):
         return str(int(f)) if f.is_integer() else s   # inf / nan: not integers, the text stays
     if v is None:
         return ""
-    if isinstance(v, bool):
-        return "1" if v else "0"
+    if isinstance(v, bool):          # a16w16's bias/scaleAB/bpreshuffle: as AITER's tables spell them
+        return "True" if v else "False"
     if isinstance(v, int):
         return str(v)
     if isinstance(v, float):

@@ -33,5 +33,5 @@ FILE_STEMS = (
     ("a8w8_tuned_batched_gemm", "batched_a8w8"),
     ("bf16_tuned_batched_gemm", "batched_bf16"),
     ("a8w8_tuned_gemm", "a8w8"),
-    ("bf16_tuned_gemm", "bf16"),
+    ("bf16_tuned_gemm", "a16w16"),
 )

@@ -77,6 +77,7 @@ AITER_CONFIG_A8W8_BATCHED_GEMM = os.getenv(
     "AITER_CONFIG_A8W8_BATCHED_GEMM", f"{AITER_CONFIG_DIR}/a8w8_tuned_batched_gemm.csv")
 AITER_CONFIG_BF16_BATCHED_GEMM = os.getenv(
     "AITER_CONFIG_BF16_BATCHED_GEMM", f"{AITER_CONFIG_DIR}/bf16_tuned_batched_gemm.csv")
+AITER_CONFIG_GEMM_BF16 = os.getenv("AITER_CONFIG_GEMM_BF16", f"{AITER_CONFIG_DIR}/bf16_tuned_gemm.csv")
 
 
 def _merge(paths, merge_name):
