@@ -16,7 +16,8 @@ from orchestrator.parsing.csvtools import read_tuned_csv
 from orchestrator.sim import perf_model
 from orchestrator.outcome.compare import JUDGED_CSV_COLUMNS, norm_key_value
 from orchestrator.outcome.verdict import MIN_GAIN_PCT
-from orchestrator.variants import get_variant, moe_bypassed, parse_version, profile_for
+from orchestrator.moe_quant import moe_bypassed
+from orchestrator.variants import get_variant, parse_version, profile_for
 
 
 def tuned_keys(path: Path | None, variant, gfx: str, cu_num: int) -> set[tuple]:

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from ..outcome.keys import norm_key_value
 from ..errors import UsageError
 from ..remote.shell import quote, render
-from ..variants import BenchSpec, KernelVariant, dtype_family, moe_quant_index
+from ..moe_quant import dtype_family, moe_quant_index
+from ..variants import BenchSpec, KernelVariant
 
 MOE_GROUP = ("model_dim", "inter_dim", "expert", "topk", "act_type", "dtype", "q_dtype_a", "q_dtype_w",
              "q_type", "use_g1u1", "doweight_stage1")

@@ -15,7 +15,7 @@ import statistics
 from ..aiter_profiles import help_flags
 from ..errors import UsageError
 from ..outcome.keys import norm_key_value
-from ..variants import dtype_family
+from ..moe_quant import dtype_family
 
 MODES = ("standard", "flydsl", "both")
 FLAG = "--mxfp4-flydsl"

@@ -259,7 +259,7 @@ def _assert_outcome(ctr, st: dict, got, v) -> None:
 # ------------------------------------------------------------------------------------------------
 
 def test_moe_legacy_bypass_is_noted_and_shows_no_gain(vnode, env):
-    from orchestrator.variants import moe_bypassed
+    from orchestrator.moe_quant import moe_bypassed
     ctr = vnode.container("aiter-moe")
     rc, job = run_cli(env, vnode, ctr, "moe_2stages", *log_args(ctr, ["--log", SGLANG]), m_preset="1,4")
     st = state_of(job)
