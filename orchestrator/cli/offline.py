@@ -98,6 +98,8 @@ def shapes(env, logs, variant, csv_out, as_json, model, tp, m_preset, gfx, ep, f
         if not env.quiet:
             click.echo(_csv_note(rows, found.get(chosen, []), chosen, family, csv_out, m_preset, bool(logs)), err=True)
     if as_json or getattr(env, "json", False) or (not csv_out and not sys.stdout.isatty()):
+        if found.get("a16w16"):      # earlier releases listed these under "bf16": scripts reading that key still work
+            found = {**found, "bf16": found["a16w16"]}
         click.echo(json.dumps(found, indent=None if as_json or getattr(env, "json", False) else 2))
     elif not csv_out:                 # a terminal: words, with how often the logs missed each shape
         _shapes_words(found, counts)
