@@ -522,6 +522,7 @@ def test_a_detached_two_variant_campaign_tunes_both_variants_on_the_node_alone(i
         (row,) = json.loads(_tr(inv, "status", "chain1", "--json").stdout)
         states = {t["variant"]: t.get("node_state") for t in row["targets"]}
         assert states == {"a8w8_blockscale": "running", "a8w8_blockscale_bpreshuffle": "waiting"}, row
+        assert "running (node: waiting)" in _tr(inv, "status", "chain1").stdout   # the words say it too
     finally:
         c.slow(0.0)
     poll(lambda: len(c.launches()) == before + 2 and not _node_side(c), timeout=300,
