@@ -128,12 +128,17 @@ def drive(job: JobState, workspace: Workspace, runner: Runner, settings: Setting
                             accept_new_host_key=settings.accept_new_host_key, yes=True, interactive=False)
 
     def one_target(label: str, ids: list[str]) -> None:
+        chain: list[JobState] = []      # detached: the target's launched runs; the next waits on the node
         for sid in ids:
             sub = subws.load(sid)
             if sub.state in TERMINAL:
                 continue
             if bool(sub.request.get("detach")) != detach:
                 sub.request["detach"] = detach
+                subws.save(sub)
+            if detach and chain and not sub.remote.get("run_dir"):
+                sub.request["chain_after"] = {"run_dir": chain[-1].remote.run_dir,
+                                              "job_ids": [s.job_id for s in chain]}
                 subws.save(sub)
             with lock:
                 ui.event(f"{label}: {sub.variant} ({len(_shard_rows(sub))} shapes) started")
@@ -152,8 +157,10 @@ def drive(job: JobState, workspace: Workspace, runner: Runner, settings: Setting
             sub = subws.load(sid)
             with lock:
                 ui.event(f"{label}: {sub.variant} {sub.state}" + (f" ({sub.error})" if sub.error else ""))
-            if detach and sub.state == "running":
-                break        # the target's GPUs are busy: its next variant starts at the next resume
+            if detach and sub.state == "running" and sub.remote.get("run_dir"):
+                chain.append(sub)    # launched: the next variant's run waits for it on the node
+            elif detach and sub.state == "running":
+                break                # not launched (stopped before its pipeline): the rest at resume
 
     def run_targets(groups: dict[str, list[str]]) -> None:
         """Every target's sub-jobs, targets in parallel; the live view is closed when they are done."""
@@ -258,7 +265,7 @@ def cancel(job: JobState, workspace: Workspace, runner: Runner, grace_s: float,
     them. Returns the counts, the pids that survived SIGKILL, and the targets that had already finished."""
     out: dict = {"signalled": 0, "killed": 0, "remaining": [], "finished": [], "tables": [], "cancelled": 0}
     subws = sub_workspace(workspace, job)
-    for sub in sub_jobs(job, workspace):
+    for sub in reversed(sub_jobs(job, workspace)):   # a chained variant before the run it waits for
         if sub.state in TERMINAL or (nodes and sub.node not in nodes):
             continue
         if remote and sub.remote.run_dir:

@@ -179,7 +179,7 @@ def _ask_nodes(env: SourceEnv, workspace: Workspace, job: JobState, targets: lis
                 continue                       # unreachable now: the row keeps what was last seen
             finally:
                 target.close()
-            t["node_state"] = run["state"]
+            t["node_state"] = "waiting" if run.get("waiting_for") else run["state"]   # a chained variant
             if run["state"] in ("lost", "cancelled"):
                 sub.state = run["state"]
                 sub.error = sub.error or ("the job's process on the node is gone without an exit status"

@@ -175,7 +175,7 @@ def status_words(env: Env, jobs: list[JobState], rows: list[dict]) -> Callable:
             for tg in r.get("targets") or []:
                 sub = subs.get((tg["node"], tg["container"], tg["variant"]))
                 where = [f"{tg['node']}/{tg['container']}", tg["variant"]] if wide else []
-                tstate = str(tg.get("state") or "")
+                tstate = str(tg.get("state") or "") + (" (node: waiting)" if tg.get("node_state") == "waiting" else "")
                 if tstate not in ("succeeded", "cancelled") and tg.get("step"):
                     tstate += f": {tg['step']}"
                 t.add_row(f"  └ {tg['node']}/{tg['container']} {tg['variant']}" if not wide else f"  └ {tg['node']}",

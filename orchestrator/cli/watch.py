@@ -76,7 +76,8 @@ def status(env: Env, job_id, as_json, nodes):
         click.echo(f"{r['job_id']}  {r['state']:<9} {r['step']:<8}{extra}  {r['node']}/{r['container']}  "
                    f"{r['variant']}" + (f"  ({r['error']})" if r.get("error") else "") + node)
         for t in r.get("targets") or []:       # a campaign's targets (only those on --node NODE when given)
-            click.echo(f"    {t['node']}/{t['container']}  {t['variant']}  {t['state']}  {t.get('step') or ''}")
+            waiting = " (node: waiting)" if t.get("node_state") == "waiting" else ""   # a chained variant
+            click.echo(f"    {t['node']}/{t['container']}  {t['variant']}  {t['state']}{waiting}  {t.get('step') or ''}")
         if r.get("slurm"):
             click.echo("    slurm: " + ", ".join(f"{s['job']} {str(s['state']).lower()}" + (
                 f" ({s['reason']})" if s.get("reason") else "") + (f" on {s['node']}" if s.get("node") else "")

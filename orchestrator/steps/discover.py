@@ -46,7 +46,8 @@ def run(ctx: Ctx) -> None:
                                   "workdir": ctx.target.container.workdir,
                                   "busy_threshold": FREE_GPU_BUSY_PCT, "env": env,
                                   "lock": {"variant": ctx.job.variant, "job_id": ctx.job.job_id,
-                                           "owner": owner(ctx)},
+                                           "owner": owner(ctx),
+                                           "after_jobs": (req.get("chain_after") or {}).get("job_ids") or []},
                                   "riders": {"probe": probe_template(ctx),
                                              "tuned_keys": model_config_keys_template(ctx)}},
                         timeout=HELP_TIMEOUT_S + 120)

@@ -56,6 +56,9 @@ def launch(ctx: Ctx, with_poll: bool = False) -> dict:
                  "variant": job.variant, "owner": owner(ctx),
                  "gpus": job.facts.tune_gpus or []},
     }
+    chain = job.request.get("chain_after") or {}
+    if chain.get("run_dir"):   # a detached campaign's later variant: it starts on the node once that run ended
+        req["after"] = chain["run_dir"]
     res = status = poll = None
     if with_poll:   # the first long poll rides along: the launch answer comes with the first step's news
         poll = poll_request(ctx, wait=True, ahead=True)

@@ -498,3 +498,60 @@ def test_cancel_of_a_detached_campaign_leaves_no_tuner_and_a_second_driver_is_re
             c.slow(0.0)
     (row,) = json.loads(_tr(inv, "status", "det3", "--json").stdout)
     assert row["state"] == "cancelled" and {t["state"] for t in row["targets"]} == {"cancelled"}, row
+
+
+NK_CHAIN = ["--nk", "3328,1664", "--nk", "1664,3328", "--m-preset", "1,16,64,256"]   # shapes no other test tunes
+TWO = "a8w8_blockscale,a8w8_blockscale_bpreshuffle"
+
+
+def _node_side(c) -> list[dict]:
+    """tune-remote's processes on the node: a pipeline's supervising wrapper (waiting or running) and its steps."""
+    return [p for p in c.processes() if p["state"] != "Z" and ("_supervise" in p["args"] or "pipeline.sh" in p["args"])]
+
+
+def test_a_detached_two_variant_campaign_tunes_both_variants_on_the_node_alone(inv, fleet):
+    from tests.fake_remote.provision import poll
+    n3 = fleet[2].alias
+    c = next(iter(fleet[2].containers.values()))
+    before = len(c.launches())
+    c.slow(1.0)
+    try:
+        cp = _tr(inv, "run", "--node", n3, "--variant", TWO, *NK_CHAIN, "--yes", "--job-id", "chain1", "--detach")
+        assert cp.returncode == 0, cp.stderr[-2000:]     # run has exited: nothing on the laptop drives it
+        assert json.loads(cp.stdout.strip().splitlines()[-1])["state"] == "running"
+        (row,) = json.loads(_tr(inv, "status", "chain1", "--json").stdout)
+        states = {t["variant"]: t.get("node_state") for t in row["targets"]}
+        assert states == {"a8w8_blockscale": "running", "a8w8_blockscale_bpreshuffle": "waiting"}, row
+        assert "running (node: waiting)" in _tr(inv, "status", "chain1").stdout   # the words say it too
+    finally:
+        c.slow(0.0)
+    poll(lambda: len(c.launches()) == before + 2 and not _node_side(c), timeout=300,
+         what="both variants tuned on the node, no tune-remote process left")
+    res = _tr(inv, "resume", "chain1")
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert json.loads(res.stdout.strip().splitlines()[-1])["state"] == "succeeded"
+    assert len(c.launches()) == before + 2                 # resume found both runs done: nothing launched again
+    for variant in TWO.split(","):                          # each variant's shapes tuned once, on n3
+        keys = [key(r) for r in rows(inv.parent / "ws" / "chain1" / variant / "comparison.csv")]
+        assert len(keys) == len(set(keys)) == 8, variant
+
+
+def test_cancel_of_a_detached_chain_leaves_no_tuner_and_no_waiting_pipeline(inv, fleet):
+    from tests.fake_remote.provision import poll
+    n3 = fleet[2].alias
+    c = next(iter(fleet[2].containers.values()))
+    before = len(c.launches())
+    c.slow(3.0)
+    try:
+        cp = _tr(inv, "run", "--node", n3, "--variant", TWO, *NK_CHAIN[:2], "--m-preset", "2,32,128,512", "--yes",
+                 "--job-id", "chain2", "--detach")
+        assert cp.returncode == 0, cp.stderr[-2000:]
+        poll(lambda: _tuning(c), timeout=120, what="the first variant tuning")
+        ca = _tr(inv, "cancel", "chain2")
+        assert ca.returncode == 0, ca.stderr
+        assert not _tuning(c) and not _node_side(c), _node_side(c)   # the waiting variant is gone too
+    finally:
+        c.slow(0.0)
+    assert len(c.launches()) == before + 1                 # the chained variant never started
+    (row,) = json.loads(_tr(inv, "status", "chain2", "--json").stdout)
+    assert row["state"] == "cancelled" and {t["state"] for t in row["targets"]} == {"cancelled"}, row

@@ -914,3 +914,53 @@ def test_bench_prepare_of_a_missing_script_fails_unless_missing_ok(tmp_path):
                           input=json.dumps(dict(req, missing_ok=True)).encode(), stdout=subprocess.PIPE, timeout=60)
     answer = json.loads(proc.stdout)
     assert answer["ok"] and answer["missing"] is True and not (tmp_path / "p").exists()
+
+
+# ------------------------------------------------------------------------------------------------
+# chained runs (a detached campaign's later variants on one target)
+# ------------------------------------------------------------------------------------------------
+
+
+def _chain_pair(tmp_path, jobs):
+    work = tmp_path / "work"
+    argv_a, count_a, stop_a = count_job(tmp_path, tag="ca")
+    argv_b, count_b, stop_b = count_job(tmp_path, tag="cb")
+    run_a, req_a = jobs(argv_a)
+    run_b, req_b = jobs(argv_b)
+    for req, variant in ((req_a, "va"), (req_b, "vb")):
+        req["lock"] = {"workdir": str(work), "variant": variant, "owner": {"who": "me@laptop"}, "gpus": [0]}
+    req_b["after"] = str(run_a)
+    return work, (run_a, req_a, count_a, stop_a), (run_b, req_b, count_b, stop_b)
+
+
+def test_a_chained_run_waits_on_the_node_then_takes_the_gpus(tmp_path, jobs):
+    work, (run_a, req_a, count_a, stop_a), (run_b, req_b, count_b, stop_b) = _chain_pair(tmp_path, jobs)
+    ok("launch", req_a)
+    wait_for(count_a.exists, what="the first run started")
+    second = ok("launch", req_b)     # GPU 0 is the first run's: a chained launch is not refused
+    assert second["launched"] is True and second["record"]["waiting_for"] == str(run_a)
+    st = status1(run_b)
+    assert st["state"] == "running" and st["waiting_for"] == str(run_a) and not count_b.exists()
+    gpu_lock = work / ".tune-remote" / "locks" / "gpu-0.lock"
+    assert json.loads(gpu_lock.read_text())["job_id"] == req_a["job_id"]
+    stop_a.touch()
+    wait_for(count_b.exists, what="the chained run started once the first ended")
+    assert status1(run_b)["waiting_for"] is None
+    assert json.loads(gpu_lock.read_text())["job_id"] == req_b["job_id"]   # the GPUs handed on
+    stop_b.touch()
+    st = wait_for(lambda: _ended(status1(run_b)), what="the chained run ended")
+    assert st["state"] == "succeeded"
+
+
+def test_cancel_of_a_waiting_chained_run_ends_it_before_it_starts(tmp_path, jobs):
+    _, (run_a, req_a, count_a, stop_a), (run_b, req_b, count_b, _) = _chain_pair(tmp_path, jobs)
+    ok("launch", req_a)
+    ok("launch", req_b)
+    res = ok("cancel", {"run_dir": str(run_b), "grace_s": 10})
+    assert res["state"] == "cancelled" and res["remaining"] == []
+    st = status1(run_b)
+    assert st["state"] == "cancelled" and not st["alive"] and st["rc"] is not None   # nothing left to start it
+    assert status1(run_a)["state"] == "running"        # the run it waited for goes on
+    stop_a.touch()
+    wait_for(lambda: _ended(status1(run_a)), what="the first run ended")
+    assert not count_b.exists()

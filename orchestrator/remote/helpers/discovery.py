@@ -299,6 +299,8 @@ def op_discover(req):
         locks.check(locks.lock_path(res["workdir"], lock["variant"]), lock["variant"], lock.get("job_id"),
                     lock.get("owner"))
         held = locks.gpus_held(res["workdir"], lock.get("job_id"), lock.get("owner"))
+        after = set(lock.get("after_jobs") or [])   # a chained run takes its GPUs once these ended
+        held = {g: rec for g, rec in held.items() if rec.get("job_id") not in after}
         res["reserved_gpus"] = {str(g): rec.get("job_id") for g, rec in sorted(held.items())}
         for g, rec in held.items():         # another running job's GPUs are not free, whatever they show
             info = res["gpus"].get(str(g))

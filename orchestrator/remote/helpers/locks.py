@@ -136,3 +136,27 @@ def release(path, job_id, run_dir):
             os.unlink(path)
         except OSError:
             pass
+
+
+def chain_wait(after, spec, paths, term, log_fd):
+    """A chained run: wait (node side) for the run before it to end, then take the GPUs it held. None when
+    the job may start; else the rc to write (128+N: cancelled or signalled while waiting; 75: GPUs taken)."""
+    import time  # noqa: PLC0415
+    import procs  # noqa: PLC0415
+    import signal  # noqa: PLC0415
+    os.write(log_fd, ("[tune-remote] waiting for %s to end\n" % after["run_dir"]).encode())
+    while procs.run_state(after["run_dir"])["state"] in ("starting", "running"):
+        if term["signal"] or os.path.exists(paths["cancelled"]):
+            return 128 + (term["signal"] or signal.SIGTERM)
+        time.sleep(1.0)
+    if term["signal"] or os.path.exists(paths["cancelled"]):
+        return 128 + (term["signal"] or signal.SIGTERM)
+    lock = after.get("lock") or {}
+    if lock.get("gpus"):
+        work = lock.get("workdir") or os.path.join(lock["aiter_root"], "tune_logs")
+        try:
+            acquire_gpus(work, lock["gpus"], lock["variant"], spec["job_id"], spec["run_dir"], lock.get("owner"))
+        except HelperError as exc:
+            os.write(log_fd, ("[tune-remote] cannot take the GPUs: %s\n" % exc).encode())
+            return 75
+    return None

@@ -142,7 +142,9 @@ def op_launch(req):
         work = lock.get("workdir") or os.path.join(lock["aiter_root"], "tune_logs")
         locks.acquire(locks.lock_path(work, lock["variant"]), lock["variant"], req["job_id"],
                       run_dir, lock.get("owner"))
-        if lock.get("gpus"):   # and the GPUs it tunes on: another variant's job does not pick them
+        if lock.get("gpus") and req.get("after"):   # chained: the wrapper takes them once that run ended
+            pass
+        elif lock.get("gpus"):   # and the GPUs it tunes on: another variant's job does not pick them
             try:
                 locks.acquire_gpus(work, lock["gpus"], lock["variant"], req["job_id"], run_dir, lock.get("owner"))
             except HelperError:
@@ -164,6 +166,8 @@ def op_launch(req):
             return existing
     spec = {"argv": argv, "cwd": cwd, "env": env, "log_path": log_path, "marker": marker,
             "run_dir": run_dir, "job_id": req["job_id"], "step": req["step"]}
+    if req.get("after"):   # a campaign's next variant on this target: its wrapper waits for that run to end
+        spec["after"] = {"run_dir": os.path.abspath(req["after"]), "lock": lock or {}}
     record = _spawn_supervisor(spec)
     return {"launched": True, "record": record}
 
@@ -298,6 +302,24 @@ def op_supervise(_req_unused):
         "init_starttime": proc_starttime(1),   # PID 1 of the container: a restart changes it
     }
     proc = None
+    after = spec.get("after")
+    if after:   # chained: the launcher is released at once (record.json names the run it waits for)
+        import locks  # noqa: PLC0415
+        record["waiting_for"] = after["run_dir"]
+        atomic_write(paths["record"], _json_bytes(record))
+        try:
+            os.write(1, json.dumps(record).encode("utf-8"))
+        except OSError:
+            pass
+        os.dup2(devnull, 1)
+        rc = locks.chain_wait(after, spec, paths, term, log_fd)
+        if rc is not None:
+            record["waiting_for"] = None
+            record["error"] = "did not start: rc %d" % rc
+            atomic_write(paths["record"], _json_bytes(record))
+            atomic_write(paths["rc"], ("%d\n" % rc).encode())
+            return None
+        record["waiting_for"] = None
     try:
         proc = subprocess.Popen(spec["argv"], stdin=subprocess.DEVNULL, stdout=log_fd, stderr=log_fd,
                                 cwd=spec["cwd"], env=env, close_fds=True)
@@ -309,11 +331,12 @@ def op_supervise(_req_unused):
         record["child_pid"] = proc.pid
         record["child_starttime"] = proc_starttime(proc.pid)
     atomic_write(paths["record"], _json_bytes(record))
-    try:
-        os.write(1, json.dumps(record).encode("utf-8"))
-    except OSError:
-        pass
-    os.dup2(devnull, 1)  # release the launcher: it returns when this pipe closes
+    if not after:
+        try:
+            os.write(1, json.dumps(record).encode("utf-8"))
+        except OSError:
+            pass
+        os.dup2(devnull, 1)  # release the launcher: it returns when this pipe closes
     if proc is not None:
         rc = proc.wait()
         if rc < 0:
@@ -360,6 +383,7 @@ def run_state(run_dir):
             out["reason"] = "the container restarted since launch (its PID 1 is newer than the job)"
             out["container_restarted"] = True
     out["alive"] = bool(out["wrapper_alive"] or out["child_alive"])
+    out["waiting_for"] = rec.get("waiting_for") if out["alive"] else None   # a chained run not started yet
     if has_rc and not out["alive"]:
         out["state"] = "cancelled" if cancelled else ("succeeded" if rc == 0 else "failed")
     elif out["alive"]:

@@ -107,7 +107,8 @@ def op_status(req):
                  "child_alive": st["child_alive"], "cancel_requested": st["cancel_requested"],
                  "reason": st["reason"], "log_path": log_path, "log_size": None, "log_age_s": None,
                  "data_b64": "", "offset": None, "next_offset": None, "eof": True, "reset": False,
-                 "progress": None, "last_line": None, "started_at": rec.get("started_at")}
+                 "progress": None, "last_line": None, "started_at": rec.get("started_at"),
+                 "waiting_for": st.get("waiting_for")}
         offset = item.get("offset")
         offset = 0 if offset is None else int(offset)
         per_run_max = item.get("max_bytes")
