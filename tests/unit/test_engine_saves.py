@@ -23,7 +23,7 @@ def _ctx(job, on_save=None):
         if on_save is not None:
             on_save(job)
     return SimpleNamespace(job=job, save=save, ui=SimpleNamespace(step=lambda name: None, stop=lambda: None),
-                           target=SimpleNamespace(since_mark=lambda: {})), saved
+                           target=SimpleNamespace(since_mark=dict)), saved
 
 
 def test_each_step_is_on_disk_done_before_the_next_one_runs(monkeypatch):
@@ -34,7 +34,7 @@ def test_each_step_is_on_disk_done_before_the_next_one_runs(monkeypatch):
     assert engine.run_job(ctx) == Status.SUCCEEDED
     assert [n for n, _ in ran] == list(STEPS)
     for i, (name, at) in enumerate(ran):
-        state, step, statuses = saved[at - 1]          # the last save before the step ran
+        _state, step, statuses = saved[at - 1]         # the last save before the step ran
         assert step == name and statuses[name] == Status.RUNNING
         assert all(statuses[n] == Status.DONE for n in STEPS[:i])
     assert saved[-1][0] == Status.SUCCEEDED and all(s == Status.DONE for s in saved[-1][2].values())
