@@ -47,14 +47,21 @@ def warm_up() -> None:
 def run_job(ctx: Ctx) -> str:
     """Carry the job as far as it goes. Returns the job state ('running' when detached)."""
     job = ctx.job
-    ctx.save()
+    # one save per step: the one that marks it running also writes the step before it done (nothing but
+    # next_step, no I/O, lies between them), and the one after the loop the last step; a job's first save
+    # is its first step's (or, with nothing left to run, the final one)
     try:
         while (name := next_step(job)) is not None:
             st = job.step_state(name)
+            before = (job.step, st.status, st.started)
             job.step = name
             if st.status != Status.RUNNING:
                 st.status, st.started = Status.RUNNING, time.time()
             ctx.save()
+            if job.state != Status.RUNNING:     # `cancel` said so since the last save (this one read it): the
+                job.step, st.status, st.started = before    # step does not start, as when next_step saw it
+                ctx.save()
+                break
             ctx.ui.step(name)
             try:
                 step_func(name)(ctx)
@@ -89,8 +96,7 @@ def run_job(ctx: Ctx) -> str:
                     "state", Status.RUNNING) == Status.RUNNING:
                 ctx.save()
                 return Status.RUNNING
-            st.status, st.finished = Status.DONE, time.time()
-            ctx.save()
+            st.status, st.finished = Status.DONE, time.time()   # saved with the next step's start (above)
         if job.state == Status.RUNNING:
             job.state = Status.SUCCEEDED
             job.step = "done"

@@ -78,20 +78,33 @@ def _bundle() -> tuple[str, bytes]:
     return full[:12], tarball
 
 
-def _bundle_full() -> tuple[str, bytes]:
+def _helper_sources() -> list[tuple[str, bytes]]:
     pkg = resources.files("orchestrator.remote.helpers")
+    return [(name, pkg.joinpath(name).read_bytes()) for name in HELPER_FILES]
+
+
+def _digest(sources: list[tuple[str, bytes]]) -> str:
     digest = hashlib.sha256()
+    for name, data in sources:
+        digest.update(name.encode() + b"\0" + data)
+    return digest.hexdigest()
+
+
+def _tarball(sources: list[tuple[str, bytes]]) -> bytes:
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w:gz") as tar:
-        for name in HELPER_FILES:
-            data = pkg.joinpath(name).read_bytes()
-            digest.update(name.encode() + b"\0" + data)
+        for name, data in sources:
             info = tarfile.TarInfo(name)
             info.size = len(data)
             info.mode = 0o644
             info.mtime = 0
             tar.addfile(info, io.BytesIO(data))
-    return digest.hexdigest(), buf.getvalue()
+    return buf.getvalue()
+
+
+def _bundle_full() -> tuple[str, bytes]:
+    sources = _helper_sources()
+    return _digest(sources), _tarball(sources)
 
 
 class HelperCallError(RemoteCommandError):
@@ -117,7 +130,10 @@ class NodeHelper:
     def __init__(self, transport: Transport, python: str = "python3", base_dir: str = "/tmp/tune-remote"):
         self.transport = transport
         self.python = python
-        self.digest, self._tarball = _bundle_full()
+        # the digest names the helper dir (every call); the gzipped tarball (~40 ms to build on a loaded 2-core
+        # machine, before the first round trip) only a push needs: built then, from the same sources
+        self._sources = _helper_sources()
+        self.digest = _digest(self._sources)
         self.version = self.digest[:12]
         self.base_dir = base_dir
         self.dir = f"{base_dir}/helper-{self.version}"
@@ -138,7 +154,8 @@ class NodeHelper:
         return self._channel_requests + (self.channel.requests if self.channel else 0)
 
     def push(self) -> None:
-        self.transport.run(Cmd((self.python, "-c", _EXTRACT, self.dir)), stdin=self._tarball, timeout=120)
+        self.transport.run(Cmd((self.python, "-c", _EXTRACT, self.dir)), stdin=_tarball(self._sources),
+                           timeout=120)
 
     def _checked(self, *args: str) -> Cmd:
         """python -c _RUN: node_helper.py ARGS, run only after the dir and its content were checked."""
