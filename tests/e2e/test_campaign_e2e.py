@@ -247,9 +247,9 @@ def test_node_filter_on_status_logs_fetch_and_cancel_of_a_running_campaign(inv, 
     a, b = fleet[0].alias, fleet[1].alias
     c1, c2 = (next(iter(n.containers.values())) for n in fleet[:2])
     before = {c.name: len(c.launches()) for c in (c1, c2)}
-    for c in (c1, c2):
-        c.slow(3.0)                               # 4 shapes each: ~12 s of tuning, time for the commands
-    proc = _start(inv, "nodef1")
+    c1.slow(3.0)                                  # 4 shapes: ~12 s of tuning, time for the commands
+    c2.slow(30.0)                                 # b is cancelled below: it must still be tuning then, however
+    proc = _start(inv, "nodef1")                  # slowly the five commands before run on a loaded machine
     try:
         poll(lambda: (_tuning(c1) and _tuning(c2)) or proc.poll() is not None, timeout=120,
              what="both targets tuning")
