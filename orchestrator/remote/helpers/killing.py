@@ -7,7 +7,8 @@ import time
 
 from common import HelperError, _now
 from files import _json_bytes, atomic_write
-from procs import _environ_run_dir, _run_paths, environ_has_marker, list_pids, pid_alive, proc_stat, run_state
+from procs import _run_paths, run_state
+from proctree import environ_has_marker, environ_run_dir, list_pids, pid_alive, proc_stat
 
 def _job_processes(pgid, marker, run_dir, leader_ok):
     """Live (non-zombie) processes of the job: group members and marker carriers.
@@ -25,7 +26,7 @@ def _job_processes(pgid, marker, run_dir, leader_ok):
             continue
         has = environ_has_marker(pid, marker) if marker else None
         if has:
-            other_dir = _environ_run_dir(pid)
+            other_dir = environ_run_dir(pid)
             if other_dir and other_dir != run_dir:
                 has = False
         in_group = bool(pgid) and st[2] == int(pgid)

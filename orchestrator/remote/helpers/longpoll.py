@@ -12,7 +12,7 @@ import time
 
 import files
 import runlog
-from procs import proc_stat
+from proctree import proc_stat
 
 MAX_WAIT_S = 60.0
 TICK_S = 0.01
