@@ -1,8 +1,9 @@
 """Deterministic performance model of the simulated AITER node (no I/O, stdlib only, Python 3.8+).
 
-This single file is the ground truth for every number the simulated node reports. It is imported by
-tests on the laptop *and* copied verbatim into the node (``aiter/_sim/perf_model.py``), where the
-simulated tuners and op_tests use it, so expectations computed here match the node's output exactly.
+This file (with kernel_names.py and lookups.py beside it) is the ground truth for every number the
+simulated node reports. It is imported by tests on the laptop *and* copied verbatim into the node
+(``aiter/_sim/perf_model.py``), where the simulated tuners and op_tests use it, so expectations computed
+here match the node's output exactly.
 
 Shapes are dicts with lower-case keys, as in docs/internals.md ("Shapes"):
 
@@ -44,6 +45,8 @@ from __future__ import annotations
 
 import hashlib
 import math
+
+from .kernel_names import A16W16_LIBTYPES, candidates, kernel_name  # re-exported: the tuners use them
 
 FAIL_FRACTION = 0.12
 REGRESS_FRACTION = 0.12
@@ -230,63 +233,6 @@ def tuned_us(variant: str, shape: dict, gfx: str = "gfx950", cu_num: int = 256):
     return bench_us(variant, shape, gfx, cu_num, tuned_from=shape)
 
 
-_KERNEL_TILES = ("256x16x64x256", "256x32x64x256", "256x64x128x128", "256x128x128x128",
-                 "256x128x256x64", "256x256x128x64", "128x16x32x512", "256x64x64x256")
-_ASM_TILES = ("16x128", "32x128", "48x128", "64x128", "96x128", "128x128")
-
-
-# a16w16 backends (gemm_a16w16_tune.py --libtype; hipblaslt only with --with-hipblaslt) and name forms as the
-# shipped bf16_tuned_gemm.csv spells them (the FlyDSL one parses with aiter/ops/flydsl/gemm_kernels.py)
-A16W16_LIBTYPES = ("asm", "flydsl", "triton", "opus", "skinny", "torch")
-_A16W16_NAMES = {
-    "asm": "_ZN5aiter39bf16gemm_fp32bf16_tn_%(t)s_splitk_cleanE", "opus": "opus_gemm_%(t)sx64_2x1_16x16x32_0x0x0_4g_safe",
-    "flydsl": "flydsl_gemm2_abf16_wbf16_bf16_t%(t)sx128_split_k%(s)d_block_m_warp1_block_n_warp2_block_k_warp1_"
-              "async_copyTrue_b_to_ldsTrue_b_preshuffleFalse_c_to_ldsFalse_%(gfx)s",
-    "hipblaslt": "Cijk_Alik_Bljk_BBS_BH_Bias_HA_S_SAV_UserArgs_MT%(t)sx64_MI16x16x1_SN_LDSB1_AFC1",
-    "triton": "_gemm_a16_w16_kernel_BLOCK_SIZE_M_%(t)s", "skinny": "wvSplitK", "torch": "F.linear"}
-
-
-def _kernel_name(variant: str, idx: int, libtype: str, gfx: str = "gfx950") -> str:
-    tile = _KERNEL_TILES[idx % len(_KERNEL_TILES)]
-    pipe = "intrawave_v%d" % (1 + idx % 3)
-    if variant == "a16w16":
-        return _A16W16_NAMES[libtype] % {"t": ("16x64", "32x64", "64x64", "80x64")[idx % 4], "s": 1 + idx % 4,
-                                         "gfx": gfx}
-    if variant == "a6w6":  # asm only (hsa/gfx950/f6gemm/f6gemm_bf16_per1x32Fp6.csv)
-        return "f6gemm_%s_grp16_kernel_func" % ("dmabig", "dmasmall", "lds", "direct")[idx % 4]
-    if libtype == "asm":
-        t = _ASM_TILES[idx % len(_ASM_TILES)]
-        if variant == "a4w4_blockscale":
-            return "_ZN5aiter41f4gemm_bf16_per1x32Fp4_BpreShuffle_%sE" % t
-        if variant == "a8w8_bpreshuffle":
-            return "_ZN5aiter41I8gemm_bf16_perTokenI8_BpreShuffle_%sE" % t
-        return "_ZN5aiter42fp8gemm_bf16_blockscale_BpreShuffle_%sE" % t
-    if variant == "a8w8":
-        return "a8w8_rowwise_%s_16x16_1x1_32x8x1_32x8x1_1x16x1x16_4x4x1_1x1_%s" % (tile, pipe)
-    if variant == "a8w8_bpreshuffle":
-        return "a8w8_bpreshuffle_%s_16x16_16x16_32x8x1_32x8x1_1x16x1x16_4x4x1_1x1_%s" % (tile, pipe)
-    if variant == "a8w8_blockscale":
-        if libtype == "cktile":
-            return "a8w8_blockscale_cktile_%s_4x2x1_16x16x128_intrawave_0x1x0_1" % tile
-        return "a8w8_blockscale_1x128x128_%s_16x16_16x16_1x1_16x16x1_16x16x1_1x16x1x16_4_1x1_%s" % (tile, pipe)
-    if variant == "a8w8_blockscale_bpreshuffle":
-        return "a8w8_blockscale_bpreshuffle_1x128x128_%s_16x16_16x16_16x16x1_16x16x1_1x16x1x16_4_1x1_%s" % (
-            tile, pipe)
-    if variant == "a4w4_blockscale":
-        return "f4gemm_ck_%s_%s" % (tile, pipe)
-    if variant == "batched_a8w8":
-        return "a8w8_batched_rowwise_%s_32x32_1x1_16x16x1_16x16x1_1x32x1x8_8x8x1_1x1_%s" % (tile, pipe)
-    if variant == "batched_bf16":
-        return "bf16_batched_%s_16x16_1x1_8x8x1_8x8x1_1x16x1x4_4x4x1_1x1_%s" % (tile, pipe)
-    raise ValueError(variant)
-
-
-def candidates(variant: str) -> int:
-    """Number of kernel candidates the simulated tuner pretends to time per shape."""
-    return {"a8w8": 80, "a8w8_bpreshuffle": 64, "a8w8_blockscale": 48, "a8w8_blockscale_bpreshuffle": 40,
-            "a4w4_blockscale": 36, "a6w6": 12, "a16w16": 96, "batched_a8w8": 60, "batched_bf16": 60, "moe_2stages": 24}[variant]
-
-
 def tune_result(variant: str, shape: dict, gfx: str = "gfx950", cu_num: int = 256, libtypes=A16W16_LIBTYPES):
     """What the tuner writes for this shape (a dict of result columns), or None when no kernel is valid.
     ``libtypes``: the a16w16 backends the tuner searched (its --libtype)."""
@@ -329,7 +275,7 @@ def tune_result(variant: str, shape: dict, gfx: str = "gfx950", cu_num: int = 25
         "kernelId": idx % candidates(variant),
         "splitK": splitk,
         "us": us,
-        "kernelName": _kernel_name(variant, idx, libtype, gfx),
+        "kernelName": kernel_name(variant, idx, libtype, gfx),
         "tflops": round(flops / (us * 1e6), 2),
         "bw": round(nbytes / (us * 1e-6) / 1e9, 2),
         "errRatio": 0.0,
