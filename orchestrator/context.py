@@ -8,13 +8,16 @@ import random
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from .errors import ConnectionLost, ConnectError, HostKeyError
 from .inventory import ContainerSpec, NodeSpec
 from .remote.transport import PathSilent, Transport, TransportError
 from .state import JobState, Workspace
 from .variants import AiterProfile, KernelVariant, get_variant, profile_from_facts
+
+if TYPE_CHECKING:   # the annotations only: Target imports it when it is made (lazy imports)
+    from .remote.detached import NodeHelper
 
 
 def _env_float(name: str, default: float) -> float:

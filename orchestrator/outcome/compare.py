@@ -46,7 +46,6 @@ from .compare_values import (
     SIZE_CLASSES,
     SIZE_COLUMNS,
     STATUSES,
-    VALUE_COLUMNS,
     VERDICT_STATUS,
     aggregate,
     comparison_csv_columns,

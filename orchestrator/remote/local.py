@@ -10,7 +10,7 @@ from typing import Mapping
 
 from ..errors import CommandTimeout
 from .shell import Cmd
-from .transport import CommandResult, TransportBase, TransportError, check_result
+from .transport import CommandResult, TransportBase, check_result
 
 
 class LocalTransport(TransportBase):

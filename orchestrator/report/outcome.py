@@ -118,7 +118,7 @@ def serving_view(ctx: Mapping[str, Any], table_cls) -> dict[str, Any]:
         return v
     rows = srv.get("rows")
     if not rows:
-        v["serving_line"] = (f"--serve-cmd ran before tuning and after promotion, but the comparison is missing "
+        v["serving_line"] = ("--serve-cmd ran before tuning and after promotion, but the comparison is missing "
                              "(see the notes for why): {}".format(srv["command"]))
         return v
     v["serving_line"] = ("Your serving benchmark (--serve-cmd), run in the container before tuning and again "

@@ -11,7 +11,7 @@ import platform
 
 import files
 import probe
-from common import HelperError, _read_text, _run_tool, _which, boot_id
+from common import HelperError, _read_text, _run_tool, boot_id
 
 
 

@@ -5,14 +5,11 @@ from __future__ import annotations
 
 import collections
 import gzip
-import os
 
 try:  # the laptop imports orchestrator.remote.helpers.*; the node, top-level modules beside node_helper.py
-    from .shapefmt import CHUNK_BYTES, ECHO_WINDOW, MAX_LINE_BYTES, _NEEDLES_B
-    from .shaperecords import _Parser
+    from .shapefmt import ECHO_WINDOW, MAX_LINE_BYTES, _NEEDLES_B
 except ImportError:
-    from shapefmt import CHUNK_BYTES, ECHO_WINDOW, MAX_LINE_BYTES, _NEEDLES_B  # type: ignore
-    from shaperecords import _Parser  # type: ignore
+    from shapefmt import ECHO_WINDOW, MAX_LINE_BYTES, _NEEDLES_B  # type: ignore
 
 
 def _open_binary(path):
