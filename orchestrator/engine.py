@@ -9,14 +9,11 @@ import time
 from .context import Ctx
 from .errors import ConnectionLost, ObserverError, TuneRemoteError
 from .state import Status
+from .warm import WARM_UP_MODULES, warm_up  # noqa: F401  (importable from here as before)
 from .workflow import next_step
 
 # a step's module is imported when the step first runs, so a job starts talking to its node before pandas and
-# jinja2 (~0.4 s) are loaded, and warm_up() loads them meanwhile, then the later steps' modules and the report
-# templates (compiled: ~0.2 s more). Safe in a thread: the package has no import circle (test_layers), so two
-# threads importing never wait on each other's module locks in a cycle
-WARM_UP_MODULES = ("pandas", "jinja2", f"{__package__}.steps.compare", f"{__package__}.steps.report")
-
+# jinja2 (~0.4 s) are loaded; warm.warm_up() loads them while the pipeline runs (steps/remote.py)
 
 _IMPORTING = threading.Lock()   # a campaign's sub-jobs start steps in several threads: one imports at a time
 
@@ -29,19 +26,6 @@ def _steps_module(module: str):
 def step_func(name: str):
     """Each step of workflow.STEPS is the module of its name under steps/, entered by its run(ctx)."""
     return _steps_module(name).run
-
-
-def warm_up() -> None:
-    """Import the heavy libraries the later steps use in a thread while this one waits on the network."""
-    def load() -> None:
-        try:
-            for name in WARM_UP_MODULES:
-                importlib.import_module(name)
-            from .report import warm_templates
-            warm_templates()
-        except Exception:   # the step that needs it reports a missing library or template, not this thread
-            return
-    threading.Thread(target=load, name="tune-remote-warm-up", daemon=True).start()
 
 
 def run_job(ctx: Ctx) -> str:

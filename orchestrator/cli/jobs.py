@@ -216,8 +216,7 @@ def _parse_gpus(gpus: str | None):
 
 
 def _drive(env: Env, job: JobState, target: Target, settings: Settings) -> None:
-    from ..engine import run_job, warm_up  # steps load pandas and jinja2 when they run (warm_up: meanwhile)
-    warm_up()
+    from ..engine import run_job  # the steps load pandas and jinja2 when they run (warm.py: while it waits)
     ui = env.ui()
     ctx = Ctx(job=job, workspace=env.workspace, target=target, settings=settings, ui=ui)
     target.connect()  # before the job is saved: a refused connection leaves no half-made job behind

@@ -15,6 +15,7 @@ from ..context import Ctx, owner
 from ..errors import ConnectionLost, JobError, ObserverError, TuneRemoteError
 from ..remote.detached import HelperCallError
 from ..state import Status
+from ..warm import warm_up
 from ..workflow import REMOTE_STEPS
 from .prepare import local_log_path
 
@@ -364,5 +365,6 @@ def run(ctx: Ctx) -> None:
     t0 = time.monotonic()
     launch(ctx, with_poll=not detach)
     if not detach:
+        warm_up()       # what compare and report load, while the pipeline runs (warm.py)
         wait(ctx, t0)
 

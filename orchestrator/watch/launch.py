@@ -95,7 +95,7 @@ class Launcher:
         return self.outcome(job)
 
     def _single(self, job, job_id, variant, shapes, wt: WatchTarget) -> JobState:
-        from ..engine import run_job, warm_up
+        from ..engine import run_job
         if job is None:
             request = self.request(job_id, variant, shapes)
             if wt.demo_dir:
@@ -103,7 +103,6 @@ class Launcher:
             job = JobState(job_id=job_id, node=wt.node, container=wt.container, variant=variant,
                            created=time.time(), request=request)
         job.request.detach = False
-        warm_up()
         target = wt.open()
         try:
             ctx = Ctx(job=job, workspace=self.ws, target=target, settings=self.settings, ui=self.ui)

@@ -29,32 +29,33 @@ def _realpath(p):
 
 
 def _dist_candidates():
-    """Installed distributions named amd-aiter or aiter (importlib.metadata, nothing imported)."""
+    """Installed distributions named amd-aiter or aiter (importlib.metadata, nothing imported). Looked up by
+    name (the finder matches the ``*.dist-info``/``*.egg-info`` directory names): listing every distribution
+    parses each one's METADATA, ~1 ms apiece, 0.2-0.4 s in a torch container with hundreds of them."""
     try:
         from importlib import metadata as md
     except ImportError:  # pragma: no cover - Python < 3.8
         return [], ["importlib.metadata unavailable (Python < 3.8)"]
     found = []
     seen = set()
-    try:
-        dists = list(md.distributions())
-    except Exception as exc:  # noqa: BLE001 - a broken site-packages must not crash discover
-        return [], ["cannot list installed distributions: %s" % exc]
-    for dist in dists:
+    for want in ("amd-aiter", "aiter"):      # amd-aiter first, then aiter; sys.path order within a name
         try:
-            name = dist.metadata["Name"]
-        except Exception:  # noqa: BLE001
-            continue
-        norm = _norm_name(name)
-        if norm not in ("amd-aiter", "aiter"):
-            continue
-        key = (norm, str(getattr(dist, "_path", id(dist))))
-        if key in seen:
-            continue
-        seen.add(key)
-        found.append((norm, dist))
-    # amd-aiter first, then aiter; keep sys.path order within a name
-    found.sort(key=lambda item: 0 if item[0] == "amd-aiter" else 1)
+            dists = list(md.distributions(name=want))
+        except Exception as exc:  # noqa: BLE001 - a broken site-packages must not crash discover
+            return [], ["cannot list installed distributions: %s" % exc]
+        for dist in dists:
+            try:
+                name = dist.metadata["Name"]
+            except Exception:  # noqa: BLE001
+                continue
+            norm = _norm_name(name)
+            if norm != want:
+                continue
+            key = (norm, str(getattr(dist, "_path", id(dist))))
+            if key in seen:
+                continue
+            seen.add(key)
+            found.append((norm, dist))
     return found, []
 
 
