@@ -119,8 +119,10 @@ def rollback(job: JobState, workspace: Workspace, subws: Workspace, subs: list[J
 
 
 def export(job: JobState, workspace: Workspace, subws: Workspace, subs: list[JobState], name: str,
-           dest: Path | None) -> dict:
-    """One ``<NAME>_<tuned base>.csv`` per variant, with the proven rows of each chosen target."""
+           dest: Path | None, guards_for=None) -> dict:
+    """One ``<NAME>_<tuned base>.csv`` per variant, with the proven rows of each chosen target.
+    ``guards_for(subs of the variant)``: the level-0 guards to run on one of them (``export_many``'s
+    ``guards``), or None."""
     from ..steps.export import export_many
     out = {}
     dest = Path(dest) if dest else workspace.job_dir(job.job_id) / "export"
@@ -129,5 +131,6 @@ def export(job: JobState, workspace: Workspace, subws: Workspace, subs: list[Job
         if not mine:
             raise UsageError(f"job {job.job_id}: no target of {variant} has a tuned table",
                              hint=f"tune-remote status {job.job_id}")
-        out[variant] = export_many(mine, name, dest, f"campaign `{job.job_id}`")
+        out[variant] = export_many(mine, name, dest, f"campaign `{job.job_id}`",
+                                   guards=guards_for([s for s, _ in mine]) if guards_for else None)
     return out

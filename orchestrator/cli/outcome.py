@@ -140,23 +140,37 @@ def export_cmd(env: Env, job_id, model_config, dest, nodes):
         from ..campaign import outcome as camp
         from .pick import select
         subws, subs = select(env, job, nodes)
-        res = camp.export(job, env.workspace, subws, subs, model_config, Path(dest) if dest else None)
+
+        def guards_for(variant_subs):       # on the first target whose AITER ships them; a Slurm allocation ended
+            s = next((s for s in variant_subs if (s.facts.get("probes") or {}).get("tuning_tests")), None)
+            return None if s is None or job.request.campaign.slurm else _guards(env, s, subws, where=True)
+        res = camp.export(job, env.workspace, subws, subs, model_config, Path(dest) if dest else None, guards_for)
         emit(env, {"job_id": job_id, "variants": res}, export_words(job_id, res, True))
         return
     from .pick import check_nodes
     check_nodes(env, job, nodes)
-    guards = None
-    if (job.facts.get("probes") or {}).get("tuning_tests"):   # the node's AITER has upstream's level-0 guards
-        def guards(file_name, text):
-            from ..steps.provenance import run_guards
-            target = target_for(env, job, False)
-            try:
-                return run_guards(Ctx(job=job, workspace=env.workspace, target=target, settings=Settings(),
-                                      ui=env.ui()), file_name, text)
-            finally:
-                target.close()
+    guards = _guards(env, job, env.workspace) if (job.facts.get("probes") or {}).get("tuning_tests") else None
     res = export(job, env.workspace.job_dir(job.job_id), model_config, Path(dest) if dest else None, guards)
     emit(env, {"job_id": job_id, **res}, export_words(job_id, res, False))
+
+
+def _guards(env: Env, job: JobState, workspace, where: bool = False):
+    """Upstream's level-0 guards (the node's AITER ships op_tests/tuning_tests) run on ``job``'s target with the
+    exported file added; ``where``: the answer names the target (a campaign's file spans several)."""
+    def guards(file_name, text):
+        from ..errors import TuneRemoteError
+        from ..steps.provenance import run_guards
+        try:
+            target = target_for(env, job, False)
+        except TuneRemoteError as exc:          # the node left the inventory since
+            return {"error": exc.one_line(), **({"on": f"{job.node}/{job.container}"} if where else {})}
+        try:
+            ran = run_guards(Ctx(job=job, workspace=workspace, target=target, settings=Settings(), ui=env.ui()),
+                             file_name, text)
+        finally:
+            target.close()
+        return {**ran, "on": f"{job.node}/{job.container}"} if where and ran else ran
+    return guards
 
 
 def _campaign(env: Env, job: JobState, nodes, accept_new_host_key: bool, what: str, rows: str = "proven") -> None:

@@ -139,8 +139,11 @@ def export_words(job_id: str, res: dict, campaign: bool) -> Callable:
                     + (" (left out: " + ", ".join(f"{v} {k}" for k, v in dropped.items()) + ")" if dropped else ""))
             c.print(f"  CSV for aiter/configs/model_configs/: {short(r.get('csv'))}")
             c.print(f"  summary for the pull request:       {short(r.get('summary'))}")
-            for test, g in (r.get("guards") or {}).items():   # upstream's level-0 guards, run on the node
-                c.print(f"  level-0 guard {test}: {g if test == 'error' else g.get('status')}")
+            guards = dict(r.get("guards") or {})        # upstream's level-0 guards, run on the node
+            on = guards.pop("on", None)                 # a campaign's: the target they ran on
+            for test, g in guards.items():
+                c.print(f"  level-0 guard {test}: {g if test == 'error' else g.get('status')}"
+                        + (f" (on {on})" if on else ""))
     return words
 
 

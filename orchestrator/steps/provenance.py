@@ -49,8 +49,10 @@ def guards_line(ran: dict | None, job: JobState, file_name: str) -> str | None:
     """The provenance line of guards run at export, or None when they were not run."""
     if not ran:
         return None
+    where = ran.get("on") or f"{job.node}/{job.container}"      # a campaign's: the target they ran on
+    ran = {k: v for k, v in ran.items() if k != "on"}
     if "error" in ran:
-        return (f"could not be run on {job.node}/{job.container} ({ran['error']}): run `python3 -m unittest "
+        return (f"could not be run on {where} ({ran['error']}): run `python3 -m unittest "
                 + " ".join("op_tests.tuning_tests." + t for t in GUARD_TESTS) + "` with this file added")
     parts = []
     for test, r in ran.items():
@@ -59,7 +61,7 @@ def guards_line(ran: dict | None, job: JobState, file_name: str) -> str | None:
         why = next((ln for ln in reversed(tail) if "Error" in ln or "duplicate" in ln), tail[-1] if tail else "")
         parts.append(f"`{test}` {'**FAILED**' if st == 'failed' else st}" + (f" ({why.strip()[:320]})"
                                                                           if st in ("failed", "timed_out") and why else ""))
-    return (f"run by tune-remote on {job.node}/{job.container} (the node's AITER, a temporary copy of its configs "
+    return (f"run by tune-remote on {where} (the node's AITER, a temporary copy of its configs "
             f"with this file added as model_configs/{file_name}): " + "; ".join(parts))
 
 
