@@ -139,6 +139,9 @@ def drive(job: JobState, workspace: Workspace, runner: Runner, settings: Setting
             if detach and chain and not sub.remote.get("run_dir"):
                 sub.request["chain_after"] = {"run_dir": chain[-1].remote.run_dir,
                                               "job_ids": [s.job_id for s in chain]}
+                if not (job.request.gpus or runner.granted_gpus(TargetRef(sub.node, sub.container))):
+                    # chosen by the free rule: the run also waits, on the node, while they are in use
+                    sub.request["chain_after"]["busy_threshold"] = planning.FREE_GPU_BUSY_PCT
                 subws.save(sub)
             with lock:
                 ui.event(f"{label}: {sub.variant} ({len(_shard_rows(sub))} shapes) started")

@@ -60,6 +60,8 @@ def launch(ctx: Ctx, with_poll: bool = False) -> dict:
     chain = job.request.get("chain_after") or {}
     if chain.get("run_dir"):   # a detached campaign's later variant: it starts on the node once that run ended
         req["after"] = chain["run_dir"]
+        if chain.get("busy_threshold") is not None:   # GPUs chosen free: it waits while they are in use
+            req["lock"]["busy_threshold"] = chain["busy_threshold"]
     res = status = poll = None
     if with_poll:   # the first long poll rides along: the launch answer comes with the first step's news
         poll = poll_request(ctx, wait=True, ahead=True)

@@ -555,3 +555,75 @@ def test_cancel_of_a_detached_chain_leaves_no_tuner_and_no_waiting_pipeline(inv,
     assert len(c.launches()) == before + 1                 # the chained variant never started
     (row,) = json.loads(_tr(inv, "status", "chain2", "--json").stdout)
     assert row["state"] == "cancelled" and {t["state"] for t in row["targets"]} == {"cancelled"}, row
+
+
+def _sub_state(inv: Path, job_id: str, variant: str) -> dict:
+    (path,) = [p for p in (inv.parent / "ws" / job_id / "targets").glob(f"*.{variant}/state.json")]
+    return json.loads(path.read_text())
+
+
+def test_a_chained_variant_waits_on_the_node_for_gpus_another_job_reserved_then_runs(inv, fleet):
+    """When the first variant ends, another job (another laptop's) holds its GPUs: the chained run waits on the
+    node (status shows it waiting, its log says for whom); then a server takes one of them: it waits on (the
+    GPUs were chosen free); it takes them once both are gone, and resume finishes the campaign."""
+    from tests.fake_remote.provision import poll
+    n3 = fleet[2].alias
+    c = next(iter(fleet[2].containers.values()))
+    before = len(c.launches())
+    node_json = c.host_dir / "sim" / "node.json"
+    sim_node = node_json.read_text()
+    c.slow(3.0)                                  # the first variant is still tuning when run returns
+    paths: list[str] = []
+    try:
+        cp = _tr(inv, "run", "--node", n3, "--variant", TWO, "--nk", "3840,1920", "--nk", "1920,3840",
+                 "--m-preset", "1,16,64,256", "--yes", "--job-id", "chain3", "--detach")
+        assert cp.returncode == 0, cp.stderr[-2000:]
+        first = _sub_state(inv, "chain3", "a8w8_blockscale")
+        poll(lambda: _tuning(c), timeout=120, what="the first variant tuning")
+        lockdir = f"{first['remote']['logs_dir']}/.tune-remote/locks"
+        record = json.dumps({"job_id": "other-laptop-job", "run_dir": f"{lockdir}/../other-laptop-job/pipeline",
+                             "owner": {"who": "someone@laptop2"}, "created": time.time(), "variant": "a8w8"})
+        for g in first["facts"]["tune_gpus"]:    # reserved by a job not started yet ('preparing': held)
+            paths.append(f"{lockdir}/gpu-{g}.lock")
+            c.exec("sh", "-c", 'cat > "$1.tmp" && mv "$1.tmp" "$1"', "sh", paths[-1], input=record)
+        c.slow(0.0)                              # the rest of the first variant's shapes go fast
+
+        def ended_first() -> dict | None:
+            (row,) = json.loads(_tr(inv, "status", "chain3", "--json").stdout)
+            states = {t["variant"]: t.get("node_state") for t in row["targets"]}
+            return row if states["a8w8_blockscale"] == "succeeded" else None
+
+        row = poll(ended_first, timeout=300, what="the first variant to end on the node")
+        states = {t["variant"]: (t["state"], t.get("node_state")) for t in row["targets"]}
+        assert states["a8w8_blockscale_bpreshuffle"] == ("running", "waiting"), row
+        assert "running (node: waiting)" in _tr(inv, "status", "chain3").stdout
+        log = _sub_state(inv, "chain3", "a8w8_blockscale_bpreshuffle")["remote"]["pipeline_log"]
+
+        def waits() -> list[str]:
+            return [ln for ln in c.exec("cat", log).stdout.splitlines() if "waiting for GPU(s)" in ln]
+
+        (said,) = waits()                        # what it waits for: the job holding the GPUs, by whom
+        assert "reserved by job other-laptop-job" in said and "someone@laptop2" in said, said
+        assert len(c.launches()) == before + 1 and _node_side(c)   # not started, not ended: still waiting
+        served = first["facts"]["tune_gpus"][0]  # a server starts on one of them as the reservation ends
+        node_json.write_text(json.dumps(dict(json.loads(sim_node), busy_gpus=[served])))
+        c.exec("rm", "-f", *paths)
+        poll(lambda: len(waits()) == 2, timeout=120, what="the chained run to say it waits for the busy GPU")
+        assert f"GPU {served} is in use (use 98%" in waits()[1], waits()
+        assert len(c.launches()) == before + 1 and _node_side(c)
+        (row,) = json.loads(_tr(inv, "status", "chain3", "--json").stdout)
+        assert {t["variant"]: t.get("node_state") for t in row["targets"]}["a8w8_blockscale_bpreshuffle"] == "waiting"
+    finally:
+        c.slow(0.0)
+        node_json.write_text(sim_node)           # the server stops
+        if paths:                                 # the other job's reservation is released
+            c.exec("rm", "-f", *paths)
+    poll(lambda: len(c.launches()) == before + 2 and not _node_side(c), timeout=300,
+         what="the chained variant to run once the GPUs are free")
+    assert len(waits()) == 2
+    res = _tr(inv, "resume", "chain3")
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert json.loads(res.stdout.strip().splitlines()[-1])["state"] == "succeeded"
+    for variant in TWO.split(","):
+        keys = [key(r) for r in rows(inv.parent / "ws" / "chain3" / variant / "comparison.csv")]
+        assert len(keys) == len(set(keys)) == 8, variant

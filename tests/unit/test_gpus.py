@@ -207,6 +207,18 @@ def test_no_smi_tool_takes_no_sample_and_waits_for_none(tools, monkeypatch, kfd)
     assert f["gpu_samples"] == 0 and not slept and any("rocm-smi not found" in p for p in problems)
 
 
+def test_in_use_is_the_free_rule_on_given_gpus_without_rocminfo(tools, kfd):
+    """What a chained run waits for before it takes its GPUs: use, VRAM or a KFD process, over the samples;
+    rocminfo is not run (the GPUs were chosen at discover), unknown is never busy."""
+    tools["rocm-smi"] = smi([0, 97, 0, 0], vram=[0, 0, 60, 0], buses=BUSES, pids={4242: [3]})
+    (kfd / "4242").mkdir()
+    assert gpus.in_use([0, 1, 2, 3], 10) == {1: ["use 97%"], 2: ["VRAM 60% used"], 3: ["KFD process(es) 4242"]}
+    assert gpus.in_use([0, 2], 10) == {2: ["VRAM 60% used"]} and gpus.in_use(["0"], 10) == {}
+    assert gpus.in_use([1], 98) == {}                           # the caller's threshold
+    del tools["rocm-smi"]
+    assert gpus.in_use([1, 2, 3], 10) == {}                      # no smi tool: not busy
+
+
 def test_rocminfo_chip_id_is_the_pci_device_id(tmp_path, monkeypatch):
     text = ("Agent 2\n  Name: gfx942\n  Marketing Name: AMD Instinct MI300X\n  Device Type: GPU\n"
             "  Chip ID: 29857(0x74a1)\n  Compute Unit: 304\n")

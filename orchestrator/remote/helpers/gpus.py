@@ -226,6 +226,54 @@ def _every_user_seen(gpus):
     return kfd <= seen
 
 
+def _sample(smi, amd, problems, gpus, samples, interval, early_exit):
+    """Up to `samples` readings of rocm-smi (else amd-smi) into gpus; how many were taken."""
+    first = time.monotonic()
+    taken = 0
+    for n in range(max(1, int(samples))):
+        if n:   # samples START `interval` apart: a slow smi (real rocm-smi takes ~0.5 s) is not waited for twice
+            time.sleep(max(0.0, first + n * interval - time.monotonic()))
+        if smi is not None:
+            ok = _smi_sample(smi, problems if n == 0 else [], gpus)
+            if not ok and n == 0:
+                problems.append("rocm-smi --showuse printed no 'GPU[i] : GPU use (%)' line")
+        elif amd is not None:
+            _amd_sample(amd, problems if n == 0 else [], gpus)
+        else:
+            break                       # nothing to sample (a problem says so)
+        taken += 1
+        if n == 0 and early_exit and _every_user_seen(gpus):
+            break
+    return taken
+
+
+def _in_use(g, busy_threshold):
+    """Why one sampled GPU is in use (the free rule: use, VRAM, a KFD process); [] when it is not."""
+    use, vram, pids = g.get("use") or [], g.get("vram") or [], sorted(g.get("pids") or ())
+    why = []
+    if use and max(use) >= busy_threshold:
+        why.append("use %d%%" % max(use))
+    if vram and max(vram) >= VRAM_FREE_BELOW_PCT:
+        why.append("VRAM %d%% used" % max(vram))
+    if pids:
+        why.append("KFD process(es) %s" % ",".join(map(str, pids)))
+    return why
+
+
+def in_use(physical, busy_threshold, samples=3, interval=0.25):
+    """{gpu: [why]} for those of the given physical GPUs something uses now, by discover's free rule without
+    the container mapping (a chained run about to take GPUs discover already chose); {} when none is, or
+    when no smi tool answers (unknown is never busy). Reservations are not looked at (locks.py)."""
+    gpus = {}
+    _sample(_which("rocm-smi"), _which("amd-smi"), [], gpus, samples, interval, True)
+    out = {}
+    for p in sorted(set(int(x) for x in physical)):
+        why = _in_use(gpus.get(p) or {}, busy_threshold)
+        if why:
+            out[p] = why
+    return out
+
+
 def gpu_facts(problems, busy_threshold, samples=3, interval=0.25, env=None, early_exit=True):
     """rocminfo + rocm-smi (or amd-smi) -> facts; see the module docstring."""
     env = dict(os.environ if env is None else env)
@@ -243,23 +291,7 @@ def gpu_facts(problems, busy_threshold, samples=3, interval=0.25, env=None, earl
         _amd_static(amd, problems, gpus)
     if smi is None and amd is None:
         problems.append("rocm-smi not found (nor amd-smi): GPU use unknown, free_gpus not computed")
-    first = time.monotonic()
-    taken = 0
-    for n in range(max(1, int(samples))):
-        if n:   # samples START `interval` apart: a slow smi (real rocm-smi takes ~0.5 s) is not waited for twice
-            time.sleep(max(0.0, first + n * interval - time.monotonic()))
-        if smi is not None:
-            ok = _smi_sample(smi, problems if n == 0 else [], gpus)
-            if not ok and n == 0:
-                problems.append("rocm-smi --showuse printed no 'GPU[i] : GPU use (%)' line")
-        elif amd is not None:
-            _amd_sample(amd, problems if n == 0 else [], gpus)
-        else:
-            break                       # nothing to sample (a problem says so)
-        taken += 1
-        if n == 0 and early_exit and _every_user_seen(gpus):
-            break
-    facts["gpu_samples"] = taken
+    facts["gpu_samples"] = _sample(smi, amd, problems, gpus, samples, interval, early_exit)
     if tool is None:
         problems.append("rocminfo not found on PATH or in /opt/rocm/bin: gfx, cu_num, gpu_count unknown")
     else:
@@ -290,15 +322,8 @@ def gpu_facts(problems, busy_threshold, samples=3, interval=0.25, env=None, earl
             cu = agents[logical]["cu"]
         cus[p] = cu
         use, vram, pids = g.get("use") or [], g.get("vram") or [], sorted(g.get("pids") or ())
-        why = []
-        if mapping is not None and logical is None:
-            why.append("not visible in this container")
-        if use and max(use) >= busy_threshold:
-            why.append("use %d%%" % max(use))
-        if vram and max(vram) >= VRAM_FREE_BELOW_PCT:
-            why.append("VRAM %d%% used" % max(vram))
-        if pids:
-            why.append("KFD process(es) %s" % ",".join(map(str, pids)))
+        why = ["not visible in this container"] if mapping is not None and logical is None else []
+        why += _in_use(g, busy_threshold)
         facts["gpus"][str(p)] = {"logical": logical, "bus": g.get("bus"), "use": max(use) if use else None,
                                  "vram_pct": round(max(vram), 1) if vram else None, "pids": pids, "cu": cu,
                                  "partition": g.get("partition"), "memory_partition": g.get("memory_partition"),

@@ -138,25 +138,81 @@ def release(path, job_id, run_dir):
             pass
 
 
-def chain_wait(after, spec, paths, term, log_fd):
-    """A chained run: wait (node side) for the run before it to end, then take the GPUs it held. None when
-    the job may start; else the rc to write (128+N: cancelled or signalled while waiting; 75: GPUs taken)."""
+CHAIN_POLL_S = 1.5      # a chained run's look at the run before it and at its GPUs, while it waits
+
+
+def chain_wait(after, spec, paths, term, log_fd, poll_s=CHAIN_POLL_S, sleep=None, in_use=None):
+    """A chained run: wait (node side) for the run before it to end, then until it can take the GPUs that run
+    held: none reserved by another live job, and (``lock.busy_threshold`` given: discover chose them by the free
+    rule) none in use by anything else. None when the job may start; else the rc to write (128+N: cancelled
+    or signalled while waiting). ``sleep``/``in_use``: the tests' stand-ins for time.sleep and gpus.in_use."""
     import time  # noqa: PLC0415
     import procs  # noqa: PLC0415
+    sleep = sleep or time.sleep
+
+    def say(text):
+        os.write(log_fd, ("[tune-remote] %s\n" % text).encode())
+
+    say("waiting for %s to end" % after["run_dir"])
+    while procs.run_state(after["run_dir"])["state"] in LIVE:
+        rc = _stopped(term, paths)
+        if rc is not None:
+            return rc
+        sleep(poll_s)
+    lock = after.get("lock") or {}
+    if not lock.get("gpus"):
+        return _stopped(term, paths)
+    work = lock.get("workdir") or os.path.join(lock["aiter_root"], "tune_logs")
+    if lock.get("busy_threshold") is None:     # --gpus given or granted by a scheduler: used as they are
+        in_use = None
+    elif in_use is None:
+        import gpus  # noqa: PLC0415
+        in_use = gpus.in_use
+    said = None
+    while True:
+        why = _gpus_taken(work, lock, spec, in_use)
+        rc = _stopped(term, paths)          # after the look: a TERM also ends the smi tool it ran
+        if rc is not None:
+            return rc
+        if why is None:
+            try:
+                acquire_gpus(work, lock["gpus"], lock["variant"], spec["job_id"], spec["run_dir"], lock.get("owner"))
+                return None
+            except HelperError as exc:      # taken between the look and the grab: look again next time
+                why = (("taken",), exc.error)
+        if why[0] != said:                  # one line per change of what it waits for
+            say("waiting for GPU(s) %s: %s" % (",".join(str(g) for g in sorted(set(map(int, lock["gpus"])))), why[1]))
+            said = why[0]
+        sleep(poll_s)
+
+
+def _stopped(term, paths):
+    """The rc of a waiting run that was signalled or cancelled (128+N, SIGTERM for a cancel), else None."""
     import signal  # noqa: PLC0415
-    os.write(log_fd, ("[tune-remote] waiting for %s to end\n" % after["run_dir"]).encode())
-    while procs.run_state(after["run_dir"])["state"] in ("starting", "running"):
-        if term["signal"] or os.path.exists(paths["cancelled"]):
-            return 128 + (term["signal"] or signal.SIGTERM)
-        time.sleep(1.0)
     if term["signal"] or os.path.exists(paths["cancelled"]):
         return 128 + (term["signal"] or signal.SIGTERM)
-    lock = after.get("lock") or {}
-    if lock.get("gpus"):
-        work = lock.get("workdir") or os.path.join(lock["aiter_root"], "tune_logs")
-        try:
-            acquire_gpus(work, lock["gpus"], lock["variant"], spec["job_id"], spec["run_dir"], lock.get("owner"))
-        except HelperError as exc:
-            os.write(log_fd, ("[tune-remote] cannot take the GPUs: %s\n" % exc).encode())
-            return 75
     return None
+
+
+def _gpus_taken(work, lock, spec, in_use):
+    """(key, words) of what keeps a chained run from its GPUs now, or None: another live job's reservation (a
+    dead owner's is stale, taken over by acquire_gpus), else a use by anything (in_use, when it is asked)."""
+    held = {}       # (job, who) -> (its record, [gpu]): a line per change of the jobs, not of each GPU
+    for g in sorted(set(int(x) for x in lock["gpus"])):
+        rec = holder(gpu_lock_path(work, g))
+        if rec is not None and not (rec.get("job_id") == spec["job_id"] and _same_owner(rec, lock.get("owner"))):
+            job = (str(rec.get("job_id")), str((rec.get("owner") or {}).get("who", "?")))
+            held.setdefault(job, (rec, []))[1].append(g)
+    if held:
+        return tuple(sorted(held)), "; ".join(
+            "GPU %s reserved by job %s (%s, %s, started by %s)" % (
+                ",".join(map(str, gs)), job, rec.get("variant") or "?", rec.get("state"), who)
+            for (job, who), (rec, gs) in sorted(held.items()))
+    if in_use is None:
+        return None
+    busy = in_use(lock["gpus"], lock["busy_threshold"])
+    if not busy:
+        return None
+    return (("in use",) + tuple(sorted(busy)),
+            "; ".join("GPU %d is in use (%s) by no tune-remote job: a node may be serving, its GPUs are not taken"
+                      % (g, ", ".join(why)) for g, why in sorted(busy.items())))
