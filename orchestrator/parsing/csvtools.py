@@ -47,7 +47,8 @@ import pandas as pd
 
 from ..remote.helpers.text import key_text
 from ..variants import MOE_KEY
-from .untuned import NULLS as _NULLS, refuse_conflict_markers
+from .csvcolumns import NULLS as _NULLS, Unusual, parse_columns
+from .untuned import refuse_conflict_markers
 
 __all__ = [
     "read_tuned_csv", "key_columns", "merge_tuned", "merge_tuned_report", "diff_tuned", "LEGACY_CU_NUM_TO_GFX",
@@ -94,8 +95,6 @@ def _to_number(series: pd.Series) -> pd.Series:
     return out.astype("float64")
 
 
-
-
 def read_tuned_csv(path_or_text: str | os.PathLike) -> pd.DataFrame:
     """A tuned table by its header. A table holding git-conflict markers is refused (UsageError), as AITER's
     op_tests/tuning_tests/test_csv_validation (newest releases) fails it: pandas would read the marker
@@ -104,6 +103,26 @@ def read_tuned_csv(path_or_text: str | os.PathLike) -> pd.DataFrame:
     refuse_conflict_markers(text, label)
     if not text.strip():
         return pd.DataFrame()
+    try:
+        names, cols = parse_columns(text)           # the stdlib, as below (csvcolumns.py), ~6x faster
+    except Unusual:
+        df = _read_with_pandas(text)
+    else:
+        df = pd.DataFrame({n: _series(cols[n]) for n in names}, columns=names)
+    df.attrs["source"] = label
+    return df
+
+
+def _series(values: list) -> pd.Series:
+    if values and all(type(v) is int for v in values):
+        return pd.Series(values, dtype="int64")
+    if any(isinstance(v, float) for v in values):
+        return pd.Series([float("nan") if v is None else v for v in values], dtype="float64")
+    return pd.Series(values)
+
+
+def _read_with_pandas(text: str) -> pd.DataFrame:
+    """What csvcolumns leaves to pandas: a row wider than the header, ``inf``, ``1_000``, huge integers."""
     try:
         df = pd.read_csv(io.StringIO(text), dtype=str, keep_default_na=False, skipinitialspace=True)
     except pd.errors.EmptyDataError:
@@ -119,7 +138,6 @@ def read_tuned_csv(path_or_text: str | os.PathLike) -> pd.DataFrame:
     df = df.dropna(how="all").reset_index(drop=True)
     for c in df.columns:
         df[c] = _to_number(df[c])
-    df.attrs["source"] = label
     return df
 
 

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from ..variants import KernelVariant, get_variant
+from .csvcolumns import NULLS, Unusual, parse_columns  # noqa: F401  (NULLS: importable from here as before)
 
 _INT_DIMS = {"b", "m", "n", "k", "token", "model_dim", "inter_dim", "expert", "topk"}
 _BOOL01 = {"use_g1u1", "doweight_stage1"}
@@ -102,16 +103,7 @@ def write_untuned_csv(shapes: Iterable[dict], variant: str | KernelVariant) -> s
     return "\n".join(lines) + "\n"
 
 
-NULLS = {"", "Null", "null", "None", "none", "nan", "NaN", "NULL", "<NA>"}
 CONFLICT = re.compile(r"^(<{7}|={7}|>{7})(?:\s|$)", re.M)
-
-
-def _number(v: str) -> float | None:
-    try:
-        x = float(v)
-    except ValueError:
-        return None
-    return x
 
 
 def refuse_conflict_markers(text: str, label) -> None:
@@ -129,42 +121,15 @@ def refuse_conflict_markers(text: str, label) -> None:
 
 def read_table_rows(path: Path) -> tuple[list[str], list[dict]]:
     """A small CSV read as ``csvtools.read_tuned_csv`` reads it, with the stdlib (the CLI checks a user's
-    --shapes-csv before it connects; pandas loads meanwhile): header names and cells stripped, ``Unnamed``
-    (empty) header columns dropped, null cells None, all-empty rows dropped, an all-numeric column numbers
-    (ints when every value is integral); a git-conflict marker refused (UsageError)."""
-    import csv
-    import io
+    --shapes-csv before it connects): ``csvcolumns.parse_columns``, one dict per row; a git-conflict marker
+    refused (UsageError), a table pandas would read otherwise (a row wider than its header, ``inf``) ValueError."""
     text = path.read_text(encoding="utf-8", errors="replace")
     refuse_conflict_markers(text, path)
-    rows = [[c.strip() for c in r] for r in csv.reader(io.StringIO(text), skipinitialspace=True)]
-    rows = [r for r in rows if r]
-    if not rows:
-        return [], []
-    keep = [i for i, h in enumerate(rows[0]) if h]
-    header = [rows[0][i] for i in keep]
-    recs = []
-    for n, r in enumerate(rows[1:], start=2):
-        if len(r) > len(rows[0]):
-            raise ValueError(f"{path}: line {n}: {len(r)} fields, the header has {len(rows[0])}")
-        r = r + [""] * (len(rows[0]) - len(r))
-        vals = [None if r[i] in NULLS else r[i] for i in keep]
-        if any(v is not None for v in vals):
-            recs.append(vals)
-    for j in range(len(header)):
-        cells = [rec[j] for rec in recs if rec[j] is not None]
-        nums = [_number(v) for v in cells]
-        if cells and all(x is not None for x in nums):
-            ints = all(math.isfinite(x) and x == round(x) for x in nums) and len(cells) == len(recs)
-            for rec in recs:
-                if rec[j] is not None:
-                    rec[j] = int(float(rec[j])) if ints else float(rec[j])
-    out = []
-    for rec in recs:
-        d: dict[str, Any] = {}
-        for h, v in zip(header, rec):
-            d.setdefault(h, v)          # a repeated header name: its first column, as pandas' "M" vs "M.1"
-        out.append(d)
-    return header, out
+    try:
+        names, cols = parse_columns(text)
+    except Unusual as exc:
+        raise ValueError(f"{path}: {exc}") from None
+    return names, [dict(zip(names, row)) for row in zip(*(cols[n] for n in names))]
 
 
 def read_shapes_csv(path: str | os.PathLike, variant: str | KernelVariant) -> list[dict]:
