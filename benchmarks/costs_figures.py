@@ -95,7 +95,9 @@ class CostBench(Bench):
         t = time.monotonic()
         subprocess.run(argv, check=True, stdin=subprocess.DEVNULL, capture_output=True)
         wall = time.monotonic() - t
-        return wall, json.loads((self.ws / job / "state.json").read_text()), self.summary()
+        state = json.loads((self.ws / job / "state.json").read_text())
+        self.last_ours = (time.time() - wall, wall, state, self.charges())
+        return wall, state, self.summary()
 
     def summary(self) -> dict:
         ch = self.charges()
@@ -116,11 +118,30 @@ class CostBench(Bench):
                                    s["line"])
         self.reset()
         wall = self.handwritten(state)     # restores the tables again: nothing charged in between
+        self.last_theirs = (time.time() - wall, wall, None, self.charges())
         return wall, self.summary()
 
 
 def projected(wall: float, s: dict) -> float:
     return wall - s["slept_s"] + s["real_s"]
+
+
+def timeline(b: CostBench) -> None:
+    """Where the last pair's wall time went, in seconds from each command's start: the node's first and last
+    charged cost (a process start or a build) and tune-remote's steps (state.json)."""
+    rows = []
+    for label, (t0, wall, state, charges) in (("tune-remote run", b.last_ours), ("handwritten_run.sh", b.last_theirs)):
+        first = min(float(c["t"]) - float(c["slept_s"]) for c in charges) - t0
+        last = max(float(c["t"]) for c in charges) - t0
+        rows.append((label, first, last, wall))
+        if state:
+            steps = sorted(state["steps"].items(), key=lambda kv: kv[1]["started"])
+            what = ", ".join(f"{k} {v['started'] - t0:.2f}+{v['finished'] - v['started']:.2f}" for k, v in steps)
+    print("where the last pair's wall time went (s from the command's start):")
+    print(f"{'':44} {'first node cost':>16} {'last node cost':>15} {'exit':>6}")
+    for label, first, last, wall in rows:
+        print(f"{'  ' + label:44} {first:16.2f} {last:15.2f} {wall:6.2f}")
+    print(f"  tune-remote's steps (start+duration): {what}")
 
 
 def main() -> None:
@@ -167,6 +188,7 @@ def main() -> None:
                     print(f"{'  JIT builds per job':44} {s['builds']:18d} {hs['builds']:19d}")
                     print(f"{'  process starts per job (import torch)':44} {s['process_starts']:18d} "
                           f"{hs['process_starts']:19d}")
+                    timeline(b)
                 if args.big:
                     nks = ("4608,7168", "7168,2048", "1536,7168", "576,7168")
                     ms = (1, 2, 4, 8, 16, 24, 32, 48, 64, 80, 96, 112, 128, 160, 192, 224, 256, 320, 384, 448,
