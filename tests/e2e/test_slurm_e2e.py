@@ -519,9 +519,12 @@ def test_detach_while_the_nodes_are_busy_returns_in_seconds_with_the_jobs_pendin
         assert took < 30
         rc, out = cli(inv, "status", "sldp", "--json")
         (row,) = json.loads(out)
-        assert row["state"] == "running" and row["targets"] == [], row
         assert {(j["state"], j["reason"]) for j in row["slurm"]} <= {("PENDING", "Resources"),
                                                                       ("PENDING", "Priority")}, row
+        # planned while queued (--nk is read here): one target per holder, each shown as the scheduler says
+        assert row["state"] == "running" and sorted(t["node"] for t in row["targets"]) == ["tr-sldp-0",
+                                                                                           "tr-sldp-1"], row
+        assert {t["slurm"]["state"] for t in row["targets"]} == {"PENDING"}, row
         rc, out = cli(inv, "cancel", "sldp")
         assert rc == 0, out
         assert not [j for j in c.jobs() if j["name"].startswith("tr-sldp")], c.jobs()
@@ -530,3 +533,71 @@ def test_detach_while_the_nodes_are_busy_returns_in_seconds_with_the_jobs_pendin
     finally:
         c.cmd("scancel", *blockers, check=False)
         poll(lambda: not set(blockers) & set(c.squeue_ids()), timeout=60, what="the other jobs gone")
+
+
+def _laptop_processes(job_id: str) -> list[str]:
+    """tune-remote CLI processes on this machine naming the job (the node driver is `python3 .../drive.zip`)."""
+    out = []
+    for d in Path("/proc").iterdir():
+        try:
+            argv = (d / "cmdline").read_bytes().decode("utf-8", "replace").split("\0")
+        except OSError:
+            continue
+        if "orchestrator" in argv and "-m" in argv and job_id in argv:
+            out.append(" ".join(argv))
+    return out
+
+
+def test_a_campaign_queued_at_detach_tunes_on_its_nodes_without_the_laptop_and_resume_finishes_it(inv,
+                                                                                                slurm_cluster):
+    """Both nodes busy: `run --detach` plans the --nk shapes over the two pending holders and puts each shard and
+    the package on the shared filesystem, then exits. Once Slurm grants them, each holder's node driver launches
+    its shard with no tune-remote process on the laptop; `resume` then only waits, fetches and finishes."""
+    import time
+
+    from tests.fake_remote.provision import poll
+    c = slurm_cluster
+    launches = {n: len(c.container(n).launches()) for n in c.computes}
+    blockers = [c.cmd("sbatch", "--parsable", "-J", f"other-{n}", "-N1", "--exclusive", "-w", n, "-o", "/dev/null",
+                      "--chdir", "/tmp", "--wrap", "sleep 600").stdout.strip() for n in c.computes]
+    try:
+        poll(lambda: {j["id"] for j in c.jobs() if j["state"] == "RUNNING"} >= set(blockers), timeout=60,
+             what="the other jobs to hold both nodes")
+        took, _ = _detach(inv, "sldq", "3072,1536")
+        print(f"run --detach --slurm, both holders pending, plan shipped: returned in {took:.2f} s")
+        assert took < 30
+        (row,) = json.loads(cli(inv, "status", "sldq", "--json")[1])
+        assert len(row["targets"]) == 2 and {t["slurm"]["state"] for t in row["targets"]} == {"PENDING"}, row
+    finally:
+        c.cmd("scancel", *blockers, check=False)          # the queue moves: Slurm grants the holders
+    state = json.loads((inv.parent / "ws" / "sldq" / "state.json").read_text())
+    d = Path(state["request"]["campaign"]["slurm"]["dir"])
+    assert (d / "drive.zip").is_file() and all((d / i / "drive" / "ready").is_file() for i in ("0", "1"))
+    poll(lambda: all((d / i / "drive.rc").is_file() for i in ("0", "1")), timeout=240, interval=0.5,
+         what="both node drivers done launching")
+    assert [(d / i / "drive.rc").read_text().strip() for i in ("0", "1")] == ["0", "0"], \
+        [(d / i / "drive.log").read_text()[-2000:] for i in ("0", "1")]
+    for i in ("0", "1"):
+        grant_to_launch = (d / i / "drive.rc").stat().st_mtime - (d / i / "node").stat().st_mtime
+        print(f"shard {i}: grant (holder wrote node) to launched (drive.rc): {grant_to_launch:.2f} s")
+    poll(lambda: all(len(c.container(n).launches()) == launches[n] + 1 for n in c.computes), timeout=180,
+         interval=0.5, what="both shards tuning on their nodes")
+    assert _laptop_processes("sldq") == []                  # nothing of tune-remote runs here meanwhile
+    (row,) = json.loads(cli(inv, "status", "sldq", "--json")[1])
+    assert sorted(t["node"] for t in row["targets"]) == ["a", "b"], row       # the nodes' launches adopted
+    poll(lambda: all(not _tuners(c.container(n)) for n in c.computes), timeout=180, interval=0.5,
+         what="the tuners done")
+    t = time.monotonic()
+    res = _resume(inv, "sldq")
+    assert res.returncode == 0, res.stderr[-3000:]
+    print(f"resume of the campaign its nodes launched: {time.monotonic() - t:.2f} s")
+    assert json.loads(res.stdout.strip().splitlines()[-1])["state"] == "succeeded"
+    state = json.loads((inv.parent / "ws" / "sldq" / "state.json").read_text())
+    assert state["request"]["campaign"]["spread"]
+    rts = sum(json.loads((sub / "state.json").read_text())["remote"]["stats"][-1]["round_trips"]
+              for sub in (inv.parent / "ws" / "sldq" / "targets").iterdir())
+    print(f"resume: {rts} round trips (targets)")
+    comp = list(csv.DictReader((inv.parent / "ws" / "sldq" / "comparison.csv").open()))
+    assert len(comp) == 4 and {r["node"] for r in comp} == {"a", "b"}, comp
+    assert all(len(c.container(n).launches()) == launches[n] + 1 for n in c.computes)   # nothing tuned twice
+    poll(lambda: not [j for j in c.jobs() if j["name"].startswith("tr-sldq")], timeout=60, what="holders gone")
