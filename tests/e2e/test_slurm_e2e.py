@@ -601,3 +601,68 @@ def test_a_campaign_queued_at_detach_tunes_on_its_nodes_without_the_laptop_and_r
     assert len(comp) == 4 and {r["node"] for r in comp} == {"a", "b"}, comp
     assert all(len(c.container(n).launches()) == launches[n] + 1 for n in c.computes)   # nothing tuned twice
     poll(lambda: not [j for j in c.jobs() if j["name"].startswith("tr-sldq")], timeout=60, what="holders gone")
+
+
+def _queued_detach(c, inv: Path, job_id: str, n_k: str, meanwhile=None) -> Path:
+    """`run --detach` while other jobs hold both nodes (the plan is shipped to the pending holders), then
+    ``meanwhile(dir)`` while they are still pending, then the queue is released. Returns the campaign's
+    directory on the shared filesystem."""
+    from tests.fake_remote.provision import poll
+    blockers = [c.cmd("sbatch", "--parsable", "-J", f"other-{n}", "-N1", "--exclusive", "-w", n, "-o", "/dev/null",
+                      "--chdir", "/tmp", "--wrap", "sleep 600").stdout.strip() for n in c.computes]
+    try:
+        poll(lambda: {j["id"] for j in c.jobs() if j["state"] == "RUNNING"} >= set(blockers), timeout=60,
+             what="the other jobs to hold both nodes")
+        _detach(inv, job_id, n_k)
+        state = json.loads((inv.parent / "ws" / job_id / "state.json").read_text())
+        d = Path(state["request"]["campaign"]["slurm"]["dir"])
+        if meanwhile is not None:
+            meanwhile(d)
+        return d
+    finally:
+        c.cmd("scancel", *blockers, check=False)
+
+
+def test_a_queued_shard_its_node_could_not_launch_is_launched_by_resume(inv, slurm_cluster):
+    """The node driver cannot run (here: a broken drive.zip, as an unusable python3 would): each holder says so
+    in drive.rc/drive.log, and `resume` launches those shards itself through srun, once each."""
+    from tests.fake_remote.provision import poll
+    c = slurm_cluster
+    launches = {n: len(c.container(n).launches()) for n in c.computes}
+    # spoiled while the holders are still queued behind the other jobs
+    d = _queued_detach(c, inv, "sldf", "2560,1280", meanwhile=lambda d: (d / "drive.zip").write_bytes(b"not a zip"))
+    poll(lambda: all((d / i / "drive.rc").is_file() for i in ("0", "1")), timeout=120, interval=0.5,
+         what="both node drivers ended")
+    assert {(d / i / "drive.rc").read_text().strip() for i in ("0", "1")} != {"0"}
+    assert all(len(c.container(n).launches()) == launches[n] for n in c.computes)   # nothing launched there
+    res = _resume(inv, "sldf")
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert "node driver on" in res.stderr and "this machine carries what it left" in res.stderr, res.stderr[-3000:]
+    comp = list(csv.DictReader((inv.parent / "ws" / "sldf" / "comparison.csv").open()))
+    assert len(comp) == 4 and {r["node"] for r in comp} == {"a", "b"}, comp
+    assert all(len(c.container(n).launches()) == launches[n] + 1 for n in c.computes)
+    poll(lambda: not [j for j in c.jobs() if j["name"].startswith("tr-sldf")], timeout=60, what="holders gone")
+
+
+def test_cancel_of_a_queued_campaign_stops_what_its_nodes_launched(inv, slurm_cluster):
+    """The node drivers' launches carry the job's marker: the holders' TERM trap stops them like the laptop's."""
+    from tests.fake_remote.provision import poll
+    c = slurm_cluster
+    for n in c.computes:
+        c.container(n).slow(600)
+    try:
+        d = _queued_detach(c, inv, "sldc", "1536,768")
+        poll(lambda: all(_tuning(c.container(n)) for n in c.computes), timeout=180, interval=0.5,
+             what="both nodes' own launches tuning")
+        assert [(d / i / "drive.rc").read_text().strip() for i in ("0", "1")] == ["0", "0"]
+        assert _laptop_processes("sldc") == []
+        rc, out = cli(inv, "cancel", "sldc", "--grace", "5")
+        assert rc == 0, out
+        assert not [j for j in c.jobs() if j["name"].startswith("tr-sldc")], c.jobs()
+        for n in c.computes:
+            assert _tuners(c.container(n)) == [], n
+        (row,) = json.loads(cli(inv, "status", "sldc", "--json")[1])
+        assert row["state"] == "cancelled", row
+    finally:
+        for n in c.computes:
+            c.container(n).reset_control()
