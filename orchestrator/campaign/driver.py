@@ -207,10 +207,15 @@ def fill_kinds(job: JobState, workspace: Workspace) -> None:
     kinds = job.request.campaign.kinds
     if kinds is None:
         return
+    unknown = []
     for s in sub_jobs(job, workspace):
         label = f"{s.node}/{s.container}"
         if label not in kinds and s.facts.get("gfx"):
             kinds[label] = "/".join(map(str, (s.facts.get("gfx"), s.facts.get("cu_num"), s.facts.get("profile"))))
+        elif label not in kinds:
+            unknown.append(label)
+    if unknown and len(set(kinds.values())) == 1:     # never discovered (lost before): the partition's one kind
+        kinds.update(dict.fromkeys(unknown, next(iter(kinds.values()))))
 
 
 def _shard_rows(sub: JobState) -> list[str]:

@@ -585,6 +585,7 @@ def test_a_campaign_queued_at_detach_tunes_on_its_nodes_without_the_laptop_and_r
     assert _laptop_processes("sldq") == []                  # nothing of tune-remote runs here meanwhile
     (row,) = json.loads(cli(inv, "status", "sldq", "--json")[1])
     assert sorted(t["node"] for t in row["targets"]) == ["a", "b"], row       # the nodes' launches adopted
+    assert all(t.get("node_state") for t in row["targets"]), row                # as each node says now
     poll(lambda: all(not _tuners(c.container(n)) for n in c.computes), timeout=180, interval=0.5,
          what="the tuners done")
     t = time.monotonic()

@@ -241,3 +241,19 @@ def test_the_holder_starts_the_node_driver_once_its_shard_is_ready_or_says_why_n
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_a_target_planned_before_its_grant_gets_its_kind_from_its_discover(tmp_path):
+    from orchestrator.campaign import driver
+    ws, job, src = _shipped(tmp_path)
+    subws = Workspace(ws.job_dir("cq") / "targets")
+    for sid, node in (("cq.slurm0.cl.a8w8_blockscale", "a"), ("cq.slurm1.cl.a8w8", "b")):
+        sub = subws.load(sid)
+        sub.node, sub.container = node, f"login-{node}"
+        if node == "a":
+            sub.facts.update(gfx="gfx942", cu_num=304, profile="current")
+        subws.save(sub)
+    driver.fill_kinds(job, ws)
+    kinds = job.request.campaign.kinds
+    assert kinds["a/login-a"] == "gfx942/304/current"
+    assert kinds["b/login-b"] == "gfx942/304/current"      # never discovered: the partition's one kind
