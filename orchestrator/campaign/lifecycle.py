@@ -89,10 +89,13 @@ def carry(workspace: Workspace, job: JobState, inventory: Callable[[], Inventory
             ui.event(f"job {job.job_id}: targets asked for and queued ({plan}); `tune-remote resume "
                      f"{job.job_id}` plans and launches once they run, `tune-remote status` shows the queue")
             return
+        planned = bool(job.request.campaign.sub_jobs)
+        if planned and source.adopt(job, workspace, wait_s=PENDING_DRIVE_WAIT_S):
+            workspace.save(job)             # planned while queued: the grants and launches the nodes saw
         refs = source.targets()
         runner = source.runner(settings.accept_new_host_key)
-        if job.request.campaign.sub_jobs and source.adopt(job, workspace, wait_s=PENDING_DRIVE_WAIT_S):
-            workspace.save(job)             # planned while queued: what the nodes' own drivers launched
+        if planned and source.adopt(job, workspace, wait_s=PENDING_DRIVE_WAIT_S):
+            workspace.save(job)             # and those of the targets granted while it waited
         if not job.request.campaign.sub_jobs:
             job.node = ",".join(dict.fromkeys(r.node for r in refs))
             job.container = ",".join(dict.fromkeys(r.container for r in refs))

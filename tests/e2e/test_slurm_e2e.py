@@ -667,3 +667,30 @@ def test_cancel_of_a_queued_campaign_stops_what_its_nodes_launched(inv, slurm_cl
     finally:
         for n in c.computes:
             c.container(n).reset_control()
+
+
+def test_a_queued_shard_killed_after_its_node_launched_it_is_resharded_by_resume(inv, slurm_cluster):
+    """b's holder is killed by the scheduler while b tunes what its node driver launched (no laptop anywhere):
+    `resume` adopts both launches, finds b lost and tunes b's shapes on a, the one kind of the partition."""
+    from tests.fake_remote.provision import poll
+    c = slurm_cluster
+    b = c.container("b")
+    b.slow(600)
+    try:
+        d = _queued_detach(c, inv, "sldk", "1280,640")
+        poll(lambda: _tuning(b), timeout=180, interval=0.5, what="b's own launch tuning")
+        (ib,) = [i for i in ("0", "1") if (d / i / "node").is_file() and (d / i / "node").read_text().strip() == "b"]
+        poll(lambda: (d / ib / "drive.rc").is_file(), timeout=60, interval=0.2, what="b's node driver done")
+        assert (d / ib / "drive.rc").read_text().strip() == "0", (d / ib / "drive.log").read_text()[-2000:]
+        (jid,) = [j["id"] for j in c.jobs() if j["name"].startswith("tr-sldk") and j["nodes"] == "b"]
+        c.cmd("scancel", "--batch", "--signal=KILL", jid)
+    finally:
+        b.reset_control()
+        pids = _marked(b)
+        if pids:
+            b.exec("kill", "-KILL", *map(str, pids), check=False)
+    res = _resume(inv, "sldk")
+    assert res.returncode == 0 and "lost" in res.stderr, res.stderr[-3000:]
+    comp = list(csv.DictReader((inv.parent / "ws" / "sldk" / "comparison.csv").open()))
+    assert len(comp) == 4 and {r["node"] for r in comp} == {"a"}, comp
+    poll(lambda: not [j for j in c.jobs() if j["name"].startswith("tr-sldk")], timeout=60, what="holders gone")
