@@ -85,8 +85,9 @@ def make_plan(job: JobState, runner: Runner, refs: list[TargetRef], variants: li
     return out
 
 
-def create_sub_jobs(job: JobState, workspace: Workspace, plan: dict) -> list[JobState]:
-    """One ordinary job per (target, variant) with a non-empty shard; its shapes come as --shapes-csv."""
+def create_sub_jobs(job: JobState, workspace: Workspace, plan: dict, name=None) -> list[JobState]:
+    """One ordinary job per (target, variant) with a non-empty shard; its shapes come as --shapes-csv.
+    ``name(ref, variant)``: the sub-job's id (default ``sub_job_id``; a Slurm shard's before its node is known)."""
     subs = []
     shards_dir = workspace.job_dir(job.job_id) / "shards"
     for variant, groups in plan["variants"].items():
@@ -96,7 +97,7 @@ def create_sub_jobs(job: JobState, workspace: Workspace, plan: dict) -> list[Job
                     continue
                 node, container = label.split("/", 1)
                 ref = TargetRef(node, container)
-                sid = sub_job_id(job.job_id, ref, variant)
+                sid = name(ref, variant) if name else sub_job_id(job.job_id, ref, variant)
                 csv_path = shards_dir / f"{sid}.csv"
                 atomic_write(csv_path, write_untuned_csv(rows, variant).encode())
                 request = dict(job.request, logs=[], nk=[], shapes_csv=str(csv_path), m_preset="logged", budget=None,
@@ -175,6 +176,7 @@ def drive(job: JobState, workspace: Workspace, runner: Runner, settings: Setting
                 view.stop()
 
     run_targets(by_target)
+    fill_kinds(job, workspace)
     if detach:
         runner.ui_for = None
         return finish(job, workspace)
@@ -200,6 +202,23 @@ def drive(job: JobState, workspace: Workspace, runner: Runner, settings: Setting
         job.request.campaign.remeasured = remeasure(job, subws, runner, sub_jobs(job, workspace), ui)
         workspace.save(job)
     return finish(job, workspace)
+
+
+def fill_kinds(job: JobState, workspace: Workspace) -> None:
+    """A target planned before its node was known (a pending Slurm shard): its GPU kind as its discover found
+    it, for the re-shard, the promotion across the kind and the report."""
+    kinds = job.request.campaign.kinds
+    if kinds is None:
+        return
+    unknown = []
+    for s in sub_jobs(job, workspace):
+        label = f"{s.node}/{s.container}"
+        if label not in kinds and s.facts.get("gfx"):
+            kinds[label] = "/".join(map(str, (s.facts.get("gfx"), s.facts.get("cu_num"), s.facts.get("profile"))))
+        elif label not in kinds:
+            unknown.append(label)
+    if unknown and len(set(kinds.values())) == 1:     # never discovered (lost before): the partition's one kind
+        kinds.update(dict.fromkeys(unknown, next(iter(kinds.values()))))
 
 
 def _shard_rows(sub: JobState) -> list[str]:

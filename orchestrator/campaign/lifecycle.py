@@ -41,6 +41,8 @@ class Console:
 
 # run --detach: how long a scheduler's queue may take to grant the targets before run returns anyway
 DETACH_PATIENCE_S = 5.0
+# resume of a campaign planned while queued: how long it waits for a node's own driver still launching
+PENDING_DRIVE_WAIT_S = 900.0
 
 
 class Declined(Exception):
@@ -78,13 +80,22 @@ def carry(workspace: Workspace, job: JobState, inventory: Callable[[], Inventory
     try:
         if job.request.get("detach") and not job.request.campaign.sub_jobs \
                 and not source.started(DETACH_PATIENCE_S):
-            job.step = "submit"             # queued: the plan and the launch wait for `resume` (docs/internals.md)
+            plan = source.pending_plan(job)     # queued: planned now when it can be (docs/internals.md)
+            if isinstance(plan, dict):
+                _ship(workspace, job, source, plan, console)
+                return
+            job.step = "submit"             # else the plan and the launch wait for `resume`
             workspace.save(job)
-            ui.event(f"job {job.job_id}: targets asked for and queued; `tune-remote resume {job.job_id}` plans "
-                     "and launches once they run, `tune-remote status` shows the queue")
+            ui.event(f"job {job.job_id}: targets asked for and queued ({plan}); `tune-remote resume "
+                     f"{job.job_id}` plans and launches once they run, `tune-remote status` shows the queue")
             return
+        planned = bool(job.request.campaign.sub_jobs)
+        if planned and source.adopt(job, workspace, wait_s=PENDING_DRIVE_WAIT_S):
+            workspace.save(job)             # planned while queued: the grants and launches the nodes saw
         refs = source.targets()
         runner = source.runner(settings.accept_new_host_key)
+        if planned and source.adopt(job, workspace, wait_s=PENDING_DRIVE_WAIT_S):
+            workspace.save(job)             # and those of the targets granted while it waited
         if not job.request.campaign.sub_jobs:
             job.node = ",".join(dict.fromkeys(r.node for r in refs))
             job.container = ",".join(dict.fromkeys(r.container for r in refs))
@@ -129,6 +140,23 @@ def carry(workspace: Workspace, job: JobState, inventory: Callable[[], Inventory
         if job.state in TERMINAL or dry_run:
             source.release()                    # the source gives back what it holds (Slurm: the holders end)
         source.close()
+
+
+def _ship(workspace: Workspace, job: JobState, source, plan: dict, console: Console) -> None:
+    """``run --detach`` with the targets still queued: the plan made here, confirmed, handed to the source, whose
+    targets carry it themselves once they start (Slurm: the node driver); `resume` finishes the campaign."""
+    lines = plan_lines(plan)
+    console.show("plan:\n  " + "\n  ".join(lines))
+    n = sum(1 for groups in plan["variants"].values() for shards in groups.values() for rows in shards.values()
+            if rows)
+    if console.confirm is not None and not console.confirm(f"Run this campaign ({n} target jobs)?"):
+        job.state, job.error = Status.CANCELLED, "cancelled at the plan confirmation"
+        raise Declined()
+    source.ship(job, workspace, plan, lines)
+    workspace.save(job)
+    console.ui.event(f"job {job.job_id}: targets queued; {n} target job(s) planned and put on the cluster: each "
+                     f"node tunes its shard once the scheduler starts it, without this machine; `tune-remote "
+                     f"resume {job.job_id}` finishes the campaign, `tune-remote status` shows it")
 
 
 def cancel(workspace: Workspace, job: JobState, inventory: Callable[[], Inventory], ui, grace_s: float,
@@ -191,10 +219,36 @@ def _ask_nodes(env: SourceEnv, workspace: Workspace, job: JobState, targets: lis
         source.close()
 
 
+def _adopt(env: SourceEnv, workspace: Workspace, job: JobState) -> None:
+    """No driver attached: what the targets' own drivers launched, into the sub-jobs (Slurm, planned while
+    queued), so `status`, `logs` and `fetch` see the nodes' runs."""
+    if not job.request.campaign.sub_jobs:
+        return
+    try:
+        source = open_source(env)
+    except TuneRemoteError:
+        return
+    try:
+        if source.adopt(job, workspace):
+            env.save()
+    except TuneRemoteError:
+        pass
+    finally:
+        source.close()
+
+
+def refresh(workspace: Workspace, job: JobState, inventory: Callable[[], Inventory], ui) -> None:
+    """``logs``/``fetch`` of a campaign no process drives: adopt what its targets' own drivers launched."""
+    if job.state not in TERMINAL and not workspace.driven_elsewhere(job.job_id):
+        _adopt(source_env(workspace, job, inventory, ui), workspace, job)
+
+
 def status(workspace: Workspace, job: JobState, inventory: Callable[[], Inventory], ui) -> dict:
     """``targets`` (one row per sub-job) and whatever the source adds (Slurm: its jobs as squeue says)."""
-    targets = driver.targets_rows(job, workspace)
     env = source_env(workspace, job, inventory, ui)
+    if job.state not in TERMINAL and not workspace.driven_elsewhere(job.job_id):
+        _adopt(env, workspace, job)
+    targets = driver.targets_rows(job, workspace)
     if job.state not in TERMINAL and not workspace.driven_elsewhere(job.job_id):
         _ask_nodes(env, workspace, job, targets)
     return {"targets": targets, **source_class(source_kind(job)).status(env, targets, job.state not in TERMINAL)}

@@ -67,6 +67,7 @@ class SlurmSource(TargetSource):
             except TuneRemoteError:
                 pass
         by_node = {r["node"]: r for r in rows if r.get("node")}
+        by_node.update({r["job"]: r for r in rows})   # a target planned before its grant: on the job's name
         for t in targets:
             r = by_node.get(t["node"])
             if r:
@@ -117,7 +118,7 @@ class SlurmSource(TargetSource):
                 continue
             d = f"{self.state['dir']}/{i}"
             # a directory left by an earlier job of the same id must not speak for this one
-            self._run("sh", "-c", 'mkdir -p "$1" && cd "$1" && rm -f release rc node gpus error cancel stopped',
+            self._run("sh", "-c", 'mkdir -p "$1" && cd "$1" && rm -rf release rc node gpus error cancel stopped drive drive.rc drive.log',
                       "sh", d)
             put_bytes(self.login, HOLDER.encode(), f"{d}/holder.sh", mode="755")
             put_bytes(self.login, STOP.encode(), f"{d}/stop.py")
@@ -268,6 +269,18 @@ class SlurmSource(TargetSource):
     def started(self, patience_s: float) -> bool:
         self.submit()
         return self.wait_running(patience_s=patience_s)
+
+    def pending_plan(self, job, workspace=None) -> dict | str:
+        from . import slurm_drive
+        return slurm_drive.blocker(job.request) or slurm_drive.pending_plan(job, self.state)
+
+    def ship(self, job, workspace, plan: dict, lines: list[str]) -> None:
+        from . import slurm_drive
+        slurm_drive.ship(job, workspace, self, plan, lines)
+
+    def adopt(self, job, workspace, wait_s: float = 0.0) -> bool:
+        from . import slurm_drive
+        return slurm_drive.adopt(job, workspace, self, self.ui, wait_s)
 
     def runner(self, accept_new_host_key: bool = False) -> "SlurmRunner":
         return SlurmRunner(self.spec, self.state, accept_new_host_key,   # its own pool of login connections

@@ -2,8 +2,11 @@
 
 ``holder.sh`` is each shard's batch job. It checks that the node's container runs (else it fails at once,
 naming the node), says where Slurm put it (``node``) and which GPUs Slurm granted (``gpus``), then keeps the
-allocation until tune-remote writes ``release``. Its TERM trap is the only way a Slurm-side stop (``tune-remote
-cancel``, a user's ``scancel``, the time limit) reaches the tuner: what ``docker exec`` started belongs to the
+allocation until tune-remote writes ``release``. Meanwhile, when a campaign planned while it was pending left
+its shard's drive bundle (``drive/ready``, ``../drive.zip``) and the node's ``python3`` is >= 3.10, it runs the
+node driver once in its background (campaign/nodedrive.py: output in ``drive.log``, exit code in ``drive.rc``).
+Its TERM trap is the only way a Slurm-side stop (``tune-remote cancel``, a user's ``scancel``, the time limit)
+reaches the tuner: what ``docker exec`` started belongs to the
 container runtime, so no proctrack plugin (cgroup included) sees it. The trap runs ``stop.py`` in the container,
 which TERMs, then KILLs, every process group carrying this campaign's job marker.
 
@@ -34,7 +37,19 @@ stop() {
 }
 trap 'stop "$@"' TERM INT
 printf '%s\n' "$node" > "$d/node.tmp" && mv "$d/node.tmp" "$d/node"
+drive=
 while [ ! -e "$d/release" ]; do
+  if [ -z "$drive" ] && [ -e "$d/drive/ready" ] && [ ! -e "$d/drive.rc" ]; then
+    drive=1
+    if python3 -c 'import sys; sys.exit(sys.version_info < (3, 10))' 2>/dev/null; then
+      ( python3 "$d/../drive.zip" "$d" "$node" "$ctr" "$@" > "$d/drive.log" 2>&1
+        echo $? > "$d/drive.rc.tmp" && mv -f "$d/drive.rc.tmp" "$d/drive.rc" ) &
+    else
+      printf 'no python3 >= 3.10 on node %s (%s): the laptop carries this shard\n' "$node" \
+        "$(python3 --version 2>&1 | head -n 1)" > "$d/drive.log"
+      echo 127 > "$d/drive.rc.tmp" && mv -f "$d/drive.rc.tmp" "$d/drive.rc"
+    fi
+  fi
   sleep 1 &
   wait $!
 done

@@ -97,6 +97,19 @@ class TargetSource:
     def runner(self, accept_new_host_key: bool = False) -> Runner:
         raise NotImplementedError
 
+    def pending_plan(self, job: JobState) -> dict | str:
+        """``run --detach`` and the targets are not started yet: the plan made now (``driver.make_plan``'s
+        form, its sub-jobs carried without the laptop once the targets start: ``ship``), or why it cannot be."""
+        return "the plan needs the targets running"
+
+    def ship(self, job: JobState, workspace: Workspace, plan: dict, lines: list[str]) -> None:
+        """Create ``pending_plan``'s sub-jobs and hand them to whatever carries them on the targets."""
+
+    def adopt(self, job: JobState, workspace: Workspace, wait_s: float = 0.0) -> bool:
+        """Bring home the sub-job states the targets' own drivers wrote (``wait_s``: for those still launching).
+        True when something changed."""
+        return False
+
     def release(self, keep: set | None = None) -> None:
         """Give back what the source holds: all of it (the campaign is over), or all but the nodes in ``keep``
         (the plan is made)."""

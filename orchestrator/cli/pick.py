@@ -34,7 +34,9 @@ def check_nodes(env: Env, job: JobState, nodes: tuple[str, ...] | list[str]) -> 
 
 def select(env: Env, job: JobState, nodes=(), variant: str | None = None) -> tuple[Workspace, list[JobState]]:
     """A campaign's sub-jobs on `nodes` (all when empty) and of `variant` (all when None)."""
-    from ..campaign import driver
+    from ..campaign import driver, lifecycle
+    from ..inventory import load_inventory
+    lifecycle.refresh(env.workspace, job, lambda: load_inventory(env.inventory_path), env.ui())  # nodes' launches
     check_nodes(env, job, nodes)
     subs = [s for s in driver.sub_jobs(job, env.workspace)
             if (not nodes or s.node in nodes) and (variant is None or s.variant == variant)]

@@ -519,9 +519,12 @@ def test_detach_while_the_nodes_are_busy_returns_in_seconds_with_the_jobs_pendin
         assert took < 30
         rc, out = cli(inv, "status", "sldp", "--json")
         (row,) = json.loads(out)
-        assert row["state"] == "running" and row["targets"] == [], row
         assert {(j["state"], j["reason"]) for j in row["slurm"]} <= {("PENDING", "Resources"),
                                                                       ("PENDING", "Priority")}, row
+        # planned while queued (--nk is read here): one target per holder, each shown as the scheduler says
+        assert row["state"] == "running" and sorted(t["node"] for t in row["targets"]) == ["tr-sldp-0",
+                                                                                           "tr-sldp-1"], row
+        assert {t["slurm"]["state"] for t in row["targets"]} == {"PENDING"}, row
         rc, out = cli(inv, "cancel", "sldp")
         assert rc == 0, out
         assert not [j for j in c.jobs() if j["name"].startswith("tr-sldp")], c.jobs()
@@ -530,3 +533,164 @@ def test_detach_while_the_nodes_are_busy_returns_in_seconds_with_the_jobs_pendin
     finally:
         c.cmd("scancel", *blockers, check=False)
         poll(lambda: not set(blockers) & set(c.squeue_ids()), timeout=60, what="the other jobs gone")
+
+
+def _laptop_processes(job_id: str) -> list[str]:
+    """tune-remote CLI processes on this machine naming the job (the node driver is `python3 .../drive.zip`)."""
+    out = []
+    for d in Path("/proc").iterdir():
+        try:
+            argv = (d / "cmdline").read_bytes().decode("utf-8", "replace").split("\0")
+        except OSError:
+            continue
+        if "orchestrator" in argv and "-m" in argv and job_id in argv:
+            out.append(" ".join(argv))
+    return out
+
+
+def test_a_campaign_queued_at_detach_tunes_on_its_nodes_without_the_laptop_and_resume_finishes_it(inv,
+                                                                                                slurm_cluster):
+    """Both nodes busy: `run --detach` plans the --nk shapes over the two pending holders and puts each shard and
+    the package on the shared filesystem, then exits. Once Slurm grants them, each holder's node driver launches
+    its shard with no tune-remote process on the laptop; `resume` then only waits, fetches and finishes."""
+    import time
+
+    from tests.fake_remote.provision import poll
+    c = slurm_cluster
+    launches = {n: len(c.container(n).launches()) for n in c.computes}
+    blockers = [c.cmd("sbatch", "--parsable", "-J", f"other-{n}", "-N1", "--exclusive", "-w", n, "-o", "/dev/null",
+                      "--chdir", "/tmp", "--wrap", "sleep 600").stdout.strip() for n in c.computes]
+    try:
+        poll(lambda: {j["id"] for j in c.jobs() if j["state"] == "RUNNING"} >= set(blockers), timeout=60,
+             what="the other jobs to hold both nodes")
+        took, _ = _detach(inv, "sldq", "3072,1536")
+        print(f"run --detach --slurm, both holders pending, plan shipped: returned in {took:.2f} s")
+        assert took < 30
+        (row,) = json.loads(cli(inv, "status", "sldq", "--json")[1])
+        assert len(row["targets"]) == 2 and {t["slurm"]["state"] for t in row["targets"]} == {"PENDING"}, row
+    finally:
+        c.cmd("scancel", *blockers, check=False)          # the queue moves: Slurm grants the holders
+    state = json.loads((inv.parent / "ws" / "sldq" / "state.json").read_text())
+    d = Path(state["request"]["campaign"]["slurm"]["dir"])
+    assert (d / "drive.zip").is_file() and all((d / i / "drive" / "ready").is_file() for i in ("0", "1"))
+    poll(lambda: all((d / i / "drive.rc").is_file() for i in ("0", "1")), timeout=240, interval=0.5,
+         what="both node drivers done launching")
+    assert [(d / i / "drive.rc").read_text().strip() for i in ("0", "1")] == ["0", "0"], \
+        [(d / i / "drive.log").read_text()[-2000:] for i in ("0", "1")]
+    for i in ("0", "1"):
+        grant_to_launch = (d / i / "drive.rc").stat().st_mtime - (d / i / "node").stat().st_mtime
+        print(f"shard {i}: grant (holder wrote node) to launched (drive.rc): {grant_to_launch:.2f} s")
+    poll(lambda: all(len(c.container(n).launches()) == launches[n] + 1 for n in c.computes), timeout=180,
+         interval=0.5, what="both shards tuning on their nodes")
+    assert _laptop_processes("sldq") == []                  # nothing of tune-remote runs here meanwhile
+    (row,) = json.loads(cli(inv, "status", "sldq", "--json")[1])
+    assert sorted(t["node"] for t in row["targets"]) == ["a", "b"], row       # the nodes' launches adopted
+    assert all(t.get("node_state") for t in row["targets"]), row                # as each node says now
+    poll(lambda: all(not _tuners(c.container(n)) for n in c.computes), timeout=180, interval=0.5,
+         what="the tuners done")
+    t = time.monotonic()
+    res = _resume(inv, "sldq")
+    assert res.returncode == 0, res.stderr[-3000:]
+    print(f"resume of the campaign its nodes launched: {time.monotonic() - t:.2f} s")
+    assert json.loads(res.stdout.strip().splitlines()[-1])["state"] == "succeeded"
+    state = json.loads((inv.parent / "ws" / "sldq" / "state.json").read_text())
+    assert state["request"]["campaign"]["spread"]
+    rts = sum(json.loads((sub / "state.json").read_text())["remote"]["stats"][-1]["round_trips"]
+              for sub in (inv.parent / "ws" / "sldq" / "targets").iterdir())
+    print(f"resume: {rts} round trips (targets)")
+    comp = list(csv.DictReader((inv.parent / "ws" / "sldq" / "comparison.csv").open()))
+    assert len(comp) == 4 and {r["node"] for r in comp} == {"a", "b"}, comp
+    assert all(len(c.container(n).launches()) == launches[n] + 1 for n in c.computes)   # nothing tuned twice
+    poll(lambda: not [j for j in c.jobs() if j["name"].startswith("tr-sldq")], timeout=60, what="holders gone")
+
+
+def _queued_detach(c, inv: Path, job_id: str, n_k: str, meanwhile=None) -> Path:
+    """`run --detach` while other jobs hold both nodes (the plan is shipped to the pending holders), then
+    ``meanwhile(dir)`` while they are still pending, then the queue is released. Returns the campaign's
+    directory on the shared filesystem."""
+    from tests.fake_remote.provision import poll
+    blockers = [c.cmd("sbatch", "--parsable", "-J", f"other-{n}", "-N1", "--exclusive", "-w", n, "-o", "/dev/null",
+                      "--chdir", "/tmp", "--wrap", "sleep 600").stdout.strip() for n in c.computes]
+    try:
+        poll(lambda: {j["id"] for j in c.jobs() if j["state"] == "RUNNING"} >= set(blockers), timeout=60,
+             what="the other jobs to hold both nodes")
+        _detach(inv, job_id, n_k)
+        state = json.loads((inv.parent / "ws" / job_id / "state.json").read_text())
+        d = Path(state["request"]["campaign"]["slurm"]["dir"])
+        if meanwhile is not None:
+            meanwhile(d)
+        return d
+    finally:
+        c.cmd("scancel", *blockers, check=False)
+
+
+def test_a_queued_shard_its_node_could_not_launch_is_launched_by_resume(inv, slurm_cluster):
+    """The node driver cannot run (here: a broken drive.zip, as an unusable python3 would): each holder says so
+    in drive.rc/drive.log, and `resume` launches those shards itself through srun, once each."""
+    from tests.fake_remote.provision import poll
+    c = slurm_cluster
+    launches = {n: len(c.container(n).launches()) for n in c.computes}
+    # spoiled while the holders are still queued behind the other jobs
+    d = _queued_detach(c, inv, "sldf", "2560,1280", meanwhile=lambda d: (d / "drive.zip").write_bytes(b"not a zip"))
+    poll(lambda: all((d / i / "drive.rc").is_file() for i in ("0", "1")), timeout=120, interval=0.5,
+         what="both node drivers ended")
+    assert {(d / i / "drive.rc").read_text().strip() for i in ("0", "1")} != {"0"}
+    assert all(len(c.container(n).launches()) == launches[n] for n in c.computes)   # nothing launched there
+    res = _resume(inv, "sldf")
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert "node driver on" in res.stderr and "this machine carries what it left" in res.stderr, res.stderr[-3000:]
+    comp = list(csv.DictReader((inv.parent / "ws" / "sldf" / "comparison.csv").open()))
+    assert len(comp) == 4 and {r["node"] for r in comp} == {"a", "b"}, comp
+    assert all(len(c.container(n).launches()) == launches[n] + 1 for n in c.computes)
+    poll(lambda: not [j for j in c.jobs() if j["name"].startswith("tr-sldf")], timeout=60, what="holders gone")
+
+
+def test_cancel_of_a_queued_campaign_stops_what_its_nodes_launched(inv, slurm_cluster):
+    """The node drivers' launches carry the job's marker: the holders' TERM trap stops them like the laptop's."""
+    from tests.fake_remote.provision import poll
+    c = slurm_cluster
+    for n in c.computes:
+        c.container(n).slow(600)
+    try:
+        d = _queued_detach(c, inv, "sldc", "1536,768")
+        poll(lambda: all(_tuning(c.container(n)) for n in c.computes), timeout=180, interval=0.5,
+             what="both nodes' own launches tuning")
+        assert [(d / i / "drive.rc").read_text().strip() for i in ("0", "1")] == ["0", "0"]
+        assert _laptop_processes("sldc") == []
+        rc, out = cli(inv, "cancel", "sldc", "--grace", "5")
+        assert rc == 0, out
+        assert not [j for j in c.jobs() if j["name"].startswith("tr-sldc")], c.jobs()
+        for n in c.computes:
+            assert _tuners(c.container(n)) == [], n
+        (row,) = json.loads(cli(inv, "status", "sldc", "--json")[1])
+        assert row["state"] == "cancelled", row
+    finally:
+        for n in c.computes:
+            c.container(n).reset_control()
+
+
+def test_a_queued_shard_killed_after_its_node_launched_it_is_resharded_by_resume(inv, slurm_cluster):
+    """b's holder is killed by the scheduler while b tunes what its node driver launched (no laptop anywhere):
+    `resume` adopts both launches, finds b lost and tunes b's shapes on a, the one kind of the partition."""
+    from tests.fake_remote.provision import poll
+    c = slurm_cluster
+    b = c.container("b")
+    b.slow(600)
+    try:
+        d = _queued_detach(c, inv, "sldk", "1280,640")
+        poll(lambda: _tuning(b), timeout=180, interval=0.5, what="b's own launch tuning")
+        (ib,) = [i for i in ("0", "1") if (d / i / "node").is_file() and (d / i / "node").read_text().strip() == "b"]
+        poll(lambda: (d / ib / "drive.rc").is_file(), timeout=60, interval=0.2, what="b's node driver done")
+        assert (d / ib / "drive.rc").read_text().strip() == "0", (d / ib / "drive.log").read_text()[-2000:]
+        (jid,) = [j["id"] for j in c.jobs() if j["name"].startswith("tr-sldk") and j["nodes"] == "b"]
+        c.cmd("scancel", "--batch", "--signal=KILL", jid)
+    finally:
+        b.reset_control()
+        pids = _marked(b)
+        if pids:
+            b.exec("kill", "-KILL", *map(str, pids), check=False)
+    res = _resume(inv, "sldk")
+    assert res.returncode == 0 and "lost" in res.stderr, res.stderr[-3000:]
+    comp = list(csv.DictReader((inv.parent / "ws" / "sldk" / "comparison.csv").open()))
+    assert len(comp) == 4 and {r["node"] for r in comp} == {"a"}, comp
+    poll(lambda: not [j for j in c.jobs() if j["name"].startswith("tr-sldk")], timeout=60, what="holders gone")
