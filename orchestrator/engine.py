@@ -23,6 +23,12 @@ def _steps_module(module: str):
         return importlib.import_module(f"{__package__}.steps.{module}")
 
 
+def load_steps(names: tuple = ("discover", "shapes", "prepare", "remote")) -> None:
+    """Import the first steps' modules now (the CLI does it while it waits for the node: preconnect.py)."""
+    for name in names:
+        _steps_module(name)
+
+
 def step_func(name: str):
     """Each step of workflow.STEPS is the module of its name under steps/, entered by its run(ctx)."""
     return _steps_module(name).run

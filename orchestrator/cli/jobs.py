@@ -10,6 +10,7 @@ import click
 from ..context import Ctx, Settings, Target
 from ..errors import JobError, UsageError
 from ..inventory import load_inventory
+from ..preconnect import Preconnect
 from ..state import TERMINAL, JobState, Status, check_job_id, new_job_id
 from ..variants import ALIASES, VARIANTS, get_variant
 from .base import ACCEPT_NEW_HOST_KEY, JOB_ARG, Env, finish_job, run_settings, target_for, cli, resolve_job
@@ -131,64 +132,74 @@ def run(env: Env, node, container, variant, dry_run, slurm, slurm_nodes, logs, s
         raise UsageError("--detach launches nothing with --dry-run", hint="leave out one of them")
     if dry_run and not campaign:    # one target's plan (discover, shapes) is a campaign's: printed, nothing
         campaign, detach = True, False  # launched (so --detach means nothing here)
-    if campaign:
-        validate_campaign_inputs(inv, nodes, container, variants, logs, shapes_csv, nk, detach, slurm)
-        for v in variants:
-            if v != "auto":
-                _validate_local_inputs(v, logs, shapes_csv, nk, model, m_preset)
-    else:
-        node, variant = nodes[0], variants[0]
-        get_variant(variant)
-        node_spec = inv.node(node)
-        if container is None and len(node_spec.containers) == 1:
-            container = next(iter(node_spec.containers))
-        if container is None:
-            raise UsageError(f"node {node!r} has {len(node_spec.containers)} containers; say which",
-                             hint="add --container NAME" + (" (one of: " + ", ".join(node_spec.containers) + ")"
-                                                            if node_spec.containers else ""))
-        ctr = node_spec.container(container)
-        _validate_local_inputs(variant, logs, shapes_csv, nk, model, m_preset)
-    model_cfg = None
-    if model:                     # read and checked once, before anything remote (whatever the variants)
-        from ..parsing.modelshapes import check_model, read_model
-        model_cfg = read_model(model)
-        check_model(model_cfg, tp, model)
-    gpu_list = _parse_gpus(gpus)
-    if budget is not None:
-        from ..outcome.budget import parse_duration
-        parse_duration(budget)            # a bad duration: one line, exit 2, before anything remote
-    from ..steps.tuneargs import compose, normalize_q_dtype_w
-    tune_args = compose(tune_arg, splitk=splitk, libtype=libtype, err_ratio=err_ratio)
-    from ..steps.moetuners import check_request
-    check_request(moe_tuners, variants)
-    q_dtype_w = normalize_q_dtype_w(q_dtype_w, variants) if q_dtype_w else None
-    claimed = None
-    if not job_id:
-        job_id = new_job_id("-".join(variants) if campaign else variant,
-                            (slurm or "-".join(nodes)) if campaign else node)
-        if not dry_run:
-            job_id = claimed = env.workspace.claim(job_id)
-    job_id = check_job_id(job_id)
-    if env.workspace.exists(job_id):
-        raise UsageError(f"job {job_id} already exists in {env.workspace.root}",
-                         hint=f"use `tune-remote resume {job_id}` or choose another --job-id")
-    with env.workspace.keeping(claimed):
-        request = {"logs": list(logs), "shapes_csv": os.path.abspath(shapes_csv) if shapes_csv else None,
-                   "nk": list(nk), "m_preset": m_preset, "gpus": gpu_list, "batch": batch, "timeout": timeout,
-                   "stall_timeout": stall_timeout, "detach": detach, "repeats": repeats, "promote": promote_mode,
-                   "serve_cmd": serve_cmd, "tune_args": tune_args, "q_dtype_w": q_dtype_w,
-                   **({"moe_tuners": moe_tuners} if moe_tuners != "standard" else {}),
-                   "max_m": max_m, "budget": budget, "padded_m": padded_m, "table_from_log": table_from_log,
-                   "force_cu_num": force_cu_num, "model": model_cfg, "tp": tp}
+    pre = None
+    try:
         if campaign:
-            from .campaign import run_campaign
-            run_campaign(env, inv, nodes, container, variants, request, job_id, run_settings(yes, accept_new_host_key),
-                         dry_run, slurm, slurm_nodes)
-            return
-        job = JobState(job_id=job_id, node=node, container=container, variant=variant, created=time.time(),
-                       request=request)
-        target = Target(node_spec, ctr, accept_new_host_key=accept_new_host_key)
-        _drive(env, job, target, run_settings(yes, accept_new_host_key))
+            validate_campaign_inputs(inv, nodes, container, variants, logs, shapes_csv, nk, detach, slurm)
+            for v in variants:
+                if v != "auto":
+                    _validate_local_inputs(v, logs, shapes_csv, nk, model, m_preset)
+        else:
+            node, variant = nodes[0], variants[0]
+            get_variant(variant)
+            node_spec = inv.node(node)
+            if container is None and len(node_spec.containers) == 1:
+                container = next(iter(node_spec.containers))
+            if container is None:
+                raise UsageError(f"node {node!r} has {len(node_spec.containers)} containers; say which",
+                                 hint="add --container NAME" + (" (one of: " + ", ".join(node_spec.containers) + ")"
+                                                                if node_spec.containers else ""))
+            ctr = node_spec.container(container)
+            # connect and start the node helper while the inputs are checked and the job is made (preconnect.py)
+            pre = Preconnect(node_spec, ctr, accept_new_host_key)
+            _validate_local_inputs(variant, logs, shapes_csv, nk, model, m_preset)
+        model_cfg = None
+        if model:                     # read and checked once, before anything remote (whatever the variants)
+            from ..parsing.modelshapes import check_model, read_model
+            model_cfg = read_model(model)
+            check_model(model_cfg, tp, model)
+        gpu_list = _parse_gpus(gpus)
+        if budget is not None:
+            from ..outcome.budget import parse_duration
+            parse_duration(budget)            # a bad duration: one line, exit 2, before anything remote
+        from ..steps.tuneargs import compose, normalize_q_dtype_w
+        tune_args = compose(tune_arg, splitk=splitk, libtype=libtype, err_ratio=err_ratio)
+        from ..steps.moetuners import check_request
+        check_request(moe_tuners, variants)
+        q_dtype_w = normalize_q_dtype_w(q_dtype_w, variants) if q_dtype_w else None
+        claimed = None
+        if not job_id:
+            job_id = new_job_id("-".join(variants) if campaign else variant,
+                                (slurm or "-".join(nodes)) if campaign else node)
+            if not dry_run:
+                job_id = claimed = env.workspace.claim(job_id)
+        job_id = check_job_id(job_id)
+        if env.workspace.exists(job_id):
+            raise UsageError(f"job {job_id} already exists in {env.workspace.root}",
+                             hint=f"use `tune-remote resume {job_id}` or choose another --job-id")
+        with env.workspace.keeping(claimed):
+            request = {"logs": list(logs), "shapes_csv": os.path.abspath(shapes_csv) if shapes_csv else None,
+                       "nk": list(nk), "m_preset": m_preset, "gpus": gpu_list, "batch": batch, "timeout": timeout,
+                       "stall_timeout": stall_timeout, "detach": detach, "repeats": repeats, "promote": promote_mode,
+                       "serve_cmd": serve_cmd, "tune_args": tune_args, "q_dtype_w": q_dtype_w,
+                       **({"moe_tuners": moe_tuners} if moe_tuners != "standard" else {}),
+                       "max_m": max_m, "budget": budget, "padded_m": padded_m, "table_from_log": table_from_log,
+                       "force_cu_num": force_cu_num, "model": model_cfg, "tp": tp}
+            if campaign:
+                from .campaign import run_campaign
+                run_campaign(env, inv, nodes, container, variants, request, job_id, run_settings(yes, accept_new_host_key),
+                             dry_run, slurm, slurm_nodes)
+                return
+            job = JobState(job_id=job_id, node=node, container=container, variant=variant, created=time.time(),
+                           request=request)
+            from ..engine import load_steps
+            load_steps()                  # the first steps' modules, while the node starts the helper
+            target, pre = pre.target(), None
+            _drive(env, job, target, run_settings(yes, accept_new_host_key))
+    except BaseException:
+        if pre is not None:
+            pre.abandon()
+        raise
 
 
 def _required_inputs(variant, node, slurm, logs, shapes_csv, nk, model) -> None:
