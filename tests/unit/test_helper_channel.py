@@ -104,3 +104,58 @@ def test_a_shared_base_dir_owned_by_someone_else_still_gets_the_persistent_chann
     assert h.base_dir == "/tmp/tune-remote-1000" and h.helpers_started == 1
     assert len(t.opened) == 2 and "/tmp/tune-remote-1000/" in t.opened[1]
     assert t.execs == 1 and t.pushed == [f"/tmp/tune-remote-1000/helper-{h.version}"]     # the push only
+
+
+_SERVE = """
+import sys, time
+sys.path.insert(0, sys.argv[1])
+import channel
+def run_op(op, req, timeout_s):
+    return {"ok": True, "op": op}
+def preload():
+    open(sys.argv[2], "w").write("preloaded")
+channel.serve(run_op, {"id": 0, "ok": True, "hello": True}, 30, preload=preload)
+"""
+
+
+def _serve(tmp_path, stdin_text: str):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import orchestrator.remote.helpers as helpers
+    marker = tmp_path / "preloaded"
+    proc = subprocess.Popen([sys.executable, "-c", _SERVE, str(Path(helpers.__file__).parent), str(marker)],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    proc.stdin.write(stdin_text.encode())
+    proc.stdin.flush()
+    return proc, marker
+
+
+def test_a_helper_started_ahead_of_its_first_request_preloads_while_it_waits(tmp_path):
+    import json
+    import time
+    proc, marker = _serve(tmp_path, "")
+    try:
+        assert json.loads(proc.stdout.readline())["hello"]
+        deadline = time.monotonic() + 30
+        while not marker.exists() and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.01)        # polls a condition (the marker), bounded: not a synchronising sleep
+        assert marker.read_text() == "preloaded"
+        proc.stdin.write(b'{"id": 1, "op": "version", "req": {}}\n')
+        proc.stdin.flush()
+        assert json.loads(proc.stdout.readline()) == {"ok": True, "op": "version", "id": 1}
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_a_request_sent_with_the_start_is_answered_as_before(tmp_path):
+    import json
+    proc, _ = _serve(tmp_path, '{"id": 7, "op": "status", "req": {}}\n')
+    try:
+        assert json.loads(proc.stdout.readline())["hello"]
+        assert json.loads(proc.stdout.readline()) == {"ok": True, "op": "status", "id": 7}
+    finally:
+        proc.kill()
+        proc.wait()

@@ -60,9 +60,15 @@ class deadline(object):
         return False
 
 
-def serve(run_op, hello, idle_s=DEFAULT_IDLE_S):
+# a helper started ahead of its first request (the laptop's preconnect) loads what that request most likely
+# needs while it waits; a request sent with the start arrives within this and is answered first
+PRELOAD_AFTER_S = 0.02
+_NOTHING = object()
+
+
+def serve(run_op, hello, idle_s=DEFAULT_IDLE_S, preload=None):
     """Answer requests until stdin closes or ``idle_s`` passes without one. ``run_op(op, req, timeout_s)``
-    returns the answer dict (never raises)."""
+    returns the answer dict (never raises). ``preload()``: run once when no request came with the start."""
     requests = queue.Queue()
     stdin = sys.stdin.buffer
     # answers go to a private copy of stdout; anything an op (or a child it starts) prints goes to stderr
@@ -94,11 +100,23 @@ def serve(run_op, hello, idle_s=DEFAULT_IDLE_S):
     t = threading.Thread(target=reader, name="stdin-reader")
     t.daemon = True
     t.start()
-    while True:
+    first = _NOTHING
+    if preload is not None:
         try:
-            msg = requests.get(timeout=idle_s)
+            first = requests.get(timeout=PRELOAD_AFTER_S)
         except queue.Empty:
-            msg = None  # idle: the laptop starts a new helper with its next request
+            try:
+                preload()
+            except Exception:  # noqa: BLE001 - the op that needs it reports its own failure
+                pass
+    while True:
+        if first is not _NOTHING:
+            msg, first = first, _NOTHING
+        else:
+            try:
+                msg = requests.get(timeout=idle_s)
+            except queue.Empty:
+                msg = None  # idle: the laptop starts a new helper with its next request
         if msg is None:  # idle, or the channel closed
             _proto[0].flush()
             os._exit(0)  # the reader thread may sit in a blocking read: no interpreter shutdown
