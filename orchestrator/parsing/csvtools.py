@@ -51,7 +51,8 @@ from .csvcolumns import NULLS as _NULLS, Unusual, parse_columns
 from .untuned import refuse_conflict_markers
 
 __all__ = [
-    "read_tuned_csv", "key_columns", "merge_tuned", "merge_tuned_report", "diff_tuned", "LEGACY_CU_NUM_TO_GFX",
+    "read_tuned_csv", "key_columns", "merge_tuned", "merge_tuned_report", "diff_tuned", "key_statuses",
+    "LEGACY_CU_NUM_TO_GFX",
 ]
 
 LEGACY_CU_NUM_TO_GFX = {256: "gfx950", 80: "gfx942", 304: "gfx942"}
@@ -287,12 +288,60 @@ def _kernel_name(df: pd.DataFrame) -> pd.Series:
     return pd.Series([None] * len(df), index=df.index, dtype=object)
 
 
-def diff_tuned(a: Any, b: Any) -> pd.DataFrame:
+def _aligned(a: Any, b: Any) -> tuple[pd.DataFrame, pd.DataFrame, list[str]]:
     a, b = _as_frame(a), _as_frame(b)
     if ("gfx" in a.columns) != ("gfx" in b.columns):
         a, b = _add_gfx(a), _add_gfx(b)
     ka, kb = key_columns(a), key_columns(b)
-    keys = [c for c in ka if c in kb]
+    return a, b, [c for c in ka if c in kb]
+
+
+def _last_rows(df: pd.DataFrame, keys: list[str]) -> dict[tuple, tuple]:
+    """{key: (key values, kernel name, {config column: value})}, one per key: its last row, in the order of
+    those last rows (as ``drop_duplicates(keep="last")``)."""
+    cfg = [c for c in _CONFIG_COLS if c in df.columns]
+    vals = [df[c].astype(object).tolist() for c in keys]
+    cvals = [df[c].astype(object).tolist() for c in cfg]
+    out: dict[tuple, tuple] = {}
+    for i, (k, kern) in enumerate(zip(_key_series(df, keys).tolist(), _kernel_name(df).tolist())):
+        out.pop(k, None)
+        out[k] = (tuple(v[i] for v in vals), kern, {c: cv[i] for c, cv in zip(cfg, cvals)})
+    return out
+
+
+def _changed(ra: tuple, rb: tuple) -> bool:
+    """A key both tables hold: another kernel, or another kernelId/splitK/... (16 == 16.0; both empty: same)."""
+    if str(ra[1]) != str(rb[1]):
+        return True
+    for c, va in ra[2].items():
+        if c not in rb[2]:
+            continue
+        vb = rb[2][c]
+        if pd.isna(va) and pd.isna(vb):
+            continue
+        if str(va) != str(vb):
+            try:
+                if float(va) == float(vb):
+                    continue
+            except (TypeError, ValueError):
+                pass
+            return True
+    return False
+
+
+def key_statuses(a: Any, b: Any) -> tuple[list[str], dict[tuple, tuple[str, tuple]]]:
+    """``diff_tuned``'s status per key without its frame (a job's compare wants the counts): (the common key
+    columns, {key: (status, key values)}) in diff_tuned's row order."""
+    a, b, keys = _aligned(a, b)
+    ra, rb = _last_rows(a, keys), _last_rows(b, keys)
+    out = {k: ("only_a" if k not in rb else "changed" if _changed(r, rb[k]) else "same", r[0])
+           for k, r in ra.items()}
+    out.update((k, ("only_b", r[0])) for k, r in rb.items() if k not in ra)
+    return keys, out
+
+
+def diff_tuned(a: Any, b: Any) -> pd.DataFrame:
+    a, b, keys = _aligned(a, b)
 
     def side(df: pd.DataFrame, tag: str) -> pd.DataFrame:
         kser = _key_series(df, keys)
@@ -323,29 +372,8 @@ def diff_tuned(a: Any, b: Any) -> pd.DataFrame:
     ok = (us_a > 0) & (us_b > 0)
     m["speedup_pct"] = ((us_a / us_b - 1.0) * 100.0).where(ok)
 
-    def status(row: pd.Series) -> str:
-        if row["_merge"] == "left_only":
-            return "only_a"
-        if row["_merge"] == "right_only":
-            return "only_b"
-        if str(row["kernelName_a"]) != str(row["kernelName_b"]):
-            return "changed"
-        for c in _CONFIG_COLS:
-            ca, cb = f"{c}_a", f"{c}_b"
-            if ca in row and cb in row:
-                va, vb = row[ca], row[cb]
-                if pd.isna(va) and pd.isna(vb):
-                    continue
-                if str(va) != str(vb):
-                    try:
-                        if float(va) == float(vb):
-                            continue
-                    except (TypeError, ValueError):
-                        pass
-                    return "changed"
-        return "same"
-
-    m["status"] = m.apply(status, axis=1) if len(m) else pd.Series(dtype=object)
+    statuses = key_statuses(a, b)[1]
+    m["status"] = [statuses[k][0] for k in m["_k"]] if len(m) else pd.Series(dtype=object)
     cols = keys + ["kernelName_a", "kernelName_b", "us_a", "us_b", "speedup_pct", "status"]
     out = m[cols].reset_index(drop=True)
     for c in keys:

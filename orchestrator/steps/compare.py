@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import json
 import re
@@ -10,7 +11,7 @@ from pathlib import Path
 
 from ..context import Ctx
 from ..outcome.compare import compare, norm_key_value
-from ..parsing.csvtools import diff_tuned, read_tuned_csv
+from ..parsing.csvtools import key_statuses, read_tuned_csv
 from ..state import atomic_write
 from . import moetuners
 from .bench import measured_by_call, plan_bench
@@ -82,14 +83,13 @@ def _key_changes(ctx: Ctx, old, new) -> dict:
     """Keys added / changed (kernel or config) / removed between the table before tuning and after (C-11):
     a row count hides replaced rows and rows the tuner dropped (FmoeTuner drops `_tag` rows, sortResults
     dedups). A key that vanished is said in a note."""
-    d = diff_tuned(old, new)
-    counts = d["status"].value_counts().to_dict() if len(d) else {}
-    res = {"keys_added": int(counts.get("only_b", 0)), "keys_changed": int(counts.get("changed", 0)),
-           "keys_removed": int(counts.get("only_a", 0))}
+    keys, st = key_statuses(old, new)
+    counts = collections.Counter(status for status, _ in st.values())
+    res = {"keys_added": counts["only_b"], "keys_changed": counts["changed"], "keys_removed": counts["only_a"]}
     if res["keys_removed"]:
-        gone = d[d["status"] == "only_a"]
-        cols = [c for c in d.columns if c.lower() in ("gfx", "cu_num", *ctx.variant.key_columns)]
-        sample = "; ".join(" ".join(f"{c}={norm_key_value(r[c])}" for c in cols) for _, r in gone.head(3).iterrows())
+        shown = [i for i, c in enumerate(keys) if c.lower() in ("gfx", "cu_num", *ctx.variant.key_columns)]
+        gone = [vals for status, vals in st.values() if status == "only_a"][:3]
+        sample = "; ".join(" ".join(f"{keys[i]}={norm_key_value(v[i])}" for i in shown) for v in gone)
         ctx.job.note(f"{res['keys_removed']} key(s) of {Path(ctx.job.remote.tuned_csv).name} as it was before "
                      f"tuning are gone from the tuned table (e.g. {sample}); the promoted live table keeps them "
                      "(promotion merges rows in, it never drops any)")
