@@ -182,6 +182,7 @@ def main() -> None:
                     print(f"{'vs ' + tag + ':'}")
                     print(f"{'  whole small job, simulated s':44} {med(w for w, _ in ours):18.2f} "
                           f"{med(w for w, _ in theirs):19.2f} {med(ratios):7.2f}  < 1.0")
+                    print(f"{'    each pair (simulated)':44} " + " ".join(f"{r:.2f}" for r in ratios))
                     print(f"{'  whole small job, projected real s':44} {med(projected(*x) for x in ours):18.1f} "
                           f"{med(projected(*x) for x in theirs):19.1f} {med(real_ratios):7.2f}  < 1.0")
                     s, hs = ours[-1][1], theirs[-1][1]

@@ -10,7 +10,7 @@ import click
 from ..context import Ctx, Settings, Target
 from ..errors import JobError, UsageError
 from ..inventory import load_inventory
-from ..preconnect import Preconnect
+from ..preconnect import Preconnect, claim
 from ..state import TERMINAL, JobState, Status, check_job_id, new_job_id
 from ..variants import ALIASES, VARIANTS, get_variant
 from .base import ACCEPT_NEW_HOST_KEY, JOB_ARG, Env, finish_job, run_settings, target_for, cli, resolve_job
@@ -151,7 +151,8 @@ def run(env: Env, node, container, variant, dry_run, slurm, slurm_nodes, logs, s
                                                                 if node_spec.containers else ""))
             ctr = node_spec.container(container)
             # connect and start the node helper while the inputs are checked and the job is made (preconnect.py)
-            pre = Preconnect(node_spec, ctr, accept_new_host_key)
+            pre = (claim(env.inventory_path, node_spec, ctr, accept_new_host_key)
+                   or Preconnect(node_spec, ctr, accept_new_host_key))
             _validate_local_inputs(variant, logs, shapes_csv, nk, model, m_preset)
         model_cfg = None
         if model:                     # read and checked once, before anything remote (whatever the variants)
