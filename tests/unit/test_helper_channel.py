@@ -113,7 +113,10 @@ import channel
 def run_op(op, req, timeout_s):
     return {"ok": True, "op": op}
 def preload():
-    open(sys.argv[2], "w").write("preloaded")
+    import os
+    with open(sys.argv[2] + ".tmp", "w") as fh:
+        fh.write("preloaded")
+    os.replace(sys.argv[2] + ".tmp", sys.argv[2])   # the test waits for the name: never half-written
 channel.serve(run_op, {"id": 0, "ok": True, "hello": True}, 30, preload=preload)
 """
 

@@ -28,8 +28,7 @@ if sys.version_info < (3, 8):
     sys.stdout.flush()
     sys.exit(0)
 
-import platform  # noqa: E402
-import traceback  # noqa: E402
+PYTHON_VERSION = "%d.%d.%d" % sys.version_info[:3]   # as platform.python_version() says it, without its import
 
 # `_supervise` runs as `python -I -S node_helper.py`: -I leaves this directory off sys.path
 _HERE = os.path.dirname(os.path.abspath(__file__))
@@ -50,7 +49,7 @@ INTERNAL_SUPERVISE = procs.INTERNAL_SUPERVISE
 
 
 def op_version(req):
-    return {"version": HELPER_VERSION, "python": platform.python_version(), "dir": _HERE,
+    return {"version": HELPER_VERSION, "python": PYTHON_VERSION, "dir": _HERE,
             "executable": sys.executable, "ops": sorted(k for k in OPS if not k.startswith("_"))}
 
 
@@ -174,7 +173,7 @@ def run_op(op, req, timeout_s=None):
                 "hint": "check paths and permissions in the container", "version": HELPER_VERSION}
     except Exception as exc:  # noqa: BLE001 - a helper bug: report it
         return {"ok": False, "error": "node helper bug in %s: %r" % (op, exc), "internal": True,
-                "hint": "report this with the traceback", "traceback": traceback.format_exc(),
+                "hint": "report this with the traceback", "traceback": _traceback(),
                 "version": HELPER_VERSION}
     out = {"ok": True}
     out.update(answer)
@@ -193,6 +192,11 @@ def _timeout_from_argv(argv):
 INTERNAL_WATCH = "_watch"
 
 
+def _traceback():
+    import traceback  # noqa: PLC0415 - ~10 ms at every helper start, needed only for a helper bug
+    return traceback.format_exc()
+
+
 def _preload():
     """A helper started before its first request (preconnect) is about to answer discover: its modules and
     importlib.metadata (~30-40 ms) load while the request is on its way."""
@@ -205,7 +209,7 @@ def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] == "--serve":
         hello = {"id": 0, "ok": True, "hello": True, "version": HELPER_VERSION, "pid": os.getpid(),
-                 "python": platform.python_version(), "dir": _HERE}
+                 "python": PYTHON_VERSION, "dir": _HERE}
         return serve(run_op, hello, idle_from_argv(argv), preload=_preload)
     if argv and argv[0] == INTERNAL_WATCH:
         import watch  # noqa: PLC0415 - the stalled-tuner watchdog wraps the tune step (argv, not JSON)
