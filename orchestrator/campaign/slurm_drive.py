@@ -19,7 +19,6 @@ from dataclasses import fields
 
 from ..context import Ctx, Settings
 from ..errors import UsageError
-from ..parsing.untuned import write_untuned_csv
 from ..remote.shell import Cmd, sh
 from ..state import TERMINAL, JobState, Workspace
 from ..ui import Ui

@@ -506,14 +506,25 @@ def test_a_slurm_job_killed_while_detached_is_resharded_by_resume_and_cancel_lea
             c.container(n).reset_control()
 
 
-def test_detach_while_the_nodes_are_busy_returns_in_seconds_with_the_jobs_pending(inv, slurm_cluster):
+def _hold_both_nodes(c) -> list[str]:
+    """Other users' jobs on every compute node (exclusive): ours stay PENDING (Resources) until they end."""
     from tests.fake_remote.provision import poll
-    c = slurm_cluster
     blockers = [c.cmd("sbatch", "--parsable", "-J", f"other-{n}", "-N1", "--exclusive", "-w", n, "-o", "/dev/null",
                       "--chdir", "/tmp", "--wrap", "sleep 600").stdout.strip() for n in c.computes]
     try:
         poll(lambda: {j["id"] for j in c.jobs() if j["state"] == "RUNNING"} >= set(blockers), timeout=60,
              what="the other jobs to hold both nodes")
+    except BaseException:
+        c.cmd("scancel", *blockers, check=False)
+        raise
+    return blockers
+
+
+def test_detach_while_the_nodes_are_busy_returns_in_seconds_with_the_jobs_pending(inv, slurm_cluster):
+    from tests.fake_remote.provision import poll
+    c = slurm_cluster
+    blockers = _hold_both_nodes(c)
+    try:
         took, _ = _detach(inv, "sldp", "4096,2048")
         print(f"run --detach --slurm with both nodes busy returned in {took:.2f} s")
         assert took < 30
@@ -558,11 +569,8 @@ def test_a_campaign_queued_at_detach_tunes_on_its_nodes_without_the_laptop_and_r
     from tests.fake_remote.provision import poll
     c = slurm_cluster
     launches = {n: len(c.container(n).launches()) for n in c.computes}
-    blockers = [c.cmd("sbatch", "--parsable", "-J", f"other-{n}", "-N1", "--exclusive", "-w", n, "-o", "/dev/null",
-                      "--chdir", "/tmp", "--wrap", "sleep 600").stdout.strip() for n in c.computes]
+    blockers = _hold_both_nodes(c)
     try:
-        poll(lambda: {j["id"] for j in c.jobs() if j["state"] == "RUNNING"} >= set(blockers), timeout=60,
-             what="the other jobs to hold both nodes")
         took, _ = _detach(inv, "sldq", "3072,1536")
         print(f"run --detach --slurm, both holders pending, plan shipped: returned in {took:.2f} s")
         assert took < 30
@@ -608,12 +616,8 @@ def _queued_detach(c, inv: Path, job_id: str, n_k: str, meanwhile=None) -> Path:
     """`run --detach` while other jobs hold both nodes (the plan is shipped to the pending holders), then
     ``meanwhile(dir)`` while they are still pending, then the queue is released. Returns the campaign's
     directory on the shared filesystem."""
-    from tests.fake_remote.provision import poll
-    blockers = [c.cmd("sbatch", "--parsable", "-J", f"other-{n}", "-N1", "--exclusive", "-w", n, "-o", "/dev/null",
-                      "--chdir", "/tmp", "--wrap", "sleep 600").stdout.strip() for n in c.computes]
+    blockers = _hold_both_nodes(c)
     try:
-        poll(lambda: {j["id"] for j in c.jobs() if j["state"] == "RUNNING"} >= set(blockers), timeout=60,
-             what="the other jobs to hold both nodes")
         _detach(inv, job_id, n_k)
         state = json.loads((inv.parent / "ws" / job_id / "state.json").read_text())
         d = Path(state["request"]["campaign"]["slurm"]["dir"])
