@@ -173,9 +173,10 @@ def test_a_crashing_helper_while_watching_is_retried_never_a_verdict_on_the_job(
     err = _stderr_lines(proc)
     bed.wait_tuning()
     # a module the helper imports crashes (its own files are checked before it runs: a changed procs.py
-    # would just be pushed again, S-01), so a stdlib module is shadowed in its dir
+    # would just be pushed again, S-01), so a stdlib module it imports at start (csv, through files.py) is
+    # shadowed in its dir
     hdir = bed.c.sh("ls -d /tmp/tune-remote/helper-*/").stdout.split()[0].rstrip("/")
-    bed.c.sh(f"echo 'raise SystemExit(\"boom\")' > {hdir}/platform.py")
+    bed.c.sh(f"echo 'raise SystemExit(\"boom\")' > {hdir}/csv.py")
     # the persistent helper imported procs.py already: kill it, so the next helper (and each exec) crashes
     bed.c.sh("pkill -KILL -f '[n]ode_helper.py --serve' || true")
     try:   # every status poll now crashes in the container (exit 1, no JSON answer)
@@ -184,7 +185,7 @@ def test_a_crashing_helper_while_watching_is_retried_never_a_verdict_on_the_job(
         assert proc.poll() is None, "".join(err)[-2000:]
         assert bed.state()["state"] == "running"
     finally:
-        bed.c.sh(f"rm -f {hdir}/platform.py")
+        bed.c.sh(f"rm -f {hdir}/csv.py")
     proc.wait(timeout=180)
     assert proc.returncode == 0, "".join(err)[-3000:]
     assert any("could not read the job's state" in line and "crashed" in line for line in err)
