@@ -9,7 +9,6 @@ import time
 from .context import Ctx
 from .errors import ConnectionLost, ObserverError, TuneRemoteError
 from .state import Status
-from .warm import WARM_UP_MODULES, warm_up  # noqa: F401  (importable from here as before)
 from .workflow import next_step
 
 # a step's module is imported when the step first runs, so a job starts talking to its node before pandas and

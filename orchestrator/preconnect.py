@@ -65,10 +65,11 @@ class Preconnect:
 
 # ---- speculative: from the command line, before the CLI's own modules are imported --------------------------
 # The `tune-remote` executable imports its command modules (~0.15 s) before it parses the command line, and the
-# SSH stack (~0.15 s) only when `run` makes its target: both CPU, in turn, before the first byte goes out. For a
-# plain single-target `run` (one --node, one --variant, no --slurm/--dry-run/--help), the inventory is read and
-# the SSH stack imported first, and the connection and the helper start while the command modules import. `run` claims it when its
-# own parsing names the same inventory, node, container and host-key choice; else it is abandoned unused.
+# SSH stack (~0.15 s) only when `run` makes its target: both CPU, in turn, before the first byte goes out. For
+# a plain single-target `run` (one --node, one --variant, no --slurm/--dry-run/--help), the inventory is read
+# and the SSH stack imported first, and the connection and the helper start while the command modules import.
+# `run` claims it when its own parsing names the same inventory, node, container and host-key choice; else it
+# is abandoned unused.
 
 _GLOBAL_VALUE = ("--inventory", "--workspace")
 _GLOBAL_FLAGS = ("-q", "--quiet", "--json")

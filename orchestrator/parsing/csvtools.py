@@ -333,11 +333,15 @@ def key_statuses(a: Any, b: Any) -> tuple[list[str], dict[tuple, tuple[str, tupl
     """``diff_tuned``'s status per key without its frame (a job's compare wants the counts): (the common key
     columns, {key: (status, key values)}) in diff_tuned's row order."""
     a, b, keys = _aligned(a, b)
+    return keys, _statuses(a, b, keys)
+
+
+def _statuses(a: pd.DataFrame, b: pd.DataFrame, keys: list[str]) -> dict[tuple, tuple[str, tuple]]:
     ra, rb = _last_rows(a, keys), _last_rows(b, keys)
     out = {k: ("only_a" if k not in rb else "changed" if _changed(r, rb[k]) else "same", r[0])
            for k, r in ra.items()}
     out.update((k, ("only_b", r[0])) for k, r in rb.items() if k not in ra)
-    return keys, out
+    return out
 
 
 def diff_tuned(a: Any, b: Any) -> pd.DataFrame:
@@ -372,7 +376,7 @@ def diff_tuned(a: Any, b: Any) -> pd.DataFrame:
     ok = (us_a > 0) & (us_b > 0)
     m["speedup_pct"] = ((us_a / us_b - 1.0) * 100.0).where(ok)
 
-    statuses = key_statuses(a, b)[1]
+    statuses = _statuses(a, b, keys)
     m["status"] = [statuses[k][0] for k in m["_k"]] if len(m) else pd.Series(dtype=object)
     cols = keys + ["kernelName_a", "kernelName_b", "us_a", "us_b", "speedup_pct", "status"]
     out = m[cols].reset_index(drop=True)

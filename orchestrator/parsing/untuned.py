@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from ..variants import KernelVariant, get_variant
-from .csvcolumns import NULLS, Unusual, parse_columns  # noqa: F401  (NULLS: importable from here as before)
+from .csvcolumns import Unusual, parse_columns
 
 _INT_DIMS = {"b", "m", "n", "k", "token", "model_dim", "inter_dim", "expert", "topk"}
 _BOOL01 = {"use_g1u1", "doweight_stage1"}

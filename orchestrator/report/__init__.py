@@ -112,7 +112,7 @@ def _md_inline_code(s: str) -> str:
 
 
 def warm_templates() -> None:
-    """Compile both report templates now (engine.warm_up: while the job waits on its node): ~0.1-1 s of
+    """Compile both report templates now (warm.warm_up: while the job waits on its node): ~0.1-1 s of
     jinja2 lexing and code generation off the report step's critical path."""
     _environment(False).get_template("report.md.j2")
     _environment(True).get_template("report.html.j2")

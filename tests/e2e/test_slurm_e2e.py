@@ -469,6 +469,30 @@ def test_detached_slurm_campaign_tunes_on_and_resume_finishes_it_with_the_promot
     poll(lambda: not [j for j in c.jobs() if j["name"].startswith("tr-sld1")], timeout=60, what="holders gone")
 
 
+def _kill_holder(c, job_id: str, node: str) -> None:
+    """The scheduler kills NODE's holder job of JOB_ID (as a time limit or a node failure would)."""
+    (jid,) = [j["id"] for j in c.jobs() if j["name"].startswith(f"tr-{job_id}") and j["nodes"] == node]
+    c.cmd("scancel", "--batch", "--signal=KILL", jid)
+
+
+def _stop(ctr) -> None:
+    """The container back to normal speed and whatever still carries a job marker there killed."""
+    ctr.reset_control()
+    pids = _marked(ctr)
+    if pids:
+        ctr.exec("kill", "-KILL", *map(str, pids), check=False)
+
+
+def _resharded_onto_a(inv, c, job_id: str) -> None:
+    """`resume` finds b lost, tunes b's shapes on a and finishes: exit 0, every shape tuned on a, no holder left."""
+    from tests.fake_remote.provision import poll
+    res = _resume(inv, job_id)
+    assert res.returncode == 0 and "lost" in res.stderr, res.stderr[-3000:]
+    comp = list(csv.DictReader((inv.parent / "ws" / job_id / "comparison.csv").open()))
+    assert len(comp) == 4 and {r["node"] for r in comp} == {"a"}, comp
+    poll(lambda: not [j for j in c.jobs() if j["name"].startswith(f"tr-{job_id}")], timeout=60, what="holders gone")
+
+
 def test_a_slurm_job_killed_while_detached_is_resharded_by_resume_and_cancel_leaves_no_tuner(inv, slurm_cluster):
     from tests.fake_remote.provision import poll
     c = slurm_cluster
@@ -477,18 +501,10 @@ def test_a_slurm_job_killed_while_detached_is_resharded_by_resume_and_cancel_lea
     try:
         _detach(inv, "sld2", "6144,3072")
         poll(lambda: _tuning(b), timeout=120, interval=0.5, what="b's tuner running after run returned")
-        (jid,) = [j["id"] for j in c.jobs() if j["name"].startswith("tr-sld2") and j["nodes"] == "b"]
-        c.cmd("scancel", "--batch", "--signal=KILL", jid)     # the scheduler kills b's job while nobody watches
+        _kill_holder(c, "sld2", "b")                         # the scheduler kills b's job while nobody watches
     finally:
-        b.reset_control()
-        pids = _marked(b)
-        if pids:
-            b.exec("kill", "-KILL", *map(str, pids), check=False)
-    res = _resume(inv, "sld2")
-    assert res.returncode == 0 and "lost" in res.stderr, res.stderr[-3000:]    # re-sharded and finished: exit 0
-    comp = list(csv.DictReader((inv.parent / "ws" / "sld2" / "comparison.csv").open()))
-    assert len(comp) == 4 and {r["node"] for r in comp} == {"a"}, comp     # b's shapes were tuned on a
-    poll(lambda: not [j for j in c.jobs() if j["name"].startswith("tr-sld2")], timeout=60, what="holders gone")
+        _stop(b)
+    _resharded_onto_a(inv, c, "sld2")
     # cancel of a detached Slurm campaign: no job, no tuner left
     for n in c.computes:
         c.container(n).slow(600)
@@ -686,15 +702,7 @@ def test_a_queued_shard_killed_after_its_node_launched_it_is_resharded_by_resume
         (ib,) = [i for i in ("0", "1") if (d / i / "node").is_file() and (d / i / "node").read_text().strip() == "b"]
         poll(lambda: (d / ib / "drive.rc").is_file(), timeout=60, interval=0.2, what="b's node driver done")
         assert (d / ib / "drive.rc").read_text().strip() == "0", (d / ib / "drive.log").read_text()[-2000:]
-        (jid,) = [j["id"] for j in c.jobs() if j["name"].startswith("tr-sldk") and j["nodes"] == "b"]
-        c.cmd("scancel", "--batch", "--signal=KILL", jid)
+        _kill_holder(c, "sldk", "b")
     finally:
-        b.reset_control()
-        pids = _marked(b)
-        if pids:
-            b.exec("kill", "-KILL", *map(str, pids), check=False)
-    res = _resume(inv, "sldk")
-    assert res.returncode == 0 and "lost" in res.stderr, res.stderr[-3000:]
-    comp = list(csv.DictReader((inv.parent / "ws" / "sldk" / "comparison.csv").open()))
-    assert len(comp) == 4 and {r["node"] for r in comp} == {"a"}, comp
-    poll(lambda: not [j for j in c.jobs() if j["name"].startswith("tr-sldk")], timeout=60, what="holders gone")
+        _stop(b)
+    _resharded_onto_a(inv, c, "sldk")

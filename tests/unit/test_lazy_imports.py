@@ -23,7 +23,7 @@ def test_cli_import_and_status_leave_heavy_libraries_unloaded(tmp_path):
 
 def test_a_job_meets_its_node_before_pandas_and_jinja2_load():
     """`run` imports the engine and the steps before discover (the first remote step); pandas and jinja2
-    load in engine.warm_up's thread meanwhile, and at the latest when compare/report import them."""
+    load in warm.warm_up's thread once the pipeline runs, and at the latest when compare/report import them."""
     code = (
         "import sys, json\n"
         "import orchestrator.cli.jobs, orchestrator.engine as e\n"
@@ -42,7 +42,7 @@ def test_a_job_meets_its_node_before_pandas_and_jinja2_load():
 def test_warm_up_loads_the_heavy_libraries_in_a_thread():
     code = (
         "import sys, threading\n"
-        "import orchestrator.engine as e\n"
+        "import orchestrator.warm as e\n"
         "e.warm_up()\n"
         "[t.join() for t in threading.enumerate() if t.name == 'tune-remote-warm-up']\n"
         "print(all(m in sys.modules for m in e.WARM_UP_MODULES))\n"
