@@ -160,6 +160,7 @@ class Facts(Record):
     version: Optional[str] = None
     version_raw: Optional[str] = None
     git_describe: Optional[str] = None
+    git_commit: Optional[str] = None      # `git rev-parse HEAD` of a develop checkout (issue 36)
     python: Optional[str] = None
     python_version: Optional[str] = None
     hostname: Optional[str] = None

@@ -12,7 +12,11 @@ GUARDS = ("op_tests/tuning_tests/test_csv_validation.py", "op_tests/tuning_tests
 
 
 def aiter_commit(facts: dict) -> str | None:
-    """The commit in a git describe or a local version (``v0.1.29-5-g1a2b3c4``, ``0.1.6.dev500+g1a2b3c4``)."""
+    """The commit: a develop checkout's ``git rev-parse HEAD`` (discover's ``git_commit``; a checkout on a tag
+    describes as just ``v0.1.20``), else the one in a git describe or a local version (``v0.1.29-5-g1a2b3c4``,
+    ``0.1.6.dev500+g1a2b3c4``)."""
+    if re.fullmatch(r"[0-9a-f]{7,40}", str(facts.get("git_commit") or "")):
+        return facts["git_commit"]
     for text in (facts.get("git_describe"), facts.get("version_raw")):
         m = re.search(r"(?:^|[-+.])g([0-9a-f]{7,40})\b", str(text or ""))
         if m:

@@ -290,6 +290,9 @@ def test_discover_develop_editable_ignores_pypi_aiter(tmp_path):
     assert facts["has_csrc"] and facts["has_configs"]
     if shutil.which("git"):
         assert facts["git_describe"] == "v0.1.20"
+        # HEAD sits on the tag: describe names no commit; rev-parse does (issue 36 defect 3)
+        head = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True).stdout
+        assert facts["git_commit"] == head.strip() and len(facts["git_commit"]) == 40
     assert any("0.13.20191203" in p and "ignored" in p for p in facts["problems"])
     assert facts["gfx"] == "gfx950" and facts["cu_num"] == 256 and facts["gpu_count"] == 8
     assert facts["gpu_name"] == "AMD Instinct MI355X"

@@ -15,6 +15,14 @@ def test_commit_from_git_describe_or_local_version_only():
     assert aiter_commit({"version_raw": "0.1.29.post1+rocm10.1"}) is None
 
 
+def test_commit_of_a_checkout_on_a_tag_from_rev_parse():
+    """issue 36 defect 3: HEAD on tag v0.1.20 describes as just `v0.1.20`; discover's `git rev-parse HEAD` names it."""
+    sha = "77ba72b0c1d2e3f405162738495a6b7c8d9e0f1a"
+    assert aiter_commit({"git_describe": "v0.1.20", "git_commit": sha}) == sha
+    text = provenance(job({"version_raw": "v0.1.20", "git_describe": "v0.1.20", "git_commit": sha, "gfx": "gfx950"}))
+    assert f"commit {sha}" in text and "commit unknown" not in text
+
+
 def test_section_names_command_hardware_and_guards():
     j = job({"version_raw": "0.1.29", "gpu_name": "AMD Instinct MI355X", "gpu_device_id": "0x75a3", "gfx": "gfx950",
              "cu_num": 256, "rocm_version": "7.0.2", "probes": {"tuning_tests": True}},

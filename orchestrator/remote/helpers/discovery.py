@@ -171,7 +171,7 @@ def op_discover(req):
         raise HelperError("busy_threshold must be a number (percent), got %r" % (threshold,))
     res = {"pip_name": None, "version": None, "install_mode": None, "editable": None,
            "aiter_root": None, "package_dir": None, "meta_root": None, "has_csrc": False,
-           "has_configs": False, "git_describe": None}
+           "has_configs": False, "git_describe": None, "git_commit": None}
     # the GPU samples (0.25 s apart; one when it read the KFD process list) are taken while AITER is looked for
     import gpus  # noqa: PLC0415
     job_env = dict(os.environ)
@@ -260,6 +260,12 @@ def op_discover(req):
                     problems.append(problem)
                 elif out and out.strip():
                     res["git_describe"] = out.strip()
+                # on a tag, describe prints only the tag: the commit itself comes from rev-parse (issue 36)
+                out, problem = _run_tool([git, "-C", root, "rev-parse", "HEAD"], timeout=15.0)
+                if problem:
+                    problems.append(problem)
+                elif out and out.strip():
+                    res["git_commit"] = out.strip()
         if res["version"] is None and res["git_describe"]:
             res["version"] = res["git_describe"]
         if not res["has_csrc"]:
