@@ -24,7 +24,8 @@ TABLE_DIRS = ("aiter/configs", "aiter/configs/model_configs")
 @click.pass_obj
 def audit(env, files, node, container, cu_nums, as_json):
     """Tuned tables checked for copied us, unparsable FlyDSL names, duplicate keys across merged files,
-    foreign cu_num rows and errRatio over the bound. Exit 0 clean, 1 findings, 2 bad input."""
+    foreign cu_num rows and errRatio over upstream's level-0 guard (errRatio > 0.2; with --node, the bound of the
+    node's own op_tests/tuning_tests/test_csv_validation.py). Exit 0 clean, 1 findings, 2 bad input."""
     from ..parsing.audit import audit_tables
     if bool(files) == bool(node):
         raise UsageError("give tuned CSV files or --node, not both" if files else "nothing to audit",
@@ -33,15 +34,19 @@ def audit(env, files, node, container, cu_nums, as_json):
         raise UsageError("--container applies to --node", hint="tune-remote audit --node NODE --container NAME")
     if node and cu_nums:
         raise UsageError("--cu-num is for files: with --node the node's GPUs give it", hint="drop --cu-num")
-    merged_as = None
+    from ..parsing.audit import UPSTREAM_GUARD_ERR_BOUND
+    merged_as, bound, whose = None, UPSTREAM_GUARD_ERR_BOUND, "upstream's level-0 guard"
     if node:
-        tables, cu_nums, gfx, merged_as = _live_tables(env, node, container)
+        tables, cu_nums, gfx, merged_as, node_bound = _live_tables(env, node, container)
+        if node_bound is not None:
+            bound, whose = node_bound, "the node's level-0 guard"
     else:
         from ..parsing.csvtools import LEGACY_CU_NUM_TO_GFX
         tables = [(p, tuned_table(p)) for p in files]
         gfxs = {LEGACY_CU_NUM_TO_GFX.get(c) for c in cu_nums}     # rows of another gfx: the wheel's, for other GPUs
         gfx = gfxs.pop() if len(gfxs) == 1 else None
-    findings = audit_tables(tables, cu_nums, gfx, merged_as)
+    findings = audit_tables(tables, cu_nums, gfx, merged_as, err_bound=bound,
+                            bound_from=f"{whose} bound")
     if as_json:
         click.echo(json.dumps(findings))
     elif findings:
@@ -102,9 +107,11 @@ def config_env_tables(env_vars: dict, root: str) -> tuple[dict, list[str]]:
 def _live_tables(env, node: str, container: str | None):
     """The tuned tables of the container's AITER (``aiter/configs`` and its ``model_configs``) and those its
     ``AITER_CONFIG_*`` variables name, the cu_num and gfx of its GPUs, and which set AITER merges each env table
-    with: discover, then two manifest round trips (the listing, then the files inline)."""
+    with, and the errRatio bound of the node's level-0 guard (None: it ships none, or none with that check):
+    discover, then two manifest round trips (the listing, then the files and the guard inline)."""
     import pandas as pd
 
+    from ..parsing.audit import GUARD_FILE, guard_err_bound
     from ..parsing.csvtools import read_tuned_csv
     with node_ctx(env, node, container) as (ctx, ref):
         facts = ctx.call("discover", {"aiter_path": ctx.target.container.aiter_path})
@@ -118,8 +125,11 @@ def _live_tables(env, node: str, container: str | None):
                  if name.endswith(".csv") and "tuned" in name and "untuned" not in name]
         named, notes = config_env_tables({**(facts.get("env") or {}), **ctx.target.container.env}, root)
         paths += [p for p in named if p not in paths]
-        got = ctx.call("manifest", {"paths": paths, "have": {p: "" for p in paths}, "inline_max": 16 << 20,
-                                    "compress": True}).get("files") or {} if paths else {}
+        guard = f"{root}/{GUARD_FILE}"
+        asked = paths + [guard]
+        got = ctx.call("manifest", {"paths": asked, "have": {p: "" for p in asked}, "inline_max": 16 << 20,
+                                    "compress": True}).get("files") or {}
+    guard_text = _inline_text(got.get(guard) or {})
     cu = {c for c in [facts.get("cu_num"), *(facts.get("cu_nums") or [])] if isinstance(c, int)}
     tables, merged_as = [], {}
     for p in paths:
@@ -130,17 +140,24 @@ def _live_tables(env, node: str, container: str | None):
             if not meta or meta.get("missing") or meta.get("exists") is False:
                 notes.append(f"{named[p]} names {p}, which is not in the container")
                 continue
-        if "data_z64" in meta:
-            data = zlib.decompress(base64.b64decode(meta["data_z64"]))
-        elif "data_b64" in meta:
-            data = base64.b64decode(meta["data_b64"])
-        else:
+        text = _inline_text(meta)
+        if text is None:
             raise JobError(f"{ref.label}: {p} did not come back (too big or gone)", hint="audit a copy of it offline")
-        text = data.decode("utf-8", "replace")
         tables.append((label, read_tuned_csv(text) if text.strip() else pd.DataFrame()))
     for n in notes:
         click.echo(f"note: {n}", err=True)
-    return tables, sorted(cu), facts.get("gfx"), merged_as
+    return tables, sorted(cu), facts.get("gfx"), merged_as, guard_err_bound(guard_text)
+
+
+def _inline_text(meta: dict) -> str | None:
+    """A manifest answer's inline file content, or None (missing, too big)."""
+    if "data_z64" in meta:
+        data = zlib.decompress(base64.b64decode(meta["data_z64"]))
+    elif "data_b64" in meta:
+        data = base64.b64decode(meta["data_b64"])
+    else:
+        return None
+    return data.decode("utf-8", "replace")
 
 
 def tuned_table(path: str):

@@ -73,3 +73,28 @@ def test_audit_node_reads_the_tables_aiter_config_vars_name(make_node, tmp_path,
     assert "also in user_tables/my_tuned_fmoe.csv" in [f for f in found if f["kind"] == "duplicate_key"][0]["detail"]
     assert "AITER_CONFIG_FMOE names /nowhere/gone_fmoe.csv, which is not in the container" in captured.err
     assert "user_tables/extra_tuned_fmoe.csv is relative" in captured.err
+
+
+def test_audit_node_err_ratio_bound_is_the_nodes_level0_guard(make_node, tmp_path, capsys):
+    """issue 36 defect 1: the shipped errRatio 0.182 rows are not findings (upstream's guard flags only > 0.2);
+    the planted 0.5 row is; the bound is read from the node's own test_csv_validation.py."""
+    from pathlib import Path
+    node = make_node(SimSpec(profile="newest", table_defects=("err_ratio",)))
+    c = next(iter(node.containers.values()))
+    cfg = Path(c.host_path(f"{c.aiter_root}/aiter/configs"))
+    assert ",0.182\n" in (cfg / "a8w8_bpreshuffle_tuned_gemm.csv").read_text()
+    inv = tmp_path / "inv.yaml"
+    inv.write_text(yaml.safe_dump({"nodes": {node.alias: {"ssh_config": str(node.ssh_config_file),
+                                                          "containers": {c.name: {}}}}}))
+
+    def err_rows():
+        code = main(["--inventory", str(inv), "audit", "--node", node.alias, "--json"])
+        found = json.loads(capsys.readouterr().out)
+        return code, [(f["file"], f["key"]["M"], f["detail"]) for f in found if f["kind"] == "err_ratio"]
+
+    code, rows = err_rows()
+    assert code == 1 and [r[:2] for r in rows] == [("aiter/configs/a8w8_tuned_gemm.csv", "80")], rows
+    assert "the node's level-0 guard bound 0.2" in rows[0][2]
+    guard = Path(c.host_path(f"{c.aiter_root}/op_tests/tuning_tests/test_csv_validation.py"))
+    guard.write_text(guard.read_text().replace("err_col > 0.2", "err_col > 0.6"))
+    assert err_rows()[1] == []

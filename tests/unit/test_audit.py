@@ -196,3 +196,33 @@ def test_a_row_whose_flydsl_name_does_not_parse_is_never_promoted():
             ["4", "6144", "2048", "False", "torch.bfloat16", "torch.bfloat16", "False", "False"]]
     assert refuse_unparsable(ctx, keys) == keys[:1]
     assert len(notes) == 1 and notes[0].startswith("not promoted: {'m': '4'") and "aiter#2817" in notes[0]
+
+
+SHIPPED_0182 = ("gfx942,80,128,128,5120,torch.int8,asm,0,8,7.3189,_ZN5aiter41I8gemm_bf16_perTokenI8_BpreShuffle_16x128E,"
+                "22.92,183.56,0.182\n")
+
+
+def test_cli_err_ratio_is_upstreams_level0_guard_bound(tmp_path, capsys):
+    """issue 36 defect 1: the shipped gfx942 int8 asm row (errRatio 0.182) is healthy by upstream's own guard
+    (test_csv_validation flags only errRatio > 0.2); a row over 0.2 is still a finding."""
+    shipped = tmp_path / "a8w8_bpreshuffle_tuned_gemm.csv"
+    shipped.write_text(GEMM + SHIPPED_0182)
+    assert run(["audit", str(shipped), "--json"], capsys)[:2] == (0, "[]\n")
+    shipped.write_text(GEMM + SHIPPED_0182 + SHIPPED_0182.replace(",128,128,", ",256,128,").replace("0.182", "0.25"))
+    code, out, _ = run(["audit", str(shipped), "--json"], capsys)
+    found = json.loads(out)
+    assert code == 1 and [(f["kind"], f["key"]["M"]) for f in found] == [("err_ratio", "256")]
+    assert "level-0 guard" in found[0]["detail"] and "0.2" in found[0]["detail"]
+
+
+def test_guard_bound_read_from_the_guards_text():
+    from orchestrator.parsing.audit import UPSTREAM_GUARD_ERR_BOUND, guard_err_bound
+    assert UPSTREAM_GUARD_ERR_BOUND == 0.2
+    text = ("                err_col = pd.to_numeric(df['errRatio'], errors='coerce')\n"
+            "                high = df[err_col > 0.3]\n")
+    assert guard_err_bound(text) == 0.3
+    assert guard_err_bound("import unittest\n") is None and guard_err_bound(None) is None
+    sim = Path("orchestrator/sim/tree/op_tests/tuning_tests/test_csv_validation.py").read_text()
+    assert guard_err_bound(sim) == 0.2          # the simulated guard is upstream's
+    found = audit_tables([("t.csv", read_tuned_csv(GEMM + gemm_row(16, 7.0, err="0.25")))], err_bound=0.3)
+    assert found == []

@@ -37,8 +37,10 @@ class TestCsvValidation(unittest.TestCase):
                     if "us" in row and row["us"] not in ("", None):
                         us = float(row["us"])
                         self.assertTrue(0 < us < float("inf"), "invalid time %s for %s" % (row["us"], k))
-                    if row.get("errRatio") not in ("", None):
-                        self.assertLessEqual(float(row["errRatio"]), 1.0, "errRatio for %s" % (k,))
+                # upstream's level-0 bound: rows with errRatio > 0.2 fail (shipped gfx942 int8 asm rows hold 0.182)
+                errs = [float(r["errRatio"]) for r in rows if r.get("errRatio") not in ("", None)]
+                high = [err_col for err_col in errs if err_col > 0.2]
+                self.assertEqual(len(high), 0, "%s: %d rows with errRatio > 0.2" % (os.path.basename(path), len(high)))
 
 
 if __name__ == "__main__":
