@@ -4,7 +4,10 @@
   all 359.4797): the tuner wrote one measurement for several buckets, or a table was filled by hand.
 * ``unparsable_kernel``: a FlyDSL bpreshuffle name the runtime's regex does not parse
   (``aiter/ops/gemm_op_a8w8.py``, after-v0.1.20 §2.2): AITER logs the hit, then runs CK silently (aiter#5069);
-  an a16w16 FlyDSL name its catalog does not parse: a warning, then another kernel (aiter#2817).
+  an a16w16 FlyDSL name its catalog does not parse: a warning, then another kernel (aiter#2817); a fused-MoE /
+  FHMoE ``kernelName1``/``kernelName2`` of the FlyDSL family (``flydsl_moe1_``/``flydsl_moe2_``) its registry does
+  not parse (``aiter/ops/flydsl/moe_kernels.py``): the MoE runtime raises ``Invalid FlyDSL kernel name``. Every
+  ``kernelName*`` column of every table is read.
 * ``duplicate_key``: a key held twice in the tables AITER merges for one variant (the main table and its
   ``model_configs`` siblings): the merge resolves them, writes the fix and raises (aiter#5184).
 * ``foreign_cu_num``: a row for a cu_num the node does not have (never looked up there).
@@ -38,6 +41,12 @@ FLYDSL_HGEMM = re.compile(
     r"flydsl_gemm\d+_a([a-z0-9]+)_w\1_[a-z0-9]+_t\d+x\d+x\d+_split_k\d+_block_m_warp\d+_block_n_warp\d+_"
     r"block_k_warp\d+_async_copy(True|False)_b_to_lds(True|False)_b_preshuffle(True|False)_c_to_lds(True|False)"
     r"(_small_m(_nr\d+)?(_pn\d+)?(_wpe\d+)?(_ur\d+)?)?_gfx[0-9a-z]+$")
+# aiter/ops/flydsl/moe_kernels.py: flydsl_kernel_name() ``flydsl_moe{stage}_a{a}_w{b}_{out}_t{M}x{N}x{K}`` then
+# flag tokens (_w4 _kb2 _bnt0 _go _gui _xcd4 _kw2 _fp8 _sbm32, stage 2: _atomic/_reduce _persist ...), and the v2
+# layout GEMM2 ``flydsl_moe2_layout_...``; get_flydsl_kernel_params() returns None for anything else
+FLYDSL_MOE = re.compile(r"flydsl_moe[12]_(?:layout_)?a[a-z0-9]+_w[a-z0-9]+_[a-z0-9]+_t\d+x\d+x\d+(?:_[a-z]+\d*)*$")
+MOE_FAMILY = re.compile(r"flydsl_moe[12]_")
+KERNEL_COLUMN = re.compile(r"kernelName\d*$")
 _EXTRA_BASES = ("tuned_fhmoe", "tuned_fmoe")
 UPSTREAM_GUARD_ERR_BOUND = 0.2      # op_tests/tuning_tests/test_csv_validation.py: rows with errRatio > 0.2
 GUARD_FILE = "op_tests/tuning_tests/test_csv_validation.py"
@@ -61,6 +70,15 @@ def unparsable_kernel(name, hgemm_row: bool = False) -> str | None:
     if (hgemm_row or name.startswith("flydsl_gemm")) and not FLYDSL_HGEMM.match(name):
         return ("tuned_gemm's FlyDSL catalog rejects it: AITER logs a warning and falls back to the next "
                 "candidate or the default kernel (aiter#2817)")
+    return None
+
+
+def unparsable_moe_kernel(name) -> str | None:
+    """Why AITER's fused-MoE / FHMoE runtime cannot use a row's FlyDSL stage kernel name, or None."""
+    name = "" if name is None else str(name)
+    if MOE_FAMILY.match(name) and not FLYDSL_MOE.match(name):
+        return ("the MoE runtime's FlyDSL registry does not parse it: AITER raises 'Invalid FlyDSL kernel name' "
+                "(aiter/ops/flydsl/moe_kernels.py)")
     return None
 
 
@@ -104,15 +122,19 @@ def _copied_us(label: str, df: pd.DataFrame, keys: list[str]) -> list[dict]:
 
 
 def _unparsable(label: str, df: pd.DataFrame, keys: list[str]) -> list[dict]:
-    if "kernelName" not in df.columns:
-        return []
     out = []
     a16w16 = "solidx" in df.columns and "libtype" in df.columns
+    cols = [c for c in df.columns if KERNEL_COLUMN.match(str(c))]
     for _, row in df.iterrows():
-        name = str(row["kernelName"] or "")
-        why = unparsable_kernel(name, a16w16 and str(row["libtype"]).strip() == "flydsl")
-        if why:
-            out.append(_finding("unparsable_kernel", label, row, keys, f"{name}: {why}; retune the row"))
+        for c in cols:
+            name = "" if pd.isna(row[c]) else str(row[c] or "")
+            if c == "kernelName":
+                why = unparsable_kernel(name, a16w16 and str(row["libtype"]).strip() == "flydsl")
+                text = f"{name}: "
+            else:
+                why, text = unparsable_moe_kernel(name), f"{c} {name}: "
+            if why:
+                out.append(_finding("unparsable_kernel", label, row, keys, f"{text}{why}; retune the row"))
     return out
 
 

@@ -98,3 +98,27 @@ def test_audit_node_err_ratio_bound_is_the_nodes_level0_guard(make_node, tmp_pat
     guard = Path(c.host_path(f"{c.aiter_root}/op_tests/tuning_tests/test_csv_validation.py"))
     guard.write_text(guard.read_text().replace("err_col > 0.2", "err_col > 0.6"))
     assert err_rows()[1] == []
+
+
+def test_audit_node_reads_fused_moe_kernel_names(make_node, tmp_path, capsys):
+    """issue 36 defect 2: a live tuned_fmoe.csv row whose kernelName2 AITER's MoE runtime rejects ('Invalid FlyDSL
+    kernel name') is an unparsable_kernel finding; the shipped rows are clean."""
+    import csv
+    import io
+    from pathlib import Path
+    node = make_node(SimSpec(profile="newest"))
+    c = next(iter(node.containers.values()))
+    fmoe = Path(c.host_path(f"{c.aiter_root}/aiter/configs/tuned_fmoe.csv"))
+    header, first = list(csv.reader(io.StringIO(fmoe.read_text())))[:2]
+    row = {**dict(zip(header, first)), "token": "4099",
+           "kernelName2": "flydsl_moe2_afp4_wfp4_bf16_256x256x256_atomic"}
+    buf = io.StringIO()
+    csv.DictWriter(buf, fieldnames=header, lineterminator="\n").writerow(row)
+    fmoe.write_text(fmoe.read_text().rstrip("\n") + "\n" + buf.getvalue())
+    inv = tmp_path / "inv.yaml"
+    inv.write_text(yaml.safe_dump({"nodes": {node.alias: {"ssh_config": str(node.ssh_config_file),
+                                                          "containers": {c.name: {}}}}}))
+    code = main(["--inventory", str(inv), "audit", "--node", node.alias, "--json"])
+    found = [f for f in json.loads(capsys.readouterr().out) if f["kind"] == "unparsable_kernel"]
+    assert code == 1 and [(f["file"], f["key"]["token"]) for f in found] == [("aiter/configs/tuned_fmoe.csv", "4099")]
+    assert "Invalid FlyDSL kernel name" in found[0]["detail"]

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.cli import main
-from orchestrator.parsing.audit import KINDS, audit_tables, merge_group
+from orchestrator.parsing.audit import KINDS, audit_tables, merge_group, unparsable_moe_kernel
 from orchestrator.parsing.csvtools import read_tuned_csv
 
 SAMPLES = Path("/work/shared/aiter-samples/configs")
@@ -226,3 +226,29 @@ def test_guard_bound_read_from_the_guards_text():
     assert guard_err_bound(sim) == 0.2          # the simulated guard is upstream's
     found = audit_tables([("t.csv", read_tuned_csv(GEMM + gemm_row(16, 7.0, err="0.25")))], err_bound=0.3)
     assert found == []
+
+
+def test_unparsable_fused_moe_kernel_names_in_every_kernel_column():
+    """issue 36 defect 2: AITER's MoE runtime looks a FlyDSL kernelName1/kernelName2 up in its registry
+    (flydsl_moe{stage}_a{a}_w{b}_{out}_t{M}x{N}x{K}[_flags]) and raises 'Invalid FlyDSL kernel name' for one it
+    cannot parse: a tile without its `t`, in kernelName2, is a finding; the shipped names are not."""
+    bad = "flydsl_moe2_afp4_wfp4_bf16_256x256x256_atomic"
+    good1, good2 = "flydsl_moe1_afp8_wfp4_bf16_t32x64x256_w4_gui_kw4_fp8", "flydsl_moe2_afp8_wfp4_bf16_t32x256x128_atomic"
+    rows = (fmoe_row(1, "9.0").replace(",k1,", f",{good1},").replace(",k2,", f",{bad},")
+            + fmoe_row(2, "9.5").replace(",k1,", f",{good1},").replace(",k2,", f",{good2},")
+            + fmoe_row(4, "9.7").replace(",k1,", ",flydsl_moe1_afp8_wfp4_bf16_t32x64_w4,"))
+    found = audit({"tuned_fmoe.csv": FMOE + rows})
+    assert [(f["kind"], f["key"]["token"]) for f in found] == [("unparsable_kernel", "1"), ("unparsable_kernel", "4")]
+    assert found[0]["detail"].startswith(f"kernelName2 {bad}: ") and "Invalid FlyDSL kernel name" in found[0]["detail"]
+    assert found[1]["detail"].startswith("kernelName1 ")
+    for name in ("flydsl_moe2_layout_afp4_wfp4_bf16_t64x256x256_atomic_persist_nt_sbm64",
+                 "flydsl_moe2_afp4_wfp4_bf16_t64x128x256_atomic_persist_async_w4_cumul3",
+                 "moe_ck2stages_gemm2_256x32x64x128_1x4_MulABScale_v1_Nswizzle0_Quant2_MulRoutedWeight1_B16"):
+        assert unparsable_moe_kernel(name) is None, name
+
+
+def test_cli_flags_the_fused_moe_name(tmp_path, capsys):
+    t = tmp_path / "tuned_fmoe.csv"
+    t.write_text(FMOE + fmoe_row(1, "9.0").replace(",k2,", ",flydsl_moe2_afp4_wfp4_bf16_256x256x256_atomic,"))
+    code, out, _ = run(["audit", str(t), "--json"], capsys)
+    assert code == 1 and [f["kind"] for f in json.loads(out)] == ["unparsable_kernel"]
