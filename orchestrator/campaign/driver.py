@@ -51,6 +51,9 @@ def make_plan(job: JobState, runner: Runner, refs: list[TargetRef], variants: li
         ui.event(f"{p.ref.label}: aiter {p.facts.get('version')} ({p.facts.get('profile')}), "
                  f"{p.facts.get('gfx')} cu_num={p.facts.get('cu_num')}, GPUs free: "
                  f"{','.join(map(str, p.gpus))}")
+    auto = list(variants) == ["auto"]
+    if not auto:
+        planning.refuse_untunable(reachable, list(variants))
     found = planning.mine(runner, reachable[0], job.request, variants, settings)
     out = {"variants": {}, "excluded": [], "unreachable": unreachable,
            "facts": {p.ref.label: p.facts for p in reachable}, "repeats": job.request.get("repeats")}
@@ -59,6 +62,10 @@ def make_plan(job: JobState, runner: Runner, refs: list[TargetRef], variants: li
             out["excluded"].append(f"{variant}: no untuned shapes found")
             continue
         groups, excluded = planning.group(reachable, variant)
+        if not groups and auto:      # --variant auto picks only what the chosen targets can tune: one line
+            out["excluded"].append(f"{variant} left out by --variant auto ({len(shapes)} shape(s) in the logs): "
+                                   + "; ".join(excluded or unreachable))
+            continue
         out["excluded"].extend(excluded)
         if not groups:
             raise UsageError(f"no target can tune {variant}: " + "; ".join(excluded or unreachable),
@@ -81,7 +88,8 @@ def make_plan(job: JobState, runner: Runner, refs: list[TargetRef], variants: li
             out["variants"][variant]["/".join(map(str, kind))] = {
                 ref.label: rows for ref, rows in shards.items()}
     if not out["variants"]:
-        raise UsageError("no shapes to tune for " + ", ".join(found), hint="check --variant and the logs")
+        raise UsageError("no shapes to tune for " + ", ".join(found) + "".join(
+            f"; {x}" for x in out["excluded"] if auto), hint="check --variant and the logs")
     return out
 
 

@@ -16,6 +16,7 @@ from ..state import JobState
 from ..ui import Ui
 from ..variants import VARIANTS, format_version, get_variant, is_dev_build, parse_version, profile_for
 from .targets import Runner, TargetRef
+from . import capable
 from ..outcome.budget import shape_cost
 
 FREE_GPU_BUSY_PCT = 10
@@ -47,13 +48,17 @@ def _probe_one(runner: Runner, ref: TargetRef, settings: Settings, gpus) -> Prob
                        request={})
         ctx = Ctx(job=job, workspace=None, target=target, settings=settings, ui=Ui(quiet=True))
         facts = ctx.call("discover", {"aiter_path": target.container.aiter_path,
-                                      "busy_threshold": FREE_GPU_BUSY_PCT})
+                                      "busy_threshold": FREE_GPU_BUSY_PCT,
+                                      "riders": {capable.RIDER: capable.rider()}})
         if not facts.get("aiter_root"):
             return Probe(ref, error=f"no aiter installation found in container {ref.container}")
         version = parse_version(facts.get("version")) or parse_version(facts.get("git_describe"))
         profile = profile_for(version, dev_build=is_dev_build(facts.get("version") or facts.get("git_describe")))
         facts["version"] = format_version(version) if version else facts.get("version")
         facts["profile"] = profile.name
+        # what this target cannot tune (tuner or op_test missing): known before anything runs (issue 36)
+        facts["cannot_tune"] = capable.missing((facts.pop("riders", None) or {}).get(capable.RIDER), profile,
+                                               facts.get("gfx"))
         granted = runner.granted_gpus(ref)
         if granted:                           # what the scheduler granted is what is used
             facts["free_gpus"] = list(granted)
@@ -136,7 +141,8 @@ def shard(shapes: list[dict], weights: dict[TargetRef, int]) -> dict[TargetRef, 
 
 
 def group(probes: list[Probe], variant: str) -> tuple[dict[tuple, list[Probe]], list[str]]:
-    """Targets able to tune ``variant`` by kind; and why the others cannot."""
+    """Targets able to tune ``variant`` by kind; and why the others cannot (its GPU, or its AITER lacks the
+    variant's tuner or op_test: ``facts["cannot_tune"]``)."""
     v = get_variant(variant)
     groups: dict[tuple, list[Probe]] = {}
     excluded = []
@@ -147,8 +153,24 @@ def group(probes: list[Probe], variant: str) -> tuple[dict[tuple, list[Probe]], 
             excluded.append(f"{p.ref.label}: {variant} needs {'/'.join(sorted(v.requires_gfx))}, "
                             f"this GPU is {p.facts.get('gfx')}")
             continue
+        lacks = (p.facts.get("cannot_tune") or {}).get(variant)
+        if lacks:
+            excluded.append(capable.refusal(p.ref.label, p.facts.get("version"), variant, lacks))
+            continue
         groups.setdefault(p.kind, []).append(p)
     return groups, excluded
+
+
+def refuse_untunable(probes: list[Probe], variants: list[str]) -> None:
+    """A variant named on the command line that a chosen target cannot tune: exit 2 before anything runs, one
+    line naming the target, its AITER version and what is missing."""
+    for v in variants:
+        for p in probes:
+            lacks = (p.facts.get("cannot_tune") or {}).get(v) if not p.error else None
+            if lacks:
+                raise UsageError(capable.refusal(p.ref.label, p.facts.get("version"), v, lacks),
+                                 hint=f"leave {p.ref.node} out (--node), upgrade amd-aiter there, or use "
+                                      "--variant auto, which tunes only what each target can")
 
 
 def plan_lines(plan: dict) -> list[str]:

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from ..aiter_profiles import AiterProfile, format_version, settle_profile
 from ..context import Ctx
-from ..errors import JobError
-from ..variants import KernelVariant, get_variant
+from ..errors import ExitCode, JobError
+from ..variants import KernelVariant, get_variant, parse_version
 from . import moetuners, riders, tuneargs
 
 HELP_TIMEOUT_S = 180  # real tune scripts import torch + aiter before argparse answers --help
@@ -51,11 +51,16 @@ def probe(ctx: Ctx, variant: KernelVariant) -> AiterProfile:
     facts.probes = {k: v for k, v in answer.items() if v is not None}
     if problem:
         ctx.job.note(f"could not read the tuner's --help ({problem}); its flags are assumed from the version")
-    if variant.since and answer.get("tune_script_exists") is False:
-        raise JobError(
-            f"{variant.name} needs AITER >= {format_version(variant.since)}: its tuner {variant.tune_script} "
+    if answer.get("tune_script_exists") is False:     # refused before anything runs: exit 2 (issue 36)
+        have = parse_version(facts.version)
+        need = f"needs AITER >= {format_version(variant.since)}" if variant.since and (
+            have is None or have < variant.since) else "cannot be tuned there (a trimmed or wheel install?)"
+        err = JobError(
+            f"{ctx.job.node}: {variant.name} {need}: its tuner {variant.tune_script} "
             f"is not on this node (AITER {facts.version})",
             hint="upgrade amd-aiter in the container, or choose a container with a newer AITER")
+        err.exit_code = ExitCode.USAGE
+        raise err
     script = variant.tune_script.format(gfx=facts.gfx or 'gfx942')
     args = list(ctx.job.request.tune_args or [])
     tuneargs.validate(args, answer.get("tuner_help"), script, problem)

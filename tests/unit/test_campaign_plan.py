@@ -101,3 +101,32 @@ def test_a_plan_no_target_answered_exits_3_only_when_none_could_be_connected_to(
     with pytest.raises(JobError) as err:
         driver.make_plan(job, None, [], ["a8w8"], None, None)
     assert err.value.exit_code == code and "no target could be used" in str(err.value)
+
+
+def test_a_variant_whose_tuner_a_target_lacks_is_left_out_there_or_refused_when_named():
+    """issue 36 defect 4: what each target can tune is known at plan time (discover's paths_exist rider): the
+    target lacking it is excluded with its reason; a variant named on the command line is refused (exit 2), one line
+    naming the target, its AITER version and what is missing."""
+    from orchestrator.campaign import capable
+    from orchestrator.campaign.plan import refuse_untunable
+    from orchestrator.errors import ExitCode
+    from orchestrator.variants import profile_for
+    sent = capable.path_templates()
+    answer = {"answer": {"exists": ["gemm_a16w16_tune.py" not in t for t in sent]}}
+    lacks = capable.missing(answer, profile_for((0, 1, 20)), "gfx950")
+    assert set(lacks) == {"a16w16"} and lacks["a16w16"] == "csrc/gemm_a16w16/gemm_a16w16_tune.py (its tuner)"
+    assert capable.missing(None, profile_for((0, 1, 20)), "gfx950") == {}
+    trimmed = Probe(TargetRef("a", "dev"), {"gfx": "gfx950", "cu_num": 256, "profile": "current",
+                                             "version": "0.1.20", "cannot_tune": lacks})
+    full = Probe(TargetRef("b", "dev"), {"gfx": "gfx950", "cu_num": 256, "profile": "current", "version": "0.1.20"})
+    groups, excluded = group([trimmed, full], "a16w16")
+    assert [p.ref.node for ps in groups.values() for p in ps] == ["b"]
+    assert excluded == ["a/dev: a16w16 cannot be tuned there: its AITER 0.1.20 has no "
+                        "csrc/gemm_a16w16/gemm_a16w16_tune.py (its tuner)"]
+    assert len(group([trimmed, full], "a8w8_blockscale")[0][trimmed.kind]) == 2
+    refuse_untunable([trimmed, full], ["a8w8_blockscale"])
+    with pytest.raises(UsageError) as exc:
+        refuse_untunable([full, trimmed], ["a8w8_blockscale", "a16w16"])
+    line = exc.value.one_line()
+    assert exc.value.exit_code == ExitCode.USAGE and len(line.splitlines()) == 1
+    assert "a/dev" in line and "AITER 0.1.20" in line and "csrc/gemm_a16w16/gemm_a16w16_tune.py" in line

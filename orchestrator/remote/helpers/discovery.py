@@ -274,7 +274,7 @@ def op_discover(req):
     # read-only ops that ride along (probe.run_riders): while the GPUs are sampled, unless a template
     # needs the GPU's gfx or cu_num
     riders = (req.get("riders") or {}) if res["aiter_root"] else {}
-    ops = {"probe": probe.op_probe, "tuned_keys": files.op_tuned_keys}
+    ops = {"probe": probe.op_probe, "tuned_keys": files.op_tuned_keys, "paths_exist": probe.op_paths_exist}
     early = dict((op, t) for op, t in riders.items() if not probe.needs_gpu_facts(t))
     ridden = probe.run_riders(early, res, job_env, ops)
     sampler.join()

@@ -186,3 +186,9 @@ def op_probe(req):
         if text is not None and "ActivationType.GeluTanh" in text:
             out["moe_gelutanh"] = True
     return out
+
+
+def op_paths_exist(req):
+    """request: {"paths": [absolute paths]}; answer: {"exists": [bool per path]} (capability probing at plan
+    time: is each variant's tuner and op_test on this node? issue 36)."""
+    return {"exists": [bool(p) and os.path.isfile(p) for p in req.get("paths") or []]}
