@@ -59,10 +59,14 @@ def guard_err_bound(text) -> float | None:
     return float(m.group(1)) if m else None
 
 
-def unparsable_kernel(name, hgemm_row: bool = False) -> str | None:
+def unparsable_kernel(name, hgemm_row: bool = False, gfx: str | None = None) -> str | None:
     """Why AITER's runtime cannot use a row's FlyDSL kernel name, or None. ``hgemm_row``: an a16w16 row of
-    libtype flydsl (whatever its name)."""
+    libtype flydsl (whatever its name); ``gfx``: the row's (gemm_op_a8w8 sends every gfx1250 bpreshuffle row to
+    its WMMA runner, and a ``flydsl_bpreshuffle_8w_`` name to the 8-wave runner, before the MFMA name parser)."""
     name = "" if name is None else str(name)
+    if name.startswith("flydsl_") and "bpreshu" in name and (gfx == "gfx1250"
+                                                             or name.startswith("flydsl_bpreshuffle_8w_")):
+        return None
     if name.startswith("flydsl_") and "bpreshu" in name:
         if not FLYDSL_BPRESHUFFLE.match(name):
             return "the runtime's FlyDSL name parser rejects it and runs CK silently (aiter#5069)"
@@ -129,7 +133,8 @@ def _unparsable(label: str, df: pd.DataFrame, keys: list[str]) -> list[dict]:
         for c in cols:
             name = "" if pd.isna(row[c]) else str(row[c] or "")
             if c == "kernelName":
-                why = unparsable_kernel(name, a16w16 and str(row["libtype"]).strip() == "flydsl")
+                why = unparsable_kernel(name, a16w16 and str(row["libtype"]).strip() == "flydsl",
+                                        key_text(row["gfx"]) if "gfx" in df.columns else None)
                 text = f"{name}: "
             else:
                 why, text = unparsable_moe_kernel(name), f"{c} {name}: "

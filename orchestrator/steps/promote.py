@@ -50,9 +50,10 @@ def refuse_unparsable(ctx: Ctx, keys: list[list]) -> list[list]:
     would log a hit and run another kernel (aiter#2817, #5069). The job notes each one."""
     from ..parsing.audit import unparsable_kernel
     cols = list(ctx.variant.key_columns)
+    gfx = getattr(getattr(ctx.job, "facts", None), "gfx", None)      # a gfx1250 row goes to the WMMA runner
     kernels = (ctx.job.step_state("compare").info.get("tuned") or {}).get("kernels") or []
     bad = {tuple(norm_key_value(k.get(c)) for c in cols): (k.get("kernel"), why) for k in kernels
-           for why in [unparsable_kernel(k.get("kernel"))] if why}
+           for why in [unparsable_kernel(k.get("kernel"), gfx=gfx)] if why}
     kept = []
     for key in keys:
         hit = bad.get(tuple(norm_key_value(v) for v in key))

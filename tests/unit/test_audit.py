@@ -252,3 +252,14 @@ def test_cli_flags_the_fused_moe_name(tmp_path, capsys):
     t.write_text(FMOE + fmoe_row(1, "9.0").replace(",k2,", ",flydsl_moe2_afp4_wfp4_bf16_256x256x256_atomic,"))
     code, out, _ = run(["audit", str(t), "--json"], capsys)
     assert code == 1 and [f["kind"] for f in json.loads(out)] == ["unparsable_kernel"]
+
+
+def test_flydsl_bpreshuffle_rows_aiter_sends_to_another_runner_are_not_judged_by_the_mfma_parser():
+    """aiter/ops/gemm_op_a8w8.py: on gfx1250 every FlyDSL bpreshuffle row goes to the WMMA runner, and a
+    `flydsl_bpreshuffle_8w_` name to the 8-wave runner, before the MFMA name parser: upstream's 48 shipped gfx1250
+    `flydsl_bpreshuffle_wmma_*` rows are not findings; the same name on gfx950 still is (it would run CK)."""
+    wmma = "flydsl_bpreshuffle_wmma_t128x64x128_mw4_nw1_nb3_sk1_cm1_cn1"
+    text = (GEMM + gemm_row(16, 7.0, wmma).replace("gfx950,256", "gfx1250,32")
+            + gemm_row(32, 7.0, "flydsl_bpreshuffle_8w_t64x256x128") + gemm_row(64, 7.0, wmma))
+    found = audit({"a8w8_bpreshuffle_tuned_gemm.csv": text})
+    assert [(f["kind"], f["key"]["M"]) for f in found] == [("unparsable_kernel", "64")]
