@@ -69,12 +69,21 @@ def hl_gain(faster: Sequence[float], slower: Sequence[float]) -> tuple[float, fl
     return pct(hl), pct(d[k - 1]), pct(d[len(d) - k]), round(conf * 100.0, 1)
 
 
-def job_k(shapes: int) -> float:
-    """The factor on the median difference's standard error for a job of ``shapes`` judged shapes."""
-    if shapes <= K_ANCHOR_SHAPES:
+def job_k(shapes: int, looks: int = 1) -> float:
+    """The factor on the median difference's standard error for a job of ``shapes`` judged shapes, each
+    judged up to ``looks`` times (a sequential design: the union bound runs over shapes x looks)."""
+    tests = max(1, shapes) * max(1, looks)
+    if tests <= K_ANCHOR_SHAPES:
         return K_SE
     z = lambda m: _N.inv_cdf(1.0 - TARGET_FALSE / (2.0 * m))  # noqa: E731
-    return round(K_SE * z(shapes) / z(K_ANCHOR_SHAPES), 3)
+    return round(K_SE * z(tests) / z(K_ANCHOR_SHAPES), 3)
+
+
+def undecided(v: dict) -> bool:
+    """A sequential design's "add runs" test: within_noise, yet the median gain is at least half the bar
+    (a shape that looks like it moves); a shape clearly flat, or already decided, gets no more runs."""
+    return (v.get("verdict") == "within_noise" and v.get("gain_pct") is not None
+            and v.get("threshold_pct") is not None and abs(v["gain_pct"]) >= 0.5 * v["threshold_pct"])
 
 
 def false_rate(threshold: float, noise: float | None, nb: int, na: int) -> float:

@@ -124,9 +124,11 @@ def judge(before: Sequence[float], after: Sequence[float], higher_is_better: boo
 
 
 def judge_all(samples: Mapping[Any, tuple[Sequence[float], Sequence[float]]],
-              higher_is_better: bool, legacy: bool = False) -> tuple[dict[Any, dict[str, Any]], float | None]:
+              higher_is_better: bool, legacy: bool = False,
+              looks: int = 1) -> tuple[dict[Any, dict[str, Any]], float | None]:
     """Verdicts for every key of ``{key: (before samples, after samples)}`` and the pooled noise; the bar's
-    factor is the job's (its count of shapes with samples in both arms)."""
+    factor is the job's (its count of shapes with samples in both arms, times ``looks`` when the samples
+    come from a sequential design that judges each shape up to that many times)."""
     pooled = pooled_noise_pct(samples)
-    k = job_k(sum(1 for b, a in samples.values() if b and a))
+    k = job_k(sum(1 for b, a in samples.values() if b and a), looks)
     return {key: judge(b, a, higher_is_better, pooled, k, legacy) for key, (b, a) in samples.items()}, pooled

@@ -2,7 +2,7 @@
 import math
 import random
 
-from orchestrator.outcome.intervals import false_rate, hl_gain, job_k, u_cdf
+from orchestrator.outcome.intervals import false_rate, hl_gain, job_k, u_cdf, undecided
 from orchestrator.outcome.verdict import judge, judge_all
 
 
@@ -49,3 +49,10 @@ def test_a_aa_job_of_100_shapes_promotes_nothing_and_3_percent_at_1_percent_nois
         ab = {i: (noisy(100, 10), noisy(100 / 1.03, 10)) for i in range(100)}
         found += sum(x["verdict"] == "improved" for x in judge_all(ab, higher_is_better=False)[0].values())
     assert falses <= 1 and found / 2000 > 0.8
+
+
+def test_looks_widen_the_bar_and_undecided_picks_only_moving_shapes():
+    assert job_k(100, 4) > job_k(100) and job_k(10, 4) == 3.75
+    assert undecided({"verdict": "within_noise", "gain_pct": 2.0, "threshold_pct": 3.0})
+    assert not undecided({"verdict": "within_noise", "gain_pct": 0.5, "threshold_pct": 3.0})
+    assert not undecided({"verdict": "improved", "gain_pct": 4.0, "threshold_pct": 3.0})
