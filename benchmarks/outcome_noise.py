@@ -1,11 +1,20 @@
-"""Figures for issue 7: verdicts under simulated noise, and what --repeats costs.
+"""Figures for issues 7 and 37: verdicts under noise, old rule against new, and what --repeats costs.
 
-    python benchmarks/outcome_noise.py [--runs 5] [--noise 1.5]
+    python benchmarks/outcome_noise.py [--jobs 20] [--shapes 100] [--repeats 3,5,10]     # the noise model
+    python benchmarks/outcome_noise.py --demo-runs 20 [--noise-model measured]           # + the test bed
 
-Runs `tune-remote demo --noise PCT` (a8w8_blockscale, the local simulated node) several times and
-compares each job's promoted rows with the perf model's truth (the sim without noise): slower rows
-promoted (must be 0), clearly faster rows (>= 5 %, shapes with a tuned row of their own) not promoted. Then times the demo with --repeats 1
-against --repeats 3 (no noise), printed side by side.
+Model (issue 37, fast, no node): jobs of ``--shapes`` GEMM shapes (M 1..8192 x four (N,K) pairs) whose
+benchmark processes draw their noise from the simulator's measured-noise model (orchestrator/sim/noise_model.py,
+from ../shared/reference/real-gpu-noise.md), before/after processes interleaved as tune-remote runs them;
+both verdict rules (``judge_all(..., legacy=True)``: max(1 %, 3 x noise); the new one: K x noise x
+sqrt(1/nb + 1/na), job-wide K) judge: an A/A job (nothing changed), true gains of 2/5/10 %, and a true 2 %
+slowdown. Printed side by side: false verdicts per job, jobs with one or more, A/A jobs clean (nothing
+promoted, no regressed row), power, slower rows promoted.
+
+Test bed (issue 7, with ``--demo-runs``): `tune-remote demo` (a8w8_blockscale, the local simulated node)
+several times, each job's promoted rows against the perf model's truth (the sim without noise): slower rows
+promoted (must be 0), clearly faster rows (>= 5 %, shapes with a tuned row of their own) not promoted.
+Then the demo's wall time at --repeats 3 against --repeats 5.
 """
 
 from __future__ import annotations
@@ -56,24 +65,47 @@ def judge_run(job: Path) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--runs", type=int, default=5)
-    ap.add_argument("--noise", type=float, default=1.5)
+    ap.add_argument("--jobs", type=int, default=20, help="model: jobs per rule and run count")
+    ap.add_argument("--shapes", type=int, default=100, help="model: shapes per job")
+    ap.add_argument("--repeats", default="3,5,10", help="model: runs per arm, comma-separated")
+    ap.add_argument("--sequential", default="5,5,30", help="model: START,STEP,MAX runs of the sequential design "
+                    "('' for none)")
+    ap.add_argument("--demo-runs", "--runs", dest="runs", type=int, default=0, help="test-bed demo jobs (0: none)")
+    ap.add_argument("--noise", type=float, default=1.5, help="demo: uniform noise +-PCT (--noise-model uniform)")
+    ap.add_argument("--noise-model", choices=("uniform", "measured"), default="measured")
     a = ap.parse_args()
+    from outcome_noise_model import print_model   # noqa: PLC0415 - the model half lives beside this script
+    seq = tuple(int(x) for x in a.sequential.split(",")) if a.sequential else None
+    print_model(a.jobs, a.shapes, [int(r) for r in a.repeats.split(",") if r], seq)
+    if a.runs:
+        demo_figures(a)
+
+
+def demo_figures(a) -> None:
+    noise = (["--noise-model", "measured"] if a.noise_model == "measured" else ["--noise", str(a.noise)])
     with tempfile.TemporaryDirectory() as tmp:
         ws = Path(tmp) / "ws"
-        print(f"noise +-{a.noise}% (uniform per run), --repeats 3, a8w8_blockscale demo, {a.runs} runs")
+        print(f"\ntest bed: {a.noise_model} noise" + ("" if a.noise_model == "measured" else f" +-{a.noise}%")
+              + f", --repeats 3, a8w8_blockscale demo, {a.runs} runs (the new rule)")
         print(f"{'run':>3} {'shapes':>6} {'promoted':>8} {'slower promoted':>15} {'flat(<1%) prom.':>15} "
               f"{'>=5% faster':>11} {'>=5% not prom.':>14}  verdicts")
+        totals = {"slower_promoted": 0, "faster5": 0, "faster5_not_promoted": 0}
         for i in range(a.runs):
-            job, _ = demo(ws, "--noise", str(a.noise))
+            extra = ["--noise-seed", str(i + 1)] if a.noise_model == "measured" else []
+            job, _ = demo(ws, *noise, *extra)
             r = judge_run(job)
             print(f"{i + 1:>3} {r['shapes']:>6} {r['promoted']:>8} {r['slower_promoted']:>15} "
                   f"{r['flat_promoted']:>15} {r['faster5']:>11} {r['faster5_not_promoted']:>14}  {r['verdicts']}")
+            for k in totals:
+                totals[k] += r[k]
+        f5 = totals["faster5"]
+        print(f"total: slower rows promoted {totals['slower_promoted']}; rows >= 5 % faster promoted "
+              f"{f5 - totals['faster5_not_promoted']}/{f5} ({100.0 * (f5 - totals['faster5_not_promoted']) / max(1, f5):.1f} %)")
         walls = {}
-        for rep in (1, 3):
-            _, walls[rep] = demo(ws, "--repeats", str(rep))
-        print(f"demo wall time: --repeats 1 {walls[1]:.1f} s | --repeats 3 {walls[3]:.1f} s "
-              f"| extra {walls[3] - walls[1]:+.1f} s")
+        for rep in (3, 5):
+            _, walls[rep] = demo(ws, "--repeats", str(rep), *noise)
+        print(f"demo wall time: --repeats 3 {walls[3]:.1f} s | --repeats 5 {walls[5]:.1f} s "
+              f"| extra {walls[5] - walls[3]:+.1f} s")
 
 
 if __name__ == "__main__":

@@ -24,6 +24,8 @@ def merged_comparisons(job: JobState, workspace: Workspace, subs: list[JobState]
     """``remeasured_lines`` gets one line per shape whose ``after`` is the value measured again after the
     promotion across its kind (or why it was not)."""
     import pandas as pd
+
+    from ..outcome.compare_values import GAIN_INTERVAL_COLUMNS
     subws = sub_workspace(workspace, job)
     root = workspace.job_dir(job.job_id)
     variants = sorted({s.variant for s in subs})
@@ -42,6 +44,9 @@ def merged_comparisons(job: JobState, workspace: Workspace, subs: list[JobState]
                 lines = apply(df, s.node, remeasured[s.job_id], bool(bench and bench.higher_is_better))
                 if remeasured_lines is not None:
                     remeasured_lines.extend(f"{variant}: {x}" for x in lines)
+            # issue 37's interval columns come after `node`, so every earlier column keeps its place
+            df = df[[c for c in df.columns if c not in GAIN_INTERVAL_COLUMNS]
+                    + [c for c in GAIN_INTERVAL_COLUMNS if c in df.columns]]
             frames.append(df)
         if not frames:
             continue

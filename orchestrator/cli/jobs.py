@@ -313,16 +313,20 @@ def _retry(job: JobState) -> None:
 @click.option("--repeats", type=click.IntRange(1), default=3, show_default=True, help="benchmark runs per arm")
 @click.option("--noise", type=click.FloatRange(0, 50), default=0.0, show_default=True, metavar="PCT",
               help="simulated run-to-run benchmark noise, uniform +-PCT %")
+@click.option("--noise-model", type=click.Choice(["uniform", "measured"]), default="uniform", show_default=True,
+              help="measured: the benchmarks' noise drawn from a real GPU's (per-shape sd by size, process "
+                   "levels, drift, tails; --noise unused)")
+@click.option("--noise-seed", type=int, default=0, show_default=True, help="seed of --noise-model measured")
 @click.option("--nodes", type=click.IntRange(1, 12), default=1, show_default=True,
               help="simulated nodes: 2 or more run a campaign (every third node a partitioned GPU kind)")
 @click.option("--watch", "watch_demo", is_flag=True,
               help="two cycles of `tune-remote watch` over the node's growing server log")
 @click.pass_obj
-def demo(env: Env, variant, profile, repeats, noise, nodes, watch_demo):
+def demo(env: Env, variant, profile, repeats, noise, noise_model, noise_seed, nodes, watch_demo):
     """The whole pipeline against a local simulated node: no GPU, no SSH, no docker."""
     if watch_demo:
         from .watchloop import demo_watch
-        demo_watch(env, variant, profile, repeats, noise)
+        demo_watch(env, variant, profile, repeats, noise, noise_model=noise_model, noise_seed=noise_seed)
         return
     from ..demo import demo_target, prepare_demo, serve_cmd
     from ..sim.logs import expected_shapes, log_specs
@@ -334,11 +338,11 @@ def demo(env: Env, variant, profile, repeats, noise, nodes, watch_demo):
             else "no simulated server log has its shapes (tune it on a test-bed node: run --nk N,K)"),
             hint="demo one of: " + ", ".join(v for v in logged if VARIANTS[v].bench is not None))
     if nodes > 1:
-        _demo_campaign(env, variant, profile, repeats, noise, nodes)
+        _demo_campaign(env, variant, profile, repeats, noise, nodes, noise_model, noise_seed)
         return
     job_id = env.workspace.claim(new_job_id(variant, "demo"))
     demo_dir, log_path = prepare_demo(env.workspace.root / ".demo-nodes" / job_id, profile=profile, variant=variant,
-                                      noise_pct=noise)
+                                      noise_pct=noise, noise_model=noise_model, noise_seed=noise_seed)
     job = JobState(job_id=job_id, node="demo", container="simulated", variant=variant, created=time.time(),
                    request={"logs": [log_path], "demo_dir": str(demo_dir), "detach": False,
                             "m_preset": None, "nk": [], "shapes_csv": None, "gpus": None,
@@ -351,14 +355,15 @@ def demo(env: Env, variant, profile, repeats, noise, nodes, watch_demo):
                    err=True)    # stdout: the one result line (JSON when piped)
 
 
-def _demo_campaign(env: Env, variant: str, profile: str, repeats: int, noise: float, count: int) -> None:
+def _demo_campaign(env: Env, variant: str, profile: str, repeats: int, noise: float, count: int,
+                   noise_model: str = "uniform", noise_seed: int = 0) -> None:
     """`demo --nodes N`: a campaign over N simulated nodes (the campaign code, the demo's transport)."""
     from ..demo import demo_nodes
     from ..inventory import Inventory
     from .campaign import run_campaign
     job_id = env.workspace.claim(new_job_id(variant, f"demo{count}"))
     dirs, log_path = demo_nodes(env.workspace.root / ".demo-nodes" / job_id, count, profile=profile,
-                                variant=variant, noise_pct=noise)
+                                variant=variant, noise_pct=noise, noise_model=noise_model, noise_seed=noise_seed)
     request = {"logs": [log_path], "demo_nodes": dirs, "detach": False, "m_preset": None, "nk": [],
                "shapes_csv": None, "gpus": None, "batch": None, "timeout": None, "repeats": repeats,
                "promote": "proven"}

@@ -160,7 +160,8 @@ DEMO_SECOND = [(72, 2112, 7168)]                       # appended before the sec
 DEMO_ROCM = "7.1.0"                                    # and the node's ROCm upgraded meanwhile
 
 
-def demo_watch(env: Env, variant: str, profile: str, repeats: int, noise: float) -> None:
+def demo_watch(env: Env, variant: str, profile: str, repeats: int, noise: float, *, noise_model: str = "uniform",
+               noise_seed: int = 0) -> None:
     """``demo --watch``: two cycles of a watch over a simulated node whose server log grows between them (the
     second tunes only the new shape) and whose ROCm is upgraded meanwhile (the second records the upgrade and
     rechecks the node)."""
@@ -176,7 +177,7 @@ def demo_watch(env: Env, variant: str, profile: str, repeats: int, noise: float)
                          hint="demo --watch one of: " + ", ".join(VARIANT_FILES))
     name = f"demo-{time.strftime('%Y%m%d-%H%M%S')}"
     node_dir, _ = prepare_demo(env.workspace.root / ".demo-nodes" / name, profile=profile, variant=variant,
-                               noise_pct=noise)
+                               noise_pct=noise, noise_model=noise_model, noise_seed=noise_seed)
     log = node_dir / "server.log"
     append_misses(log, variant, DEMO_FIRST, times=2)
     target = WatchTarget("demo", "simulated", lambda: demo_target(str(node_dir)), demo_dir=str(node_dir))

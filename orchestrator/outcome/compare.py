@@ -31,6 +31,7 @@ group statistics); this module keeps the ``Comparison`` object and ``compare()``
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,6 +42,7 @@ import pandas as pd
 from .compare_stats import group_of, group_stats, row_note, summarize
 from .compare_values import (
     DEFAULT_NOISE_PCT,
+    GAIN_INTERVAL_COLUMNS,
     JUDGED_CSV_COLUMNS,
     SIZE_CLASS_NA,
     SIZE_CLASSES,
@@ -62,6 +64,7 @@ from .compare_values import (
     speed_ratio,
     speedup_pct,
 )
+from .intervals import job_k
 
 __all__ = [
     "Comparison",
@@ -312,7 +315,8 @@ def compare(
             bv = b.median if b else None
             av = a.median if a else None
             rec.update(verdict=v["verdict"], promoted="false", noise_pct=v["noise_pct"],
-                       threshold_pct=v["threshold_pct"], p_value=v["p_value"])
+                       threshold_pct=v["threshold_pct"], p_value=v["p_value"],
+                       **{c: v.get(c) for c in GAIN_INTERVAL_COLUMNS})
         ratio = speed_ratio(bv, av, higher_is_better)
         sp = None if ratio is None else round((ratio - 1.0) * 100.0, 2)
         if judge:
@@ -354,6 +358,9 @@ def compare(
         summary["samples"] = {"before": max((r["before_n"] for r in records), default=0),
                               "after": max((r["after_n"] for r in records), default=0)}
         summary["promoted"] = 0
+        # issue 37: the job's expected false verdicts (a shape with no change clearing its bar, summed)
+        summary["expected_false_verdicts"] = round(math.fsum(v.get("false_rate") or 0.0 for v in verdicts.values()), 3)
+        summary["verdict_k"] = job_k(sum(1 for v in verdicts.values() if v["before_n"] and v["after_n"]))
     by_group, per_group = group_stats(records, group_columns, size_column)
     return Comparison(
         key_columns=key_columns,

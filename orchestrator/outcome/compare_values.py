@@ -24,9 +24,13 @@ SIZE_CLASSES: tuple[tuple[str, int, int | None], ...] = (
 SIZE_CLASS_NA = "n/a"
 STATUSES = ("improved", "regressed", "unchanged", "missing")
 VALUE_COLUMNS = ("metric", "before", "after", "speedup_pct")
+GAIN_INTERVAL_COLUMNS = ("gain_hl_pct", "gain_lo_pct", "gain_hi_pct", "gain_conf_pct")
 # comparison.csv columns after VALUE_COLUMNS when the samples were judged (run --repeats)
 JUDGED_CSV_COLUMNS = ("verdict", "promoted", "before_n", "after_n", "noise_pct", "threshold_pct", "p_value",
-                      "before_err", "after_err", "err_worse")
+                      "before_err", "after_err", "err_worse",
+                      # issue 37: how sure -- the Hodges-Lehmann gain (%, positive = faster) and its exact
+                      # distribution-free interval at gain_conf_pct % confidence
+                      *GAIN_INTERVAL_COLUMNS)
 VERDICT_STATUS = {"improved": "improved", "regressed": "regressed", "within_noise": "unchanged",
                    "missing": "missing"}
 
@@ -34,7 +38,7 @@ VERDICT_STATUS = {"improved": "improved", "regressed": "regressed", "within_nois
 _ROW_EXTRA = ("ratio", "status", "size_class", "before_n", "after_n",
               "before_spread_pct", "after_spread_pct", "note",
               "verdict", "promoted", "noise_pct", "threshold_pct", "p_value",
-              "before_err", "after_err", "err_worse")
+              "before_err", "after_err", "err_worse", *GAIN_INTERVAL_COLUMNS)
 _GROUP_STATS = ("shapes", "compared", "improved", "regressed", "unchanged", "missing",
                 "mean_speedup_pct", "min_speedup_pct", "max_speedup_pct", "geomean_speedup_pct")
 
@@ -181,7 +185,7 @@ def rows_frame(records: list[dict[str, Any]], key_columns: tuple[str, ...]) -> p
         if c in key_columns:
             data[c] = _key_dtype_series(vals)
         elif c in ("before", "after", "speedup_pct", "ratio", "before_spread_pct", "after_spread_pct",
-                   "noise_pct", "threshold_pct", "p_value", "before_err", "after_err"):
+                   "noise_pct", "threshold_pct", "p_value", "before_err", "after_err", *GAIN_INTERVAL_COLUMNS):
             data[c] = pd.Series([float("nan") if v is None else float(v) for v in vals], dtype="float64")
         elif c in ("before_n", "after_n"):
             data[c] = pd.Series([int(v or 0) for v in vals], dtype="int64")

@@ -27,7 +27,7 @@ def _records(path: Path) -> list[dict]:
 
 
 _COPIED = ("verdict", "promoted", "noise_pct", "threshold_pct", "p_value", "before_n", "after_n", "before_err",
-           "after_err", "err_worse")
+           "after_err", "err_worse", "gain_hl_pct", "gain_lo_pct", "gain_hi_pct", "gain_conf_pct")  # issue 37: last 4
 
 
 def merged_comparison(rows: list[dict]):

@@ -8,7 +8,7 @@ import math
 from markupsafe import Markup
 
 from ..outcome.compare import Comparison
-from ..outcome.verdict import MIN_GAIN_PCT, NOISE_K, SINGLE_SAMPLE_PCT
+from ..outcome.verdict import MIN_GAIN_PCT, SINGLE_SAMPLE_PCT
 from .fmt import fmt_key, fmt_pct, is_missing, key_label
 
 
@@ -20,9 +20,13 @@ def svg_chart(cmp: Comparison) -> Markup | None:
     sps = [None if is_missing(v) else float(v) for v in rows["speedup_pct"]]
     vals = [v for v in sps if v is not None]
     band = cmp.noise_pct
-    if cmp.judged:  # the practical bar the verdicts used: max(1 %, 3 x the job's pooled noise)
+    if cmp.judged:  # the practical bar the verdicts used at the job's run count (issue 37: SE of the median diff.)
         pooled = cmp.summary.get("pooled_noise_pct")
-        band = round(max(MIN_GAIN_PCT, NOISE_K * pooled), 2) if pooled is not None else SINGLE_SAMPLE_PCT
+        runs = cmp.summary.get("samples") or {}
+        nb, na = max(1, runs.get("before") or 1), max(1, runs.get("after") or 1)
+        k = cmp.summary.get("verdict_k") or 3.75
+        band = (round(max(MIN_GAIN_PCT, k * pooled * math.sqrt(1.0 / nb + 1.0 / na)), 2) if pooled is not None
+                else SINGLE_SAMPLE_PCT)
     lo = min(min(vals), -band, 0.0)
     hi = max(max(vals), band, 0.0)
     span = hi - lo or 1.0

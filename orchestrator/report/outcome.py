@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..outcome.verdict import ALPHA, MIN_GAIN_PCT, NOISE_K, SINGLE_SAMPLE_PCT
+from ..outcome.verdict import ALPHA, MIN_GAIN_PCT, SINGLE_SAMPLE_PCT
 from .fmt import fmt_time
 
 
@@ -30,9 +30,25 @@ def verdict_method(summary: Mapping[str, Any]) -> str:
     noise_txt = "not measurable (one run per arm)" if noise is None else f"{noise:g}% (relative sd, pooled)"
     return (f"Verdicts rest on {samples.get('before', '?')} before and {samples.get('after', '?')} after runs per "
             f"shape (interleaved, one pinned GPU); before/after are medians. Node noise: {noise_txt}. "
-            f"improved/regressed = the median gain is at least max({MIN_GAIN_PCT:g}%, {NOISE_K:g} x noise) "
+            f"improved/regressed = the median gain is at least max({MIN_GAIN_PCT:g}%, "
+            f"{summary.get('verdict_k') or 3.75:g} x noise x sqrt(1/runs before + 1/runs after)) -- a bar that "
+            f"shrinks as runs are added and grows with the job's shape count -- "
             f"(or {SINGLE_SAMPLE_PCT:g}% with one run) and a one-sided exact Mann-Whitney U test "
-            f"says so (p <= {ALPHA:g}, or the smallest p the run count allows); the rest is within_noise.")
+            f"says so (p <= {ALPHA:g}, or the smallest p the run count allows); the rest is within_noise. "
+            + how_sure(summary))
+
+
+def how_sure(summary: Mapping[str, Any]) -> str:
+    """The job's confidence in plain words (issue 37): noise, runs, expected false verdicts."""
+    exp = summary.get("expected_false_verdicts")
+    if exp is None:
+        return ""
+    shapes = summary.get("compared") or summary.get("shapes") or 0
+    odds = f"about 1 job in {round(1 / exp):,}" if 0 < exp < 0.5 else f"about {exp:.2g} per job"
+    return (f"How sure: with this node's noise and these runs, a job of {shapes} shapes where nothing changed "
+            f"would report a false improved or regressed row in {odds} "
+            f"(expected false verdicts {exp:.3g}, an upper estimate); each row's gain_lo_pct..gain_hi_pct is "
+            "its Hodges-Lehmann gain interval (gain_conf_pct % confidence, exact, distribution-free).")
 
 
 def _label(key: Mapping[str, Any]) -> str:

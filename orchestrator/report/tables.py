@@ -137,6 +137,13 @@ def rows_table(cmp: Comparison, no_kernel: list[dict], shape_notes: list[dict],
     if repeated:
         headers.append("runs b/a")
         numeric.append(True)
+    # issue 37: how sure (Hodges-Lehmann interval, comparison.csv gain_lo_pct..gain_hi_pct); report.html only:
+    # report.md must fit a pull-request comment (issue 27) and links comparison.csv, which has the columns
+    interval = (method_notes and cmp.judged and "gain_lo_pct" in rows.columns
+                and bool(rows["gain_lo_pct"].notna().any()))
+    if interval:
+        headers.append("gain interval %")
+        numeric.append(False)
     headers.append("note")
     numeric.append(False)
     t = Table(headers, numeric)
@@ -159,6 +166,10 @@ def rows_table(cmp: Comparison, no_kernel: list[dict], shape_notes: list[dict],
         ccls = [""] * len(kcols) + ["", "", status, status]
         if repeated:
             cells.append(f"{int(r['before_n'])}/{int(r['after_n'])}")
+            ccls.append("")
+        if interval:
+            cells.append("" if is_missing(r["gain_lo_pct"]) else
+                         f"{fmt_pct(r['gain_lo_pct'])} .. {fmt_pct(r['gain_hi_pct'])} ({r['gain_conf_pct']:g} %)")
             ccls.append("")
         cells.append("; ".join(notes))
         ccls.append("note")

@@ -126,7 +126,7 @@ def build_view(ctx: Mapping[str, Any]) -> dict[str, Any]:
         v["mcharts"] = group_charts(cmp, common)
         v["mchart_title"] = (f"({', '.join(c for c in cmp.group_columns if c not in common)})"
                              if cmp.group_columns else "shape")
-        v["band_label"] = ("the practical bar a verdict must clear (max(1 %, 3 x the measured noise))"
+        v["band_label"] = ("the practical bar a verdict must clear (max(1 %, K x the measured noise x sqrt(1/nb + 1/na)))"
                            if cmp.judged else "noise band")
     else:
         v["metric_line"] = ""

@@ -34,7 +34,7 @@ __all__ = ["SimSpec", "SimInstall", "install", "PROFILES"]
 TREE = Path(__file__).resolve().parent / "tree"
 # stdlib-only modules of this package that the node runs too (copied into aiter/_sim/)
 NODE_MODULES = tuple(Path(__file__).resolve().parent / n for n in (
-    "perf_model.py", "kernel_names.py", "lookups.py", "upgrade.py", "flydsl_moe.py"))
+    "perf_model.py", "kernel_names.py", "lookups.py", "upgrade.py", "flydsl_moe.py", "noise_model.py"))
 # the cost model (sim/costs.py), on the node's PYTHONPATH as pylib/_simcosts.py (torch and aiter use it)
 COSTS_MODULE = Path(__file__).resolve().parent / "costs.py"
 

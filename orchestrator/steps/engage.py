@@ -44,6 +44,29 @@ def lookup_hits(text: str) -> dict[tuple, dict]:
     return out
 
 
+STALE_K = 3.75   # one fresh sample must lie this many single-run sds from the after median to contradict it
+
+
+def time_says_stale(now, before, after, noise_pct, hit: bool) -> bool:
+    """Whether the fresh process's one time says the promoted row is NOT what runs (issue 37). When AITER's
+    lookup line says the row was found (``hit``), the time is corroboration only: it contradicts the hit
+    only when it lies beyond ``STALE_K`` x the shape's measured run-to-run sd from the after median and
+    nearer the before median; a time inside the noise decides nothing. Without a lookup line (or without
+    a noise estimate) the time alone decides, nearer the after median or not, as before issue 37."""
+    if now is None or before is None or after is None:
+        return True
+    nearer_before = abs(now - before) <= abs(now - after)
+    if not hit or noise_pct is None or not after:
+        return nearer_before
+    try:
+        noise = float(noise_pct)
+    except (TypeError, ValueError):
+        return nearer_before
+    if noise != noise:          # NaN: no noise estimate
+        return nearer_before
+    return nearer_before and abs(now / after - 1.0) * 100.0 > STALE_K * noise
+
+
 def _own_module(ctx: Ctx, h: dict | None) -> str | None:
     """The module a hit row is compiled into when it is not the table's main one: a cktile row (its
     libtype, or a cktile kernel name) is served through the table's ``*_cktile`` module (issue 26)."""
@@ -131,8 +154,7 @@ def check(ctx: Ctx, promoted_keys: list[list], comparison_rows: dict[tuple, dict
         before, after, now = cmp.get("before"), cmp.get("after"), values.get(k)
         lk = lookup_key(variant, s)
         h = hits.get(lk) if lk else None
-        near_after = (now is not None and before is not None and after is not None
-                      and abs(now - after) < abs(now - before))
+        near_after = not time_says_stale(now, before, after, cmp.get("noise_pct"), bool(h and h["hit"]))
         own = _own_module(ctx, h)
         reason = ""
         if k in skipped_keys:

@@ -215,7 +215,10 @@ def engaged_at_runtime(ctx: Ctx, res: dict, ran: dict | None = None, asked: list
         for _, r in comp.rows.iterrows():
             rows[tuple(norm_key_value(r[c]) for c in ctx.variant.key_columns)] = {
                 "before": None if r["before"] != r["before"] else float(r["before"]),
-                "after": None if r["after"] != r["after"] else float(r["after"])}
+                "after": None if r["after"] != r["after"] else float(r["after"]),
+                # the shape's run-to-run noise: a fresh sample is judged against it (engage.time_says_stale)
+                "noise_pct": (None if "noise_pct" not in r or r["noise_pct"] != r["noise_pct"]
+                              else float(r["noise_pct"]))}
     n = len(ctx.variant.key_columns)
     return check(ctx, [k[-n:] for k in res.get("promoted") or []], rows, res.get("skipped_duplicates") or [],
                  ran=ran, ran_keys=asked)

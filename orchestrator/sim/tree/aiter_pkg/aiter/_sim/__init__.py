@@ -103,9 +103,24 @@ def _append_record(path, rec):
         os.close(fd)
 
 
+_NOISE_CALLS = {}
+_NOISE_PROCESS = []
+
+
+def _noise_process():
+    """This process's index among the node's benchmark processes (one line per process in the sim dir)."""
+    if not _NOISE_PROCESS:
+        path = os.path.join(SIM_DIR, "noise_processes.log")
+        _append_record(path, {"pid": os.getpid()})
+        with open(path) as fh:
+            _NOISE_PROCESS.append(sum(1 for _ in fh) - 1)
+    return _NOISE_PROCESS[0]
+
+
 def measured_us(variant, shape, gfx, cu_num, tuned_from=None):
     """What one benchmark run measures: the perf model's time, plus run-to-run noise when the control
-    file sets ``bench_noise_pct`` (uniform in +-pct; off by default, so values match the model exactly).
+    file sets ``bench_noise_pct`` (uniform in +-pct; off by default, so values match the model exactly),
+    or ``bench_noise: "measured"`` (+ ``bench_noise_seed``): the real GPU's noise (noise_model.py).
     Real fleets drift by several percent at small M, so tests of noise-aware verdicts turn it on."""
     from . import perf_model
     us = perf_model.bench_us(variant, shape, gfx, cu_num, tuned_from)
@@ -113,7 +128,14 @@ def measured_us(variant, shape, gfx, cu_num, tuned_from=None):
     if upgrade and tuned_from is not None:
         from . import upgrade as _upgrade
         us = _upgrade.upgraded_us(variant, shape, gfx, cu_num, tuned_from, upgrade["version"], us)
-    pct = float(read_control().get("bench_noise_pct") or 0.0)
+    ctl = read_control()
+    if ctl.get("bench_noise") == "measured":   # sim/noise_model.py: the real GPU's measured noise
+        from . import noise_model, perf_model as _pm
+        key = _pm._canon(variant, shape, gfx, cu_num)
+        call = _NOISE_CALLS[key] = _NOISE_CALLS.get(key, -1) + 1
+        return noise_model.noisy_us(us, key, noise_model.size_of(shape), int(ctl.get("bench_noise_seed") or 0),
+                                    _noise_process(), call)
+    pct = float(ctl.get("bench_noise_pct") or 0.0)
     if pct > 0:
         import random
         us = round(us * (1.0 + random.SystemRandom().uniform(-pct, pct) / 100.0), 4)
