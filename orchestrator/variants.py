@@ -242,6 +242,33 @@ VARIANTS: dict[str, KernelVariant] = {
             ),
         ),
         KernelVariant(
+            # MXFP8 (1x32 e8m0 scales) GEMM, gfx950, FlyDSL mxpsh kernels only (aiter-december-2026.md, stored
+            # at aaf7a35e; after the fetchable v0.1.20.post1 mirror, shipped by v0.1.30). Its default -o is the
+            # shipped model table aiter/configs/model_configs/dsv4_a8w8_mxfp8_bpreshuffle_tuned_gemm.csv: every
+            # job passes -i/-o (steps/prepare.py), so that table is never written. The runtime reads the table
+            # of AITER_CONFIG_GEMM_A8W8_MXFP8_BPRESHUFFLE through get_CKGEMM_config (exact, then padded M).
+            name="a8w8_mxfp8_bpreshuffle",
+            family="gemm",
+            padded_m_lookup=True,
+            tune_script="csrc/gemm_a8w8_mxfp8_bpreshuffle/gemm_a8w8_mxfp8_bpreshuffle_tune.py",
+            untuned_csv="aiter/configs/a8w8_mxfp8_bpreshuffle_untuned_gemm.csv",
+            tuned_csv="aiter/configs/a8w8_mxfp8_bpreshuffle_tuned_gemm.csv",
+            config_env="AITER_CONFIG_GEMM_A8W8_MXFP8_BPRESHUFFLE",
+            untuned_columns=("M", "N", "K"),
+            requires_gfx=frozenset({"gfx950"}),
+            since=(0, 1, 21),
+            bench=BenchSpec(
+                # op_tests/test_gemm_a8w8_mxfp8_bpreshuffle.py: `-mnk`, `summary:` + a markdown table whose
+                # `us` is gemm_a8w8_mxfp8_bpreshuffle (the tuned dispatch)
+                script="op_tests/test_gemm_a8w8_mxfp8_bpreshuffle.py",
+                style="mnk",
+                output="markdown",
+                metric="us",
+                higher_is_better=False,
+                key_columns={"m": "m", "n": "n", "k": "k"},
+            ),
+        ),
+        KernelVariant(
             name="batched_a8w8",
             family="batched",
             tune_script="csrc/ck_batched_gemm_a8w8/batched_gemm_a8w8_tune.py",

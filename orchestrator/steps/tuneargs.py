@@ -72,6 +72,9 @@ def validate(tune_args: list[str], help_text: str | None, script: str, why_no_he
 # tuners that take -k but never measure split-K: the blockscale bpreshuffle one hard-codes maxsplitK = 0
 # (aiter-after-v0.1.20.md §2.2, ROCm/aiter#4448 open)
 NO_SPLITK = {"a8w8_blockscale_bpreshuffle"}
+# tuners that take -k but always time their split-K candidates (the count is part of the kernelName): the
+# MXFP8 bpreshuffle FlyDSL tuner (aiter-december-2026.md; it never reads args.splitK)
+SPLITK_ALWAYS = {"a8w8_mxfp8_bpreshuffle"}
 
 
 def splitk_note(tune_args: list[str], help_text: str | None, variant_name: str) -> str | None:
@@ -83,6 +86,9 @@ def splitk_note(tune_args: list[str], help_text: str | None, variant_name: str) 
     if variant_name in NO_SPLITK:
         return (f"--splitk changes nothing for {variant_name}: its tuner hard-codes maxsplitK = 0, every row is "
                 "measured at KBatch 1 (ROCm/aiter#4448)") if given else None
+    if variant_name in SPLITK_ALWAYS:
+        return (f"--splitk changes nothing for {variant_name}: its tuner always times its split-K candidates "
+                "(the split count is part of each kernelName)") if given else None
     if given:
         return None
     return (f"splitK candidates will be skipped: the {variant_name} tuner tries them only with -k "

@@ -49,6 +49,7 @@ SOURCES = {
     "batched_bf16": ["--log", METACHAR],                    # B8 and B4 (1024, 4096)
     "moe_2stages": ["--log", SGLANG],                       # 2 MoE configs, tokens logged
     "a16w16": ["--nk", "6144,2048"],                        # bf16 -> bf16, no bias (the variant's nk_defaults)
+    "a8w8_mxfp8_bpreshuffle": ["--nk", "7168,2048"],        # newest only; its default -o is a model table
 }
 M_PRESET = "1,64"
 
@@ -147,6 +148,7 @@ def test_variant_end_to_end_matches_model(vnode, env, profile, variant):
     prof = profile_for(parse_version(version))
     v = get_variant(variant).resolve(prof)
     launches0 = len(ctr.launches())
+    models0 = _model_tables(ctr)
 
     rc, job = run_cli(env, vnode, ctr, variant, *log_args(ctr, SOURCES[variant]))
     assert job is not None
@@ -205,7 +207,16 @@ def test_variant_end_to_end_matches_model(vnode, env, profile, variant):
     assert argv[argv.index("-i") + 1] == st["remote"]["untuned_csv"]
     assert argv[argv.index("-o") + 1] == st["remote"]["tuned_csv"]
     assert ("--timeout" in argv) == prof.has_flag("--timeout")
+    # the shipped model tables are never written (a8w8_mxfp8_bpreshuffle's default -o is one of them)
+    assert _model_tables(ctr) == models0
     _assert_outcome(ctr, st, got, v)
+
+
+def _model_tables(ctr) -> str:
+    """Every shipped aiter/configs/model_configs/ table of the container, names and contents."""
+    d = f"{ctr.inst.package_dir}/configs/model_configs"
+    script = f'cd {d} && for f in *.csv; do [ -f "$f" ] || continue; echo "== $f"; cat "$f"; done'
+    return ctr.exec("sh", "-c", script).stdout
 
 
 def _csv_rows(ctr, path: str) -> tuple[list[str], list[list[str]]]:
@@ -414,6 +425,20 @@ def test_a16w16_hipblaslt_rows_are_tuned_but_never_exported(vnode, env, capsys):
     assert len(out) == 1 and out[0].startswith("gfx,cu_num,M,N,K,bias,dtype,outdtype,scaleAB,bpreshuffle,libtype")
     md = (job / "export" / "llama_bf16_tuned_gemm.md").read_text()
     assert f"Left out: {improved} hipBLASLt row(s)" in md, md
+
+
+@pytest.mark.parametrize("variant", [v for v in VARIANTS if (VARIANTS[v].since or (0, 0, 0)) > (0, 1, 20)])
+def test_a_newer_tuner_is_refused_on_an_aiter_without_it(vnode, env, capsys, variant):
+    """Capability gating (tune_script_exists): the current container (0.1.20) has no such tuner."""
+    ctr = _container(vnode, "current")
+    launches0 = len(ctr.launches())
+    capsys.readouterr()
+    rc, job = run_cli(env, vnode, ctr, variant, "--nk", "7168,2048", m_preset="16")
+    err = capsys.readouterr().err
+    assert rc != 0
+    assert f"{variant} needs AITER >= " in err and "is not on this node" in err and "0.1.20" in err, err
+    assert "hint:" in err
+    assert len(ctr.launches()) == launches0
 
 
 def test_a16w16_refused_on_an_aiter_without_its_tuner(vnode, env, capsys):

@@ -50,6 +50,9 @@ def test_splitk_note():
     # the blockscale bpreshuffle tuner hard-codes maxsplitK = 0 (#4448): no advice to pass -k, and a note if given
     assert splitk_note([], HELP_BLOCKSCALE, "a8w8_blockscale_bpreshuffle") is None
     assert "changes nothing" in splitk_note(["-k"], HELP_BLOCKSCALE, "a8w8_blockscale_bpreshuffle")
+    # the MXFP8 bpreshuffle FlyDSL tuner times its split-K candidates without -k
+    assert splitk_note([], HELP_BLOCKSCALE, "a8w8_mxfp8_bpreshuffle") is None
+    assert "always times" in splitk_note(["-k"], HELP_BLOCKSCALE, "a8w8_mxfp8_bpreshuffle")
 
 
 
