@@ -112,3 +112,31 @@ def normalize_q_dtype_w(value: str, variants) -> str:
         raise UsageError(f"--q-dtype-w applies to a8w8 and a8w8_bpreshuffle, not {', '.join(named)}",
                          hint="their tables have no q_dtype_w column; drop --q-dtype-w")
     return full
+
+
+def _values_of(argv: list[str], flag: str) -> list[str]:
+    """The values given to ``flag`` in an argv tail (``--flag v`` or ``--flag=v``)."""
+    out = []
+    for i, a in enumerate(argv):
+        if a == flag and i + 1 < len(argv):
+            out.append(argv[i + 1])
+        elif a.startswith(flag + "="):
+            out.append(a.split("=", 1)[1])
+    return out
+
+
+def refuse_values(tune_args: list[str], refused, variant_name: str) -> None:
+    """Refuse a tuner flag value the variant's registry entry rules out (``refused_tune_args``)."""
+    for flag, value, why in refused:
+        if value in _values_of(list(tune_args), flag):
+            raise UsageError(f"{variant_name}: tuner flag {flag} {value} is not tuned by tune-remote: {why}",
+                             hint=f"drop {flag} {value} (the variant tunes the table its runtime reads)")
+
+
+def probed_argv(probed_flags, help_text: str | None, tune_args: list[str]) -> list[str]:
+    """The registry's ``probed_flags`` fragments this node's tuner has (its --help lists the flag) and the
+    user did not set through --tune-arg; none where --help did not answer (the version never decides)."""
+    if not help_text:
+        return []
+    known, given = help_flags(help_text), set(flags_of(list(tune_args)))
+    return [a for frag in probed_flags if frag[0] in known and frag[0] not in given for a in frag]

@@ -21,6 +21,7 @@ import yaml
 
 from orchestrator.cli import main
 from orchestrator.sim import logs as simlogs
+from orchestrator.aiter_profiles import help_flags
 from orchestrator.variants import VARIANTS, get_variant, parse_version, profile_for
 from orchestrator.sim import perf_model
 from orchestrator.outcome.compare import norm_key_value as _n
@@ -207,6 +208,12 @@ def test_variant_end_to_end_matches_model(vnode, env, profile, variant):
     assert argv[argv.index("-i") + 1] == st["remote"]["untuned_csv"]
     assert argv[argv.index("-o") + 1] == st["remote"]["tuned_csv"]
     assert ("--timeout" in argv) == prof.has_flag("--timeout")
+    # registry flags that exist only on some tuners are passed where the node's tuner --help lists them
+    helped = help_flags(st["facts"]["probes"].get("tuner_help") or "")
+    for frag in v.probed_flags:
+        assert (frag[0] in argv) == (frag[0] in helped), (frag, argv)
+        if frag[0] in argv:
+            assert argv[argv.index(frag[0]):argv.index(frag[0]) + len(frag)] == list(frag)
     # the shipped model tables are never written (a8w8_mxfp8_bpreshuffle's default -o is one of them)
     assert _model_tables(ctr) == models0
     _assert_outcome(ctr, st, got, v)
@@ -438,6 +445,19 @@ def test_a_newer_tuner_is_refused_on_an_aiter_without_it(vnode, env, capsys, var
     assert rc != 0
     assert f"{variant} needs AITER >= " in err and "is not on this node" in err and "0.1.20" in err, err
     assert "hint:" in err
+    assert len(ctr.launches()) == launches0
+
+
+def test_a8w8_backend_opus_is_refused_before_anything_runs(vnode, env, capsys):
+    """gemm_a8w8_tune.py --backend opus (newest): its rows would land in the CK table tune-remote promotes."""
+    ctr = _container(vnode, "newest")
+    launches0 = len(ctr.launches())
+    capsys.readouterr()
+    rc, job = run_cli(env, vnode, ctr, "a8w8", "--nk", "7168,2048", m_preset="16",
+                      extra=("--tune-arg=--backend opus",))
+    err = capsys.readouterr().err
+    assert rc == 2, err
+    assert "--backend opus is not tuned by tune-remote" in err and "hint:" in err
     assert len(ctr.launches()) == launches0
 
 
