@@ -448,6 +448,20 @@ def test_a_newer_tuner_is_refused_on_an_aiter_without_it(vnode, env, capsys, var
     assert len(ctr.launches()) == launches0
 
 
+def test_mxfp8_shapes_from_its_runtime_miss_lines(vnode, env, tmp_path):
+    """gemm_a8w8_mxfp8_bpreshuffle looks up through get_CKGEMM_config: its miss lines name its merged table."""
+    log = tmp_path / "server.log"
+    miss = ("[aiter] shape is M:{m}, N:7168, K:2048, not found tuned config in "
+            "/tmp/aiter_configs/a8w8_mxfp8_bpreshuffle_tuned_gemm.csv, will use default config!\n")
+    log.write_text(miss.format(m=16) + miss.format(m=300) + miss.format(m=16))
+    ctr = _container(vnode, "newest")
+    rc, job = run_cli(env, vnode, ctr, "a8w8_mxfp8_bpreshuffle", "--log", f"local:{log}", m_preset="logged")
+    st = state_of(job)
+    assert rc == 0, (st.get("error"), st.get("notes"))
+    assert sorted((s["m"], s["n"], s["k"]) for s in st["shapes"]) == [(16, 7168, 2048), (300, 7168, 2048)]
+    assert st["remote"]["tune_argv"][1].endswith("csrc/gemm_a8w8_mxfp8_bpreshuffle/gemm_a8w8_mxfp8_bpreshuffle_tune.py")
+
+
 def test_a8w8_backend_opus_is_refused_before_anything_runs(vnode, env, capsys):
     """gemm_a8w8_tune.py --backend opus (newest): its rows would land in the CK table tune-remote promotes."""
     ctr = _container(vnode, "newest")
