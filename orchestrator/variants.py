@@ -10,7 +10,6 @@ Facts come from ../shared/reference/aiter-formats.md (sections noted next to eac
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
 
 from .errors import UsageError
 
@@ -18,78 +17,12 @@ from .aiter_profiles import (  # noqa: F401  (re-exported: versions are data too
     CURRENT_FROM, NEWEST_FROM, OLDEST_SUPPORTED, AiterProfile, Version, format_version, is_dev_build,
     parse_version, profile_for, profile_from_facts,
 )
+from .variant_spec import MOE_KEY, BenchSpec, KernelVariant  # noqa: F401  (re-exported)
 
 
 # --------------------------------------------------------------------------------------------
-# Kernel variants as data (aiter-formats.md §0, §1.2, §2.1, §2.2, §4, §5.1)
+# Kernel variants as data (aiter-formats.md §0, §1.2, §2.1, §2.2, §4, §5.1); their shape: variant_spec.py
 # --------------------------------------------------------------------------------------------
-
-MOE_KEY = (
-    "token", "model_dim", "inter_dim", "expert", "topk", "act_type", "dtype",
-    "q_dtype_a", "q_dtype_w", "q_type", "use_g1u1", "doweight_stage1",
-)
-
-
-@dataclass(frozen=True)
-class BenchSpec:
-    """How a variant's op_test script is driven and read (aiter-formats.md §4).
-
-    style:
-      "m_nk"  -> ``-m M1 M2 .. -nk N,K ..`` (cross product inside the script)
-      "mnk"   -> ``-mnk M,N,K ..``
-      "mnk_typed" -> ``-mnk M,N,K .. -d DTYPE -o OUTDTYPE [-b]`` (one call per dtype, outdtype, bias)
-      "s_mnk" -> ``-b B -s M,N,K ..`` (batched; one call per distinct B)
-      "moe"   -> ``-t T.. -dim MD,ID -e E -k TOPK -q Q -a ACT -s DW -p PS`` (one call per MoE config)
-    output: "markdown" (``<name> summary (markdown):`` pipe table) or "perf_lines" (``[perf] dim: ...``).
-    key_columns: output column -> comparison key column (lower case, as in the tuned CSV).
-    """
-
-    script: str
-    style: str
-    output: str
-    metric: str
-    higher_is_better: bool
-    key_columns: dict[str, str]
-    extra_args: tuple[str, ...] = ()
-    row_filter: dict[str, str] = field(default_factory=dict)  # keep output rows whose column == value
-
-
-@dataclass(frozen=True)
-class KernelVariant:
-    name: str
-    family: str                      # "gemm" | "batched" | "moe"
-    tune_script: str                 # relative to the aiter meta root (repo root / aiter_meta)
-    untuned_csv: str                 # relative to the aiter root; default -i
-    tuned_csv: str                   # relative to the aiter root; default -o
-    config_env: str                  # AITER_CONFIG_* env var naming the tuned CSV
-    untuned_columns: tuple[str, ...]  # header of the untuned CSV we write (AITER spelling)
-    bench: BenchSpec | None
-    tune_flags: tuple[str, ...] = ()
-    requires_gfx: frozenset[str] | None = None
-    aliases: tuple[str, ...] = ()    # other names `--variant` accepts (and logs of older tune-remote used)
-    # key columns besides m, n, k that `run --nk` fills in (q_dtype_w comes from --q-dtype-w)
-    nk_defaults: dict = field(default_factory=dict)
-    since: Version | None = None     # first AITER release that ships its tuner (None = all supported)
-    log_gate_env: str | None = None  # env var without which the runtime prints no miss lines for it
-    # the runtime tries M, then gemm_common getPaddedM(M,N,K,0) (aiter-formats.md §3.1): rows are tuned on
-    # that padded-M grid only with run --padded-m (steps/shape_rules.runtime_lookups)
-    padded_m_lookup: bool = False
-    # version overrides: list of (since, until, {field: value}) applied in order
-    overrides: tuple[tuple[Version, Version, dict], ...] = ()
-
-    @property
-    def key_columns(self) -> tuple[str, ...]:
-        """Shape key columns in lower case, as in comparison.csv and `shapes --json`."""
-        return tuple(c.lower() for c in self.untuned_columns)
-
-    def resolve(self, profile: AiterProfile) -> "KernelVariant":
-        """This variant as the given AITER version has it."""
-        out = self
-        for since, until, changes in self.overrides:
-            if since <= profile.version < until:
-                out = dataclasses.replace(out, **changes)
-        return out
-
 
 _ALL_TIME: Version = (0, 0, 0)
 _FOREVER: Version = (9999, 0, 0)
@@ -126,6 +59,15 @@ VARIANTS: dict[str, KernelVariant] = {
                 key_columns={"m": "m", "n": "n", "k": "k", "quantDtype": "q_dtype_w"},
             ),
             overrides=(((0, 0, 0), (0, 1, 10), {"untuned_columns": ("M", "N", "K")}),),
+            # gemm_a8w8_tune.py --backend ck|opus (aiter-december-2026.md; stored at 89c51974): opus tunes the
+            # a8w8 no-scale Opus kernel, whose rows no runtime table reads (upstream sends them to
+            # /tmp/opus_a8w8_noscale_tuned_gemm.csv unless -o is given, and tune-remote always gives -o: they
+            # would land in the CK table the server reads). Where the flag exists, the CK backend is pinned.
+            probed_flags=(("--backend", "ck"),),
+            refused_tune_args=(("--backend", "opus",
+                                "its rows are the a8w8 no-scale Opus kernel's, which no runtime table reads "
+                                "(upstream writes them to /tmp/opus_a8w8_noscale_tuned_gemm.csv); with -o they "
+                                "would be promoted into the CK a8w8 table"),),
         ),
         KernelVariant(
             name="a8w8_blockscale",
@@ -239,6 +181,33 @@ VARIANTS: dict[str, KernelVariant] = {
                 metric="tgemm us",
                 higher_is_better=False,
                 key_columns={"m": "m", "n": "n", "k": "k", "dtype": "dtype", "otype": "outdtype", "bias": "bias"},
+            ),
+        ),
+        KernelVariant(
+            # MXFP8 (1x32 e8m0 scales) GEMM, gfx950, FlyDSL mxpsh kernels only (aiter-december-2026.md, stored
+            # at aaf7a35e; after the fetchable v0.1.20.post1 mirror, shipped by v0.1.30). Its default -o is the
+            # shipped model table aiter/configs/model_configs/dsv4_a8w8_mxfp8_bpreshuffle_tuned_gemm.csv: every
+            # job passes -i/-o (steps/prepare.py), so that table is never written. The runtime reads the table
+            # of AITER_CONFIG_GEMM_A8W8_MXFP8_BPRESHUFFLE through get_CKGEMM_config (exact, then padded M).
+            name="a8w8_mxfp8_bpreshuffle",
+            family="gemm",
+            padded_m_lookup=True,
+            tune_script="csrc/gemm_a8w8_mxfp8_bpreshuffle/gemm_a8w8_mxfp8_bpreshuffle_tune.py",
+            untuned_csv="aiter/configs/a8w8_mxfp8_bpreshuffle_untuned_gemm.csv",
+            tuned_csv="aiter/configs/a8w8_mxfp8_bpreshuffle_tuned_gemm.csv",
+            config_env="AITER_CONFIG_GEMM_A8W8_MXFP8_BPRESHUFFLE",
+            untuned_columns=("M", "N", "K"),
+            requires_gfx=frozenset({"gfx950"}),
+            since=(0, 1, 21),
+            bench=BenchSpec(
+                # op_tests/test_gemm_a8w8_mxfp8_bpreshuffle.py: `-mnk`, `summary:` + a markdown table whose
+                # `us` is gemm_a8w8_mxfp8_bpreshuffle (the tuned dispatch)
+                script="op_tests/test_gemm_a8w8_mxfp8_bpreshuffle.py",
+                style="mnk",
+                output="markdown",
+                metric="us",
+                higher_is_better=False,
+                key_columns={"m": "m", "n": "n", "k": "k"},
             ),
         ),
         KernelVariant(

@@ -12,6 +12,9 @@ Two output styles (``BenchSpec.output``):
   ``None`` become None, anything else (``torch.bfloat16``, ``True``) stays a string. A row whose cell count
   differs from the header is skipped.
 
+``"markdown"`` also reads a pipe table after a bare ``<name> summary:`` record (``{df.to_markdown()}``, as
+  test_gemm_a8w8_mxfp8_bpreshuffle prints it; its first column is the frame's index).
+
 ``"markdown"`` also reads the pre-0.1.10 form, ``summary:\n{df}`` (a pandas repr, not markdown): the
   record's line ends in ``summary:``; the next line is the header (column names right-aligned over their
   columns, so ``"ck us"`` keeps its space), then one line per row led by the integer index. Columns are
@@ -85,6 +88,17 @@ def _split_row(line: str) -> list[str]:
     return [c.strip() for c in s.split("|")]
 
 
+def _markdown_after_summary(lines: list[str], i: int) -> bool:
+    """A ``<name> summary:`` record followed by a pipe table (``{df.to_markdown()}`` without the
+    ``(markdown)`` label: test_gemm_a8w8_mxfp8_bpreshuffle)."""
+    if not _PANDAS_SUMMARY.search(_clean(lines[i])):
+        return False
+    j = i + 1
+    while j < len(lines) and not _clean(lines[j]).strip():
+        j += 1
+    return j < len(lines) and _clean(lines[j]).lstrip().startswith("|")
+
+
 def parse_markdown_tables(text: str) -> list[dict]:
     """Rows of every ``... summary (markdown):`` pipe table in ``text``, in order."""
     rows: list[dict] = []
@@ -92,7 +106,7 @@ def parse_markdown_tables(text: str) -> list[dict]:
     i = 0
     n = len(lines)
     while i < n:
-        if _SUMMARY not in lines[i]:
+        if _SUMMARY not in lines[i] and not _markdown_after_summary(lines, i):
             i += 1
             continue
         i += 1

@@ -47,7 +47,9 @@ PIP_VERSIONS = {"newest": "0.1.29.post1+rocm10.1"}
 PROFILE_TAGS = {"current": {"current"}, "legacy": {"legacy"}, "newest": {"current", "newest"}}
 BASE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 LEGACY_ONLY = ("csrc/ck_gemm_a8w8_blockscale_bpreshuffle",)
-NEWEST_ONLY = ("csrc/gemm_a6w6", "op_tests/tuning_tests")
+NEWEST_ONLY = ("csrc/gemm_a6w6", "op_tests/tuning_tests",
+               # v0.1.30 ships these tuners (aiter-december-2026.md); the newest simulated profile has them
+               "csrc/gemm_a8w8_mxfp8_bpreshuffle", "op_tests/test_gemm_a8w8_mxfp8_bpreshuffle.py")
 NOT_LEGACY = ("csrc/gemm_a16w16",)  # the multi-backend bf16 tuner came with v0.1.16 (before: gradlib's)
 _MARKETING = {"gfx950": "AMD Instinct MI355X", "gfx942": "AMD Instinct MI300X"}
 
@@ -144,7 +146,7 @@ def _copy_tree(src: Path, dst: Path, profile: str, skip=()) -> None:
             continue
         (dst / rel).mkdir(parents=True, exist_ok=True)
         for f in sorted(files):
-            if f.endswith((".pyc", ".pyo")):
+            if f.endswith((".pyc", ".pyo")) or str(rel / f) in skip:
                 continue
             sp, dp = Path(root) / f, dst / rel / f
             data = sp.read_bytes()

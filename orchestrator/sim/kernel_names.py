@@ -26,6 +26,9 @@ def kernel_name(variant: str, idx: int, libtype: str, gfx: str = "gfx950") -> st
     if variant == "a16w16":
         return _A16W16_NAMES[libtype] % {"t": ("16x64", "32x64", "64x64", "80x64")[idx % 4], "s": 1 + idx % 4,
                                          "gfx": gfx}
+    if variant == "a8w8_mxfp8_bpreshuffle":  # FlyDSL mxpsh only (the grammar of its kernelName, split-K included)
+        return "flydsl_mxpsh_%s_F8_F8_B16_w%d_x%d_sk%d" % (("32x128x128", "64x128x128", "32x32x256", "64x256x128")[idx % 4],
+                                                        idx % 3, (0, 4)[idx % 2], (1, 1, 2, 4)[idx % 4])
     if variant == "a6w6":  # asm only (hsa/gfx950/f6gemm/f6gemm_bf16_per1x32Fp6.csv)
         return "f6gemm_%s_grp16_kernel_func" % ("dmabig", "dmasmall", "lds", "direct")[idx % 4]
     if libtype == "asm":
@@ -58,4 +61,4 @@ def kernel_name(variant: str, idx: int, libtype: str, gfx: str = "gfx950") -> st
 def candidates(variant: str) -> int:
     """Number of kernel candidates the simulated tuner pretends to time per shape."""
     return {"a8w8": 80, "a8w8_bpreshuffle": 64, "a8w8_blockscale": 48, "a8w8_blockscale_bpreshuffle": 40,
-            "a4w4_blockscale": 36, "a6w6": 12, "a16w16": 96, "batched_a8w8": 60, "batched_bf16": 60, "moe_2stages": 24}[variant]
+            "a4w4_blockscale": 36, "a6w6": 12, "a8w8_mxfp8_bpreshuffle": 20, "a16w16": 96, "batched_a8w8": 60, "batched_bf16": 60, "moe_2stages": 24}[variant]

@@ -7,6 +7,7 @@ Per ../shared/reference/aiter-after-v0.1.20.md:
 * §2.2 #4620: ``ActivationType.GeluTanh`` in fmoe tables and in the MoE test's ``-a`` choices;
 * §5: ``op_tests/tuning_tests/test_csv_validation.py`` and ``test_config_shape_collision.py``;
 * §3: the A6W6 (MXFP6) tuner ``csrc/gemm_a6w6/gemm_a6w6_tune.py`` (gfx950).
+Per aiter-december-2026.md (v0.1.30 ships it): the MXFP8 bpreshuffle tuner (FlyDSL, gfx950) and its op_test.
 The tree files carry the code under ``#@ if newest`` / ``#@ if !newest``; this module adjusts the data.
 """
 
@@ -57,7 +58,24 @@ _A6W6_TUNED = ("gfx,cu_num,M,N,K,kernelId,splitK,us,kernelName,tflops,bw,errRati
 _A6W6_UNTUNED = "M,N,K\n14850,2048,2048\n"
 
 
+# MXFP8 bpreshuffle tables (aiter-december-2026.md, gemm_a8w8_mxfp8_bpreshuffle_tune.py at aaf7a35e): the
+# runtime's table, its untuned list, and the shipped DSv4 model table (gfx1250 rows) that the tuner's
+# default -o names
+_MXFP8_HEADER = "gfx,cu_num,M,N,K,libtype,kernelId,splitK,us,kernelName,tflops,bw,errRatio\n"
+_MXFP8_TUNED = _MXFP8_HEADER + ("gfx950,256,4096,24576,1536,flydsl,3,0,171.52,"
+                                "flydsl_mxpsh_64x256x128_F8_F8_B16_w2_x4_sk1,1803.1,1024.6,0.0\n")
+_MXFP8_UNTUNED = "M,N,K\n4096,24576,1536\n"
+_MXFP8_MODEL = _MXFP8_HEADER + (
+    "gfx1250,256,64,7168,2048,flydsl,1,0,11.02,flydsl_mxpsh_32x128x128_F8_F8_B16_w0_x0_sk1,170.5,1480.2,0.0\n"
+    "gfx1250,256,128,2112,7168,flydsl,2,0,12.77,flydsl_mxpsh_64x128x128_F8_F8_B16_w1_x4_sk1,303.4,1322.9,0.0\n")
+MXFP8_MODEL_TABLE = "model_configs/dsv4_a8w8_mxfp8_bpreshuffle_tuned_gemm.csv"
+
+
 def adjust_configs(cfg_dir: Path) -> None:
+    (Path(cfg_dir) / "a8w8_mxfp8_bpreshuffle_tuned_gemm.csv").write_text(_MXFP8_TUNED)
+    (Path(cfg_dir) / "a8w8_mxfp8_bpreshuffle_untuned_gemm.csv").write_text(_MXFP8_UNTUNED)
+    (Path(cfg_dir) / "model_configs").mkdir(exist_ok=True)
+    (Path(cfg_dir) / MXFP8_MODEL_TABLE).write_text(_MXFP8_MODEL)
     (Path(cfg_dir) / "a6w6_blockscale_tuned_gemm.csv").write_text(_A6W6_TUNED)
     (Path(cfg_dir) / "a6w6_blockscale_untuned_gemm.csv").write_text(_A6W6_UNTUNED)
     for name, row in _ADD.items():

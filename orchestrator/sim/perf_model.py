@@ -52,7 +52,7 @@ FAIL_FRACTION = 0.12
 REGRESS_FRACTION = 0.12
 
 GEMM_VARIANTS = ("a8w8", "a8w8_bpreshuffle", "a8w8_blockscale", "a8w8_blockscale_bpreshuffle",
-                 "a4w4_blockscale", "a6w6", "a16w16")
+                 "a4w4_blockscale", "a6w6", "a16w16", "a8w8_mxfp8_bpreshuffle")
 BATCHED_VARIANTS = ("batched_a8w8", "batched_bf16")
 MOE_VARIANTS = ("moe_2stages",)
 ALL_VARIANTS = GEMM_VARIANTS + BATCHED_VARIANTS + MOE_VARIANTS
@@ -265,10 +265,12 @@ def tune_result(variant: str, shape: dict, gfx: str = "gfx950", cu_num: int = 25
         libtype = ("ck", "asm")[idx % 2]
     if variant == "a6w6":
         libtype = "asm"
+    if variant == "a8w8_mxfp8_bpreshuffle":
+        libtype = "flydsl"
     if variant == "a16w16":
         libtype = libtypes[idx % len(libtypes)]
     splitk = (0, 0, 0, 2, 4)[idx % 5] if libtype != "asm" else (4, 7, 8)[idx % 3]
-    if variant == "a6w6":
+    if variant in ("a6w6", "a8w8_mxfp8_bpreshuffle"):   # mxfp8: the split count is in its kernelName
         splitk = 0
     return {
         "libtype": libtype,
@@ -311,6 +313,10 @@ def backend_metrics(variant, shape, gfx="gfx950", cu_num=256, backend="ck", tune
     return {"us": us, "TFLOPS": flops / (us * 1e6), "TB/s": nbytes / (us * 1e6), "err": 0.0}
 
 
+# op_tests that round their `us` to 2 decimals before printing (test_gemm_a8w8_mxfp8_bpreshuffle: round(us, 2))
+US_2DP = ("a8w8_mxfp8_bpreshuffle",)
+
+
 def bench_value(variant: str, shape: dict, metric: str, gfx: str = "gfx950", cu_num: int = 256,
                 tuned_from=None):
     """Exact value printed in op_test column ``metric`` for ``shape`` (rounded as printed).
@@ -339,6 +345,8 @@ def bench_value(variant: str, shape: dict, metric: str, gfx: str = "gfx950", cu_
     if backend == "hipmm bpreshuffle":
         backend = "hipmm"
     if qty == "us" and backend == "ck":
+        if variant in US_2DP:
+            return round_sig(round(bench_us(variant, shape, gfx, cu_num, tuned_from), 2))
         return round_sig(bench_us(variant, shape, gfx, cu_num, tuned_from))
     vals = backend_metrics(variant, shape, gfx, cu_num, backend, tuned_from)
     if qty not in vals:

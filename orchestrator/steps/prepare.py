@@ -14,7 +14,7 @@ from ..parsing.untuned import write_untuned_csv
 from ..remote.shell import Cmd, quote, render
 from ..variants import KernelVariant
 from ..workflow import LOG_STEP_NAMES
-from . import moetuners
+from . import moetuners, tuneargs
 from .bench import announced, check_moe_quant, plan_bench, prepare_ops
 
 DEFAULT_REPEATS = 3  # benchmark runs per arm (run --repeats)
@@ -76,6 +76,8 @@ def tune_command(ctx: Ctx, variant: KernelVariant, untuned: str, tuned: str, fly
     if profile.has_flag("--timeout"):
         argv += ["--timeout", str(req.timeout or DEFAULT_TIMEOUT_S)]
     argv += list(variant.tune_flags)
+    argv += tuneargs.probed_argv(variant.probed_flags, (ctx.job.facts.get("probes") or {}).get("tuner_help"),
+                                 list(req.tune_args or []))
     argv += list(req.tune_args or [])
     if flydsl:      # -i/-o are always given above: its defaults rewrite the Kimi model table (issue 30)
         argv.append(moetuners.FLAG)

@@ -72,6 +72,9 @@ def validate(tune_args: list[str], help_text: str | None, script: str, why_no_he
 # tuners that take -k but never measure split-K: the blockscale bpreshuffle one hard-codes maxsplitK = 0
 # (aiter-after-v0.1.20.md §2.2, ROCm/aiter#4448 open)
 NO_SPLITK = {"a8w8_blockscale_bpreshuffle"}
+# tuners that take -k but always time their split-K candidates (the count is part of the kernelName): the
+# MXFP8 bpreshuffle FlyDSL tuner (aiter-december-2026.md; it never reads args.splitK)
+SPLITK_ALWAYS = {"a8w8_mxfp8_bpreshuffle"}
 
 
 def splitk_note(tune_args: list[str], help_text: str | None, variant_name: str) -> str | None:
@@ -83,6 +86,9 @@ def splitk_note(tune_args: list[str], help_text: str | None, variant_name: str) 
     if variant_name in NO_SPLITK:
         return (f"--splitk changes nothing for {variant_name}: its tuner hard-codes maxsplitK = 0, every row is "
                 "measured at KBatch 1 (ROCm/aiter#4448)") if given else None
+    if variant_name in SPLITK_ALWAYS:
+        return (f"--splitk changes nothing for {variant_name}: its tuner always times its split-K candidates "
+                "(the split count is part of each kernelName)") if given else None
     if given:
         return None
     return (f"splitK candidates will be skipped: the {variant_name} tuner tries them only with -k "
@@ -106,3 +112,31 @@ def normalize_q_dtype_w(value: str, variants) -> str:
         raise UsageError(f"--q-dtype-w applies to a8w8 and a8w8_bpreshuffle, not {', '.join(named)}",
                          hint="their tables have no q_dtype_w column; drop --q-dtype-w")
     return full
+
+
+def _values_of(argv: list[str], flag: str) -> list[str]:
+    """The values given to ``flag`` in an argv tail (``--flag v`` or ``--flag=v``)."""
+    out = []
+    for i, a in enumerate(argv):
+        if a == flag and i + 1 < len(argv):
+            out.append(argv[i + 1])
+        elif a.startswith(flag + "="):
+            out.append(a.split("=", 1)[1])
+    return out
+
+
+def refuse_values(tune_args: list[str], refused, variant_name: str) -> None:
+    """Refuse a tuner flag value the variant's registry entry rules out (``refused_tune_args``)."""
+    for flag, value, why in refused:
+        if value in _values_of(list(tune_args), flag):
+            raise UsageError(f"{variant_name}: tuner flag {flag} {value} is not tuned by tune-remote: {why}",
+                             hint=f"drop {flag} {value} (the variant tunes the table its runtime reads)")
+
+
+def probed_argv(probed_flags, help_text: str | None, tune_args: list[str]) -> list[str]:
+    """The registry's ``probed_flags`` fragments this node's tuner has (its --help lists the flag) and the
+    user did not set through --tune-arg; none where --help did not answer (the version never decides)."""
+    if not help_text:
+        return []
+    known, given = help_flags(help_text), set(flags_of(list(tune_args)))
+    return [a for frag in probed_flags if frag[0] in known and frag[0] not in given for a in frag]

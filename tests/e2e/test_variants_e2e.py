@@ -21,6 +21,7 @@ import yaml
 
 from orchestrator.cli import main
 from orchestrator.sim import logs as simlogs
+from orchestrator.aiter_profiles import help_flags
 from orchestrator.variants import VARIANTS, get_variant, parse_version, profile_for
 from orchestrator.sim import perf_model
 from orchestrator.outcome.compare import norm_key_value as _n
@@ -49,6 +50,7 @@ SOURCES = {
     "batched_bf16": ["--log", METACHAR],                    # B8 and B4 (1024, 4096)
     "moe_2stages": ["--log", SGLANG],                       # 2 MoE configs, tokens logged
     "a16w16": ["--nk", "6144,2048"],                        # bf16 -> bf16, no bias (the variant's nk_defaults)
+    "a8w8_mxfp8_bpreshuffle": ["--nk", "7168,2048"],        # newest only; its default -o is a model table
 }
 M_PRESET = "1,64"
 
@@ -147,6 +149,7 @@ def test_variant_end_to_end_matches_model(vnode, env, profile, variant):
     prof = profile_for(parse_version(version))
     v = get_variant(variant).resolve(prof)
     launches0 = len(ctr.launches())
+    models0 = _model_tables(ctr)
 
     rc, job = run_cli(env, vnode, ctr, variant, *log_args(ctr, SOURCES[variant]))
     assert job is not None
@@ -205,7 +208,22 @@ def test_variant_end_to_end_matches_model(vnode, env, profile, variant):
     assert argv[argv.index("-i") + 1] == st["remote"]["untuned_csv"]
     assert argv[argv.index("-o") + 1] == st["remote"]["tuned_csv"]
     assert ("--timeout" in argv) == prof.has_flag("--timeout")
+    # registry flags that exist only on some tuners are passed where the node's tuner --help lists them
+    helped = help_flags(st["facts"]["probes"].get("tuner_help") or "")
+    for frag in v.probed_flags:
+        assert (frag[0] in argv) == (frag[0] in helped), (frag, argv)
+        if frag[0] in argv:
+            assert argv[argv.index(frag[0]):argv.index(frag[0]) + len(frag)] == list(frag)
+    # the shipped model tables are never written (a8w8_mxfp8_bpreshuffle's default -o is one of them)
+    assert _model_tables(ctr) == models0
     _assert_outcome(ctr, st, got, v)
+
+
+def _model_tables(ctr) -> str:
+    """Every shipped aiter/configs/model_configs/ table of the container, names and contents."""
+    d = f"{ctr.inst.package_dir}/configs/model_configs"
+    script = f'cd {d} && for f in *.csv; do [ -f "$f" ] || continue; echo "== $f"; cat "$f"; done'
+    return ctr.exec("sh", "-c", script).stdout
 
 
 def _csv_rows(ctr, path: str) -> tuple[list[str], list[list[str]]]:
@@ -414,6 +432,47 @@ def test_a16w16_hipblaslt_rows_are_tuned_but_never_exported(vnode, env, capsys):
     assert len(out) == 1 and out[0].startswith("gfx,cu_num,M,N,K,bias,dtype,outdtype,scaleAB,bpreshuffle,libtype")
     md = (job / "export" / "llama_bf16_tuned_gemm.md").read_text()
     assert f"Left out: {improved} hipBLASLt row(s)" in md, md
+
+
+@pytest.mark.parametrize("variant", [v for v in VARIANTS if (VARIANTS[v].since or (0, 0, 0)) > (0, 1, 20)])
+def test_a_newer_tuner_is_refused_on_an_aiter_without_it(vnode, env, capsys, variant):
+    """Capability gating (tune_script_exists): the current container (0.1.20) has no such tuner."""
+    ctr = _container(vnode, "current")
+    launches0 = len(ctr.launches())
+    capsys.readouterr()
+    rc, job = run_cli(env, vnode, ctr, variant, "--nk", "7168,2048", m_preset="16")
+    err = capsys.readouterr().err
+    assert rc != 0
+    assert f"{variant} needs AITER >= " in err and "is not on this node" in err and "0.1.20" in err, err
+    assert "hint:" in err
+    assert len(ctr.launches()) == launches0
+
+
+def test_mxfp8_shapes_from_its_runtime_miss_lines(vnode, env, tmp_path):
+    """gemm_a8w8_mxfp8_bpreshuffle looks up through get_CKGEMM_config: its miss lines name its merged table."""
+    log = tmp_path / "server.log"
+    miss = ("[aiter] shape is M:{m}, N:7168, K:2048, not found tuned config in "
+            "/tmp/aiter_configs/a8w8_mxfp8_bpreshuffle_tuned_gemm.csv, will use default config!\n")
+    log.write_text(miss.format(m=16) + miss.format(m=300) + miss.format(m=16))
+    ctr = _container(vnode, "newest")
+    rc, job = run_cli(env, vnode, ctr, "a8w8_mxfp8_bpreshuffle", "--log", f"local:{log}", m_preset="logged")
+    st = state_of(job)
+    assert rc == 0, (st.get("error"), st.get("notes"))
+    assert sorted((s["m"], s["n"], s["k"]) for s in st["shapes"]) == [(16, 7168, 2048), (300, 7168, 2048)]
+    assert st["remote"]["tune_argv"][1].endswith("csrc/gemm_a8w8_mxfp8_bpreshuffle/gemm_a8w8_mxfp8_bpreshuffle_tune.py")
+
+
+def test_a8w8_backend_opus_is_refused_before_anything_runs(vnode, env, capsys):
+    """gemm_a8w8_tune.py --backend opus (newest): its rows would land in the CK table tune-remote promotes."""
+    ctr = _container(vnode, "newest")
+    launches0 = len(ctr.launches())
+    capsys.readouterr()
+    rc, job = run_cli(env, vnode, ctr, "a8w8", "--nk", "7168,2048", m_preset="16",
+                      extra=("--tune-arg=--backend opus",))
+    err = capsys.readouterr().err
+    assert rc == 2, err
+    assert "--backend opus is not tuned by tune-remote" in err and "hint:" in err
+    assert len(ctr.launches()) == launches0
 
 
 def test_a16w16_refused_on_an_aiter_without_its_tuner(vnode, env, capsys):

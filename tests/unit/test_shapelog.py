@@ -181,6 +181,8 @@ def test_json_roundtrip():
     ("/x/a8w8_tuned_gemm.csv", "a8w8", False),
     ("/x/dsv3_a4w4_blockscale_tuned_gemm.csv", "a4w4_blockscale", False),
     ("/x/bf16_tuned_gemm.csv", "a16w16", False),
+    ("/tmp/aiter_configs/a8w8_mxfp8_bpreshuffle_tuned_gemm.csv", "a8w8_mxfp8_bpreshuffle", False),
+    ("/x/model_configs/dsv4_a8w8_mxfp8_bpreshuffle_tuned_gemm.csv", "a8w8_mxfp8_bpreshuffle", False),
     ("CKGEMM", "a8w8_blockscale", False),
     ("CKGEMM or asmGEMM", "a4w4_blockscale", False),
     ("ASMGEMM", "a8w8_bpreshuffle", True),

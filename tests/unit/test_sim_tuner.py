@@ -28,6 +28,7 @@ HEADERS = {
     "a8w8_bpreshuffle": "M,N,K,q_dtype_w,libtype," + RESULT,
     "a4w4_blockscale": "M,N,K," + RESULT,
     "a6w6": "M,N,K," + RESULT,
+    "a8w8_mxfp8_bpreshuffle": "M,N,K,libtype," + RESULT,
     "a16w16": "M,N,K,bias,dtype,outdtype,scaleAB,bpreshuffle,libtype,solidx,splitK,us,kernelName,err_ratio,tflops,bw",
     "batched_a8w8": "B,M,N,K,kernelId,splitK,us,kernelName,errRatio,tflops,bw",
     "batched_bf16": "B,M,N,K,kernelId,splitK,us,kernelName,errRatio,tflops,bw",
@@ -246,3 +247,26 @@ def test_the_final_sort_rewrites_the_table_in_place_as_aiter_does(nodes, tmp_pat
     r = py(inst, *tune_argv(inst, "a8w8_blockscale", unt, out, "--sort", "True"))
     assert r.returncode == 0, r.stdout + r.stderr
     assert out.stat().st_ino == inode and len(read_csv(out)[1]) == 2
+
+
+def test_mxfp8_tuner_without_o_writes_the_shipped_model_table(nodes, tmp_path):
+    """The trap tune-remote avoids by always passing -o (aiter-december-2026.md): upstream's default -o for
+    gemm_a8w8_mxfp8_bpreshuffle_tune.py is the shipped DSv4 model table, not the AITER_CONFIG_* table."""
+    inst = nodes["newest"]
+    v = VARIANTS["a8w8_mxfp8_bpreshuffle"]
+    model = Path(inst.host_path(f"{inst.package_dir}/configs/model_configs/"
+                                "dsv4_a8w8_mxfp8_bpreshuffle_tuned_gemm.csv"))
+    live = Path(inst.host_path(f"{inst.aiter_root}/{v.tuned_csv}"))
+    model0, live0 = model.read_text(), live.read_text()
+    shapes = shapes_for(v.name, count=1)
+    unt = untuned_csv(tmp_path / "untuned.csv", v.name, shapes)
+    try:
+        r = py(inst, v.tune_script, "-i", unt, "--mp", "1")
+        assert r.returncode == 0, r.stdout + r.stderr
+        header, rows = read_csv(model)
+        assert header[:6] == ["gfx", "cu_num", "M", "N", "K", "libtype"]
+        assert {(x["gfx"], x["M"]) for x in rows} >= {("gfx950", str(shapes[0]["m"]))}
+        assert any(x["gfx"] == "gfx1250" for x in rows)      # the shipped rows stay, ours are added
+        assert live.read_text() == live0
+    finally:
+        model.write_text(model0)

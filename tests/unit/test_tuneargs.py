@@ -3,7 +3,8 @@
 import pytest
 
 from orchestrator.errors import UsageError
-from orchestrator.steps.tuneargs import compose, flags_of, normalize_q_dtype_w, splitk_note, validate
+from orchestrator.steps.tuneargs import (compose, flags_of, normalize_q_dtype_w, probed_argv, refuse_values,
+                                        splitk_note, validate)
 
 HELP_BLOCKSCALE = ("usage: gemm_a8w8_blockscale_tune.py [-h] [--verbose] [-i UNTUNE_FILE] [-o TUNE_FILE] [--mp MP]\n"
                    "  -k, --splitK  Use splitK kernels\n  --errRatio ERRRATIO\n  --all\n"
@@ -50,6 +51,9 @@ def test_splitk_note():
     # the blockscale bpreshuffle tuner hard-codes maxsplitK = 0 (#4448): no advice to pass -k, and a note if given
     assert splitk_note([], HELP_BLOCKSCALE, "a8w8_blockscale_bpreshuffle") is None
     assert "changes nothing" in splitk_note(["-k"], HELP_BLOCKSCALE, "a8w8_blockscale_bpreshuffle")
+    # the MXFP8 bpreshuffle FlyDSL tuner times its split-K candidates without -k
+    assert splitk_note([], HELP_BLOCKSCALE, "a8w8_mxfp8_bpreshuffle") is None
+    assert "always times" in splitk_note(["-k"], HELP_BLOCKSCALE, "a8w8_mxfp8_bpreshuffle")
 
 
 
@@ -136,3 +140,26 @@ def test_table_from_log_reads_the_header_of_the_table_it_will_tune():
     from orchestrator.aiter_profiles import profile_from_facts
     assert job.facts["probes"]["tuned_header"][0] == "cu_num"
     assert "gfx column (tuned CSV header)" in job.facts["probed"]
+
+
+HELP_BACKEND = "usage: gemm_a8w8_tune.py [-h] [-i UNTUNE_FILE] [-o TUNE_FILE] [--backend {ck,opus}]\n"
+
+
+def test_probed_flags_only_where_the_tuner_has_them():
+    frag = (("--backend", "ck"),)
+    assert probed_argv(frag, HELP_BACKEND, []) == ["--backend", "ck"]
+    assert probed_argv(frag, "usage: gemm_a8w8_tune.py [-h] [-i UNTUNE_FILE]\n", []) == []  # an older tuner
+    assert probed_argv(frag, None, []) == []                       # --help did not answer: nothing assumed
+    assert probed_argv(frag, HELP_BACKEND, ["--backend=ck"]) == []  # the user's own value stays alone
+
+
+def test_refused_tune_arg_values():
+    from orchestrator.variants import get_variant
+
+    v = get_variant("a8w8")
+    for args in (["--backend", "opus"], ["--backend=opus"]):
+        with pytest.raises(UsageError, match="--backend opus is not tuned by tune-remote") as e:
+            refuse_values(args, v.refused_tune_args, v.name)
+        assert "/tmp/opus_a8w8_noscale_tuned_gemm.csv" in str(e.value) and e.value.hint
+    refuse_values(["--backend", "ck"], v.refused_tune_args, v.name)
+    refuse_values(["--backend", "opus"], get_variant("a8w8_bpreshuffle").refused_tune_args, "a8w8_bpreshuffle")

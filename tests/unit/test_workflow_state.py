@@ -55,7 +55,7 @@ def test_blockscale_bpreshuffle_script_by_version():
 
 
 def test_every_variant_has_key_columns_and_a_config_env():
-    assert len(VARIANTS) == 10
+    assert len(VARIANTS) == 11
     for v in VARIANTS.values():
         assert v.key_columns and v.config_env.startswith("AITER_CONFIG_")
 

@@ -26,6 +26,7 @@ MOE_KEY = (
 # (from each GEMM variant's tuned_csv and variants.LOGGED_ONLY_TUNED_CSV)
 FILE_STEMS = (
     ("a8w8_blockscale_bpreshuffle_tuned_gemm", "a8w8_blockscale_bpreshuffle"),
+    ("a8w8_mxfp8_bpreshuffle_tuned_gemm", "a8w8_mxfp8_bpreshuffle"),
     ("a8w8_bpreshuffle_tuned_gemm", "a8w8_bpreshuffle"),
     ("a8w8_blockscale_tuned_gemm", "a8w8_blockscale"),
     ("a4w4_blockscale_tuned_gemm", "a4w4_blockscale"),

@@ -56,6 +56,7 @@ CONFIG_FILES = {
     "AITER_CONFIG_GEMM_BF16": "bf16_tuned_gemm",
 #@ if newest
     "AITER_CONFIG_GEMM_A6W6": "a6w6_blockscale_tuned_gemm",
+    "AITER_CONFIG_GEMM_A8W8_MXFP8_BPRESHUFFLE": "a8w8_mxfp8_bpreshuffle_tuned_gemm",
 #@ endif
 }
 

@@ -102,3 +102,25 @@ def gemm_a8w8_bpreshuffle(M, N, K, q_dtype_w, dtype=None):
     f = AITER_CONFIGS.AITER_CONFIG_GEMM_A8W8_BPRESHUFFLE_FILE
     config = get_GEMM_config_with_quant_type(M, N, K, q_dtype_w, f)
     return _run("a8w8_bpreshuffle", "module_gemm_a8w8_bpreshuffle", f, M, N, K, q_dtype_w, config=config)
+#@ if newest
+
+
+# MXFP8 (1x32 e8m0) bpreshuffle GEMM (aiter-december-2026.md): FlyDSL kernels, no CK module built from the
+# table; the Python-side lookup (get_CKGEMM_config: exact, then padded M) picks the kernel per process
+@functools.lru_cache(maxsize=1024)
+def _get_mxfp8_bpreshuffle_config(M, N, K):
+    """(libtype, kernelName, splitK) serving this shape: a tuned flydsl row wins, else the FlyDSL heuristic."""
+    config = get_CKGEMM_config(M, N, K, AITER_CONFIGS.AITER_CONFIG_GEMM_A8W8_MXFP8_BPRESHUFFLE_FILE)
+    if config is not None and str(config.get("libtype")) == "flydsl":
+        return "flydsl", str(config["kernelName"]), 1
+    return "flydsl", "flydsl_mxpsh_32x128x128_F8_F8_B16_w0_x0_sk1", 1
+
+
+def gemm_a8w8_mxfp8_bpreshuffle(M, N, K, dtype=None):
+    f = AITER_CONFIGS.AITER_CONFIG_GEMM_A8W8_MXFP8_BPRESHUFFLE_FILE
+    _get_mxfp8_bpreshuffle_config(M, N, K)
+    row, padded_M = python_table(f, ("M", "N", "K")).find_padded(M, N, K)
+    shape = {"m": M, "n": N, "k": K}
+    tuned_from = dict(shape, m=padded_M) if row is not None and str(row.get("libtype")) == "flydsl" else None
+    return bench_us("a8w8_mxfp8_bpreshuffle", shape, get_gfx(), get_cu_num(), tuned_from)
+#@ endif

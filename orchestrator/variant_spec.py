@@ -1,0 +1,84 @@
+"""The shape of a kernel variant's registry entry (``KernelVariant``, its ``BenchSpec``) and the fused-MoE key.
+
+Data only; the entries themselves are ``orchestrator/variants.py``'s ``VARIANTS`` (facts from
+../shared/reference/aiter-formats.md, sections noted next to each field).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+
+from .aiter_profiles import AiterProfile, Version
+
+
+MOE_KEY = (
+    "token", "model_dim", "inter_dim", "expert", "topk", "act_type", "dtype",
+    "q_dtype_a", "q_dtype_w", "q_type", "use_g1u1", "doweight_stage1",
+)
+
+
+@dataclass(frozen=True)
+class BenchSpec:
+    """How a variant's op_test script is driven and read (aiter-formats.md §4).
+
+    style:
+      "m_nk"  -> ``-m M1 M2 .. -nk N,K ..`` (cross product inside the script)
+      "mnk"   -> ``-mnk M,N,K ..``
+      "mnk_typed" -> ``-mnk M,N,K .. -d DTYPE -o OUTDTYPE [-b]`` (one call per dtype, outdtype, bias)
+      "s_mnk" -> ``-b B -s M,N,K ..`` (batched; one call per distinct B)
+      "moe"   -> ``-t T.. -dim MD,ID -e E -k TOPK -q Q -a ACT -s DW -p PS`` (one call per MoE config)
+    output: "markdown" (``<name> summary (markdown):`` pipe table) or "perf_lines" (``[perf] dim: ...``).
+    key_columns: output column -> comparison key column (lower case, as in the tuned CSV).
+    """
+
+    script: str
+    style: str
+    output: str
+    metric: str
+    higher_is_better: bool
+    key_columns: dict[str, str]
+    extra_args: tuple[str, ...] = ()
+    row_filter: dict[str, str] = field(default_factory=dict)  # keep output rows whose column == value
+
+
+@dataclass(frozen=True)
+class KernelVariant:
+    name: str
+    family: str                      # "gemm" | "batched" | "moe"
+    tune_script: str                 # relative to the aiter meta root (repo root / aiter_meta)
+    untuned_csv: str                 # relative to the aiter root; default -i
+    tuned_csv: str                   # relative to the aiter root; default -o
+    config_env: str                  # AITER_CONFIG_* env var naming the tuned CSV
+    untuned_columns: tuple[str, ...]  # header of the untuned CSV we write (AITER spelling)
+    bench: BenchSpec | None
+    tune_flags: tuple[str, ...] = ()
+    requires_gfx: frozenset[str] | None = None
+    aliases: tuple[str, ...] = ()    # other names `--variant` accepts (and logs of older tune-remote used)
+    # key columns besides m, n, k that `run --nk` fills in (q_dtype_w comes from --q-dtype-w)
+    nk_defaults: dict = field(default_factory=dict)
+    since: Version | None = None     # first AITER release that ships its tuner (None = all supported)
+    log_gate_env: str | None = None  # env var without which the runtime prints no miss lines for it
+    # the runtime tries M, then gemm_common getPaddedM(M,N,K,0) (aiter-formats.md §3.1): rows are tuned on
+    # that padded-M grid only with run --padded-m (steps/shape_rules.runtime_lookups)
+    padded_m_lookup: bool = False
+    # tuner argv fragments passed only where the node's tuner --help lists their flag (probed, never by the
+    # version): e.g. a8w8's `--backend ck` where gemm_a8w8_tune.py has --backend (aiter-december-2026.md)
+    probed_flags: tuple[tuple[str, ...], ...] = ()
+    # (flag, value, why) a user's --tune-arg may not pass: refused before anything runs
+    refused_tune_args: tuple[tuple[str, str, str], ...] = ()
+    # version overrides: list of (since, until, {field: value}) applied in order
+    overrides: tuple[tuple[Version, Version, dict], ...] = ()
+
+    @property
+    def key_columns(self) -> tuple[str, ...]:
+        """Shape key columns in lower case, as in comparison.csv and `shapes --json`."""
+        return tuple(c.lower() for c in self.untuned_columns)
+
+    def resolve(self, profile: AiterProfile) -> "KernelVariant":
+        """This variant as the given AITER version has it."""
+        out = self
+        for since, until, changes in self.overrides:
+            if since <= profile.version < until:
+                out = dataclasses.replace(out, **changes)
+        return out
