@@ -24,7 +24,7 @@ def _validate_local_inputs(variant_name: str, logs, shapes_csv, nk, model=None, 
         raise UsageError(f"--nk applies to dense GEMM variants, not {variant.name}",
                          hint="use --shapes-csv or --log for batched and MoE variants")
     for path in split_log_sources(list(logs))["local"]:
-        if not Path(path).is_file():
+        if not (Path(path).is_file() or Path(path).is_dir()):
             raise UsageError(f"log file {path} not found on this machine",
                              hint="local:PATH reads this machine; PATH alone is read inside the container")
     if shapes_csv:
@@ -54,7 +54,10 @@ def _validate_local_inputs(variant_name: str, logs, shapes_csv, nk, model=None, 
 @click.option("--slurm-nodes", type=click.IntRange(1), default=None,
               show_default="1", help="with --slurm: how many nodes (one batch job each)")
 @click.option("--log", "logs", multiple=True, metavar="PATH",
-              help="server log inside the container; node:PATH on the node's host; local:PATH here (repeatable)")
+              help="server log inside the container; node:PATH on the node's host; local:PATH here (repeatable). "
+                   "Also AITER's own shape capture: a *_untuned_*.csv the runtime appends its misses to, or "
+                   "its directory (start the server with AITER_TUNE_GEMM=1 AITER_TUNE_GEMM_DIR=DIR, e.g. "
+                   "docker run -e ... for vLLM/SGLang; weight = processes that missed)")
 @click.option("--shapes-csv", type=click.Path(dir_okay=False), help="shapes in AITER's untuned CSV format")
 @click.option("--nk", multiple=True, metavar="N,K", help="an (N,K) pair to sweep M over (repeatable)")
 @click.option("--model", "model", type=click.Path(dir_okay=False, exists=True), default=None,

@@ -50,8 +50,9 @@ def shapes(env, logs, variant, csv_out, as_json, model, tp, m_preset, gfx, ep, f
     warnings: list[str] = []
     if logs:
         for path in logs:
-            if not Path(path).is_file():
-                raise UsageError(f"log file {path} not found")
+            if not (Path(path).is_file() or Path(path).is_dir()):
+                raise UsageError(f"log file {path} not found",
+                                 hint="a server log, AITER's capture CSV (*_untuned_*.csv) or a directory of them")
         res = shapelog.parse_files(list(logs), variant)
         found = {k: v for k, v in res.shapes.items()}
         counts = {k: list(v) for k, v in res.counts.items()}

@@ -238,8 +238,8 @@ def test_expand_m():
     assert list(swept[0]) == list(shapelog.MOE_KEY)
 
 
-SHAPE_MODULES = ("shapelog", "shapefmt", "shaperules", "shaperecords", "shapescan", "shapepar", "text",
-                 "variant_facts")
+SHAPE_MODULES = ("shapelog", "shapefmt", "shaperules", "shaperecords", "shapescan", "shapepar", "shapecsv",
+                 "text", "variant_facts")
 
 
 @pytest.mark.parametrize("name", SHAPE_MODULES)

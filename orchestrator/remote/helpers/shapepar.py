@@ -26,11 +26,13 @@ import sys
 import warnings
 
 try:  # the laptop imports orchestrator.remote.helpers.*; the node, top-level modules beside node_helper.py
+    from .shapecsv import expand_dirs, looks_like_capture, parse_capture
     from .shapefmt import CHUNK_BYTES, MAX_LINE_BYTES
     from .shaperecords import _Parser
     from .shapescan import (DENSE_MIN_CANDIDATES, DENSE_PROBE_BYTES, _EFFECTS_MAX, _is_candidate_b, _open_binary,
                             _Scanner)
 except ImportError:
+    from shapecsv import expand_dirs, looks_like_capture, parse_capture  # type: ignore
     from shapefmt import CHUNK_BYTES, MAX_LINE_BYTES  # type: ignore
     from shaperecords import _Parser  # type: ignore
     from shapescan import (DENSE_MIN_CANDIDATES, DENSE_PROBE_BYTES, _EFFECTS_MAX, _is_candidate_b,  # type: ignore
@@ -299,10 +301,12 @@ def parse_files(paths, variant=None, keep_meta=False, skip_missing=False, chunk_
     Missing files raise FileNotFoundError unless ``skip_missing`` (then listed in ``.missing``). A big
     dense plain file is cut into ranges of at least ``min_range`` bytes counted ahead, spread over up to
     ``procs`` processes (default: the CPUs this process may use, at most MAX_PROCS; 1 = this
-    process only); ``.ranges`` says how it went.
+    process only); ``.ranges`` says how it went. A directory stands for its files; a capture CSV of AITER's
+    (``*_untuned_*.csv`` with a CSV header, shapecsv.py) gives its rows, weighted by the processes that missed.
     """
     if isinstance(paths, (str, bytes)) or hasattr(paths, "__fspath__"):
         paths = [paths]
+    paths = expand_dirs([os.fspath(p) if hasattr(p, "__fspath__") else p for p in paths])
     p = _Parser(variant, keep_meta)
     r = p.r
     scanner = _Scanner(p)
@@ -319,6 +323,12 @@ def parse_files(paths, variant=None, keep_meta=False, skip_missing=False, chunk_
             continue
         r.files.append(path)
         with f:
+            if not path.endswith(".gz") and looks_like_capture(path, f.readline()):
+                f.seek(0)
+                parse_capture(f, path, p)
+                p.reset_file()
+                continue
+            f.seek(0)
             if path.endswith(".gz") or not scan(scanner, f, os.fstat(f.fileno()).st_size, chunk_bytes, procs,
                                                 min_range):
                 scanner.file(f, chunk_bytes)
