@@ -54,9 +54,12 @@ def make_plan(job: JobState, runner: Runner, refs: list[TargetRef], variants: li
     auto = list(variants) == ["auto"]
     if not auto:
         planning.refuse_untunable(reachable, list(variants))
-    found = planning.mine(runner, reachable[0], job.request, variants, settings)
+    mined: list[str] = []
+    found = planning.mine(runner, reachable[0], job.request, variants, settings, notes=mined)
     out = {"variants": {}, "excluded": [], "unreachable": unreachable,
            "facts": {p.ref.label: p.facts for p in reachable}, "repeats": job.request.get("repeats")}
+    if mined:
+        out["notes"] = mined
     for variant, shapes in found.items():
         if not shapes:
             out["excluded"].append(f"{variant}: no untuned shapes found")

@@ -82,9 +82,11 @@ def probe(runner: Runner, refs: list[TargetRef], settings: Settings, gpus=None) 
         return list(pool.map(lambda r: _probe_one(runner, r, settings, gpus), refs))
 
 
-def mine(runner: Runner, probe_: Probe, request: dict, variants: list[str], settings: Settings) -> dict[str, list]:
+def mine(runner: Runner, probe_: Probe, request: dict, variants: list[str], settings: Settings,
+         notes: list | None = None) -> dict[str, list]:
     """Shapes per variant, found once (logs in a container/node are read on the first reachable target;
-    ``local:PATH`` on this machine). ``variants == ["auto"]``: every variant the logs show."""
+    ``local:PATH`` on this machine). ``variants == ["auto"]``: every variant the logs show. What the mining
+    noted (shapes left out and why, log warnings) is added to ``notes``."""
     from ..steps import shapes as shapes_step
     target = runner.open(probe_.ref)
     job = JobState(job_id="probe", node=probe_.ref.node, container=probe_.ref.container, variant="a8w8",
@@ -104,6 +106,8 @@ def mine(runner: Runner, probe_: Probe, request: dict, variants: list[str], sett
             job.variant = v
             found, _described = shapes_step.collect(ctx)
             out[v] = found
+        if notes is not None:
+            notes.extend(n for n in job.notes if n not in notes)
         return out
     finally:
         target.close()
@@ -194,6 +198,8 @@ def plan_lines(plan: dict) -> list[str]:
             lines.append(f"  ({variant} tuning time per shape and GPU: {source})")
     for why in plan.get("excluded", []):
         lines.append(f"excluded: {why}")
+    for note in plan.get("notes", []):
+        lines.append(f"note: {note}")
     for p in plan.get("unreachable", []):
         lines.append(f"unreachable: {p}")
     return lines

@@ -117,6 +117,28 @@ def _order(shape: dict, columns: tuple[str, ...]) -> dict:
     return {c: shape[c] for c in columns if c in shape}
 
 
+def _shape_id(shape: dict) -> tuple:
+    return tuple(sorted((k, v) for k, v in shape.items() if k != "_meta"))
+
+
+def _drop_unsupported(ctx: Ctx, got: list[dict], refused: list[dict], name: str) -> list[dict]:
+    """Leave out the shapes AITER's own online tuner found no config for ('Fmoe tuning not support for
+    (...)', aiter#3202): this AITER cannot tune them, so the tuner would only burn its time on them."""
+    if not refused:
+        return got
+    ids = {_shape_id(s) for s in refused}
+    kept = [s for s in got if _shape_id(s) not in ids]
+    shown = "; ".join(", ".join(f"{k} {v}" for k, v in s.items() if k in ("token", "model_dim", "inter_dim",
+                                                                           "expert", "topk", "q_type"))
+                      for s in refused[:3])
+    more = f" and {len(refused) - 3} more" if len(refused) > 3 else ""
+    msg = (f"{len(refused)} {name} shape(s) cannot be tuned by this AITER: its online tuner found no config for "
+           f"them ('Fmoe tuning not support' in the log, aiter#3202); not tuned: {shown}{more}")
+    ctx.job.note(msg)
+    ctx.ui.event(msg)
+    return kept
+
+
 def collect(ctx: Ctx) -> tuple[list[dict], list[str]]:
     req, variant = ctx.job.request, ctx.variant
     sources = split_log_sources(req.logs or [])
@@ -151,6 +173,7 @@ def collect(ctx: Ctx) -> tuple[list[dict], list[str]]:
             if consulted_file:
                 consulted[consulted_file] = consulted.get(consulted_file, 0) + 1
             got.append({k: v for k, v in shape.items() if k != "_meta"})
+        got = _drop_unsupported(ctx, got, (res.get("unsupported") or {}).get(variant.name) or [], variant.name)
         if variant.log_gate_env and not ((res.get("misses") or {}).get(variant.name)
                                          or (res.get("hits") or {}).get(variant.name)):
             # e.g. A6W6 prints its lookups only with AITER_LOG_TUNED_CONFIG=1 (aiter-after-v0.1.20.md §3)

@@ -113,6 +113,7 @@ _BF16_FIELDS = re.compile(
 
 _FMOE_DEFAULT = re.compile(r"\[fused_moe\] using (1stage|2stage)( xbf16)? default for (\(.*)")
 _FMOE_FLY = re.compile(r"\[fused_moe\] no tuned FlyDSL config for (\(.*)")
+_FMOE_UNSUPPORTED = re.compile(r"Fmoe tuning not support for (\(.*)")   # online tuning found no config
 _FMOE_HIT = re.compile(r"\[fused_moe\] using (1stage|2stage)( xbf16)? \(kernelName1=")
 
 _DUMP = re.compile(r"\[GEMM_shape_dump\].*?csv_row:\s*(\d+)\s*,\s*(\d+)\s*,\s*(\d+)(?:\s*,\s*([^\s,|]+))?")
@@ -127,12 +128,13 @@ _NEW_RECORD_MARKERS = ("[aiter", "[fused_moe]", "shape is ", "[GEMM_shape_dump]"
 _VLLM_PREFIX = re.compile("^" + VLLM_PREFIX + " ?")
 _NEW_RECORD_START = re.compile(r"^(?:\[|%s|[A-Z][a-z]+ |[A-Z]{3,})" % VLLM_PREFIX)
 
-_NEEDLES_B = (b"tuned", b"fused_moe", b"GEMM_shape_dump", b"Fp8LinearMethod", b"A6W6 shape")
+_NEEDLES_B = (b"tuned", b"fused_moe", b"GEMM_shape_dump", b"Fp8LinearMethod", b"A6W6 shape",
+              b"tuning not support")
 
 
 def _is_candidate(line):
     return ("tuned" in line or "fused_moe" in line or "GEMM_shape_dump" in line
-            or "Fp8LinearMethod" in line)
+            or "Fp8LinearMethod" in line or "tuning not support" in line)
 
 
 def _bool01(tok):

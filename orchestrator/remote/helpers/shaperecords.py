@@ -157,9 +157,9 @@ class _Parser(_Rules):
             return None
         if s._recent and s._recent[0][1]:
             return None
-        counts = tuple((name, v, n) for name in ("misses", "hits", "dumps", "notes")
+        counts = tuple((name, v, n) for name in ("misses", "hits", "dumps", "notes", "refused")
                        for v, n in getattr(r, name).items())
-        adds = tuple((table, v, shape) for table in ("shapes", "hit_shapes")
+        adds = tuple((table, v, shape) for table in ("shapes", "hit_shapes", "unsupported")
                      for v, shapes in getattr(r, table).items() for shape in shapes)
         return (len(s._recent), counts, adds)
 
@@ -221,7 +221,7 @@ class _Parser(_Rules):
         line = line.rstrip("\r\n")
         if "not found tuned config" in line:
             self._gemm_miss(line)
-        elif "[fused_moe]" in line:
+        elif "[fused_moe]" in line or "Fmoe tuning not support" in line:
             self._fused_moe(line)
         elif "A6W6 shape " in line:
             self._a6w6(line)

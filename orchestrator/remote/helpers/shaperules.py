@@ -10,13 +10,13 @@ import re
 try:  # the laptop imports orchestrator.remote.helpers.*; the node, top-level modules beside node_helper.py
     from .shapefmt import (
         A6W6_VARIANT, MOE_VARIANT, _A6W6_HIT, _A6W6_MISS, _BATCH_MISS, _BF16_FIELDS, _BF16_MISS,
-        _DISPATCH, _DUMP, _DUMP_FIXED_TEXT, _FMOE_DEFAULT, _FMOE_FLY, _FMOE_HIT, _GEMM_HIT,
+        _DISPATCH, _DUMP, _DUMP_FIXED_TEXT, _FMOE_DEFAULT, _FMOE_FLY, _FMOE_HIT, _FMOE_UNSUPPORTED, _GEMM_HIT,
         _GEMM_MISS, _HIT_CU, _HIT_FILE, _HIT_KERNEL, _HIT_PADDED, _HIT_Q, _dtype_str,
         _find_tuple_end, _pybool, _shape_key, parse_moe_tuple, variant_from_kernel_name)
 except ImportError:
     from shapefmt import (  # type: ignore
         A6W6_VARIANT, MOE_VARIANT, _A6W6_HIT, _A6W6_MISS, _BATCH_MISS, _BF16_FIELDS, _BF16_MISS,
-        _DISPATCH, _DUMP, _DUMP_FIXED_TEXT, _FMOE_DEFAULT, _FMOE_FLY, _FMOE_HIT, _GEMM_HIT,
+        _DISPATCH, _DUMP, _DUMP_FIXED_TEXT, _FMOE_DEFAULT, _FMOE_FLY, _FMOE_HIT, _FMOE_UNSUPPORTED, _GEMM_HIT,
         _GEMM_MISS, _HIT_CU, _HIT_FILE, _HIT_KERNEL, _HIT_PADDED, _HIT_Q, _dtype_str,
         _find_tuple_end, _pybool, _shape_key, parse_moe_tuple, variant_from_kernel_name)
 
@@ -32,6 +32,8 @@ class ShapeLogResult(object):
     def __init__(self):
         self.shapes = collections.OrderedDict()      # variant -> [shape] (misses + dumps)
         self.hit_shapes = collections.OrderedDict()  # variant -> [shape] (tuned lookups)
+        self.unsupported = collections.OrderedDict() # variant -> [shape] AITER's online tuner found no config for
+        self.refused = collections.OrderedDict()     # variant -> 'Fmoe tuning not support' lines
         self.hits = collections.OrderedDict()
         self.misses = collections.OrderedDict()
         self.dumps = collections.OrderedDict()
@@ -77,6 +79,13 @@ class ShapeLogResult(object):
         return out
 
     def to_dict(self):
+        d = self._dict()
+        if self.unsupported:   # only when the log has such lines: the dict of every other log is as before
+            d["unsupported"] = {v: list(s) for v, s in self.unsupported.items()}
+            d["refused"] = dict(self.refused)
+        return d
+
+    def _dict(self):
         return {
             "shapes": {v: list(s) for v, s in self.shapes.items()},
             "counts": {v: list(c) for v, c in self.counts.items()},   # how often each shape was looked up
@@ -103,7 +112,8 @@ class ShapeLogResult(object):
     @classmethod
     def from_dict(cls, d):
         r = cls()
-        for name in ("shapes", "counts", "hit_shapes", "hits", "misses", "dumps", "notes"):
+        for name in ("shapes", "counts", "hit_shapes", "hits", "misses", "dumps", "notes", "unsupported",
+                     "refused"):
             getattr(r, name).update(d.get(name) or {})
         r.dispatch = list(d.get("dispatch") or [])
         r.warnings = list(d.get("warnings") or [])
@@ -234,6 +244,9 @@ class _Rules(object):
         if not m:
             m = _FMOE_FLY.search(line)
         if not m:
+            m = _FMOE_UNSUPPORTED.search(line)   # aiter#3202: AITER_ONLINE_TUNE ran its tuner and got no row
+            kind = "unsupported" if m else kind
+        if not m:
             h = _FMOE_HIT.search(line)
             if h:
                 if not self._is_echo(line[:h.start()], line[h.start():]):
@@ -273,6 +286,9 @@ class _Rules(object):
             except ValueError as e:
                 why = str(e)
             self._warn_count("moe_tuple_bad", "%d [fused_moe] tuple(s) could not be parsed", "%s (%s)" % (tup, why))
+            return
+        if kind == "unsupported":
+            self._emit(self.r.refused, "unsupported", parsed)
             return
         self._emit(self.r.misses, "shapes", parsed)
 
