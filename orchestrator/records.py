@@ -161,6 +161,7 @@ class Facts(Record):
     version_raw: Optional[str] = None
     git_describe: Optional[str] = None
     git_commit: Optional[str] = None      # `git rev-parse HEAD` of a develop checkout (issue 36)
+    servers: Optional[list] = None        # vLLM/SGLang servers in the container: pid, kind, AITER env (issue 36)
     python: Optional[str] = None
     python_version: Optional[str] = None
     hostname: Optional[str] = None

@@ -187,6 +187,14 @@ def collect(ctx: Ctx) -> tuple[list[dict], list[str]]:
         found.extend(got)
     if tuple_gfx:
         probe_moe_tuple(ctx.job.facts, tuple_gfx)
+    servers = getattr(ctx.job.facts, "servers", None)
+    if servers:     # a server here that would never read what this job tunes is named (issue 36)
+        from .prepare import tuned_csv_path
+        from .servers import server_notes
+        for msg in server_notes(servers, variant.family, variant.config_env, tuned_csv_path(ctx, variant),
+                                ctx.job.remote.aiter_root):
+            ctx.job.note(msg)
+            ctx.ui.event(msg)
     if consulted:
         from .prepare import tuned_csv_path
         chosen, msg = consulted_table(consulted, tuned_csv_path(ctx, variant), ctx.job.remote.aiter_root,

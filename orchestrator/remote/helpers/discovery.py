@@ -11,6 +11,7 @@ import platform
 
 import files
 import probe
+import proctree
 from common import HelperError, _read_text, _run_tool, boot_id
 
 
@@ -293,6 +294,7 @@ def op_discover(req):
     res["visible_devices"] = {k: job_env[k] for k in
                               ("HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES")
                               if k in job_env}
+    res["servers"] = proctree.servers()     # the inference servers here and the AITER switches they run with
     res["hostname"] = socket.gethostname()
     res["boot_id"] = boot_id()
     res["python"] = sys.executable

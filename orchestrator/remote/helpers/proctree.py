@@ -75,3 +75,41 @@ def list_pids():
         if name.isdigit():
             out.append(int(name))
     return out
+
+
+SERVER_ENV = ("VLLM_ROCM_USE_AITER", "VLLM_ROCM_USE_AITER_LINEAR", "VLLM_ROCM_USE_AITER_MOE", "SGLANG_USE_AITER")
+
+
+def _server_kind(argv):
+    """'vllm' / 'sglang' for an inference server's main process (``vllm serve``, vLLM's api_server module,
+    ``sglang.launch_server``), else None."""
+    text = " ".join(argv)
+    if "sglang.launch_server" in text or "sglang/launch_server" in text:
+        return "sglang"
+    if "vllm" in text and ("api_server" in text or "serve" in argv[1:4] or " serve " in " %s " % text):
+        return "vllm"
+    return None
+
+
+def servers(limit=8):
+    """The vLLM / SGLang servers running here: [{"pid", "kind", "env": {the AITER switches it was started
+    with: SERVER_ENV and every AITER_* it sets}}], read from /proc (what the server really has, not the
+    environment this helper was started with)."""
+    out = []
+    for pid in sorted(list_pids()):
+        raw = _read_bytes("/proc/%d/cmdline" % pid)
+        if not raw:
+            continue
+        argv = [a.decode("utf-8", "replace") for a in raw.split(b"\0") if a]
+        kind = _server_kind(argv)
+        if kind is None:
+            continue
+        env = {}
+        for item in (_read_bytes("/proc/%d/environ" % pid) or b"").split(b"\0"):
+            key, sep, value = item.decode("utf-8", "replace").partition("=")
+            if sep and (key in SERVER_ENV or key.startswith("AITER_")):
+                env[key] = value
+        out.append({"pid": pid, "kind": kind, "env": env})
+        if len(out) >= limit:
+            break
+    return out
