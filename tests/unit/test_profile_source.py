@@ -94,3 +94,42 @@ def test_rocprof_csv_alone_maps_nothing_and_with_a_trace_is_the_whole(tmp_path):
         profread.read_profiles([str(csvp)])
     r = profread.read_profiles([REAL, str(csvp)])
     assert r["total_gpu_us"] == pytest.approx(10000.0)
+
+
+# --- tune-remote shapes --profile ------------------------------------------------------------------------
+
+def _cli(capsys, *args):
+    from orchestrator.cli import main
+    capsys.readouterr()
+    rc = main(["shapes", *args])
+    out = capsys.readouterr()
+    return rc, out.out, out.err
+
+
+def test_shapes_json_carries_time_share_and_gpu_us_largest_first(capsys):
+    rc, out, _ = _cli(capsys, "--profile", REAL, "--json")
+    assert rc == 0
+    found = json.loads(out)
+    gemm = found["a8w8_blockscale"]
+    assert [(s["m"], s["n"], s["k"]) for s in gemm] == [(1, 4096, 7168), (1, 7168, 2048), (1, 1536, 7168)]
+    assert all(0 < s["time_share"] < 1 and s["gpu_us"] > 0 for s in gemm)
+    total = sum(s["time_share"] for v in found.values() for s in v)
+    assert 0 < total < 1                      # aten::mm & co hold the rest of the GPU time
+
+
+def test_shapes_profile_local_prefix_and_csv_keeps_key_columns_only(capsys, tmp_path):
+    out_csv = tmp_path / "u.csv"
+    rc, _, _ = _cli(capsys, "--profile", "local:" + REAL, "--variant", "a8w8_blockscale", "--csv", str(out_csv))
+    assert rc == 0
+    head = out_csv.read_text().splitlines()[0]
+    assert "time_share" not in head and "gpu_us" not in head
+
+
+def test_shapes_profile_bad_input_is_one_line_exit_2(capsys, tmp_path):
+    from orchestrator.errors import ExitCode
+    rc, _, err = _cli(capsys, "--profile", FIX + "torch_trace_noshapes_cut.json.gz", "--json")
+    assert rc == ExitCode.USAGE == 2 and "record_shapes" in err and len(err.strip().splitlines()) == 1
+    rc, _, err = _cli(capsys, "--profile", str(tmp_path / "missing.json"), "--json")
+    assert rc == 2 and "not found" in err
+    rc, _, err = _cli(capsys, "--profile", "node:/x.json", "--json")
+    assert rc == 2 and "node:" in err
