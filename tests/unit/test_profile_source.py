@@ -133,3 +133,24 @@ def test_shapes_profile_bad_input_is_one_line_exit_2(capsys, tmp_path):
     assert rc == 2 and "not found" in err
     rc, _, err = _cli(capsys, "--profile", "node:/x.json", "--json")
     assert rc == 2 and "node:" in err
+
+
+def test_node_helper_profile_op_streams_the_trace_where_it_lives():
+    """The helper's ``profile`` op, as a real subprocess with the flat module layout the node has."""
+    import subprocess
+    import sys
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[2]
+    helper = root / "orchestrator" / "remote" / "helpers" / "node_helper.py"
+
+    def call(req):
+        proc = subprocess.run([sys.executable, str(helper), "profile"], input=json.dumps(req).encode(),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60)
+        assert proc.returncode == 0, proc.stderr.decode()
+        return json.loads(proc.stdout.decode().splitlines()[-1])
+
+    ans = call({"profiles": [str(root / REAL)], "variant": "a8w8_blockscale"})
+    assert ans["ok"] is True, ans
+    assert len(ans["shapes"]["a8w8_blockscale"]) == 3 and ans["total_gpu_us"] > 0
+    bad = call({"profiles": [str(root / FIX / "torch_trace_noshapes_cut.json.gz")]})
+    assert "record_shapes" in bad["profile_error"]
