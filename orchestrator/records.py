@@ -111,6 +111,7 @@ class Campaign(Record):
 class JobRequest(Record):
     """What the user asked for (run's flags, never secrets); a campaign's sub-job gets a copy with its shard."""
     logs: Optional[list] = None                # server logs on the node to read shapes from
+    profiles: Optional[list] = None            # --profile: server profiles (issue 38), paths as logs
     shapes_csv: Optional[str] = None           # a local untuned CSV instead
     nk: Optional[list] = None                  # --nk N,K pairs
     m_preset: Optional[str] = None

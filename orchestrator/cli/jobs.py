@@ -16,14 +16,25 @@ from ..variants import ALIASES, VARIANTS, get_variant
 from .base import ACCEPT_NEW_HOST_KEY, JOB_ARG, Env, finish_job, run_settings, target_for, cli, resolve_job
 
 
-def _validate_local_inputs(variant_name: str, logs, shapes_csv, nk, model=None, m_preset=None) -> None:
+def _validate_local_profiles(variant_name: str, profiles) -> None:
+    """--profile's local:PATH traces are read here before anything remote: a bad one is one line, exit 2."""
+    if not profiles:
+        return
+    from ..parsing.profile import read_local, split_profile_sources
+    local = split_profile_sources(list(profiles))["local"]
+    if local:
+        read_local(local, get_variant(variant_name).name)
+
+
+def _validate_local_inputs(variant_name: str, logs, shapes_csv, nk, model=None, m_preset=None,
+                           check_logs=None) -> None:
     from ..steps.shape_sources import check_m_preset, parse_nk, split_log_sources
     variant = get_variant(variant_name)
     check_m_preset(m_preset)
     if nk and variant.family != "gemm":
         raise UsageError(f"--nk applies to dense GEMM variants, not {variant.name}",
                          hint="use --shapes-csv or --log for batched and MoE variants")
-    for path in split_log_sources(list(logs))["local"]:
+    for path in split_log_sources(list(logs if check_logs is None else check_logs))["local"]:
         if not (Path(path).is_file() or Path(path).is_dir()):
             raise UsageError(f"log file {path} not found on this machine",
                              hint="local:PATH reads this machine; PATH alone is read inside the container")
@@ -108,18 +119,22 @@ def _validate_local_inputs(variant_name: str, logs, shapes_csv, nk, model=None, 
 @click.option("--job-id", default=None, show_default="<time>-<node>-<variant>", help="choose the job id")
 @click.option("--yes", "-y", is_flag=True, help="never prompt")
 @click.option("--detach", is_flag=True, help="return once the remote work is running; `resume` finishes it")
+@click.option("--profile", "profiles", multiple=True, metavar="PATH",
+              help="a server profile (torch.profiler trace with record_shapes, rocprofv3 kernel-trace CSV, or a "
+                   "directory of them) as --log takes paths: shapes ranked by their share of GPU time (repeatable)")
 @ACCEPT_NEW_HOST_KEY
 @click.pass_obj
 def run(env: Env, node, container, variant, dry_run, slurm, slurm_nodes, logs, shapes_csv, nk, model, tp, m_preset,
         max_m, budget, table_from_log, padded_m, gpus,
         force_cu_num, batch, timeout,
         tune_arg, splitk, libtype, err_ratio, moe_tuners, q_dtype_w,
-        stall_timeout, repeats, promote_mode, serve_cmd, job_id, yes, detach, accept_new_host_key):
+        stall_timeout, repeats, promote_mode, serve_cmd, job_id, yes, detach, accept_new_host_key,
+        profiles=()):
     """Discover, mine shapes, benchmark, tune (detached on the node), re-benchmark, compare, report, fetch.
 
     Several nodes (or a group, or all) and/or several variants (or auto) make one campaign job."""
     from .campaign import is_campaign_request, validate_campaign_inputs
-    _required_inputs(variant, node, slurm, logs, shapes_csv, nk, model)
+    _required_inputs(variant, node, slurm, logs or profiles, shapes_csv, nk, model)
     nodes, variants = list(node), [ALIASES.get(v.strip(), v.strip()) for v in variant.split(",") if v.strip()]
     if not variants:
         raise UsageError(f"--variant {variant!r} names no variant",
@@ -156,7 +171,11 @@ def run(env: Env, node, container, variant, dry_run, slurm, slurm_nodes, logs, s
             # connect and start the node helper while the inputs are checked and the job is made (preconnect.py)
             pre = (claim(env.inventory_path, node_spec, ctr, accept_new_host_key)
                    or Preconnect(node_spec, ctr, accept_new_host_key))
-            _validate_local_inputs(variant, logs, shapes_csv, nk, model, m_preset)
+            _validate_local_inputs(variant, logs or profiles, shapes_csv, nk, model, m_preset, check_logs=logs)
+            _validate_local_profiles(variant, profiles)
+        if campaign and profiles:
+            raise UsageError("--profile applies to one node and one variant (not a campaign yet)",
+                             hint="run one job per node with --profile, or give the campaign --log")
         model_cfg = None
         if model:                     # read and checked once, before anything remote (whatever the variants)
             from ..parsing.modelshapes import check_model, read_model
@@ -182,7 +201,7 @@ def run(env: Env, node, container, variant, dry_run, slurm, slurm_nodes, logs, s
             raise UsageError(f"job {job_id} already exists in {env.workspace.root}",
                              hint=f"use `tune-remote resume {job_id}` or choose another --job-id")
         with env.workspace.keeping(claimed):
-            request = {"logs": list(logs), "shapes_csv": os.path.abspath(shapes_csv) if shapes_csv else None,
+            request = {"logs": list(logs), **({"profiles": list(profiles)} if profiles else {}), "shapes_csv": os.path.abspath(shapes_csv) if shapes_csv else None,
                        "nk": list(nk), "m_preset": m_preset, "gpus": gpu_list, "batch": batch, "timeout": timeout,
                        "stall_timeout": stall_timeout, "detach": detach, "repeats": repeats, "promote": promote_mode,
                        "serve_cmd": serve_cmd, "tune_args": tune_args, "q_dtype_w": q_dtype_w,

@@ -34,14 +34,17 @@ from .base import cli
 @click.option("--node", default=None, metavar="NODE",
               help="with --model: ask this inventory node's container for its gfx (one round trip) instead of --gfx")
 @click.option("--container", default=None, metavar="NAME", help="with --node: the container (if it has several)")
+@click.option("--profile", "profiles", multiple=True, metavar="PATH",
+              help="a server profile (torch.profiler trace .json/.json.gz with record_shapes, rocprofv3 kernel-trace "
+                   "CSV, or a directory of them; local:PATH): shapes with their GPU time (gpu_us, time_share)")
 @click.pass_obj
 def shapes(env, logs, variant, csv_out, as_json, model, tp, m_preset, gfx, ep, fuse_shared_experts, gemm_variant,
-           node, container):
+           node, container, profiles=()):
     """Untuned shapes from server logs (or from a model config), as JSON or AITER CSV; no node needed."""
     from ..remote.helpers import shapelog
     if variant:
         variant = get_variant(variant).name     # an alias (bf16) names its variant (a16w16)
-    if not logs and not model:
+    if not logs and not model and not profiles:
         raise UsageError("give log files or --model config.json", hint="tune-remote shapes server.log --json")
     from ..steps.shape_sources import check_m_preset
     check_m_preset(m_preset)
@@ -80,13 +83,15 @@ def shapes(env, logs, variant, csv_out, as_json, model, tp, m_preset, gfx, ep, f
                 found.setdefault(v, []).extend(rows)
     elif node:
         raise UsageError("--node applies to --model (it discovers the gfx)", hint="add --model config.json")
+    if profiles:
+        _add_profile_shapes(profiles, variant, found, counts, warnings)
     for w in warnings:
         click.echo(f"warning: {w}", err=True)
     if csv_out:
         chosen = variant or (next(iter(found)) if len(found) == 1 else None)
         if chosen is None:
             raise UsageError("--csv writes one variant's CSV", hint="add --variant V")
-        rows = found.get(chosen, [])
+        rows = [{c: x for c, x in r.items() if c not in ("gpu_us", "time_share")} for r in found.get(chosen, [])]
         from ..steps.shape_rules import runtime_lookups
         from ..steps.shape_sources import expand
         family = get_variant(chosen).family
@@ -104,6 +109,37 @@ def shapes(env, logs, variant, csv_out, as_json, model, tp, m_preset, gfx, ep, f
         click.echo(json.dumps(found, indent=None if as_json or getattr(env, "json", False) else 2))
     elif not csv_out:                 # a terminal: words, with how often the logs missed each shape
         _shapes_words(found, counts)
+
+
+def _add_profile_shapes(profiles, variant, found: dict, counts: dict, warnings: list) -> None:
+    """--profile: every shape gets its gpu_us and time_share (0 for a logged shape the profile never ran);
+    the profile's shapes not logged are added, the largest share first (issue 38)."""
+    from ..parsing.profile import ranked, read_local, split_profile_sources
+    where = split_profile_sources(list(profiles))
+    if where["node"]:     # a bare path is on this machine here, as shapes' log files are
+        raise UsageError(f"tune-remote shapes reads profiles on this machine, not node:{where['node'][0]}",
+                         hint="copy it here, or give it to run --profile node:PATH, which reads it on the node")
+    answer = read_local(where["local"] + where["container"], variant)
+    warnings.extend(answer.get("warnings") or [])
+    for v, rows in ranked(answer).items():
+        have = found.setdefault(v, [])
+        index = {tuple(sorted((c, str(x)) for c, x in s.items())): s for s in have}
+        for r in rows:
+            key = {c: x for c, x in r.items() if c not in ("gpu_us", "time_share", "calls")}
+            s = index.get(tuple(sorted((c, str(x)) for c, x in key.items())))
+            if s is None:
+                s = dict(key)
+                have.append(s)
+                counts.setdefault(v, []).append(0)
+            s["gpu_us"], s["time_share"] = r["gpu_us"], r["time_share"]
+        for s in have:
+            s.setdefault("gpu_us", 0.0)
+            s.setdefault("time_share", 0.0)
+        order = sorted(range(len(have)), key=lambda i: -have[i]["time_share"])
+        found[v] = [have[i] for i in order]
+        if v in counts:
+            c = counts[v] + [0] * (len(have) - len(counts[v]))
+            counts[v] = [c[i] for i in order]
 
 
 def _csv_note(rows: list[dict], mined: list[dict], variant: str, family: str, path: str, m_preset, from_logs) -> str:

@@ -84,9 +84,12 @@ def miss_counts(pairs) -> tuple[dict, dict]:
     return exact, family
 
 
-def rank(shapes: list[dict], exact: dict, family: dict) -> tuple[list[dict], list[int]]:
-    """The shapes, most missed first (stable), and each one's exact miss count."""
-    order = sorted(range(len(shapes)), key=lambda i: (-exact.get(exact_key(shapes[i]), 0),
+def rank(shapes: list[dict], exact: dict, family: dict, time: dict | None = None) -> tuple[list[dict], list[int]]:
+    """The shapes, most missed first (stable), and each one's exact miss count; with ``time`` (exact key ->
+    share of the profile's GPU time, issue 38) the largest share first, then the most missed."""
+    time = time or {}
+    order = sorted(range(len(shapes)), key=lambda i: (-time.get(exact_key(shapes[i]), 0.0),
+                                                      -exact.get(exact_key(shapes[i]), 0),
                                                       -family.get(family_key(shapes[i]), 0),
                                                       shape_cost(shapes[i]), i))
     return [shapes[i] for i in order], [exact.get(exact_key(shapes[i]), 0) for i in order]

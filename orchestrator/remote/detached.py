@@ -27,7 +27,8 @@ HELPER_FILES = ("node_helper.py", "common.py", "text.py", "files.py", "discovery
                 "argpatch.py", "procs.py", "staging.py", "runlog.py", "killing.py", "tables.py", "locks.py", "watch.py",
                 "proctree.py", "longpoll.py", "channel.py", "shapelog.py", "shapefmt.py", "shaperules.py",
                 "shaperecords.py", "shapescan.py", "shapepar.py", "shapecsv.py", "variant_facts.py", "jitlogs.py",
-                "runcmd.py", "mounts.py", "recheck.py", "logtail.py", "guards.py", "pipeline.sh")
+                "runcmd.py", "mounts.py", "recheck.py", "logtail.py", "guards.py", "chrometrace.py", "profops.py",
+                "profread.py", "pipeline.sh")
 # push: the base dir is made 0700 and must be ours (S-01); a helper dir whose content went bad is replaced
 _EXTRACT = (
     "import io,os,shutil,stat,sys,tarfile\n"

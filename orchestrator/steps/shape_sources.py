@@ -240,9 +240,61 @@ def collect(ctx: Ctx) -> tuple[list[dict], list[str]]:
         ctx.job.note(n)
         ctx.ui.event(n)
     shapes = [_order(s, variant.key_columns) for s in shapes]
-    if looked_up:   # the most-missed first (P-07): a budget, a cancel or a failure leaves the rarest untuned
+    shares = profile_shares(ctx, described) if req.profiles else None
+    if shares is not None:
+        known = {budget.exact_key(s) for s in shapes}
+        for key, (shape, _us, _share) in shares.items():
+            if key not in known:
+                shapes.append(shape)
+    if looked_up or shares is not None:   # the most-missed first (P-07): a budget, a cancel or a failure leaves the rarest untuned
         pairs = [(_order(snap(sh, variant, req), variant.key_columns), n) for sh, n in looked_up]
         exact, family = budget.miss_counts(pairs)
-        shapes, missed = budget.rank(shapes, exact, family)
-        ctx.job.step_state("shapes").info["misses"] = missed
+        time = {k: v[2] for k, v in shares.items()} if shares is not None else None
+        shapes, missed = budget.rank(shapes, exact, family, time)
+        info = ctx.job.step_state("shapes").info
+        info["misses"] = missed
+        if shares is not None:   # the largest share of GPU time first, then the most missed (issue 38)
+            info["time_share"] = [time.get(budget.exact_key(s), 0.0) for s in shapes]
+            info["gpu_us"] = [shares[budget.exact_key(s)][1] if budget.exact_key(s) in shares else 0.0
+                              for s in shapes]
+
     return shapes, described
+
+
+def profile_shares(ctx: Ctx, described: list[str]) -> dict:
+    """--profile (issue 38): {exact key: (shape, gpu_us, time_share)} of the job's variant, read where each
+    profile lives (node:PATH on the host, PATH in the container: the helper streams it there; local:PATH here)."""
+    from ..parsing.profile import raise_profile_error, ranked, split_profile_sources
+    from ..remote.helpers import profread
+    req, variant = ctx.job.request, ctx.variant
+    out: dict = {}
+    for where, paths in split_profile_sources(list(req.profiles or [])).items():
+        if not paths:
+            continue
+        if where == "local":
+            try:
+                res = profread.read_profiles(paths, variant.name)
+            except profread.ProfileError as exc:
+                raise_profile_error(exc.error, exc.hint)
+        else:
+            res = ctx.call("profile", {"profiles": paths, "variant": variant.name}, host=(where == "node"),
+                           timeout=3600)
+            if res.get("profile_error"):
+                raise_profile_error(f"{res['profile_error']} (on the {where})", res.get("profile_hint"))
+        for w in res.get("warnings") or []:
+            ctx.job.note(w)
+        rows = ranked(res).get(variant.name, [])
+        for r in rows:
+            shape = _order(snap({c: x for c, x in r.items() if c not in ("gpu_us", "time_share", "calls")},
+                                variant, req), variant.key_columns)
+            key = budget.exact_key(shape)
+            _, us, share = out.get(key, (shape, 0.0, 0.0))
+            out[key] = (shape, us + r["gpu_us"], share + r["time_share"])
+        described.append(f"{len(paths)} {where} profile(s): {len(rows)} {variant.name} shapes, "
+                         f"{100 * sum(r['time_share'] for r in rows):.1f} % of the GPU time")
+        out.setdefault("_total", (None, 0.0, 0.0))
+        out["_total"] = (None, out["_total"][1] + float(res.get("total_gpu_us") or 0.0), 0.0)
+    total = out.pop("_total", (None, 0.0, 0.0))[1]
+    ctx.job.step_state("shapes").info["profile_total_gpu_us"] = round(total, 3)
+    return out
+

@@ -79,7 +79,19 @@ def drop_tuned_in_model_configs(ctx: Ctx, shapes: list[dict]) -> list[dict]:
     return shapes
 
 
-def plan_time(ctx: Ctx, shapes: list[dict], described: list[str], missed: dict) -> list[dict]:
+def time_line(variant: str, shapes: list[dict], timed: dict, total_us: float) -> str:
+    """The plan's share line (issue 38): what the shapes to tune hold of the variant's and of all GPU time."""
+    share = sum(timed.get(budget.exact_key(s), (0.0, 0.0))[0] for s in shapes)
+    var_us = sum(us for _, us in timed.values())
+    mine = sum(timed.get(budget.exact_key(s), (0.0, 0.0))[1] for s in shapes)
+    of_var = f"{100 * mine / var_us:.0f} % of the {variant} time, " if var_us > 0 else ""
+    nks = len({(s.get("n"), s.get("k")) if "n" in s else (s.get("model_dim"), s.get("inter_dim")) for s in shapes})
+    return (f"these {len(shapes)} shapes ({nks} (N,K) / MoE dims) are {of_var}{100 * share:.0f} % of all GPU "
+            f"time in the profile ({total_us / 1000:.1f} ms)")
+
+
+def plan_time(ctx: Ctx, shapes: list[dict], described: list[str], missed: dict,
+              timed: dict | None = None) -> list[dict]:
     """The plan's estimated tuning time; with --budget, the most-missed shapes that fit it (P-07).
     ``missed``: exact key -> times the log missed it."""
     variant, job = ctx.variant, ctx.job
@@ -90,12 +102,20 @@ def plan_time(ctx: Ctx, shapes: list[dict], described: list[str], missed: dict) 
         limit = budget.parse_duration(job.request.budget)
         shapes, left = budget.within(shapes, limit, gpus, rate)
         if left:
-            msg = (f"--budget {job.request.budget}: the {len(shapes)} most-missed shape(s) fit, "
-                   f"{len(left)} left for another job (least missed last)")
+            most = "largest-time-share" if timed is not None else "most-missed"
+            least = "smallest share" if timed is not None else "least missed"
+            msg = (f"--budget {job.request.budget}: the {len(shapes)} {most} shape(s) fit, "
+                   f"{len(left)} left for another job ({least} last)")
             job.note(msg)
             described.append(msg)
     if missed:
         info["misses"] = [missed.get(budget.exact_key(s), 0) for s in shapes]
+    if timed is not None:
+        info["time_share"] = [timed.get(budget.exact_key(s), (0.0, 0.0))[0] for s in shapes]
+        info["gpu_us"] = [timed.get(budget.exact_key(s), (0.0, 0.0))[1] for s in shapes]
+        line = time_line(variant.name, shapes, timed, float(info.get("profile_total_gpu_us") or 0.0))
+        info["time_line"] = line
+        described.append(line)
     est = budget.estimate(shapes, gpus, rate)
     info["estimate_s"] = round(est, 1)
     described.append(f"estimated tuning time: {budget.fmt_duration(est)} for {len(shapes)} shape(s) on "
@@ -106,10 +126,13 @@ def plan_time(ctx: Ctx, shapes: list[dict], described: list[str], missed: dict) 
 def run(ctx: Ctx) -> None:
     variant = ctx.variant
     shapes, described = collect(ctx)
-    missed = dict(zip(map(budget.exact_key, shapes), ctx.job.step_state("shapes").info.get("misses") or []))
+    info = ctx.job.step_state("shapes").info
+    missed = dict(zip(map(budget.exact_key, shapes), info.get("misses") or []))
+    timed = {k: (t, us) for k, t, us in zip(map(budget.exact_key, shapes), info.get("time_share") or [],
+                                             info.get("gpu_us") or [])} if "time_share" in info else None
     shapes = drop_tuned_in_model_configs(ctx, shapes)
     if shapes:
-        shapes = plan_time(ctx, shapes, described, missed)
+        shapes = plan_time(ctx, shapes, described, missed, timed)
     if not shapes:
         raise JobError(f"no {variant.name} shapes to tune",
                        hint="the logs had no untuned shapes of this variant; check --variant, or give "

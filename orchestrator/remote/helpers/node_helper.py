@@ -113,6 +113,7 @@ OPS = {
     "version": op_version,
     "batch": op_batch,
     "shapes": op_shapes,
+    "profile": "profread.op_profile",    # a server profile streamed where it lives (issue 38)
     "log_tail": "logtail.op_log_tail",   # watch: the new bytes of growing logs, mined there
     "discover": "discovery.op_discover",
     "probe": "probe.op_probe",
