@@ -134,13 +134,31 @@ class Comparison:
             for _, r in self.rows.iterrows()]
         self.summary["promoted"] = sum(1 for v in self.rows["promoted"] if v == "true")
 
+    def set_time_share(self, shares: dict[tuple, float]) -> None:
+        """The share of the profiled GPU time of each row's shape (``run --profile``, issue 38; keys normalised
+        like the rows' key columns): a new last column of comparison.csv, and the summary's expected end-to-end
+        gain (Amdahl: the sum over the rows proven faster of share x the fraction of the shape's time saved)."""
+        wanted = {tuple(norm_key_value(v) for v in k): float(x) for k, x in shares.items()}
+        keys = [tuple(norm_key_value(nan_to_none(r[c])) for c in self.key_columns) for _, r in self.rows.iterrows()]
+        self.rows["time_share"] = [round(wanted.get(k, 0.0), 6) for k in keys]
+        saved = 0.0
+        for (_, r), share in zip(self.rows.iterrows(), self.rows["time_share"]):
+            before, after = nan_to_none(r.get("before")), nan_to_none(r.get("after"))
+            faster = r.get("verdict") == "improved" if self.judged else r.get("status") == "improved"
+            if faster and before and after:
+                ratio = (after / before) if not self.higher_is_better else (before / after)
+                saved += share * max(0.0, 1.0 - ratio)
+        self.summary["profiled_time_share"] = round(float(sum(self.rows["time_share"])), 6)
+        self.summary["expected_e2e_gain_pct"] = round(100.0 * saved, 3)
+
     @property
     def direction(self) -> str:
         return "higher is better" if self.higher_is_better else "lower is better"
 
     @property
     def csv_columns(self) -> list[str]:
-        return comparison_csv_columns(self.key_columns) + (list(JUDGED_CSV_COLUMNS) if self.judged else [])
+        return (comparison_csv_columns(self.key_columns) + (list(JUDGED_CSV_COLUMNS) if self.judged else [])
+                + (["time_share"] if "time_share" in self.rows.columns else []))   # issue 38, with --profile
 
     def csv_frame(self) -> pd.DataFrame:
         return self.rows.loc[:, self.csv_columns]
@@ -189,7 +207,10 @@ class Comparison:
                                     metric=d.get("metric") or summary.get("metric"),
                                     higher_is_better=hib, noise_pct=float(noise))
         key_columns = tuple(d["key_columns"])
-        rows = rows_frame(list(d.get("rows") or []), key_columns)
+        records = list(d.get("rows") or [])
+        rows = rows_frame(records, key_columns)
+        if records and all("time_share" in rec for rec in records):    # run --profile (issue 38)
+            rows["time_share"] = [rec["time_share"] for rec in records]
         group_columns = tuple(d.get("group_columns") or ())
         return cls(
             key_columns=key_columns,

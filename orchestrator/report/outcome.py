@@ -35,7 +35,17 @@ def verdict_method(summary: Mapping[str, Any]) -> str:
             f"shrinks as runs are added and grows with the job's shape count -- "
             f"(or {SINGLE_SAMPLE_PCT:g}% with one run) and a one-sided exact Mann-Whitney U test "
             f"says so (p <= {ALPHA:g}, or the smallest p the run count allows); the rest is within_noise. "
-            + how_sure(summary))
+            + how_sure(summary) + expected_gain(summary))
+
+
+def expected_gain(summary: Mapping[str, Any]) -> str:
+    """With ``run --profile`` (issue 38): what the rows proven faster should bring end to end (Amdahl)."""
+    share, gain = summary.get("profiled_time_share"), summary.get("expected_e2e_gain_pct")
+    if share is None or gain is None:
+        return ""
+    return (f" Expected end-to-end gain: these shapes are {100 * share:.1f} % of the profiled GPU time; the rows "
+            f"proven faster should cut the server's GPU time by about {gain:.2f} % (Amdahl: the sum of each "
+            "shape's time_share x the fraction of its time saved).")
 
 
 def how_sure(summary: Mapping[str, Any]) -> str:

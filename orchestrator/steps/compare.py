@@ -143,6 +143,10 @@ def run(ctx: Ctx) -> None:
     if comp.summary.get("err_worse"):
         job.note(f"{comp.summary['err_worse']} shape(s) have a larger benchmark error ({err_spec.metric}) after "
                  "tuning (comparison.csv err_worse): check them before keeping their rows")
+    shapes_info = job.step_state("shapes").info
+    if shapes_info.get("time_share") is not None:      # run --profile (issue 38): each shape's share of GPU time
+        comp.set_time_share({tuple(s.get(c) for c in variant.key_columns): x
+                             for s, x in zip(job.shapes, shapes_info["time_share"])})
     comp.to_csv(ctx.job_dir / "comparison.csv")
     atomic_write(ctx.job_dir / "comparison.json", json.dumps(comp.to_dict(), default=str).encode())
     info["summary"] = comp.summary

@@ -24,6 +24,14 @@ def test_budgeted_run_on_a_container_profile_tunes_the_largest_time_share(node, 
     assert st["shapes"][0] == {"m": 3, "n": 4096, "k": 512}
     info = st["steps"]["shapes"]["info"]
     assert info["time_share"][0] > 0.8 and "of all GPU time" in info["time_line"]
+    import csv
+    rows = list(csv.DictReader((bed.job_dir / "comparison.csv").open()))
+    assert list(rows[0])[-1] == "time_share"                          # a new last column; the others as before
+    share = {(r["m"], r["n"], r["k"]): float(r["time_share"]) for r in rows}
+    assert share[("3", "4096", "512")] == pytest.approx(info["time_share"][0], abs=1e-6), rows
+    summary = st["steps"]["compare"]["info"]["summary"]
+    assert summary["profiled_time_share"] == pytest.approx(info["time_share"][0], abs=1e-5)
+    assert "Expected end-to-end gain: these shapes are" in (bed.job_dir / "report.md").read_text()
 
 
 def test_a_container_profile_without_record_shapes_is_one_line_exit_2(node, tmp_path):
