@@ -11,7 +11,7 @@ from ..remote.helpers import profread
 
 def split_profile_sources(specs: list[str]) -> dict[str, list[str]]:
     """As --log takes paths: node:PATH, local:PATH, anything else in the container."""
-    from ..steps.shape_sources import split_log_sources
+    from .sources import split_log_sources
     return split_log_sources(specs)
 
 
@@ -27,7 +27,7 @@ def read_local(paths: list[str], variant: str | None = None) -> dict:
 
 
 def _bucket(variant: str, shape: dict) -> dict:
-    from ..steps.shape_rules import MOE_PADDED_MAX, next_pow2
+    from ..remote.helpers.shapefmt import MOE_PADDED_MAX, next_pow2
     if "token" in shape and int(shape["token"]) < MOE_PADDED_MAX:
         return {**shape, "token": next_pow2(int(shape["token"]))}
     return dict(shape)

@@ -4,13 +4,7 @@ power-of-two buckets, GEMM M on the padded-M grid), so the shapes tuned are the 
 from __future__ import annotations
 
 from ..records import JobRequest
-
-
-MOE_PADDED_MAX = 32768  # fused_moe.get_padded_M: nextPow2(token) below this (aiter-after-v0.1.20.md §2.2, #5125)
-
-
-def next_pow2(x: int) -> int:
-    return 1 << max(0, int(x) - 1).bit_length()
+from ..remote.helpers.shapefmt import MOE_PADDED_MAX, next_pow2  # noqa: F401  (the runtime's rule, one place)
 
 
 def padded_m(m: int) -> int:

@@ -10,21 +10,9 @@ from ..context import Ctx
 from ..errors import UsageError
 from ..outcome import budget
 from ..parsing.untuned import read_shapes_csv
+from ..parsing.sources import split_log_sources  # noqa: F401  (re-exported: cli/, campaign/ import it here)
 from ..remote.helpers import shapelog
 from .shape_rules import dedupe, runtime_lookups, snap
-
-
-def split_log_sources(logs: list[str]) -> dict[str, list[str]]:
-    """'node:PATH' -> on the node's host, 'local:PATH' -> this machine, anything else -> in the container."""
-    out: dict[str, list[str]] = {"container": [], "node": [], "local": []}
-    for spec in logs:
-        if spec.startswith("node:"):
-            out["node"].append(spec[5:])
-        elif spec.startswith("local:"):
-            out["local"].append(spec[6:])
-        else:
-            out["container"].append(spec)
-    return out
 
 
 def parse_nk(values: list[str]) -> list[tuple[int, int]]:

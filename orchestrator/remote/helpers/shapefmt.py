@@ -240,6 +240,13 @@ def parse_moe_tuple(text):
     return shape, meta
 
 
+MOE_PADDED_MAX = 32768  # fused_moe.get_padded_M: nextPow2(token) below this (aiter-after-v0.1.20.md §2.2, #5125)
+
+
+def next_pow2(x):
+    return 1 << max(0, int(x) - 1).bit_length()
+
+
 def _shape_key(shape):
     return tuple(sorted((k, v) for k, v in shape.items() if k != "_meta"))
 
