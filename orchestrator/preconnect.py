@@ -15,6 +15,7 @@ import threading
 from .context import Target
 from .errors import TuneRemoteError
 from .inventory import ContainerSpec, NodeSpec
+from .parsing.sources import flag_values
 
 
 class Preconnect:
@@ -76,16 +77,6 @@ _GLOBAL_FLAGS = ("-q", "--quiet", "--json")
 _speculation: dict = {}
 
 
-def _value(args: list[str], name: str) -> list[str]:
-    out = []
-    for i, a in enumerate(args):
-        if a == name and i + 1 < len(args):
-            out.append(args[i + 1])
-        elif a.startswith(name + "="):
-            out.append(a.split("=", 1)[1])
-    return out
-
-
 def single_run(argv: list[str]) -> dict | None:
     """The target of ``argv`` when it is a plain single-target run, else None (anything unsure: None)."""
     if "run" not in argv:
@@ -102,11 +93,11 @@ def single_run(argv: list[str]) -> dict | None:
             return None
     if any(a in ("-h", "--help", "--dry-run") or a.startswith("--slurm") for a in args):
         return None
-    nodes, containers, variants = _value(args, "--node"), _value(args, "--container"), _value(args, "--variant")
+    nodes, containers, variants = (flag_values(args, flag) for flag in ("--node", "--container", "--variant"))
     if len(nodes) != 1 or "," in nodes[0] or len(containers) > 1 or len(variants) != 1 \
             or "," in variants[0] or variants[0].strip() in ("", "auto"):
         return None
-    inventory = _value(pre, "--inventory")
+    inventory = flag_values(pre, "--inventory")
     return {"inventory": inventory[-1] if inventory else None, "node": nodes[0],
             "container": containers[0] if containers else None, "accept": "--accept-new-host-key" in args}
 

@@ -39,7 +39,7 @@ from typing import Any
 
 import pandas as pd
 
-from .compare_stats import group_of, group_stats, row_note, summarize
+from .compare_stats import expected_gain_pct, group_of, group_stats, row_note, summarize
 from .compare_values import (
     DEFAULT_NOISE_PCT,
     GAIN_INTERVAL_COLUMNS,
@@ -141,15 +141,8 @@ class Comparison:
         wanted = {tuple(norm_key_value(v) for v in k): float(x) for k, x in shares.items()}
         keys = [tuple(norm_key_value(nan_to_none(r[c])) for c in self.key_columns) for _, r in self.rows.iterrows()]
         self.rows["time_share"] = [round(wanted.get(k, 0.0), 6) for k in keys]
-        saved = 0.0
-        for (_, r), share in zip(self.rows.iterrows(), self.rows["time_share"]):
-            before, after = nan_to_none(r.get("before")), nan_to_none(r.get("after"))
-            faster = r.get("verdict") == "improved" if self.judged else r.get("status") == "improved"
-            if faster and before and after:
-                ratio = (after / before) if not self.higher_is_better else (before / after)
-                saved += share * max(0.0, 1.0 - ratio)
         self.summary["profiled_time_share"] = round(float(sum(self.rows["time_share"])), 6)
-        self.summary["expected_e2e_gain_pct"] = round(100.0 * saved, 3)
+        self.summary["expected_e2e_gain_pct"] = expected_gain_pct(self.rows, self.judged, self.higher_is_better)
 
     @property
     def direction(self) -> str:

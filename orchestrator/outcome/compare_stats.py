@@ -116,3 +116,16 @@ def group_stats(records, group_columns, size_column) -> tuple[pd.DataFrame, pd.D
         st.pop("_geomean_ratio")
         per_rows.append({**base, "size_class": "all", "range": "", **st})
     return group_frame(by_rows, group_columns), group_frame(per_rows, group_columns)
+
+
+def expected_gain_pct(rows, judged: bool, higher_is_better: bool) -> float:
+    """Amdahl over the rows proven faster (issue 38): the sum of each row's ``time_share`` x the fraction of its
+    time saved, in % of the profiled server's GPU time."""
+    saved = 0.0
+    for r in rows.to_dict("records"):
+        before, after = r.get("before"), r.get("after")
+        faster = r.get("verdict" if judged else "status") == "improved"
+        if faster and before and after and not (math.isnan(before) or math.isnan(after)):
+            ratio = (before / after) if higher_is_better else (after / before)
+            saved += r["time_share"] * max(0.0, 1.0 - ratio)
+    return round(100.0 * saved, 3)

@@ -105,17 +105,13 @@ def _order(shape: dict, columns: tuple[str, ...]) -> dict:
     return {c: shape[c] for c in columns if c in shape}
 
 
-def _shape_id(shape: dict) -> tuple:
-    return tuple(sorted((k, v) for k, v in shape.items() if k != "_meta"))
-
-
 def _drop_unsupported(ctx: Ctx, got: list[dict], refused: list[dict], name: str) -> list[dict]:
     """Leave out the shapes AITER's own online tuner found no config for ('Fmoe tuning not support for
     (...)', aiter#3202): this AITER cannot tune them, so the tuner would only burn its time on them."""
     if not refused:
         return got
-    ids = {_shape_id(s) for s in refused}
-    kept = [s for s in got if _shape_id(s) not in ids]
+    ids = {budget.exact_key(s) for s in refused}
+    kept = [s for s in got if budget.exact_key(s) not in ids]
     shown = "; ".join(", ".join(f"{k} {v}" for k, v in s.items() if k in ("token", "model_dim", "inter_dim",
                                                                            "expert", "topk", "q_type"))
                       for s in refused[:3])

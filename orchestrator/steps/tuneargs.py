@@ -13,6 +13,7 @@ import shlex
 
 from ..aiter_profiles import help_flags
 from ..errors import UsageError
+from ..parsing.sources import flag_values
 
 # flags tune-remote always sets itself (prepare.tune_command), with the run option that controls them
 RESERVED = {"-i": None, "--untune_file": None, "-o": None, "--tune_file": None, "--mp": "--gpus",
@@ -114,21 +115,10 @@ def normalize_q_dtype_w(value: str, variants) -> str:
     return full
 
 
-def _values_of(argv: list[str], flag: str) -> list[str]:
-    """The values given to ``flag`` in an argv tail (``--flag v`` or ``--flag=v``)."""
-    out = []
-    for i, a in enumerate(argv):
-        if a == flag and i + 1 < len(argv):
-            out.append(argv[i + 1])
-        elif a.startswith(flag + "="):
-            out.append(a.split("=", 1)[1])
-    return out
-
-
 def refuse_values(tune_args: list[str], refused, variant_name: str) -> None:
     """Refuse a tuner flag value the variant's registry entry rules out (``refused_tune_args``)."""
     for flag, value, why in refused:
-        if value in _values_of(list(tune_args), flag):
+        if value in flag_values(list(tune_args), flag):
             raise UsageError(f"{variant_name}: tuner flag {flag} {value} is not tuned by tune-remote: {why}",
                              hint=f"drop {flag} {value} (the variant tunes the table its runtime reads)")
 
