@@ -2,15 +2,19 @@
 a fresh process that "serves" a decode loop whose GEMMs are the given a8w8 block-scale shapes, through
 the live configuration (whatever table and module AITER picks without overrides), and prints its
 figures the way vLLM's benchmark_serving.py does. Throughput follows the kernels' time: tuned rows that
-engage make it faster."""
+engage make it faster. With ``VLLM_TORCH_PROFILER_DIR`` (or ``--profile-dir``) it also writes a torch.profiler
+trace of one decode step, and with ``--kernel-trace-dir`` a rocprofv3 kernel-trace CSV of it (``_sim/profiler.py``);
+``--other-us`` adds GPU time no AITER op holds (attention, norms) to every layer, in the figures and the trace."""
 
 import argparse
+import os
 import sys
 
 import aiter
 
 TOKENS_PER_STEP = 64
 REQUESTS = 200
+LAYERS = 60                                # per decode step
 
 
 def main(argv=None):
@@ -18,16 +22,22 @@ def main(argv=None):
     ap.add_argument("--nk", action="append", required=True)
     ap.add_argument("--m", default="1,16,64")
     ap.add_argument("--fail", action="store_true", help="exit 1 without figures (a broken serve command)")
+    ap.add_argument("--other-us", type=float, default=0.0, help="GPU time per layer outside AITER's GEMMs")
+    ap.add_argument("--profile-dir", default=os.environ.get("VLLM_TORCH_PROFILER_DIR"))
+    ap.add_argument("--kernel-trace-dir", default=None)
     args = ap.parse_args(argv)
     if args.fail:
         print("RuntimeError: engine core failed to start", file=sys.stderr)
         return 1
-    step_us = 0.0
+    layer = []                             # (m, n, k, us): one layer's GEMMs, as the live configuration runs them
     for nk in args.nk:
         n, k = (int(x) for x in nk.split(","))
         for m in (int(x) for x in args.m.split(",")):
-            step_us += aiter.gemm_a8w8_blockscale(m, n, k)
-    step_s = step_us * 60 / 1e6            # 60 layers per decode step
+            layer.append((m, n, k, aiter.gemm_a8w8_blockscale(m, n, k)))
+    step_us = sum(us for _, _, _, us in layer) + args.other_us
+    step_s = step_us * LAYERS / 1e6
+    if args.profile_dir or args.kernel_trace_dir:
+        _profile(layer, args)
     tok_s = TOKENS_PER_STEP / step_s
     duration = REQUESTS * 128 / tok_s
     print("============ Serving Benchmark Result ============")
@@ -42,6 +52,23 @@ def main(argv=None):
     print("%-40s %-10.2f" % ("Mean TPOT (ms):", step_s * 1000))
     print("==================================================")
     return 0
+
+
+def _profile(layer, args):
+    """One decode step as the profiler saw it: every layer's GEMMs, then the rest of the layer's GPU time."""
+    from .profiler import Recorder, blockscale_call
+    rec = Recorder()
+    for _ in range(LAYERS):
+        for m, n, k, us in layer:
+            op, dims, types = blockscale_call(m, n, k)
+            rec.call(op, dims, types, us, "a8w8_blockscale_1x128x128_256x16x64x256_16x16_16x16_1x1_intrawave_v1")
+        if args.other_us:
+            rec.call("aten::scaled_dot_product_attention", [[1, 8, 64, 128]] * 3, ["c10::BFloat16"] * 3,
+                     args.other_us, "fmha_fwd_d128_bf16_batch")
+    if args.profile_dir:
+        print("profile: %s" % rec.write_trace(args.profile_dir), file=sys.stderr)
+    if args.kernel_trace_dir:
+        print("kernel trace: %s" % rec.write_kernel_trace(args.kernel_trace_dir), file=sys.stderr)
 
 
 if __name__ == "__main__":
