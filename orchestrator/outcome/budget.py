@@ -9,7 +9,8 @@ Pure except ``seconds_per_shape``, which reads earlier jobs of the workspace:
 - ``estimate``: tuning time = sum of ``shape_cost`` x seconds per unit of cost on one GPU / GPUs.
 - ``seconds_per_shape``: that rate measured from the finished jobs of the same variant and GPU kind in
   the workspace (their tune step's wall time x GPUs / cost), else ``ASSUMED_S`` (said so in the plan).
-- ``within``: the ranked shapes whose cumulative estimate fits ``--budget``.
+- ``within``: the ranked shapes whose cumulative estimate fits ``--budget``; ``within_by_share`` with a
+  profile: the shapes with the most GPU time per tuning second that fit.
 """
 
 from __future__ import annotations
@@ -109,6 +110,23 @@ def within(shapes: list[dict], budget_s: float, gpus: int, per_shape_s: float) -
         spent += cost
         keep += 1
     return shapes[:keep], shapes[keep:]
+
+
+def within_by_share(shapes: list[dict], budget_s: float, gpus: int, per_shape_s: float,
+                    share: dict) -> tuple[list[dict], list[dict]]:
+    """With a profile (issue 38): the shapes holding the most GPU time per second of tuning that fit the budget
+    (greedy by share / cost, a shape that does not fit skipped for the next), in their given order (largest
+    share first). Taking the largest shares first fills a budget with a few large prefill shapes whose
+    tuning costs most: ``benchmarks/profile_budget.py`` measures both."""
+    order = sorted(range(len(shapes)), key=lambda i: (-share.get(exact_key(shapes[i]), 0.0) / shape_cost(shapes[i]), i))
+    spent, keep = 0.0, set()
+    for i in order:
+        cost = shape_cost(shapes[i]) * per_shape_s / max(1, gpus)
+        if keep and spent + cost > budget_s:
+            continue
+        spent += cost
+        keep.add(i)
+    return [s for i, s in enumerate(shapes) if i in keep], [s for i, s in enumerate(shapes) if i not in keep]
 
 
 def seconds_per_shape(workspace, variant: str, family: str, gfx: str | None) -> tuple[float, str]:

@@ -100,10 +100,14 @@ def plan_time(ctx: Ctx, shapes: list[dict], described: list[str], missed: dict,
     rate, source = budget.seconds_per_shape(ctx.workspace, variant.name, variant.family, job.facts.gfx)
     if job.request.budget:
         limit = budget.parse_duration(job.request.budget)
-        shapes, left = budget.within(shapes, limit, gpus, rate)
+        if timed is not None:
+            shapes, left = budget.within_by_share(shapes, limit, gpus, rate,
+                                                  {k: v[0] for k, v in timed.items()})
+        else:
+            shapes, left = budget.within(shapes, limit, gpus, rate)
         if left:
-            most = "largest-time-share" if timed is not None else "most-missed"
-            least = "smallest share" if timed is not None else "least missed"
+            most = "largest-time-share (per tuning second)" if timed is not None else "most-missed"
+            least = "least share per tuning second" if timed is not None else "least missed"
             msg = (f"--budget {job.request.budget}: the {len(shapes)} {most} shape(s) fit, "
                    f"{len(left)} left for another job ({least} last)")
             job.note(msg)

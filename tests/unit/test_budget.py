@@ -97,3 +97,19 @@ def test_the_rate_is_measured_from_earlier_jobs_of_the_variant(tmp_path):
                                                                       "after": {"started": 1001.0}}})
         ws.save(demo)
     assert budget.seconds_per_shape(ws, "a8w8_blockscale", "gemm", "gfx950")[0] == pytest.approx(rate)
+
+
+def test_with_a_profile_a_budget_keeps_the_most_gpu_time_per_tuning_second():
+    """Issue 38: one large prefill shape holds the largest share but costs the budget of many decode shapes
+    that together hold more; the budget takes those (and a shape that does not fit is skipped, not a stop)."""
+    big = {"m": 8192, "n": 36864, "k": 7168}                  # cost ~127 shapes of the small kind
+    small = [{"m": m, "n": 7168, "k": 2048} for m in (1, 2, 4, 8, 16)]
+    share = {budget.exact_key(big): 0.30, **{budget.exact_key(s): 0.10 for s in small}}
+    shapes = [big, *small]
+    kept, left = budget.within_by_share(shapes, budget_s=6 * 90.0, gpus=1, per_shape_s=90.0, share=share)
+    assert kept == small and left == [big]
+    assert sum(share[budget.exact_key(s)] for s in kept) > share[budget.exact_key(big)]
+    # the literal order (largest share first, then within) would have spent the whole budget on the big one
+    assert budget.within(shapes, 6 * 90.0 * 200, 1, 90.0)[0][0] == big
+    kept, _ = budget.within_by_share(shapes, budget_s=1.0, gpus=1, per_shape_s=90.0, share=share)
+    assert kept == [small[0]]                                  # at least one shape, the densest
