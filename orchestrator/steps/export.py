@@ -145,7 +145,7 @@ def _summary(job: JobState, comp: Comparison, name: str, base: str, keys: list[t
              f"Evidence: every row is proven faster: {sm.get('samples', {}).get('before')} before / "
              f"{sm.get('samples', {}).get('after')} after runs per shape, interleaved on one pinned GPU, medians, "
              f"node noise {sm.get('pooled_noise_pct')}% (relative sd); one-sided exact Mann-Whitney U plus a "
-             "practical bar of max(1 %, 3 x noise). The `observed` column says what the runs showed.", "",
+             f"practical bar of {_bar(sm)}. The `observed` column says what the runs showed.", "",
              f"Left out: {dropped['hipblaslt']} hipBLASLt row(s) (library-version dependent), {dropped['owned']} "
              "row(s) whose key the shared table already owns (no duplicate keys across merged files)"
              + (f", {dropped['elsewhere']} row(s) an earlier target gave already." if dropped.get("elsewhere")
@@ -161,6 +161,15 @@ def _summary(job: JobState, comp: Comparison, name: str, base: str, keys: list[t
             lines.append(f"| {shape} | {r['before']:.6g} | {r['after']:.6g} | {r['speedup_pct']:+.2f} | "
                          f"{observed(r)} |")
     return "\n".join(lines) + "\n"
+
+
+def _bar(summary: dict) -> str:
+    """The verdict rule the job ran: issue 37's bar on the standard error of the median difference (job-wide
+    K), or the rule of a job judged before it (no ``verdict_k`` in its summary)."""
+    k = summary.get("verdict_k")
+    if k is None:
+        return "max(1 %, 3 x noise)"
+    return f"max(1 %, {k:g} x noise x sqrt(1/runs before + 1/runs after))"
 
 
 def observed(r) -> str:
@@ -192,6 +201,14 @@ def _outcome_lines(job: JobState, comp: Comparison, sel: set) -> list[str]:
            f"Not exported (not proven faster): {verdicts.get('regressed', 0)} regressed row(s), "
            f"{verdicts.get('within_noise', 0)} within noise, {verdicts.get('missing', 0)} missing a benchmark "
            "(comparison.csv lists them).", ""]
+    if "time_share" in rows.columns:     # run --profile (issue 38): what reviewers ask a tuning PR for
+        held = math.fsum(float(r["time_share"]) for r in mine)
+        saved = math.fsum(float(r["time_share"]) * (1.0 - 1.0 / float(r["ratio"])) for r in mine
+                          if r.get("ratio") is not None and float(r["ratio"]) > 1.0)
+        out += [f"Kernel-time share: the {len(mine)} exported row(s) are {100 * held:.1f} % of the profiled "
+                f"server's GPU time (torch.profiler trace, `--profile`); their speedups should cut it by about "
+                f"{100 * saved:.2f} % end to end (Amdahl: the sum of each shape's share x the fraction of its "
+                "time saved).", ""]
     serving = [s for s in (job.step_state("promote").info.get("serving") or []) if s.get("after") is not None]
     if serving:
         out += ["Serving benchmark (`--serve-cmd`) before tuning / after promotion:", "",

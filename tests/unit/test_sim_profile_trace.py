@@ -71,7 +71,7 @@ def test_a_tuned_row_that_engages_moves_the_trace_and_the_figures_alike(node, tm
     assert without < before                   # the other-us time is in the figures, not only in the trace
 
 
-def test_the_expected_end_to_end_gain_is_what_the_serving_benchmark_then_measures(tmp_path):
+def test_the_expected_end_to_end_gain_is_what_the_serving_benchmark_then_measures(tmp_path, capsys):
     """The closed loop of issue 38 on the simulated node: profile the server, tune by time share, promote;
     the report's expected gain (Amdahl over the trace's shares) is the serving benchmark's measured change."""
     import subprocess
@@ -105,3 +105,14 @@ def test_the_expected_end_to_end_gain_is_what_the_serving_benchmark_then_measure
     assert summary["profiled_time_share"] == pytest.approx(1 - 60 * 40 / float(serving["Mean TPOT (ms)"]["before"])
                                                            / 1000, rel=1e-2)
     assert summary["expected_e2e_gain_pct"] == pytest.approx(measured_cut, abs=0.02), (summary, serving)
+
+    # the export's PR summary carries the kernel-time share reviewers ask for (aiter#5500) and the job's own bar
+    from orchestrator.cli import main
+    capsys.readouterr()
+    assert main(["--workspace", str(tmp_path / "ws"), "export", "loop", "--model-config", "dsv3"]) == 0
+    md = open(json.loads(capsys.readouterr().out)["summary"]).read()
+    comp = list(csv.DictReader(open(env.workspace.job_dir("loop") / "comparison.csv")))
+    held = sum(float(r["time_share"]) for r in comp if r["promoted"] == "true")
+    assert f"are {100 * held:.1f} % of the profiled server's GPU time" in md, md
+    assert f"cut it by about {summary['expected_e2e_gain_pct']:.2f} % end to end" in md, md
+    assert f"{summary['verdict_k']:g} x noise x sqrt(1/runs before + 1/runs after)" in md
