@@ -67,6 +67,30 @@ def time_says_stale(now, before, after, noise_pct, hit: bool) -> bool:
     return nearer_before and abs(now / after - 1.0) * 100.0 > STALE_K * noise
 
 
+def not_engaged_reason(skipped: bool, now, h: dict | None, lk: tuple | None, own: str | None, loaded: set,
+                       near_after: bool, promoted_kernel: str | None = None) -> str:
+    """Why a promoted shape is not engaged ("" when it is), from what AITER said first (issue 37: its lookup
+    line, the kernel that line names against the promoted row's, the module it loaded), the time last."""
+    if skipped:
+        return "duplicate key in model_configs/ (not promoted)"
+    if now is None:
+        return "the fresh process printed no value for it"
+    if h is not None and not h["hit"]:
+        return ("no tuned row matched at runtime (gfx/cu_num of the row differ from the running GPU's, "
+                "or CU_NUM/GPU_ARCHS overrides)")
+    if h is not None and lk is not None and h["padded_m"] not in (None, lk[-3]):
+        return f"served through the padded-M bucket M={h['padded_m']}, not its own row"
+    found = (h or {}).get("kernel")
+    if found and promoted_kernel and " + " not in promoted_kernel and found != promoted_kernel:
+        return (f"the lookup found another row (kernel {found}), not the promoted one ({promoted_kernel}): a "
+                "file read before the live table holds this key (AITER_CONFIG_* order, model_configs/)")
+    if own and own not in loaded:
+        return f"a {own.rsplit('_', 1)[-1]} row, but the fresh process did not load its module {own}"
+    if not near_after:
+        return "time as before promotion: stale JIT module (restart the server / AITER_REBUILD=1)"
+    return ""
+
+
 def _own_module(ctx: Ctx, h: dict | None) -> str | None:
     """The module a hit row is compiled into when it is not the table's main one: a cktile row (its
     libtype, or a cktile kernel name) is served through the table's ``*_cktile`` module (issue 26)."""
@@ -156,24 +180,12 @@ def check(ctx: Ctx, promoted_keys: list[list], comparison_rows: dict[tuple, dict
         h = hits.get(lk) if lk else None
         near_after = not time_says_stale(now, before, after, cmp.get("noise_pct"), bool(h and h["hit"]))
         own = _own_module(ctx, h)
-        reason = ""
-        if k in skipped_keys:
-            reason = "duplicate key in model_configs/ (not promoted)"
-        elif now is None:
-            reason = "the fresh process printed no value for it"
-        elif h is not None and not h["hit"]:
-            reason = ("no tuned row matched at runtime (gfx/cu_num of the row differ from the running GPU's, "
-                      "or CU_NUM/GPU_ARCHS overrides)")
-        elif h is not None and h["padded_m"] not in (None, lk[-3]):
-            reason = f"served through the padded-M bucket M={h['padded_m']}, not its own row"
-        elif own and own not in loaded:
-            reason = f"a {own.rsplit('_', 1)[-1]} row, but the fresh process did not load its module {own}"
-        elif not near_after:
-            reason = "time as before promotion: stale JIT module (restart the server / AITER_REBUILD=1)"
+        reason = not_engaged_reason(k in skipped_keys, now, h, lk, own, loaded, near_after, cmp.get("kernel"))
         engaged = not reason
         out["engaged"] += int(engaged)
         out["shapes"].append({"key": {c: s[c] for c in cols}, "engaged": engaged, "reason": reason,
                               "hit": None if h is None else h["hit"], "value": now,
+                              **({"kernel": h["kernel"]} if h and h.get("kernel") else {}),
                               "module": own or (next(iter(jit_modules(variant.name)), None) if h and h["hit"] else None),
                               "before": before, "after": after})
     return out

@@ -219,7 +219,12 @@ def engaged_at_runtime(ctx: Ctx, res: dict, ran: dict | None = None, asked: list
                 # the shape's run-to-run noise: a fresh sample is judged against it (engage.time_says_stale)
                 "noise_pct": (None if "noise_pct" not in r or r["noise_pct"] != r["noise_pct"]
                               else float(r["noise_pct"]))}
-    n = len(ctx.variant.key_columns)
+    cols = list(ctx.variant.key_columns)    # the kernel each tuned row names: a hit line naming another is not it
+    for k in (ctx.job.step_state("compare").info.get("tuned") or {}).get("kernels") or []:
+        key = tuple(norm_key_value(k.get(c)) for c in cols)
+        if key in rows and k.get("kernel"):
+            rows[key]["kernel"] = k["kernel"]
+    n = len(cols)
     return check(ctx, [k[-n:] for k in res.get("promoted") or []], rows, res.get("skipped_duplicates") or [],
                  ran=ran, ran_keys=asked)
 

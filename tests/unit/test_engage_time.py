@@ -21,3 +21,19 @@ def test_missing_figures_are_never_engaged_by_time():
     assert time_says_stale(99.0, None, 97.0, 1.0, hit=True)
     assert time_says_stale(99.0, 100.0, 97.0, None, hit=True)           # no noise: the old rule (nearer before)
     assert time_says_stale(99.0, 100.0, 97.0, float("nan"), hit=True)
+
+
+def test_a_hit_naming_another_kernel_is_not_the_promoted_row():
+    """Issue 37: engagement is what AITER says it looked up: a hit line whose kernel is not the promoted
+    row's came from another file holding the key (read before the live table), whatever the time says."""
+    from orchestrator.steps.engage import not_engaged_reason
+    hit = {"hit": True, "padded_m": None, "kernel": "a8w8_blockscale_1x128x128_256x16x64x256_v1"}
+    args = dict(skipped=False, now=97.0, h=hit, lk=(64, 7168, 2048), own=None, loaded=set(), near_after=True)
+    assert not_engaged_reason(**args, promoted_kernel="a8w8_blockscale_1x128x128_256x16x64x256_v1") == ""
+    why = not_engaged_reason(**args, promoted_kernel="a8w8_blockscale_1x128x128_256x32x64x256_v3")
+    assert why.startswith("the lookup found another row (kernel a8w8_blockscale_1x128x128_256x16x64x256_v1)")
+    assert not_engaged_reason(**args, promoted_kernel=None) == ""          # the row's kernel unknown: no claim
+    assert not_engaged_reason(**{**args, "near_after": False}, promoted_kernel=hit["kernel"]).startswith(
+        "time as before promotion")
+    padded = {**hit, "padded_m": 128}
+    assert "padded-M bucket M=128" in not_engaged_reason(**{**args, "h": padded}, promoted_kernel="other")
