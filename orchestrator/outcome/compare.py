@@ -277,6 +277,7 @@ def compare(
     higher_is_better: bool | None = None,
     noise_pct: float = DEFAULT_NOISE_PCT,
     judge: bool = False,
+    looks: int = 1,
 ) -> Comparison:
     """Join two benchmark runs on the shape key and compute per-shape, summary and group numbers.
 
@@ -316,7 +317,7 @@ def compare(
         from .verdict import judge_all
         verdicts, pooled = judge_all(
             {k: (b_side[k].values if k in b_side else [], a_side[k].values if k in a_side else [])
-             for k in keys}, higher_is_better)
+             for k in keys}, higher_is_better, looks=looks)
     records = []
     for k in keys:
         rec: dict[str, Any] = dict(zip(key_columns, k))
@@ -374,7 +375,7 @@ def compare(
         summary["promoted"] = 0
         # issue 37: the job's expected false verdicts (a shape with no change clearing its bar, summed)
         summary["expected_false_verdicts"] = round(math.fsum(v.get("false_rate") or 0.0 for v in verdicts.values()), 3)
-        summary["verdict_k"] = job_k(sum(1 for v in verdicts.values() if v["before_n"] and v["after_n"]))
+        summary["verdict_k"] = job_k(sum(1 for v in verdicts.values() if v["before_n"] and v["after_n"]), looks)
     by_group, per_group = group_stats(records, group_columns, size_column)
     return Comparison(
         key_columns=key_columns,

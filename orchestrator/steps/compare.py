@@ -13,7 +13,7 @@ from ..context import Ctx
 from ..outcome.compare import compare, norm_key_value
 from ..parsing.csvtools import key_statuses, read_tuned_csv
 from ..state import atomic_write
-from . import moetuners
+from . import moetuners, more_runs
 from .bench import measured_by_call, plan_bench
 from .fetch import pull, wanted_files
 from .prepare import SAMPLE_MARK
@@ -137,8 +137,12 @@ def run(ctx: Ctx) -> None:
     if both:
         results["after"], errors["after"] = pick_tuners(ctx, results.pop(moetuners.ARM), results["after"],
                                                         errors.pop(moetuners.ARM), errors["after"])
-    comp = compare(results["before"], results["after"], key_columns=variant.key_columns,
-                   metric=variant.bench.metric, higher_is_better=variant.bench.higher_is_better, judge=True)
+    looks = more_runs.looks(more_runs.design(job))     # --max-repeats: the sequential design (issue 37)
+
+    def judge():
+        return compare(results["before"], results["after"], key_columns=variant.key_columns, looks=looks,
+                       metric=variant.bench.metric, higher_is_better=variant.bench.higher_is_better, judge=True)
+    comp = more_runs.extend(ctx, judge, results, errors, err_spec, split_samples)
     comp.set_errors(errors["before"], errors["after"])
     if comp.summary.get("err_worse"):
         job.note(f"{comp.summary['err_worse']} shape(s) have a larger benchmark error ({err_spec.metric}) after "
