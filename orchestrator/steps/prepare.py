@@ -206,6 +206,14 @@ def serve_line(cmd: str, root: str) -> str:
     return f"( {render(Cmd(('sh', '-c', cmd), cwd=root))} ); echo \"[tune-remote] serve command exit status $?\""
 
 
+def _serve_before(request, root: str) -> str:
+    """One run as ever; with --serve-repeats or --accuracy-cmd every run after its marker (serving_check.py)."""
+    from .serving_check import before_line, repeats
+    if repeats(request) == 1 and not request.get("accuracy_cmd"):
+        return serve_line(request.serve_cmd, root)
+    return before_line(request, root)
+
+
 def run(ctx: Ctx) -> None:
     variant, job = ctx.variant, ctx.job
     remote = job.remote
@@ -273,7 +281,7 @@ def run(ctx: Ctx) -> None:
     if job.request.serve_cmd:   # the user's serving benchmark, before anything changes
         logs["serve_before"] = f"{remote.logs_dir}/{variant.name}_serve_before_{ts}.log"
         steps.append({"name": "serve_before", "log": logs["serve_before"],
-                      "line": serve_line(job.request.serve_cmd, root), "marker": ""})
+                      "line": _serve_before(job.request, root), "marker": ""})
     seed = _seed_line(ctx, live, before_env, bool(backup))
     if bench_cmds:
         steps.append({"name": "baseline", "log": logs["baseline"],

@@ -10,12 +10,10 @@ so promote and rollback are idempotent.
 from __future__ import annotations
 
 import json
-import re
 import time
 
 from ..context import Ctx
 from ..errors import TuneRemoteError, UsageError
-from ..remote.shell import Cmd
 from ..state import JobState, atomic_write
 from ..outcome.compare import Comparison, norm_key_value
 from ..variants import table_modules
@@ -230,37 +228,9 @@ def engaged_at_runtime(ctx: Ctx, res: dict, ran: dict | None = None, asked: list
 
 
 def serve_after(ctx: Ctx) -> None:
-    """--serve-cmd once more after promotion (a fresh server on the live table and module); serving.csv
-    (metric,before,after,change_pct) and report lines, or the reason they are missing."""
-    from .. import serving
-    from .prepare import serve_line
-    job = ctx.job
-    cmd = job.request.serve_cmd
-    if not cmd:
-        return
-    ctx.ui.event("serving benchmark after promotion (--serve-cmd)")
-    res = ctx.target.ctr.run(Cmd(("sh", "-c", serve_line(cmd, job.remote.aiter_root))), timeout=6 * 3600,
-                             check=False)
-    after_text = res.text + "\n" + res.err_text
-    atomic_write(ctx.job_dir / "serve_after.log", after_text.encode())   # beside logs/, which mirrors the node
-    before_log = (job.remote.logs or {}).get("serve_before")
-    before_local = ctx.job_dir / "logs" / before_log.rsplit("/", 1)[-1] if before_log else None
-    before_text = before_local.read_text(errors="replace") if before_local and before_local.is_file() else ""
-    b, a = serving.parse(before_text), serving.parse(after_text)
-    if not b or not a:
-        status = [f"{side}: exit status {m.group(1)}" for side, text in (("before", before_text), ("after", after_text))
-                  for m in [re.search(r"serve command exit status (\d+)", text)] if m]
-        job.note("serving comparison missing: the --serve-cmd printed no recognised figures "
-                 f"({'before' if not b else 'after'} run; {', '.join(status) or 'no exit status'}); "
-                 "expected vLLM/SGLang serving-benchmark lines like 'Request throughput (req/s): N'")
-        return
-    rows = serving.table(b, a)
-    atomic_write(ctx.job_dir / "serving.csv", serving.csv_text(rows).encode())
-    job.step_state("promote").info["serving"] = rows
-    for r in rows:
-        if r["change_pct"] is not None:
-            job.note(f"serving {r['metric']}: {r['before']:g} -> {r['after']:g} ({r['change_pct']:+.2f} %, "
-                     f"{'better' if serving.better(r['metric'], r['change_pct']) else 'not better'})")
+    """--serve-cmd again after promotion, judged, and a regression rolled back (steps/serving_check.py)."""
+    from .serving_check import after
+    after(ctx)
 
 
 def promote_summary(job: JobState, res: dict) -> dict:
