@@ -120,15 +120,18 @@ def _noise_process():
 def measured_us(variant, shape, gfx, cu_num, tuned_from=None):
     """What one benchmark run measures: the perf model's time, plus run-to-run noise when the control
     file sets ``bench_noise_pct`` (uniform in +-pct; off by default, so values match the model exactly),
-    or ``bench_noise: "measured"`` (+ ``bench_noise_seed``): the real GPU's noise (noise_model.py).
+    or ``bench_noise: "measured"`` (+ ``bench_noise_seed``): the real GPU's noise (noise_model.py);
+    ``tuning_changes_nothing``: an A/A node, whose tuned rows run exactly as the untuned kernel.
     Real fleets drift by several percent at small M, so tests of noise-aware verdicts turn it on."""
     from . import perf_model
+    ctl = read_control()
+    if ctl.get("tuning_changes_nothing"):    # an A/A node (issue 37): every row runs as the untuned kernel
+        tuned_from = None
     us = perf_model.bench_us(variant, shape, gfx, cu_num, tuned_from)
     upgrade = node().get("upgrade")          # sim/upgrade.py: a new AITER under which some rows got slower
     if upgrade and tuned_from is not None:
         from . import upgrade as _upgrade
         us = _upgrade.upgraded_us(variant, shape, gfx, cu_num, tuned_from, upgrade["version"], us)
-    ctl = read_control()
     if ctl.get("bench_noise") == "measured":   # sim/noise_model.py: the real GPU's measured noise
         from . import noise_model, perf_model as _pm
         key = _pm._canon(variant, shape, gfx, cu_num)
