@@ -1,6 +1,5 @@
-"""status, logs, cancel and fetch of a job, over its targets (Fabric's ``Group`` is the anchor): a single job is
-one target (itself, reached through the inventory or the demo's node), a campaign many (its sub-jobs in
-``<ws>/<job>/targets/``, reached through its source's runner). The CLI parses, calls one of these, prints.
+"""status, logs, cancel and fetch of a job, over its targets (``reach.py``: a single job is one target, a
+campaign many, its sub-jobs reached through its source's runner). The CLI parses, calls one of these, prints.
 
 What a command says goes through ``echo(text, err=False)`` (the CLI's ``click.echo``); a log's bytes to
 ``sys.stdout`` as they are; a failure raises (``JobError``, ``UsageError``) with its exit code.
@@ -9,97 +8,17 @@ from __future__ import annotations
 
 import sys
 import time
-from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 from ..context import Ctx, Settings, Target
 from ..errors import JobError, TuneRemoteError, UsageError
-from ..inventory import Inventory
 from ..state import TERMINAL, JobState, Status, Workspace
 from ..ui import Ui
 from ..workflow import LOG_STEP_NAMES, REMOTE_STEPS
+from .reach import Reach, check_nodes, header, job_nodes, opener, select, single_target
 
-# driver and lifecycle (they import pandas) load where a campaign needs them: `status` of single jobs stays light
-from .targets import TargetRef
-
-
-@dataclass
-class Reach:
-    """What reaching a job's nodes takes: the workspace, the inventory (read when asked), the ui's quietness."""
-    workspace: Workspace
-    inventory: Callable[[], Inventory]
-    quiet: bool = False
-
-    def ui(self) -> Ui:
-        return Ui(quiet=self.quiet)
-
-
-def single_target(reach: Reach, job: JobState, accept_new: bool = False) -> Target:
-    """A single job's one target: the demo's simulated node, or its inventory node's container."""
-    if job.request.demo_dir:
-        from ..demo import demo_target
-        return demo_target(job.request.demo_dir)
-    node = reach.inventory().node(job.node)
-    return Target(node, node.container(job.container), accept_new_host_key=accept_new)
-
-
-def job_nodes(reach: Reach, job: JobState) -> list[str]:
-    """The nodes a job runs on (a campaign: its targets' nodes, in order)."""
-    if not job.is_campaign:
-        return [job.node]
-    from . import driver
-    return list(dict.fromkeys(s.node for s in driver.sub_jobs(job, reach.workspace))) or job.node.split(",")
-
-
-def check_nodes(reach: Reach, job: JobState, nodes) -> None:
-    """Every --node must be one of the job's nodes: one line, exit 2, nothing done."""
-    have = job_nodes(reach, job)
-    unknown = [n for n in nodes if n not in have]
-    if unknown:
-        raise UsageError(f"job {job.job_id} has no target on node {unknown[0]!r}",
-                         hint="its nodes: " + ", ".join(have))
-
-
-def select(reach: Reach, job: JobState, nodes=(), variant: str | None = None) -> tuple[Workspace, list[JobState]]:
-    """A campaign's sub-jobs on `nodes` (all when empty) and of `variant` (all when None)."""
-    from . import driver, lifecycle
-    lifecycle.refresh(reach.workspace, job, reach.inventory, reach.ui())    # what the nodes' drivers launched
-    check_nodes(reach, job, nodes)
-    subs = [s for s in driver.sub_jobs(job, reach.workspace)
-            if (not nodes or s.node in nodes) and (variant is None or s.variant == variant)]
-    if not subs:
-        raise UsageError(f"job {job.job_id} has no target job" + (f" of {variant}" if variant else "")
-                         + (f" on {', '.join(nodes)}" if nodes else ""),
-                         hint="its targets: " + ", ".join(f"{s.node}/{s.container} {s.variant}"
-                                                           for s in driver.sub_jobs(job, reach.workspace)))
-    return driver.sub_workspace(reach.workspace, job), subs
-
-
-@contextmanager
-def campaign_runner(reach: Reach, job: JobState, accept_new_host_key: bool = False):
-    """The campaign's runner (its targets' connections); it and its source are closed afterwards."""
-    from . import lifecycle, sources
-    source = sources.open_source(lifecycle.source_env(reach.workspace, job, reach.inventory, reach.ui(),
-                                                      accept_new_host_key))
-    runner = source.runner(accept_new_host_key)
-    try:
-        yield runner
-    finally:
-        runner.close()
-        source.close()
-
-
-@contextmanager
-def opener(reach: Reach, job: JobState, accept_new_host_key: bool = False) -> Iterator[Callable]:
-    """``open(sub) -> Target`` through the campaign's runner; the runner's source is closed afterwards."""
-    with campaign_runner(reach, job, accept_new_host_key) as runner:
-        yield lambda sub: runner.open(TargetRef(sub.node, sub.container))
-
-
-def header(sub: JobState, what: str) -> str:
-    return f"==> {sub.node}/{sub.container} {sub.variant}: {what} <=="
+# lifecycle (it imports pandas) loads where a campaign needs it: `status` of single jobs stays light
 
 
 def _ctx(job: JobState, ws: Workspace, target: Target, settings: Settings, ui=None) -> Ctx:

@@ -1,6 +1,6 @@
 """``--node`` on status, logs, fetch, cancel and resume: which targets of a job a command acts on (issue 10).
 
-The work is ``campaign/jobops.py`` (a single job is one target, a campaign's targets its sub-jobs); these are
+The work is ``campaign/reach.py`` (a single job is one target, a campaign's targets its sub-jobs); these are
 its calls with the command's environment.
 """
 from __future__ import annotations
@@ -10,31 +10,31 @@ from .base import Env
 
 
 def reach(env: Env):
-    """The command's workspace, inventory and quietness, as ``campaign/jobops.py`` takes them."""
-    from ..campaign import jobops
+    """The command's workspace, inventory and quietness, as ``campaign/reach.py`` takes them."""
+    from ..campaign import reach as where
     from ..inventory import load_inventory
-    return jobops.Reach(env.workspace, lambda: load_inventory(env.inventory_path), env.quiet)
+    return where.Reach(env.workspace, lambda: load_inventory(env.inventory_path), env.quiet)
 
 
 def job_nodes(env: Env, job: JobState) -> list[str]:
     """The nodes a job runs on (a campaign: its targets' nodes, in order)."""
-    from ..campaign import jobops
-    return jobops.job_nodes(reach(env), job)
+    from ..campaign import reach as where
+    return where.job_nodes(reach(env), job)
 
 
 def check_nodes(env: Env, job: JobState, nodes: tuple[str, ...] | list[str]) -> None:
     """Every --node must be one of the job's nodes: one line, exit 2, nothing done."""
-    from ..campaign import jobops
-    jobops.check_nodes(reach(env), job, nodes)
+    from ..campaign import reach as where
+    where.check_nodes(reach(env), job, nodes)
 
 
 def select(env: Env, job: JobState, nodes=(), variant: str | None = None) -> tuple[Workspace, list[JobState]]:
     """A campaign's sub-jobs on `nodes` (all when empty) and of `variant` (all when None)."""
-    from ..campaign import jobops
-    return jobops.select(reach(env), job, nodes, variant)
+    from ..campaign import reach as where
+    return where.select(reach(env), job, nodes, variant)
 
 
 def campaign_runner(env: Env, job: JobState, accept_new_host_key: bool = False):
     """The campaign's runner (its targets' connections); it and its source are closed afterwards."""
-    from ..campaign import jobops
-    return jobops.campaign_runner(reach(env), job, accept_new_host_key)
+    from ..campaign import reach as where
+    return where.campaign_runner(reach(env), job, accept_new_host_key)
