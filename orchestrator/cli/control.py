@@ -22,8 +22,8 @@ NODE_OPTION = click.option("--node", "nodes", multiple=True, metavar="NODE",
 @click.pass_obj
 def status(env: Env, job_id, as_json, nodes):
     """Show jobs (from the workspace; a running job is checked against its node)."""
-    from .views import console, status_lines, status_words
     from ..campaign import jobops
+    from .views import console, status_lines, status_words
     jobs, rows = jobops.status(reach(env), resolve_job(env, job_id) if job_id else None, nodes)
     if as_json or env.json:
         click.echo(json.dumps(rows, indent=2))
