@@ -6,7 +6,6 @@ Every target's own report, logs and tables stay in ``<ws>/<job>/targets/<sub job
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 from ..state import JobState, Workspace, atomic_write
@@ -69,64 +68,42 @@ def _summary(path: Path) -> dict:
     return out
 
 
+def campaign_facts(job: JobState, workspace: Workspace, subs: list[JobState], comps: dict[str, Path],
+                   again: list[str]) -> dict:
+    """What a campaign's report says, as plain data (``report/campaign.py`` renders it)."""
+    root = workspace.job_dir(job.job_id)
+    subws = sub_workspace(workspace, job)
+    kinds = job.request.campaign.kinds or {}
+    targets = []
+    for s in subs:
+        rep = subws.job_dir(s.job_id) / "report.md"
+        targets.append({"node": s.node, "container": s.container, "variant": s.variant, "shapes": len(s.shapes),
+                        "kind": kinds.get(f"{s.node}/{s.container}"), "state": s.state, "error": s.error,
+                        "report": str(rep.relative_to(root)) if rep.is_file() else None})
+    lost = []
+    by_id = {s.job_id: s for s in subs}
+    for gone, moved in (job.request.campaign.resharded or {}).items():
+        if gone in by_id:
+            where = [f"{by_id[x].node}/{by_id[x].container} ({by_id[x].state})" for x in moved if x in by_id]
+            lost.append(f"{by_id[gone].node}/{by_id[gone].container} {by_id[gone].variant} was lost: "
+                        + (f"its untuned shapes went to {', '.join(where)}" if where else
+                           "every shape of its shard had a row" if moved else
+                           "its untuned shapes had no surviving target of its kind"))
+    return {"job_id": job.job_id, "state": job.state, "error": job.error, "variants": job.variant,
+            "target_count": len({(s.node, s.container) for s in subs}),
+            "later": job.request.campaign.later or [],   # promote / rollback after the campaign
+            "targets": targets, "lost": lost,
+            "results": [{"variant": v, "path": str(p.relative_to(root)), **_summary(p)} for v, p in comps.items()],
+            "spread": [x for x in job.request.campaign.spread or [] if not x.startswith("(")],
+            "again": again, "plan": job.request.campaign.plan_lines or []}
+
+
 def write_outputs(job: JobState, workspace: Workspace, subs: list[JobState]) -> None:
+    """comparison.csv (one per variant when several), report.md and report.html of the campaign."""
+    from ..report.campaign import campaign_report
     root = workspace.job_dir(job.job_id)
     again: list[str] = []
     comps = merged_comparisons(job, workspace, subs, again)
-    subws = sub_workspace(workspace, job)
-    lines = [f"# Campaign {job.job_id}", "",
-             f"Generated {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())}. **State:** {job.state}"
-             + (f" ({job.error})" if job.error else ""), "",
-             f"Variants: {job.variant}. Targets: {len({(s.node, s.container) for s in subs})}.", ""]
-    later = job.request.campaign.later or []
-    if later:   # promote / rollback after the campaign: this report, comparison.csv and the live tables agree
-        lines += ["**The outcome changed after the campaign** (this report and comparison.csv were written "
-                  "again; each target's own report too):", ""]
-        lines += [f"- {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime(c['at']))}: `{c['command']}`: "
-                  + "; ".join(c.get("lines") or []) for c in later] + [""]
-    kinds = job.request.campaign.kinds or {}
-    lines += ["## Targets", "", "| node | container | variant | GPU kind | shapes | state | report |",
-              "|---|---|---|---|---|---|---|"]
-    for s in subs:
-        rep = subws.job_dir(s.job_id) / "report.md"
-        rel = rep.relative_to(root) if rep.is_file() else "-"
-        lines.append(f"| {s.node} | {s.container} | {s.variant} | {kinds.get(f'{s.node}/{s.container}', '-')} "
-                     f"| {len(s.shapes)} | {s.state}{' (' + s.error + ')' if s.error else ''} | {rel} |")
-    resharded = job.request.campaign.resharded or {}
-    by_id = {s.job_id: s for s in subs}
-    for lost, moved in resharded.items():
-        if lost in by_id:
-            where = [f"{by_id[x].node}/{by_id[x].container} ({by_id[x].state})" for x in moved if x in by_id]
-            lines.append(f"\n{by_id[lost].node}/{by_id[lost].container} {by_id[lost].variant} was lost: "
-                         + (f"its untuned shapes went to {', '.join(where)}" if where else
-                            "every shape of its shard had a row" if moved else
-                            "its untuned shapes had no surviving target of its kind"))
-    lines += ["", "## Results per variant", ""]
-    for variant, path in comps.items():
-        summ = _summary(path)
-        lines.append(f"- **{variant}**: {summ['shapes']} shapes compared "
-                     f"({path.relative_to(root)}); faster > 1 %: {summ.get('faster', '-')}, "
-                     f"slower < -1 %: {summ.get('slower', '-')}, median speedup {summ.get('median', '-')} %"
-                     + ("; verdicts " + ", ".join(f"{k} {n}" for k, n in summ["verdicts"].items())
-                        if summ.get("verdicts") else ""))
-    if not comps:
-        lines.append("- no comparison (no target finished its benchmarks)")
-    spread = [x for x in job.request.campaign.spread or [] if not x.startswith("(")]
-    if spread:
-        lines += ["", "## Promotion across each GPU kind", "", *[f"- {x}" for x in spread]]
-    if again:
-        lines += ["", "## After the promotion across each GPU kind", "",
-                  "Shapes whose own target found no kernel, or whose row another target replaced, were measured "
-                  "again on their target once the rows of the other targets of its kind were in its live table "
-                  "(the row that serves each is named); `after` in comparison.csv is that value:", "",
-                  *[f"- {x}" for x in again]]
-    plan = job.request.campaign.plan_lines or []
-    if plan:
-        lines += ["", "## Plan", "", "```", *plan, "```"]
-    from ..report.campaign import campaign_report
-    tail = "\n".join(lines[lines.index("## Targets") if "## Targets" in lines else 0:]) + "\n"
-    head = "\n".join(lines[1:lines.index("## Targets")]) if "## Targets" in lines else ""
-    md, page = campaign_report(f"Campaign {job.job_id}", comps, tail,
-                               {"id": job.job_id, "state": job.state}, intro_md=head)
+    md, page = campaign_report(campaign_facts(job, workspace, subs, comps, again), comps)
     atomic_write(root / "report.md", md.encode())
     atomic_write(root / "report.html", page.encode())

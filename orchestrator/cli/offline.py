@@ -84,7 +84,8 @@ def shapes(env, logs, variant, csv_out, as_json, model, tp, m_preset, gfx, ep, f
     elif node:
         raise UsageError("--node applies to --model (it discovers the gfx)", hint="add --model config.json")
     if profiles:
-        _add_profile_shapes(profiles, variant, found, counts, warnings)
+        from ..parsing.profile import add_profile_shapes
+        add_profile_shapes(list(profiles), variant, found, counts, warnings)
     for w in warnings:
         click.echo(f"warning: {w}", err=True)
     if csv_out:
@@ -109,37 +110,6 @@ def shapes(env, logs, variant, csv_out, as_json, model, tp, m_preset, gfx, ep, f
         click.echo(json.dumps(found, indent=None if as_json or getattr(env, "json", False) else 2))
     elif not csv_out:                 # a terminal: words, with how often the logs missed each shape
         _shapes_words(found, counts)
-
-
-def _add_profile_shapes(profiles, variant, found: dict, counts: dict, warnings: list) -> None:
-    """--profile: every shape gets its gpu_us and time_share (0 for a logged shape the profile never ran);
-    the profile's shapes not logged are added, the largest share first (issue 38)."""
-    from ..parsing.profile import ranked, read_local, split_profile_sources
-    where = split_profile_sources(list(profiles))
-    if where["node"]:     # a bare path is on this machine here, as shapes' log files are
-        raise UsageError(f"tune-remote shapes reads profiles on this machine, not node:{where['node'][0]}",
-                         hint="copy it here, or give it to run --profile node:PATH, which reads it on the node")
-    answer = read_local(where["local"] + where["container"], variant)
-    warnings.extend(answer.get("warnings") or [])
-    for v, rows in ranked(answer).items():
-        have = found.setdefault(v, [])
-        index = {tuple(sorted((c, str(x)) for c, x in s.items())): s for s in have}
-        for r in rows:
-            key = {c: x for c, x in r.items() if c not in ("gpu_us", "time_share", "calls")}
-            s = index.get(tuple(sorted((c, str(x)) for c, x in key.items())))
-            if s is None:
-                s = dict(key)
-                have.append(s)
-                counts.setdefault(v, []).append(0)
-            s["gpu_us"], s["time_share"] = r["gpu_us"], r["time_share"]
-        for s in have:
-            s.setdefault("gpu_us", 0.0)
-            s.setdefault("time_share", 0.0)
-        order = sorted(range(len(have)), key=lambda i: -have[i]["time_share"])
-        found[v] = [have[i] for i in order]
-        if v in counts:
-            c = counts[v] + [0] * (len(have) - len(counts[v]))
-            counts[v] = [c[i] for i in order]
 
 
 def _csv_note(rows: list[dict], mined: list[dict], variant: str, family: str, path: str, m_preset, from_logs) -> str:

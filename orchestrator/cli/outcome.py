@@ -11,7 +11,7 @@ from ..errors import ExitCode, UsageError
 from ..state import JobState, Status
 from .base import ACCEPT_NEW_HOST_KEY, JOB_ARG, Env, target_for, cli, resolve_job
 from .views import emit, export_words, promote_words, rollback_words, targets_words
-from .watch import NODE_OPTION
+from .control import NODE_OPTION
 
 
 def _finished(env: Env, job_id: str, what: str, nodes=()) -> JobState:

@@ -160,7 +160,26 @@ def fetch_words(job_id: str, rows: list[dict], campaign: bool) -> Callable:
     return words
 
 
-# -- status on a terminal ---------------------------------------------------------------------------------
+# -- status ----------------------------------------------------------------------------------------------
+def status_lines(rows: list[dict]) -> None:
+    """Piped: one line per job (and one per campaign target, one of its Slurm jobs): what scripts read today."""
+    for r in rows:
+        prog = r.get("progress") or {}
+        extra = f" {prog.get('done')}/{prog.get('total')} batches" if prog.get("total") else ""
+        node = (f"  (node: {r['node_state']}; `tune-remote resume {r['job_id']}` collects it)"
+                if r.get("node_state") else "")
+        click.echo(f"{r['job_id']}  {r['state']:<9} {r['step']:<8}{extra}  {r['node']}/{r['container']}  "
+                   f"{r['variant']}" + (f"  ({r['error']})" if r.get("error") else "") + node)
+        for t in r.get("targets") or []:       # a campaign's targets (only those on --node NODE when given)
+            waiting = " (node: waiting)" if t.get("node_state") == "waiting" else ""   # a chained variant
+            click.echo(f"    {t['node']}/{t['container']}  {t['variant']}  {t['state']}{waiting}  {t.get('step') or ''}")
+        if r.get("slurm"):
+            click.echo("    slurm: " + ", ".join(f"{s['job']} {str(s['state']).lower()}" + (
+                f" ({s['reason']})" if s.get("reason") else "") + (f" on {s['node']}" if s.get("node") else "")
+                for s in r["slurm"]))
+
+
+# on a terminal: a table
 def status_words(env: Env, jobs: list[JobState], rows: list[dict]) -> Callable:
     def words(c) -> None:
         wide = c.width >= 120        # narrower: the id names the node and the variant already

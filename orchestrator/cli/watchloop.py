@@ -1,23 +1,15 @@
 """``tune-remote watch``: a long-lived loop (or one cycle, ``--once``) that tunes new misses as they appear in
-the servers' logs and rechecks a target after an upgrade. The work is ``orchestrator/watch/``; here: the
-options, the targets, the signals, the exit code."""
+the servers' logs and rechecks a target after an upgrade. The work and the loop are ``orchestrator/watch/``;
+here: the options, the targets, what each cycle says, the exit code."""
 from __future__ import annotations
 
 import json
-import signal
-import threading
 
 import click
 
-from ..context import Settings, Target
 from ..errors import ExitCode, UsageError
 from ..variants import VARIANTS, get_variant
 from .base import ACCEPT_NEW_HOST_KEY, Env, cli
-
-
-class Stopped(KeyboardInterrupt):
-    """SIGTERM, taken as Ctrl-C is (a job being driven stays ``running``, never failed by it): the watch ends
-    after saying so (exit 0); the job goes on on the node."""
 
 
 @cli.command("watch")
@@ -70,7 +62,8 @@ def watch(env: Env, nodes, container, logs, variant, min_misses, interval, once,
     from ..campaign import InventorySource
     refs = InventorySource(inv, list(nodes), container).targets()
     name = check_name(name) if name else default_name([r.node for r in refs], [r.container for r in refs])
-    targets = [_inventory_target(inv, r.node, r.container, accept_new_host_key) for r in refs]
+    from ..watch.loop import inventory_target
+    targets = [inventory_target(inv, r.node, r.container, accept_new_host_key) for r in refs]
     store = WatchStore(env.workspace.root, name)
     store.lock()
     run_watch(env, store, targets, list(logs), variants, min_misses, retune, promote_mode, budget, repeats,
@@ -88,58 +81,21 @@ def _variants(text: str) -> list[str] | None:
     return names
 
 
-def _inventory_target(inv, node: str, container: str, accept_new: bool):
-    from ..watch.mine import WatchTarget
-    spec = inv.node(node)
-    return WatchTarget(node, container, lambda: Target(spec, spec.container(container), accept_new_host_key=accept_new))
-
-
 def run_watch(env: Env, store, targets, logs, variants, min_misses, retune, promote, budget, repeats, interval,
               once, inventory, accept_new: bool = False, cycles: int | None = None, between=None) -> None:
-    """Re-attach what a killed watch left, then cycles (``once``: one; ``cycles``: that many, the demo's;
-    ``between(n)`` instead of the interval's wait after cycle n: the demo's growing log)."""
-    from ..watch.cycle import Watch, WatchConfig, failed as any_failed
-    from ..watch.launch import JobOptions, Launcher
-    from ..watch.upgrade import recheck_target
-    ui = env.ui()
-    settings = Settings(yes=True, interactive=False, accept_new_host_key=accept_new)
-    launcher = Launcher(env.workspace, settings, ui, inventory, JobOptions(promote, budget, repeats), store.dir, store.name)
-    w = Watch(store, targets, WatchConfig(logs, variants, min_misses, retune), launcher, ui,
-              recheck=lambda wt: recheck_target(env.workspace, inventory, settings, ui, node=wt.node,
-                                                container=wt.container))
-    failed = False
-    wake = threading.Event()
-    old = signal.signal(signal.SIGTERM, _stop) if threading.current_thread() is threading.main_thread() else None
-    try:
-        left = 1 if once else cycles
-        while True:
-            failed = any_failed(w.reattach()) or failed    # what a killed watch (or a lost connection) left
-            res = w.cycle()
-            failed = failed or res.failed
-            _say(env, store, res)
-            if left is not None:
-                left -= 1
-                if left <= 0:
-                    break
-            if between is not None:
-                between(res.cycle)
-            else:
-                wake.wait(interval)
-    except (KeyboardInterrupt, Stopped):
+    """``watch/loop.py``'s cycles, each said here; stopped: say so, exit 0; ``once`` with a failed job: exit 1."""
+    from ..watch.cycle import WatchConfig
+    from ..watch.launch import JobOptions
+    from ..watch.loop import run
+    end = run(env.workspace, env.ui(), store, targets, WatchConfig(logs, variants, min_misses, retune),
+              JobOptions(promote, budget, repeats), interval, once, inventory, lambda res: _say(env, store, res),
+              accept_new, cycles, between)
+    if end.stopped:
         click.echo(f"tune-remote: watch {store.name} stopped; a job it started goes on on the node and the next "
                    f"`tune-remote watch --name {store.name}` re-attaches it", err=True)
-        raise SystemExit(ExitCode.OK) from None
-    finally:
-        w.close()
-        store.unlock()
-        if old is not None:
-            signal.signal(signal.SIGTERM, old)
-    if once and failed:
+        raise SystemExit(ExitCode.OK)
+    if once and end.failed:
         raise SystemExit(ExitCode.JOB_FAILED)
-
-
-def _stop(signum, frame):
-    raise Stopped()
 
 
 def _say(env: Env, store, res) -> None:
@@ -155,43 +111,21 @@ def _say(env: Env, store, res) -> None:
                f"trip(s), {res.seconds:.2f}s; {jobs}" + (f"; skipped: {'; '.join(res.skipped)}" if res.skipped else ""))
 
 
-DEMO_FIRST = [(72, 512, 7168), (72, 7168, 2048)]      # seen by the first cycle
-DEMO_SECOND = [(72, 2112, 7168)]                       # appended before the second, with the first ones again
-DEMO_ROCM = "7.1.0"                                    # and the node's ROCm upgraded meanwhile
-
-
 def demo_watch(env: Env, variant: str, profile: str, repeats: int, noise: float, *, noise_model: str = "uniform",
                noise_seed: int = 0) -> None:
     """``demo --watch``: two cycles of a watch over a simulated node whose server log grows between them (the
     second tunes only the new shape) and whose ROCm is upgraded meanwhile (the second records the upgrade and
     rechecks the node)."""
-    import time
-
-    from ..demo import demo_target, prepare_demo
-    from ..sim.growlog import append_misses, upgrade_rocm
-    from ..sim.logs import VARIANT_FILES
-    from ..watch.mine import WatchTarget
-    from ..watch.store import WatchStore
-    if variant not in VARIANT_FILES:
-        raise UsageError(f"demo --watch writes GEMM miss lines; {variant} is not one of its variants",
-                         hint="demo --watch one of: " + ", ".join(VARIANT_FILES))
-    name = f"demo-{time.strftime('%Y%m%d-%H%M%S')}"
-    node_dir, _ = prepare_demo(env.workspace.root / ".demo-nodes" / name, profile=profile, variant=variant,
-                               noise_pct=noise, noise_model=noise_model, noise_seed=noise_seed)
-    log = node_dir / "server.log"
-    append_misses(log, variant, DEMO_FIRST, times=2)
-    target = WatchTarget("demo", "simulated", lambda: demo_target(str(node_dir)), demo_dir=str(node_dir))
-    store = WatchStore(env.workspace.root, name)
-    store.lock()
+    from ..watch.loop import demo_node
+    demo = demo_node(env.workspace, variant, profile, noise, noise_model, noise_seed)
+    demo.store.lock()
 
     def grow(cycle: int) -> None:
-        size = append_misses(log, variant, DEMO_FIRST + DEMO_SECOND, times=2)
-        old = upgrade_rocm(node_dir, DEMO_ROCM)
+        said = demo.grow()
         if not env.quiet:
-            click.echo(f"demo: {size} bytes of new miss lines appended to {log}; ROCm {old} -> {DEMO_ROCM} "
-                       "(an upgrade: the next cycle rechecks the node)", err=True)
+            click.echo(said, err=True)
 
-    run_watch(env, store, [target], [str(log)], [variant], 1, False, "proven", None, repeats, 0, False,
-              lambda: None, cycles=2, between=grow)
+    run_watch(env, demo.store, [demo.target], [str(demo.log)], [variant], 1, False, "proven", None, repeats, 0,
+              False, lambda: None, cycles=2, between=grow)
     if not env.quiet:
-        click.echo(f"ledger: {store.ledger_path}", err=True)
+        click.echo(f"ledger: {demo.store.ledger_path}", err=True)

@@ -54,3 +54,33 @@ def ranked(answer: dict) -> dict[str, list[dict]]:
         got.sort(key=lambda s: -s["gpu_us"])
         out[variant] = got
     return out
+
+
+def add_profile_shapes(profiles: list[str], variant: str | None, found: dict, counts: dict, warnings: list) -> None:
+    """--profile: every shape gets its gpu_us and time_share (0 for a logged shape the profile never ran);
+    the profile's shapes not logged are added, the largest share first (issue 38)."""
+    where = split_profile_sources(profiles)
+    if where["node"]:     # a bare path is on this machine here, as shapes' log files are
+        raise UsageError(f"tune-remote shapes reads profiles on this machine, not node:{where['node'][0]}",
+                         hint="copy it here, or give it to run --profile node:PATH, which reads it on the node")
+    answer = read_local(where["local"] + where["container"], variant)
+    warnings.extend(answer.get("warnings") or [])
+    for v, rows in ranked(answer).items():
+        have = found.setdefault(v, [])
+        index = {tuple(sorted((c, str(x)) for c, x in s.items())): s for s in have}
+        for r in rows:
+            key = {c: x for c, x in r.items() if c not in ("gpu_us", "time_share", "calls")}
+            s = index.get(tuple(sorted((c, str(x)) for c, x in key.items())))
+            if s is None:
+                s = dict(key)
+                have.append(s)
+                counts.setdefault(v, []).append(0)
+            s["gpu_us"], s["time_share"] = r["gpu_us"], r["time_share"]
+        for s in have:
+            s.setdefault("gpu_us", 0.0)
+            s.setdefault("time_share", 0.0)
+        order = sorted(range(len(have)), key=lambda i: -have[i]["time_share"])
+        found[v] = [have[i] for i in order]
+        if v in counts:
+            c = counts[v] + [0] * (len(have) - len(counts[v]))
+            counts[v] = [c[i] for i in order]

@@ -55,13 +55,14 @@ import jinja2
 from .fmt import column_decimals, fmt_pct, fmt_value
 from .view import build_view
 
-__all__ = ["render_report", "write_report", "build_view", "column_decimals", "fmt_pct", "fmt_value"]
+__all__ = ["render_report", "write_report", "environment", "finish_markdown", "build_view", "column_decimals",
+           "fmt_pct", "fmt_value"]
 
 TEMPLATES_DIR = Path(__file__).resolve().parent.parent / "templates"
 
 
 @functools.lru_cache(maxsize=None)
-def _environment(autoescape: bool) -> jinja2.Environment:
+def environment(autoescape: bool) -> jinja2.Environment:
     """One environment per kind for the process: a template is compiled once (its cache checks the file's
     mtime, so an edited template is compiled again)."""
     env = jinja2.Environment(
@@ -74,6 +75,7 @@ def _environment(autoescape: bool) -> jinja2.Environment:
     )
     env.filters["mdcode"] = _md_inline_code
     env.filters["mdtext"] = _md_text
+    env.filters["codespans"] = _code_spans
     return env
 
 
@@ -102,6 +104,16 @@ def _md_escape(s: str) -> str:
     return _TAG_START.sub("&lt;", s).replace("[", "\\[").replace("]", "\\]")
 
 
+def _code_spans(s: str):
+    """Text that may hold Markdown code spans (`...`), as HTML: escaped, each span a ``<code>``."""
+    from markupsafe import Markup, escape
+    s, out, last = str(s), [], 0
+    for m in _CODE_SPAN.finditer(s):
+        out += [escape(s[last:m.start()]), Markup("<code>%s</code>") % m.group(0).strip("`").strip()]
+        last = m.end()
+    return Markup("").join([*out, escape(s[last:])])
+
+
 def _md_inline_code(s: str) -> str:
     """Inline code span that survives backticks in the text."""
     s = str(s)
@@ -114,19 +126,25 @@ def _md_inline_code(s: str) -> str:
 def warm_templates() -> None:
     """Compile both report templates now (warm.warm_up: while the job waits on its node): ~0.1-1 s of
     jinja2 lexing and code generation off the report step's critical path."""
-    _environment(False).get_template("report.md.j2")
-    _environment(True).get_template("report.html.j2")
+    environment(False).get_template("report.md.j2")
+    environment(True).get_template("report.html.j2")
 
 
 def render_report(ctx: Mapping[str, Any]) -> tuple[str, str]:
     """Return (markdown, html) for the context described in the module docstring."""
     view = build_view(ctx)
-    md = _environment(False).get_template("report.md.j2").render(v=view)
-    md = re.sub(r"\n{3,}", "\n\n", md)
-    if view.get("aiter_root", "").startswith("/"):   # report.md goes into a PR: no absolute paths of the node
-        md = md.replace(view["aiter_root"], "<aiter root>")
-    html = _environment(True).get_template("report.html.j2").render(v=view)
+    md = finish_markdown(environment(False).get_template("report.md.j2").render(v=view), [view])
+    html = environment(True).get_template("report.html.j2").render(v=view)
     return md, html
+
+
+def finish_markdown(md: str, views: list[dict]) -> str:
+    """One blank line at most; no absolute path of the node's AITER (report.md goes into a PR)."""
+    md = re.sub(r"\n{3,}", "\n\n", md)
+    for view in views:
+        if view.get("aiter_root", "").startswith("/"):
+            md = md.replace(view["aiter_root"], "<aiter root>")
+    return md
 
 
 def write_report(ctx: Mapping[str, Any], directory: str | Path, stem: str = "report") -> tuple[Path, Path]:

@@ -1,21 +1,21 @@
-"""A campaign's report: the single job's report sections over the merged comparison, then the campaign's own parts.
+"""A campaign's report: the single job's report over each variant's merged comparison, then the campaign's own parts.
 
-``campaign_report(title, comparisons, tail_md, job) -> (markdown, html)``. Each variant's merged
-comparison.csv is rendered by :func:`render_report` (summary with verdict counts, charts, the per-shape
-table with verdicts) with ``node`` as the first key column, so every row says which target measured it;
-``tail_md`` (targets, plan, promotion across kinds) follows, in both files.
+``campaign_report(facts, comparisons) -> (markdown, html)``, rendered by the single job's jinja2 machinery:
+``campaign.md.j2`` includes ``report.md.j2`` and ``campaign.html.j2`` the body of ``report.html.j2`` once per
+variant (summary with verdict counts, charts, the per-shape table with verdicts, ``node`` its first key column so
+every row says which target measured it); the campaign's facts, its targets, the promotion across kinds and the
+plan around them, in both files. ``facts`` is plain data (``campaign/merge.py``: ``campaign_facts``).
 """
 
 from __future__ import annotations
 
-import re
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from . import render_report
-
-_BODY = re.compile(r"<body[^>]*>(.*)</body>", re.S)
+from . import environment, finish_markdown
+from .view import build_view
 
 
 def _records(path: Path) -> list[dict]:
@@ -72,30 +72,39 @@ def merged_comparison(rows: list[dict]):
                       judged=True)
 
 
-def campaign_report(title: str, comparisons: Mapping[str, Path], tail_md: str,
-                    job: Mapping[str, Any], intro_md: str = "") -> tuple[str, str]:
-    """Return (markdown, html): one single-job report per variant over all targets, then ``tail_md``."""
-    from markdown_it import MarkdownIt      # rich's own Markdown parser; raw HTML in the text stays escaped
-    mds, bodies, head = [], [], ""
+AGAIN_INTRO = ("Shapes whose own target found no kernel, or whose row another target replaced, were measured again "
+               "on their target once the rows of the other targets of its kind were in its live table (the row that "
+               "serves each is named); `after` in comparison.csv is that value")
+
+
+def _utc(epoch: float | None = None) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(epoch))
+
+
+def campaign_view(facts: Mapping[str, Any]) -> dict:
+    """The campaign's own parts, formatted for the templates."""
+    targets = [{**t, "kind": t.get("kind") or "-", "report": t.get("report") or "-",
+                "state": t["state"] + (f" ({t['error']})" if t.get("error") else "")} for t in facts["targets"]]
+    results = [{"variant": r["variant"], "path": r["path"], "shapes": r["shapes"], "faster": r.get("faster", "-"),
+                "slower": r.get("slower", "-"), "median": r.get("median", "-"),
+                "verdicts": ", ".join(f"{k} {n}" for k, n in (r.get("verdicts") or {}).items())}
+               for r in facts["results"]]
+    return {"title": f"Campaign {facts['job_id']}", "generated_at": _utc(), "state": facts["state"],
+            "error": facts.get("error"), "variants": facts["variants"], "target_count": facts["target_count"],
+            "later": [{"at": _utc(c["at"]), "command": c["command"], "lines": c.get("lines") or []}
+                      for c in facts.get("later") or []],
+            "targets": targets, "lost": facts.get("lost") or [], "results": results,
+            "spread": facts.get("spread") or [], "again": facts.get("again") or [], "again_intro": AGAIN_INTRO,
+            "plan": facts.get("plan") or []}
+
+
+def campaign_report(facts: Mapping[str, Any], comparisons: Mapping[str, Path]) -> tuple[str, str]:
+    """Return (markdown, html): the campaign's facts, one job report per variant over all its targets, the rest."""
+    views = []
     for variant, path in comparisons.items():
         rows = _records(path)
-        ctx = {"job": {**job, "variant": variant},
-               "comparison": merged_comparison(rows) if rows else None}
-        md, html = render_report(ctx)
-        mds.append(md)
-        m = _BODY.search(html)
-        bodies.append(m.group(1) if m else html)
-        head = head or html[: html.find("<body")]
-    md = f"# {title}\n\n{intro_md}\n\n" + "\n".join(re.sub(r"^# ", "## ", x, count=1) for x in mds) + "\n" + tail_md
-    render = MarkdownIt("commonmark", {"html": False}).enable("table").render
-    tail_html = render(tail_md)
-    if not head:
-        head = ("<!doctype html><html><head><meta charset='utf-8'><title></title>"
-                "<style>body{font-family:system-ui,sans-serif;margin:2em}</style></head>")
-    head = re.sub(r"<title>.*?</title>", f"<title>{_esc(title)}</title>", head, count=1, flags=re.S)
-    return md, f"{head}<body>\n<h1>{_esc(title)}</h1>\n" + render(intro_md) + "\n".join(bodies) + tail_html + "</body></html>\n"
-
-
-def _esc(s: str) -> str:
-    import html
-    return html.escape(s)
+        views.append(build_view({"job": {"id": facts["job_id"], "state": facts["state"], "variant": variant},
+                                 "comparison": merged_comparison(rows) if rows else None}))
+    c = campaign_view(facts)
+    md = finish_markdown(environment(False).get_template("campaign.md.j2").render(c=c, views=views), views)
+    return md, environment(True).get_template("campaign.html.j2").render(c=c, views=views)

@@ -400,7 +400,7 @@ def test_a_job_failed_before_its_shapes_is_not_retried_but_one_never_started_is(
 
 def test_demo_watch_two_cycles_the_second_tunes_only_the_new_shape_and_rechecks(tmp_path, capsys):
     from orchestrator.cli import main
-    from orchestrator.cli.watchloop import DEMO_FIRST, DEMO_SECOND
+    from orchestrator.watch.loop import DEMO_FIRST, DEMO_SECOND
     assert main(["--workspace", str(tmp_path / "ws"), "--json", "demo", "--watch"]) == 0, capsys.readouterr().err
     lines = [json.loads(x) for x in capsys.readouterr().out.splitlines() if x.startswith("{")]
     assert [x["cycle"] for x in lines] == [1, 2] and all(x["round_trips"] == 1 for x in lines)
