@@ -157,7 +157,45 @@ def serving_view(ctx: Mapping[str, Any], table_cls) -> dict[str, Any]:
                "" if good is None else ("yes" if good else "no")],
               row_class="" if good is None or ch == 0 else ("improved" if good else "regressed"))
     v["serving"] = t
+    v["serving_line"] += serving_judged(srv)
     return v
+
+
+def serving_judged(srv: Mapping[str, Any]) -> str:
+    """The serving check's verdict (issue 37) and, with a profile, the measured change beside the expected gain
+    (issue 38): the GPU time per token the promotion cut, 1 - before/after of the throughput."""
+    out, verdict = "", srv.get("verdict") or {}
+    if verdict:
+        runs = verdict.get("runs") or [0, 0]
+        judged = ("proven slower" if verdict.get("verdict") == "regressed" else
+                  "proven faster" if verdict.get("verdict") == "improved" else
+                  "within its noise" if verdict.get("verdict") else "not judged (one run a side)")
+        out += (f" {verdict.get('metric')}: {judged} over {runs[0]} run(s) before and {runs[1]} after (medians, "
+                "the benchmarks' rule).")
+        if verdict.get("accuracy_before") is not None or verdict.get("accuracy_after") is not None:
+            out += (f" Accuracy (--accuracy-cmd): {_num(verdict.get('accuracy_before'))} before, "
+                    f"{_num(verdict.get('accuracy_after'))} after (bound {verdict.get('accuracy_bound_pct'):g} %).")
+        if verdict.get("regression"):
+            out += (" The promotion was rolled back: " if verdict.get("rolled_back") else
+                    " The promotion was kept (--on-serving-regression keep) although: ") + "; ".join(
+                verdict["regression"]) + "."
+    expected = srv.get("expected_gain_pct")
+    tok = next((r for r in srv.get("rows") or [] if r["metric"] == "Output token throughput (tok/s)"
+                and r.get("before") and r.get("after")), None)
+    if expected is not None and tok:
+        measured = 100.0 * (1.0 - float(tok["before"]) / float(tok["after"]))
+        out += (f" Expected from the profile: {expected:.2f} % less GPU time per token; measured: {measured:.2f} % "
+                "(1 - before/after of the output token throughput).")
+    return out
+
+
+def sequential_line(seq: Mapping[str, Any] | None) -> str:
+    """What the sequential design did (issue 37), for the method line."""
+    if not seq:
+        return ""
+    return (f" Sequential design: {seq['start']} run(s) per arm first, then {seq['step']} more at a time for the "
+            f"undecided shapes only, up to {seq['max']}: {seq['rounds']} round(s) added {seq['runs_added']} run(s) "
+            f"per arm in all; the bar covers all {seq['looks']} looks.")
 
 
 def _num(x: Any) -> str:

@@ -14,7 +14,7 @@ from .fmt import (DASH, Table, fmt_command, fmt_duration, elapsed_s, fmt_int, fm
                   fmt_time, is_missing, is_num, key_label, kv_table)
 from .jit import jit_view
 from .mchart import group_charts
-from .outcome import changes_view, outcome_view, serving_view, verdict_method
+from .outcome import changes_view, outcome_view, sequential_line, serving_view, verdict_method
 from .tables import (as_comparison, common_columns, group_table, logs_table, rows_table, shape_list,
                      shape_table)
 
@@ -73,7 +73,8 @@ def build_view(ctx: Mapping[str, Any]) -> dict[str, Any]:
                             f"positive = faster. Noise band ±{cmp.noise_pct:g}% (inside it = unchanged).")
         if cmp.judged:
             v["metric_line"] = (f"{cmp.metric}, {cmp.direction}. speedup % = ({formula}) x 100 of the medians: "
-                                "positive = faster. " + verdict_method(cmp.summary))
+                                "positive = faster. " + verdict_method(cmp.summary)
+                                + sequential_line(ctx.get("sequential")))
         v["values_are"] = ("medians of the runs per arm" if cmp.judged
                            else "means when a shape ran more than once")
         v["headline"] = (

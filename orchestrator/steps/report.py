@@ -64,7 +64,10 @@ def report_context(ctx: Ctx, saved: bool = False) -> dict:
         "jit_profile": _saved_jit_profile(ctx) if saved else jit_collect(ctx),
         "outcome_changes": job.step_state("promote").info.get("later") or [],
         "serving": {"command": job.request.serve_cmd,
-                    "rows": job.step_state("promote").info.get("serving")},
+                    "rows": job.step_state("promote").info.get("serving"),
+                    "verdict": job.step_state("promote").info.get("serving_verdict"),
+                    "expected_gain_pct": (comp_info.get("summary") or {}).get("expected_e2e_gain_pct")},
+        "sequential": comp_info.get("sequential"),
         "notes": list(job.notes),
         "logs": {name: {"node": path, "local": str(ctx.job_dir / "logs" / Path(path).name)}
                  for name, path in logs.items()},

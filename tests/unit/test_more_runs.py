@@ -47,6 +47,9 @@ def test_only_undecided_shapes_get_more_runs_up_to_the_bound(job):
         assert [int(r["m"]), int(r["n"]), int(r["k"])] in info["more_runs"][0]["keys"]
     # the bar covers every look of the design: the job's K is the union bound's over shapes x looks
     assert info["summary"]["verdict_k"] == job_k(len(rows), 3)
+    report = (env.workspace.job_dir("seq") / "report.md").read_text()
+    assert (f"Sequential design: 2 run(s) per arm first, then 2 more at a time for the undecided shapes only, up "
+            f"to 6: {seq['rounds']} round(s) added {seq['runs_added']} run(s)") in report
 
 
 def test_a_compare_run_again_reads_its_rounds_and_runs_none(job, monkeypatch):

@@ -89,6 +89,9 @@ def test_a_promotion_whose_serving_is_proven_slower_is_rolled_back(demo):
     assert list(csv.DictReader(open(jd / "serving.csv")))[0].keys() == {"metric", "before", "after", "change_pct"}
     assert sum(1 for r in csv.DictReader(open(jd / "serving_runs.csv")) if r["arm"] == "after") >= 3 * 2
     assert (done.remote.promotion or {}).get("rolled_back") or (done.remote.promotion or {}).get("rounds_undone")
+    report = (jd / "report.md").read_text()
+    assert "Output token throughput (tok/s): proven slower over 3 run(s) before and 3 after" in report
+    assert "The promotion was rolled back: serving Output token throughput (tok/s) proven slower" in report
 
 
 def test_keep_says_so_and_keeps_the_rows(demo):

@@ -105,6 +105,9 @@ def test_the_expected_end_to_end_gain_is_what_the_serving_benchmark_then_measure
     assert summary["profiled_time_share"] == pytest.approx(1 - 60 * 40 / float(serving["Mean TPOT (ms)"]["before"])
                                                            / 1000, rel=1e-2)
     assert summary["expected_e2e_gain_pct"] == pytest.approx(measured_cut, abs=0.02), (summary, serving)
+    report = (env.workspace.job_dir("loop") / "report.md").read_text()
+    assert (f"Expected from the profile: {summary['expected_e2e_gain_pct']:.2f} % less GPU time per token; "
+            f"measured: {measured_cut:.2f} %") in report
 
     # the export's PR summary carries the kernel-time share reviewers ask for (aiter#5500) and the job's own bar
     from orchestrator.cli import main
