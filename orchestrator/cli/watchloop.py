@@ -35,10 +35,13 @@ from .base import ACCEPT_NEW_HOST_KEY, Env, cli
               help="per cycle: tune only the most-missed shapes whose estimated tuning time fits, e.g. 2h")
 @click.option("--retune", is_flag=True, help="tune a shape seen again even when an earlier cycle tuned it")
 @click.option("--repeats", type=click.IntRange(1), default=3, show_default=True, help="benchmark runs per arm")
+@click.option("--profile", "profiles", multiple=True, metavar="PATH",
+              help="a profiler trace or a directory the servers write traces into, inside the container (repeatable): "
+                   "each cycle reads it with the logs and tunes the shapes with the largest share of GPU time first")
 @ACCEPT_NEW_HOST_KEY
 @click.pass_obj
 def watch(env: Env, nodes, container, logs, variant, min_misses, interval, once, promote_mode, name, budget,
-          retune, repeats, accept_new_host_key):
+          retune, repeats, accept_new_host_key, profiles=()):
     """Tune new misses as they appear in the servers' logs; recheck a target after an upgrade. Never prompts.
 
     Each cycle reads only the new bytes of each log (a rotated log from its start), counts the misses, and
@@ -55,6 +58,11 @@ def watch(env: Env, nodes, container, logs, variant, min_misses, interval, once,
         if path.startswith(("node:", "local:")) or not path.startswith("/"):
             raise UsageError(f"--log {path!r}: watch reads logs inside the container, by absolute path",
                              hint="give the path as the container sees it, e.g. /var/log/vllm/server.log")
+    for path in profiles:
+        if path.startswith(("node:", "local:")) or not path.startswith("/"):
+            raise UsageError(f"--profile {path!r}: watch reads profiles inside the container, by absolute path",
+                             hint="give the trace file or the directory the servers write traces into, e.g. "
+                                  "/var/log/vllm/profiles")
     if budget is not None:
         from ..outcome.budget import parse_duration
         parse_duration(budget)
@@ -67,7 +75,7 @@ def watch(env: Env, nodes, container, logs, variant, min_misses, interval, once,
     store = WatchStore(env.workspace.root, name)
     store.lock()
     run_watch(env, store, targets, list(logs), variants, min_misses, retune, promote_mode, budget, repeats,
-              interval, once, lambda: inv, accept_new_host_key)
+              interval, once, lambda: inv, accept_new_host_key, profiles=list(profiles))
 
 
 def _variants(text: str) -> list[str] | None:
@@ -82,12 +90,13 @@ def _variants(text: str) -> list[str] | None:
 
 
 def run_watch(env: Env, store, targets, logs, variants, min_misses, retune, promote, budget, repeats, interval,
-              once, inventory, accept_new: bool = False, cycles: int | None = None, between=None) -> None:
+              once, inventory, accept_new: bool = False, cycles: int | None = None, between=None,
+              profiles: list | None = None) -> None:
     """``watch/loop.py``'s cycles, each said here; stopped: say so, exit 0; ``once`` with a failed job: exit 1."""
     from ..watch.cycle import WatchConfig
     from ..watch.launch import JobOptions
     from ..watch.loop import run
-    end = run(env.workspace, env.ui(), store, targets, WatchConfig(logs, variants, min_misses, retune),
+    end = run(env.workspace, env.ui(), store, targets, WatchConfig(logs, variants, min_misses, retune, list(profiles or [])),
               JobOptions(promote, budget, repeats), interval, once, inventory, lambda res: _say(env, store, res),
               accept_new, cycles, between)
     if end.stopped:

@@ -23,6 +23,7 @@ class WatchConfig:
     variants: list | None = None        # None: every variant the logs miss (auto)
     min_misses: int = 1
     retune: bool = False
+    profiles: list = field(default_factory=list)   # --profile: traces in the container (files or directories)
 
 
 @dataclass
@@ -66,7 +67,8 @@ class Watch:
         for attempt in (1, 2):
             reused = wt.label in self._open
             try:
-                return read_target(self._target(wt), wt.label, list(self.config.logs), previous, variant)
+                return read_target(self._target(wt), wt.label, list(self.config.logs), previous, variant,
+                                   profiles=list(self.config.profiles))
             except (TuneRemoteError, TransportError):
                 self._drop(wt.label)
                 if attempt == 2 or not reused:
@@ -153,6 +155,15 @@ class Watch:
         seen_now = []
         for read in reads:
             seen_now.extend(add_seen(data["seen"], read, n, variants))
+            if read.profile_error:
+                self.ui.event(f"watch: {read.label}: profile not read ({read.profile_error}); this cycle ranks its "
+                              "shapes by misses")
+        fresh: dict = {}      # the shares this cycle's profiles give (the largest over the targets) replace older
+        for read in reads:
+            for key, share in read.shares.items():
+                fresh[key] = max(share, fresh.get(key, 0.0))
+        if fresh:
+            data["shares"] = {**(data.get("shares") or {}), **fresh}
         data["cycle"] = n
         pending = data.setdefault("recheck_pending", {})   # an upgrade whose recheck a killed watch never ended
         pending.update(upgrades)
@@ -195,7 +206,8 @@ class Watch:
     def _launch(self, data: dict, n: int, seen_now: list, res: CycleResult, answered: list) -> None:
         busy = {shape_key(e["variant"], s) for e in self.store.open_jobs() for s in e.get("shapes") or []}
         retune_now = {shape_key(s["variant"], s["shape"]) for s in seen_now} if self.config.retune else None
-        picked = candidates(data["seen"], self.store.tried(), busy, self.config.min_misses, retune_now)
+        shares = data.get("shares") if self.config.profiles else None
+        picked = candidates(data["seen"], self.store.tried(), busy, self.config.min_misses, retune_now, shares)
         if not picked:
             said = "no new miss lines" if not seen_now else "no shape to tune (all tuned already or seen fewer " \
                                                             f"than {self.config.min_misses} time(s))"
@@ -209,8 +221,11 @@ class Watch:
             job_id = self.launcher.job_id(n, variant)
             shapes = [e["shape"] for e in ents]
             labels = sorted({t for e in ents for t in e.get("targets") or []})
-            self.ui.event(f"watch {self.store.name}: cycle {n}: tuning {len(shapes)} {variant} shape(s), most "
-                          f"missed first ({ents[0]['count']} misses), job {job_id}")
+            share = (shares or {}).get(shape_key(variant, ents[0]["shape"]))
+            first = (f"largest share of GPU time first ({100 * share:.1f} %)" if share else
+                     f"most missed first ({ents[0]['count']} misses)")
+            self.ui.event(f"watch {self.store.name}: cycle {n}: tuning {len(shapes)} {variant} shape(s), {first}, "
+                          f"job {job_id}")
             self.store.record("job", job_id=job_id, state=Status.RUNNING.value, variant=variant, shapes=shapes,
                               targets=[t.label for t in targets], seen_on=labels, cycle=n)
             res.outcomes.append(self._drive(job_id, variant, shapes, targets))

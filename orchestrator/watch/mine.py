@@ -1,5 +1,7 @@
 """Reading the targets' logs (one ``log_tail`` round trip per target: new bytes only, mined at the node) and
-choosing what to tune: the misses counted over every cycle, ranked by count."""
+choosing what to tune: the misses counted over every cycle, ranked by count; with ``watch --profile`` (the
+servers' profiler traces, a directory they write into periodically: issue 38) read in the same round trip,
+ranked by each shape's share of the profiled GPU time first."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -33,16 +35,27 @@ class TargetRead:
     missing: list = field(default_factory=list)
     round_trips: int = 0
     error: str | None = None
+    shares: dict = field(default_factory=dict)      # shape key -> share of the profiled GPU time (--profile)
+    profile_error: str | None = None
 
 
 def read_target(target, label: str, paths: list[str], previous: dict, variant: str | None,
-                timeout: float = 600) -> TargetRead:
+                timeout: float = 600, profiles: list | None = None) -> TargetRead:
     """One ``log_tail`` call: each log from where ``previous`` (path -> inode/offset) says it was read to."""
     specs = [{"path": p, **{k: v for k, v in (previous.get(p) or {}).items() if k in ("inode", "offset")}}
              for p in paths]
     before = target.round_trips()
-    ans = target.helper.call("log_tail", {"logs": specs, "variant": variant, "facts": True}, timeout=timeout)
+    tail = {"logs": specs, "variant": variant, "facts": True}
+    prof = None
+    if profiles:     # the profile op rides in the same round trip; its failure is its answer, not the cycle's
+        ans, prof = target.helper.call_batch([("log_tail", tail), ("profile", {"profiles": list(profiles),
+                                                                               "variant": variant})],
+                                             timeout=timeout, soft_last=True)
+    else:
+        ans = target.helper.call("log_tail", tail, timeout=timeout)
     out = TargetRead(label=label, facts=ans.get("facts") or {}, bytes=int(ans.get("bytes") or 0))
+    if prof is not None:
+        _shares(out, prof)
     for entry in ans.get("logs") or []:
         if entry.get("missing"):
             out.missing.append(entry["path"])
@@ -58,6 +71,18 @@ def read_target(target, label: str, paths: list[str], previous: dict, variant: s
         out.shapes[v] = [(s, int(n[i]) if i < len(n) else 1) for i, s in enumerate(shapes)]
     out.round_trips = target.round_trips() - before
     return out
+
+
+def _shares(out: TargetRead, prof: dict) -> None:
+    """The profile op's answer -> each shape key's share of the whole profiled GPU time, or why not."""
+    if prof.get("ok") is False or prof.get("profile_error"):
+        out.profile_error = prof.get("profile_error") or prof.get("error") or "the profile op failed"
+        return
+    from ..parsing.profile import ranked
+    for v, rows in ranked(prof).items():
+        for r in rows:
+            shape = {k: x for k, x in r.items() if k not in ("gpu_us", "time_share", "calls")}
+            out.shares[shape_key(v, shape)] = float(r["time_share"])
 
 
 def add_seen(seen: dict, read: TargetRead, cycle: int, variants: list[str] | None) -> list[dict]:
@@ -79,13 +104,17 @@ def add_seen(seen: dict, read: TargetRead, cycle: int, variants: list[str] | Non
     return out
 
 
-def candidates(seen: dict, tried: set, busy: set, min_misses: int, retune_now: set | None = None) -> dict:
-    """variant -> [seen entries] to tune, most-missed first: seen at least ``min_misses`` times in all,
+def candidates(seen: dict, tried: set, busy: set, min_misses: int, retune_now: set | None = None,
+               shares: dict | None = None) -> dict:
+    """variant -> [seen entries] to tune, most-missed first (with ``shares``, shape key -> share of the profiled
+    GPU time: the largest share first, then the most missed): seen at least ``min_misses`` times in all,
     not tuned by an earlier job of this watch (``tried``; with --retune, the ones seen again this cycle,
     ``retune_now``, are tuned again), not in a job still running (``busy``)."""
     order = {k: i for i, k in enumerate(seen)}
+    shares = shares or {}
     picked: dict[str, list] = {}
-    for key, ent in sorted(seen.items(), key=lambda kv: (-kv[1]["count"], kv[1].get("first", 0), order[kv[0]])):
+    for key, ent in sorted(seen.items(), key=lambda kv: (-shares.get(kv[0], 0.0), -kv[1]["count"],
+                                                         kv[1].get("first", 0), order[kv[0]])):
         if ent["count"] < min_misses or key in busy:
             continue
         if key in tried and not (retune_now and key in retune_now):
