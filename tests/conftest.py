@@ -15,6 +15,9 @@ from pathlib import Path
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
+# the default store (issue 39: $XDG_DATA_HOME/tune-remote/store.sqlite) of every job the suite runs: one of
+# the session's own, never the user's
+os.environ["XDG_DATA_HOME"] = __import__("tempfile").mkdtemp(prefix="tune-remote-xdg-")
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
