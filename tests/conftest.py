@@ -25,7 +25,7 @@ from tests.fake_remote import (  # noqa: E402
     ContainerSpec, Node, TestBed, TestbedUnavailable, is_ci, sim_available, sweep_stale,
 )
 
-E2E_FIXTURES = {"testbed", "make_node", "node", "shared_node", "slurm_cluster"}
+E2E_FIXTURES = {"testbed", "make_node", "node", "shared_node", "slurm_cluster", "postgres"}
 _BED_TIMINGS: dict = {}
 
 
@@ -87,6 +87,26 @@ def slurm_cluster(testbed):
         yield cluster
     finally:
         cluster.stop()
+
+
+@pytest.fixture(scope="module")
+def postgres():
+    """A real PostgreSQL server (Debian's package, run by the test bed itself; tests/fake_remote/postgres.py):
+    ``postgres.url`` is a store URL, ``kill()`` crashes it, ``start()`` brings it back. One per test module."""
+    from tests.fake_remote.postgres import PostgresServer, postgres_available, sweep_stale_servers
+    why = postgres_available()
+    if why:
+        testbed_unavailable(why)
+    sweep_stale_servers()
+    server = PostgresServer()
+    try:
+        server.start()
+    except TestbedUnavailable as e:
+        testbed_unavailable(str(e))
+    try:
+        yield server
+    finally:
+        server.stop()
 
 
 @pytest.fixture

@@ -4,7 +4,7 @@ command accepts (before or after its name)."""
 from __future__ import annotations
 
 GLOBAL = {"name": "Global options (before or after the command)",
-          "options": ["--inventory", "--workspace", "--quiet", "--json"]}
+          "options": ["--inventory", "--workspace", "--quiet", "--json", "--store"]}
 
 OPTION_GROUPS = {
     "tune-remote run": [
@@ -48,6 +48,7 @@ COMMAND_GROUPS = {
         {"name": "Outcome", "commands": ["promote", "rollback", "export"]},
         {"name": "Over time", "commands": ["watch", "recheck", "audit"]},
         {"name": "Offline tools", "commands": ["csv"]},
+        {"name": "The team's store", "commands": ["rows", "store"]},
     ],
 }
 
