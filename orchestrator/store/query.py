@@ -42,6 +42,26 @@ def team_rows(store, *, variant: str | None = None, gpu: str | None = None, aite
     return out
 
 
+def proven(store, *, gfx: str, cu_num: int, table_name: str, row_keys, aiter: str | None = None) -> dict:
+    """The plan's question: which of ``row_keys`` the team already holds a row for on this GPU kind (gfx and
+    cu_num) and table, tuned on AITER ``aiter`` (None: any); ``{row_key: provenance}``. One indexed look-up
+    per 500 keys (team_rows' primary key)."""
+    t, j, res = schema.team_rows, schema.jobs, schema.results
+    keys, out = list(dict.fromkeys(row_keys)), {}
+    with store.engine.connect() as conn:
+        for i in range(0, len(keys), 500):
+            q = (sa.select(t.c.row_key, j.c.job_id, j.c.origin, j.c.node, j.c.aiter_version, res.c.speedup_pct,
+                           res.c.verdict)
+                 .join(j, j.c.uid == t.c.job_uid)
+                 .outerjoin(res, sa.and_(res.c.job_uid == t.c.job_uid, res.c.row_key == t.c.row_key))
+                 .where(t.c.gfx == gfx, t.c.cu_num == cu_num, t.c.table_name == table_name,
+                        t.c.row_key.in_(keys[i:i + 500])))
+            if aiter is not None:
+                q = q.where(j.c.aiter_version == aiter)
+            out.update({m["row_key"]: dict(m) for m in conn.execute(q).mappings()})
+    return out
+
+
 def export_csv(rows: list[dict]) -> str:
     """The team rows of ONE table as that table's CSV (its own columns, in the order the tuner wrote them)."""
     tables = sorted({r["table_name"] for r in rows})

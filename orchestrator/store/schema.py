@@ -56,6 +56,7 @@ samples = Table(
     Column("arm", SmallInteger, nullable=False), Column("n", SmallInteger, nullable=False),
     Column("value", Float),
     PrimaryKeyConstraint("result_id", "arm", "n", name="pk_samples"),
+    sqlite_with_rowid=False,          # SQLite: the rows are the key's b-tree (no second copy of the key)
 )
 
 # promotion, rollback, demotion, audit: `natural` is the event's own key (job uid or recheck id, table, row key)

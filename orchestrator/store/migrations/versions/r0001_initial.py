@@ -50,7 +50,7 @@ def upgrade() -> None:
         sa.Column("result_id", sa.Integer, sa.ForeignKey("results.id"), nullable=False),
         sa.Column("arm", sa.SmallInteger, nullable=False), sa.Column("n", sa.SmallInteger, nullable=False),
         sa.Column("value", sa.Float),
-        sa.PrimaryKeyConstraint("result_id", "arm", "n", name="pk_samples"))
+        sa.PrimaryKeyConstraint("result_id", "arm", "n", name="pk_samples"), sqlite_with_rowid=False)
     op.create_table(
         "events",
         sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
