@@ -77,7 +77,8 @@ def _need(env: Env):
 @click.argument("path", metavar="WORKSPACE", type=click.Path(file_okay=False, exists=True))
 @click.pass_obj
 def store_import(env: Env, path):
-    """Every job of WORKSPACE (campaign targets too) into the store; importing again changes nothing."""
+    """Every job of WORKSPACE (campaign targets too) and every recheck into the store; importing again
+    changes nothing."""
     from ..store.sync import sync_job
     store = _need(env)
     n, lost = 0, 0
@@ -90,9 +91,12 @@ def store_import(env: Env, path):
             continue
         lost += len(sync_job(store, ws, job)["lost"])
         n += 1
-    out = {"store": _shown(store.url), "jobs": n, "lost_promotions": lost, "counts": store.counts()}
-    click.echo(json.dumps(out) if env.wants_json() else
-               f"imported {n} job(s) into {out['store']}: " + ", ".join(f"{k} {v}" for k, v in out["counts"].items()))
+    from ..store.events import sync_recheck
+    rechecks = [sync_recheck(store, p.parent) for p in sorted(Path(path).glob("*/recheck.json"))]
+    out = {"store": _shown(store.url), "jobs": n, "rechecks": len(rechecks), "lost_promotions": lost,
+           "counts": store.counts()}
+    click.echo(json.dumps(out) if env.wants_json() else f"imported {n} job(s) and {len(rechecks)} recheck(s) into "
+               f"{out['store']}: " + ", ".join(f"{k} {v}" for k, v in out["counts"].items()))
 
 
 def _shown(url: str) -> str:

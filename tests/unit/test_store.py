@@ -188,3 +188,38 @@ def test_old_jobs_of_the_fixtures_sync(tmp_path):
         (d / "state.json").write_text(json.dumps(data))
         sync.sync_job(store, ws, ws.load(f"j{i}"))
     assert store.counts()["jobs"] == len(fixtures)
+
+
+def test_a_recheck_s_demotion_releases_the_team_row_and_audit_findings_are_kept(one, tmp_path, capsys):
+    from orchestrator.store.events import record_audit
+    d, _, job = one
+    url = f"sqlite:///{tmp_path / 'team.sqlite'}"
+    assert main(["--store", url, "store", "import", str(d / "ws")]) == 0
+    capsys.readouterr()
+    store = Store.open(url)
+    with store.engine.connect() as conn:
+        held = conn.execute(sa.select(schema.team_rows.c.row_key)).scalars().all()
+    first = dict(kv.split("=") for kv in held[0].split(","))
+    rdir = d / "ws" / "recheck-1"
+    rdir.mkdir(exist_ok=True)
+    live = job.remote.live_csv
+    (rdir / "recheck.json").write_text(json.dumps({
+        "id": "recheck-1", "node": "demo", "time": 5.0, "now": {"gfx": "gfx950", "cu_num": 256},
+        "rows": [{"variant": job.variant, "live": live, "key": {c: int(v) for c, v in first.items()},
+                  "job_id": job.job_id, "verdict": "slower_now"},
+                 {"variant": job.variant, "live": live, "key": {"m": 1, "n": 1, "k": 1}, "job_id": job.job_id,
+                  "verdict": "still_faster"}],
+        "demotion": {"tables": [{"live": live}]}}))
+    before = store.counts()
+    for _ in range(2):
+        assert main(["--store", url, "store", "import", str(d / "ws")]) == 0
+        assert json.loads(capsys.readouterr().out)["rechecks"] == 1
+    after = store.counts()
+    (rdir / "recheck.json").unlink()
+    assert after["team_rows"] == before["team_rows"] - 1 and after["events"] == before["events"] + 3
+    with store.engine.connect() as conn:
+        assert held[0] not in conn.execute(sa.select(schema.team_rows.c.row_key)).scalars().all()
+    finding = {"kind": "copied_us", "file": "/x/a8w8_tuned_gemm.csv", "key": {"m": 1}, "detail": "same us"}
+    assert record_audit(store, [finding], node="n1") == 1
+    record_audit(store, [finding], node="n1")
+    assert store.counts()["events"] == after["events"] + 1
