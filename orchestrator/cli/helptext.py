@@ -10,7 +10,7 @@ OPTION_GROUPS = {
     "tune-remote run": [
         {"name": "What to tune", "options": ["--variant", "--log", "--shapes-csv", "--nk", "--model", "--tp",
                                              "--m-preset", "--max-m", "--budget", "--table-from-log", "--padded-m",
-                                             "--q-dtype-w"]},
+                                             "--q-dtype-w", "--reuse"]},
         {"name": "Where", "options": ["--node", "--container", "--slurm", "--slurm-nodes", "--gpus",
                                       "--force-cu-num", "--accept-new-host-key"]},
         {"name": "How to tune", "options": ["--batch", "--timeout", "--stall-timeout", "--tune-arg", "--splitk",

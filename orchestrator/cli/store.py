@@ -59,6 +59,39 @@ def observe(workspace: Workspace, job) -> None:
 Workspace.observers.append(observe)
 
 
+def plan_hook(ctx, shapes: list[dict], described: list[str]) -> list[dict]:
+    """The shapes step's hook under --reuse proven: the shapes the team's store holds are not tuned again."""
+    env = Env.last
+    url = _url(env)
+    if url is None or getattr(env, "reuse", None) != "proven":     # this command's --reuse, not an earlier one's
+        return shapes
+    from ..store import shown
+    from ..store.live import opened
+    from ..store.plan import reuse_proven
+    try:
+        store = opened(url)
+    except Exception as exc:  # noqa: BLE001  the default store: the plan goes on without it
+        warn(f"store {shown(url)}: {exc}; --reuse proven: every shape is tuned")
+        return shapes
+    return reuse_proven(store, ctx, shapes, described)
+
+
+def _reuse(ctx: click.Context, _param, value) -> None:
+    ctx.find_object(Env).reuse = value
+    if value == "proven":
+        from ..steps import shapes as shapes_step
+        if plan_hook not in shapes_step.PLAN_HOOKS:
+            shapes_step.PLAN_HOOKS.append(plan_hook)
+
+
+REUSE_HELP = ("proven: a shape the team's store holds a proven row for (same GPU kind, table and AITER version) "
+              "is not tuned again, the plan says whose it is (docs/store.md); none: tune every shape")
+for _name in ("run", "demo"):
+    cli.commands[_name].params.append(click.Option(["--reuse"], type=click.Choice(["proven", "none"]),
+                                                   default="none", show_default=True, help=REUSE_HELP,
+                                                   expose_value=False, callback=_reuse))
+
+
 @cli.group("store")
 def store_group():
     """The team's store: every job, tuned row, benchmark sample and promotion (docs/store.md)."""

@@ -223,3 +223,21 @@ def test_a_recheck_s_demotion_releases_the_team_row_and_audit_findings_are_kept(
     assert record_audit(store, [finding], node="n1") == 1
     record_audit(store, [finding], node="n1")
     assert store.counts()["events"] == after["events"] + 1
+
+
+def test_reuse_proven_plans_only_the_shapes_the_team_does_not_hold(one, tmp_path, capsys):
+    d, _, job = one
+    url = f"sqlite:///{tmp_path / 'team.sqlite'}"
+    assert main(["--store", url, "store", "import", str(d / "ws")]) == 0
+    assert main(["-q", "--workspace", str(tmp_path / "ws"), "--store", url, "demo", "--repeats", "1",
+                 "--reuse", "proven"]) == 0
+    capsys.readouterr()
+    second = Workspace(tmp_path / "ws").jobs()[0]
+    held = len(job.remote.promotion["promoted"])
+    assert len(second.shapes) == len(job.shapes) - held > 0
+    assert len(second.steps["shapes"].info["reused"]) == held
+    assert any(f"{held} shape(s) have a proven row" in n and job.job_id in n for n in second.notes)
+    assert second.steps["shapes"].info["estimate_s"] < job.steps["shapes"].info["estimate_s"]
+    # --reuse none (the default) tunes every shape again
+    assert main(["-q", "--workspace", str(tmp_path / "ws3"), "--store", url, "demo", "--repeats", "1"]) == 0
+    assert len(Workspace(tmp_path / "ws3").jobs()[0].shapes) == len(job.shapes)
