@@ -162,6 +162,8 @@ class Workspace:
     goes through ``update`` (re-read, change, write under ``<job>/.save.lock``), and the driver keeps a
     cancellation it finds on disk (R-05)."""
 
+    observers: list = []    # f(workspace, job) after every write of a state.json: the store's sync (cli/store.py)
+
     def __init__(self, root: Path):
         self.root = Path(root)
 
@@ -280,6 +282,8 @@ class Workspace:
                 job.fetched = {**(disk.get("fetched") or {}), **job.fetched}
             job.rev = disk_rev + 1
             atomic_write(path, job.to_json().encode())
+        for observe in Workspace.observers:
+            observe(self, job)
         return True
 
     def update(self, job_id: str, change) -> JobState:

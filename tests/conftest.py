@@ -15,6 +15,9 @@ from pathlib import Path
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
+# the default store (issue 39: $XDG_DATA_HOME/tune-remote/store.sqlite) of every job the suite runs: one of
+# the session's own, never the user's
+os.environ["XDG_DATA_HOME"] = __import__("tempfile").mkdtemp(prefix="tune-remote-xdg-")
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
@@ -22,7 +25,7 @@ from tests.fake_remote import (  # noqa: E402
     ContainerSpec, Node, TestBed, TestbedUnavailable, is_ci, sim_available, sweep_stale,
 )
 
-E2E_FIXTURES = {"testbed", "make_node", "node", "shared_node", "slurm_cluster"}
+E2E_FIXTURES = {"testbed", "make_node", "node", "shared_node", "slurm_cluster", "postgres"}
 _BED_TIMINGS: dict = {}
 
 
@@ -84,6 +87,26 @@ def slurm_cluster(testbed):
         yield cluster
     finally:
         cluster.stop()
+
+
+@pytest.fixture(scope="module")
+def postgres():
+    """A real PostgreSQL server (Debian's package, run by the test bed itself; tests/fake_remote/postgres.py):
+    ``postgres.url`` is a store URL, ``kill()`` crashes it, ``start()`` brings it back. One per test module."""
+    from tests.fake_remote.postgres import PostgresServer, postgres_available, sweep_stale_servers
+    why = postgres_available()
+    if why:
+        testbed_unavailable(why)
+    sweep_stale_servers()
+    server = PostgresServer()
+    try:
+        server.start()
+    except TestbedUnavailable as e:
+        testbed_unavailable(str(e))
+    try:
+        yield server
+    finally:
+        server.stop()
 
 
 @pytest.fixture

@@ -38,8 +38,10 @@ class Env:
 
     last: "Env | None" = None      # the one this process's command uses (main's error hints read it)
 
-    def __init__(self, inventory: str | None, workspace: str | None, quiet: bool, as_json: bool = False):
+    def __init__(self, inventory: str | None, workspace: str | None, quiet: bool, as_json: bool = False,
+                 store: str | None = None):
         Env.last = self
+        self.store_url = store     # --store (issue 39, cli/store.py): None = $TUNE_REMOTE_STORE or the default
         self.inventory_path = resolve_inventory_path(inventory)
         self.workspace = Workspace(resolve_workspace(workspace))
         self.quiet = quiet
@@ -64,6 +66,10 @@ def _global(ctx: click.Context, param: click.Parameter, value) -> None:
         env.workspace = Workspace(resolve_workspace(value))
     elif param.name == "quiet":
         env.quiet = True
+    elif param.name == "store":
+        env.store_url = value
+        from ..store.live import check
+        check(value)
     else:
         env.json = True
 
@@ -72,6 +78,8 @@ INVENTORY_HELP, INVENTORY_DEFAULT = "the inventory file", "$TUNE_REMOTE_INVENTOR
 WORKSPACE_HELP, WORKSPACE_DEFAULT = "job directories", "$TUNE_REMOTE_WORKSPACE, else ./tune-workspace"
 QUIET_HELP = "print only results and errors"
 JSON_HELP = "print one JSON document on stdout (what a pipe gets anyway)"
+STORE_HELP = "the team's store: sqlite:///FILE, postgresql://USER@HOST/DB, or none (docs/store.md)"
+STORE_DEFAULT = "$TUNE_REMOTE_STORE, else ~/.local/share/tune-remote/store.sqlite"
 
 
 def _global_options() -> list[click.Option]:
@@ -79,7 +87,8 @@ def _global_options() -> list[click.Option]:
     return [click.Option(["--inventory"], metavar="FILE", help=INVENTORY_HELP, show_default=INVENTORY_DEFAULT, **kw),
             click.Option(["--workspace"], metavar="DIR", help=WORKSPACE_HELP, show_default=WORKSPACE_DEFAULT, **kw),
             click.Option(["-q", "--quiet"], is_flag=True, help=QUIET_HELP, **kw),
-            click.Option(["--json"], is_flag=True, help=JSON_HELP, **kw)]
+            click.Option(["--json"], is_flag=True, help=JSON_HELP, **kw),
+            click.Option(["--store"], metavar="URL", help=STORE_HELP, show_default=STORE_DEFAULT, **kw)]
 
 
 class Group(RichGroup):
@@ -108,13 +117,16 @@ ACCEPT_NEW_HOST_KEY = click.option("--accept-new-host-key", is_flag=True,
 @click.option("--workspace", metavar="DIR", help=WORKSPACE_HELP, show_default=WORKSPACE_DEFAULT)
 @click.option("-q", "--quiet", is_flag=True, help=QUIET_HELP)
 @click.option("--json", "as_json", is_flag=True, help=JSON_HELP)
+@click.option("--store", metavar="URL", help=STORE_HELP, show_default=STORE_DEFAULT)
 @click.version_option(__version__, prog_name="tune-remote")
 @click.pass_context
-def cli(ctx: click.Context, inventory, workspace, quiet, as_json):
+def cli(ctx: click.Context, inventory, workspace, quiet, as_json, store):
     """Tune AITER CK GEMM / fused-MoE kernels on remote ROCm nodes, from your laptop.
 
     JOB: a job id, any unique prefix of one, or `last` (the newest job)."""
-    ctx.obj = Env(inventory, workspace, quiet, as_json)
+    ctx.obj = Env(inventory, workspace, quiet, as_json, store)
+    from ..store.live import check
+    check(store)
     if ctx.invoked_subcommand is None:       # `tune-remote` alone: the help, not a usage error
         click.echo(ctx.get_help())
         ctx.exit(0)

@@ -4,13 +4,13 @@ command accepts (before or after its name)."""
 from __future__ import annotations
 
 GLOBAL = {"name": "Global options (before or after the command)",
-          "options": ["--inventory", "--workspace", "--quiet", "--json"]}
+          "options": ["--inventory", "--workspace", "--quiet", "--json", "--store"]}
 
 OPTION_GROUPS = {
     "tune-remote run": [
         {"name": "What to tune", "options": ["--variant", "--log", "--shapes-csv", "--nk", "--model", "--tp",
                                              "--m-preset", "--max-m", "--budget", "--table-from-log", "--padded-m",
-                                             "--q-dtype-w"]},
+                                             "--q-dtype-w", "--reuse"]},
         {"name": "Where", "options": ["--node", "--container", "--slurm", "--slurm-nodes", "--gpus",
                                       "--force-cu-num", "--accept-new-host-key"]},
         {"name": "How to tune", "options": ["--batch", "--timeout", "--stall-timeout", "--tune-arg", "--splitk",
@@ -48,6 +48,7 @@ COMMAND_GROUPS = {
         {"name": "Outcome", "commands": ["promote", "rollback", "export"]},
         {"name": "Over time", "commands": ["watch", "recheck", "audit"]},
         {"name": "Offline tools", "commands": ["csv"]},
+        {"name": "The team's store", "commands": ["rows", "store"]},
     ],
 }
 

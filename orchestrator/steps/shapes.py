@@ -15,6 +15,9 @@ from ..variants import KernelVariant, get_variant
 from .shape_sources import collect
 
 
+PLAN_HOOKS: list = []   # f(ctx, shapes, described) -> the shapes to tune: run --reuse proven (cli/store.py)
+
+
 def _model_config_keys(variant: KernelVariant, root: str, cu_num, gfx) -> dict:
     return {"patterns": [f"{root}/aiter/configs/model_configs/*{Path(variant.tuned_csv).stem}*.csv"],
             "key_columns": list(variant.key_columns), "cu_num": cu_num, "gfx": gfx}
@@ -135,6 +138,8 @@ def run(ctx: Ctx) -> None:
     timed = {k: (t, us) for k, t, us in zip(map(budget.exact_key, shapes), info.get("time_share") or [],
                                              info.get("gpu_us") or [])} if "time_share" in info else None
     shapes = drop_tuned_in_model_configs(ctx, shapes)
+    for hook in PLAN_HOOKS:
+        shapes = hook(ctx, shapes, described)
     if shapes:
         shapes = plan_time(ctx, shapes, described, missed, timed)
     if not shapes:

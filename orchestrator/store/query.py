@@ -1,0 +1,79 @@
+"""What the team has: the team's rows (promoted first for a GPU kind and key) with their provenance, and the
+model_configs-style CSV of them (`tune-remote rows`, `rows --export`)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+
+import sqlalchemy as sa
+
+from ..errors import UsageError
+from . import schema
+
+
+def team_rows(store, *, variant: str | None = None, gpu: str | None = None, aiter: str | None = None) -> list[dict]:
+    """One dict per team row: its table and key, the tuned row, the benchmark verdict, who promoted it where."""
+    t, j, r, res = schema.team_rows, schema.jobs, schema.tuned_rows, schema.results
+    q = (sa.select(t.c.table_name, t.c.row_key, t.c.gfx, t.c.cu_num, t.c.at, j.c.job_id, j.c.origin, j.c.node,
+                   j.c.variant, j.c.gpu_model, j.c.pci_device_id, j.c.aiter_version, j.c.aiter_commit,
+                   j.c.rocm_version, r.c.row, r.c.kernel, r.c.us, res.c.speedup_pct, res.c.verdict)
+         .join(j, j.c.uid == t.c.job_uid)
+         .outerjoin(r, sa.and_(r.c.job_uid == t.c.job_uid, r.c.table_name == t.c.table_name,
+                               r.c.row_key == t.c.row_key))
+         .outerjoin(res, sa.and_(res.c.job_uid == t.c.job_uid, res.c.row_key == t.c.row_key)))
+    if variant:
+        from ..variants import get_variant
+        q = q.where(j.c.variant == get_variant(variant).name)
+    if gpu:
+        q = q.where(sa.or_(sa.func.lower(j.c.gpu_model).contains(gpu.lower()), j.c.gfx == gpu,
+                           j.c.pci_device_id == gpu))
+    if aiter:
+        q = q.where(j.c.aiter_version == aiter)
+    q = q.order_by(t.c.table_name, t.c.gfx, t.c.cu_num, t.c.row_key)
+    with store.engine.connect() as conn:
+        out = []
+        for m in conn.execute(q).mappings():
+            d = dict(m)
+            d["row"] = json.loads(d["row"]) if d["row"] else None
+            d["promoted_at"] = d.pop("at")
+            out.append(d)
+    return out
+
+
+def proven(store, *, gfx: str, cu_num: int, table_name: str, row_keys, aiter: str | None = None) -> dict:
+    """The plan's question: which of ``row_keys`` the team already holds a row for on this GPU kind (gfx and
+    cu_num) and table, tuned on AITER ``aiter`` (None: any); ``{row_key: provenance}``. One indexed look-up
+    per 500 keys (team_rows' primary key)."""
+    t, j, res = schema.team_rows, schema.jobs, schema.results
+    keys, out = list(dict.fromkeys(row_keys)), {}
+    with store.engine.connect() as conn:
+        for i in range(0, len(keys), 500):
+            q = (sa.select(t.c.row_key, j.c.job_id, j.c.origin, j.c.node, j.c.aiter_version, res.c.speedup_pct,
+                           res.c.verdict)
+                 .join(j, j.c.uid == t.c.job_uid)
+                 .outerjoin(res, sa.and_(res.c.job_uid == t.c.job_uid, res.c.row_key == t.c.row_key))
+                 .where(t.c.gfx == gfx, t.c.cu_num == cu_num, t.c.table_name == table_name,
+                        t.c.row_key.in_(keys[i:i + 500])))
+            if aiter is not None:
+                q = q.where(j.c.aiter_version == aiter)
+            out.update({m["row_key"]: dict(m) for m in conn.execute(q).mappings()})
+    return out
+
+
+def export_csv(rows: list[dict]) -> str:
+    """The team rows of ONE table as that table's CSV (its own columns, in the order the tuner wrote them)."""
+    tables = sorted({r["table_name"] for r in rows})
+    if len(tables) > 1:
+        raise UsageError(f"the rows are of {len(tables)} tables ({', '.join(tables)})",
+                         hint="pick one with --variant (and --gpu)")
+    body = [r["row"] for r in rows if r["row"]]
+    if not body:
+        return ""
+    cols = list(body[0])
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=cols, extrasaction="ignore", lineterminator="\n")
+    w.writeheader()
+    w.writerows(body)
+    return buf.getvalue()
