@@ -34,7 +34,8 @@ __all__ = ["SimSpec", "SimInstall", "install", "PROFILES"]
 TREE = Path(__file__).resolve().parent / "tree"
 # stdlib-only modules of this package that the node runs too (copied into aiter/_sim/)
 NODE_MODULES = tuple(Path(__file__).resolve().parent / n for n in (
-    "perf_model.py", "kernel_names.py", "lookups.py", "upgrade.py", "flydsl_moe.py", "noise_model.py"))
+    "perf_model.py", "kernel_names.py", "lookups.py", "upgrade.py", "flydsl_moe.py", "noise_model.py",
+    "variant_table.py"))
 # the cost model (sim/costs.py), on the node's PYTHONPATH as pylib/_simcosts.py (torch and aiter use it)
 COSTS_MODULE = Path(__file__).resolve().parent / "costs.py"
 
@@ -333,11 +334,15 @@ def install(host_dir, spec: SimSpec | None = None, target_dir: str | None = None
         "AITER_SIM_COST_SCALE": f"{spec.cost_scale:g}",
         "AITER_SIM_COST_LOG": f"{target}/sim/costs.jsonl",
     }
-    return SimInstall(
+    inst = SimInstall(
         env=env, aiter_root=root_t, logs_dir=f"{target}/logs", control_path=f"{target}/sim/control.json",
         launches_path=f"{target}/sim/launches.jsonl", version=spec.version, spec=spec, host_dir=str(host),
         target_dir=target, package_dir=f"{root_t}/aiter", meta_root=meta_t, logs=written,
     )
+    from .generic import serve_missing
+    from .variant_table import VARIANTS
+    serve_missing(inst, VARIANTS)   # a registry variant with no tuner file of its own here: from its facts
+    return inst
 
 
 def write_control(inst: SimInstall, **values) -> dict:
