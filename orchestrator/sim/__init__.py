@@ -48,10 +48,9 @@ PIP_VERSIONS = {"newest": "0.1.29.post1+rocm10.1"}
 PROFILE_TAGS = {"current": {"current"}, "legacy": {"legacy"}, "newest": {"current", "newest"}}
 BASE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 LEGACY_ONLY = ("csrc/ck_gemm_a8w8_blockscale_bpreshuffle",)
-NEWEST_ONLY = ("csrc/gemm_a6w6", "op_tests/tuning_tests",
-               # v0.1.30 ships these tuners (aiter-december-2026.md); the newest simulated profile has them
-               "csrc/gemm_a8w8_mxfp8_bpreshuffle", "op_tests/test_gemm_a8w8_mxfp8_bpreshuffle.py")
-NOT_LEGACY = ("csrc/gemm_a16w16",)  # the multi-backend bf16 tuner came with v0.1.16 (before: gradlib's)
+# besides the tuners a release does not ship yet (each variant's `since`: unshipped_tuners): v0.1.30 ships the
+# MXFP8 op_test with its tuner (aiter-december-2026.md); the newest simulated profile has them
+NEWEST_ONLY = ("op_tests/tuning_tests", "op_tests/test_gemm_a8w8_mxfp8_bpreshuffle.py")
 _MARKETING = {"gfx950": "AMD Instinct MI355X", "gfx942": "AMD Instinct MI300X"}
 
 
@@ -117,6 +116,14 @@ class SimInstall:
     def script(self, rel: str) -> str:
         """Target path of a script relative to the meta root (csrc/...) or checkout (op_tests/...)."""
         return f"{self.meta_root}/{rel}" if rel.startswith(("csrc/", "hsa/")) else f"{self.aiter_root}/{rel}"
+
+
+def unshipped_tuners(version: str) -> tuple:
+    """The tuner directories of the registry's variants that this AITER release does not ship yet (``since``:
+    e.g. csrc/gemm_a16w16 before v0.1.16, csrc/gemm_a6w6 before v0.1.21)."""
+    from .generic import shipped
+    from .variant_table import VARIANTS
+    return tuple(sorted({os.path.dirname(f["tune_script"]) for f in VARIANTS.values() if not shipped(f, version)}))
 
 
 # ------------------------------------------------------------------------------------ preprocessing
@@ -252,7 +259,8 @@ def install(host_dir, spec: SimSpec | None = None, target_dir: str | None = None
             shutil.rmtree(host / sub)
 
     profile = spec.profile
-    skip = ((NOT_LEGACY if profile == "legacy" else LEGACY_ONLY) + (() if profile == "newest" else NEWEST_ONLY))
+    skip = ((() if profile == "legacy" else LEGACY_ONLY) + unshipped_tuners(spec.version)
+            + (() if profile == "newest" else NEWEST_ONLY))
     if spec.install_mode == "develop":
         root_h, root_t = host / "aiter", f"{target}/aiter"
         meta_h, meta_t = root_h, root_t
