@@ -99,11 +99,15 @@ def bench_main(variant, argv=None):
         return
     rows = []
     for shape in _shapes(b["style"], sys.argv[1:] if argv is None else argv):
-        value = perf_model.bench_value(variant, shape, b["metric"], gfx, cu_num, served_by(variant, shape))
-        if b["output"] == "perf_lines":
-            dim = tuple(shape[c] for c in ("b", "m", "n", "k") if c in shape)
-            print(f"[perf] dim: {dim!s:<20} dtype: torch.bfloat16, {b['metric']}: {value:<8.2f} us", flush=True)
+        tuned_from = served_by(variant, shape)
+        if b["output"] == "perf_lines":      # the batched op_tests' line: torch vs the tuned kernel
+            dim = (shape.get("b", 1), shape["m"], shape["n"], shape["k"])
+            avg_a = perf_model.backend_metrics(variant, shape, gfx, cu_num, "torch")["us"]
+            avg_b = perf_model.bench_us(variant, shape, gfx, cu_num, tuned_from)
+            print(f"[perf] dim: {dim!s:<20} dtype: torch.bfloat16, torch avg: {avg_a:<8.2f} us, "
+                  f"ck avg: {avg_b:<8.2f} us, uplift: {avg_a/avg_b-1:<5.1%}", flush=True)
             continue
+        value = perf_model.bench_value(variant, shape, b["metric"], gfx, cu_num, tuned_from)
         out_of = {key: out for out, key in b["key_columns"].items()}
         row = {out_of.get(c, c): norm(shape[c]) for c in shape}
         row.update(b["row_filter"])
