@@ -80,6 +80,9 @@ class KernelVariant:
     splitk: str = "flag"
     # backends its tuned rows name in the libtype column (the simulated tuner draws its rows from these)
     libtypes: tuple[str, ...] = ("ck",)
+    # a model config's quantization kinds (parsing/modelshapes.model_quant: "block_fp8", "fp8", "int8"; "none" =
+    # unquantized linears) whose linear layers the runtime serves through this variant (`shapes --model`)
+    model_quant: tuple[str, ...] = ()
     # version overrides: list of (since, until, {field: value}) applied in order
     overrides: tuple[tuple[Version, Version, dict], ...] = ()
 

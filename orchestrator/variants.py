@@ -43,6 +43,7 @@ VARIANTS: dict[str, KernelVariant] = {
     for v in [
         KernelVariant(
             name="a8w8",
+            model_quant=("fp8", "int8"),
             jit_module="module_gemm_a8w8",
             family="gemm",
             padded_m_lookup=True,
@@ -72,6 +73,7 @@ VARIANTS: dict[str, KernelVariant] = {
         ),
         KernelVariant(
             name="a8w8_blockscale",
+            model_quant=("block_fp8",),
             jit_module="module_gemm_a8w8_blockscale",
             jit_siblings=(("module_gemm_a8w8_blockscale_cktile", None),),
             libtypes=("ck", "cktile", "asm"),
@@ -179,6 +181,7 @@ VARIANTS: dict[str, KernelVariant] = {
             # since v0.1.16 (before: gradlib's hipBLASLt-only tuner). The table says err_ratio (aiter-formats.md
             # §2.1); its key adds bias, dtype, outdtype, scaleAB, bpreshuffle (tuned_gemm.get_GEMM_A16W16_config).
             name="a16w16",
+            model_quant=("none",),   # a model's unquantized (or ignored) linears
             jit_module=None,      # tuned across backends (hipBLASLt, asm, ...), no CK module from the table
             libtypes=("asm", "flydsl", "triton", "opus", "skinny", "torch"),
             family="gemm",
