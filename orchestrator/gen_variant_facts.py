@@ -1,4 +1,4 @@
-"""Generate orchestrator/remote/helpers/variant_facts.py and orchestrator/sim/variant_table.py from variants.py.
+"""Generate remote/helpers/variant_facts.py and sim/variant_table.py from orchestrator/variants.py.
 
 The node helper is stdlib-only and cannot import ``orchestrator.variants``; what it needs of the registry
 (the fused-MoE key, the tuned-file stems that name a variant in AITER's log lines) is written into a small
@@ -89,7 +89,8 @@ def sim_facts(v: KernelVariant) -> dict:
         "libtypes": list(v.libtypes), "splitk": v.splitk, "jit_module": v.jit_module,
         "bench": None if b is None else {
             "script": b.script, "style": b.style, "output": b.output, "metric": b.metric,
-            "key_columns": dict(b.key_columns), "extra_args": list(b.extra_args), "row_filter": dict(b.row_filter)},
+            "key_columns": dict(b.key_columns), "extra_args": list(b.extra_args),
+            "row_filter": dict(b.row_filter)},
     }
 
 
@@ -100,7 +101,7 @@ def render_sim() -> str:
         "",
         "Change variants.py, then run `%s`" % COMMAND,
         "(tests/unit/test_variant_facts.py fails while this file differs from what it writes).",
-        "Stdlib only, Python >= 3.8 (copied into the node beside perf_model.py; gen_variant_facts.sim_facts).",
+        "Stdlib only, Python >= 3.8 (copied into the node beside perf_model.py). Each entry: sim_facts().",
         '"""',
         "",
         "VARIANTS = %s" % pprint.pformat({n: sim_facts(v) for n, v in VARIANTS.items()}, width=104,

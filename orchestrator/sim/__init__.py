@@ -123,7 +123,8 @@ def unshipped_tuners(version: str) -> tuple:
     e.g. csrc/gemm_a16w16 before v0.1.16, csrc/gemm_a6w6 before v0.1.21)."""
     from .generic import shipped
     from .variant_table import VARIANTS
-    return tuple(sorted({os.path.dirname(f["tune_script"]) for f in VARIANTS.values() if not shipped(f, version)}))
+    return tuple(sorted({os.path.dirname(f["tune_script"]) for f in VARIANTS.values()
+                         if not shipped(f, version)}))
 
 
 # ------------------------------------------------------------------------------------ preprocessing

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from .perf_model import EXTRA_FILE
 
+RESULTS = ("kernelId", "splitK", "us", "kernelName", "tflops", "bw", "errRatio")   # as base_tuner writes them
 _STUB = ("# SPDX-License-Identifier: MIT\n"
          "# Simulated AITER %s of %s, served from its registry facts (orchestrator/sim/generic.py)\n"
          "from aiter._sim.generic import %s\n\n"
@@ -41,13 +42,14 @@ def serve_variant(inst, name: str, facts: dict) -> None:
     """Lay the generic tuner, op_test, tables and facts of one variant into the installed node ``inst``."""
     legacy = inst.spec.profile == "legacy"
     host = inst.host_path
-    _write(host(inst.script(facts["tune_script"])), _STUB % ("tuner", name, "tune_main", "tune_main", name), 0o755)
+    tuner = _STUB % ("tuner", name, "tune_main", "tune_main", name)
+    _write(host(inst.script(facts["tune_script"])), tuner, 0o755)
     bench = facts.get("bench")
     if bench and inst.spec.install_mode == "develop":     # an installed wheel ships no op_tests
-        _write(host(inst.script(bench["script"])), _STUB % ("op_test", name, "bench_main", "bench_main", name))
+        op_test = _STUB % ("op_test", name, "bench_main", "bench_main", name)
+        _write(host(inst.script(bench["script"])), op_test)
     header = (["cu_num"] if legacy else ["gfx", "cu_num"]) + list(facts["untuned_columns"]) + \
-        (["libtype"] if facts["libtypes"] else []) + ["kernelId", "splitK", "us", "kernelName", "tflops", "bw",
-                                                      "errRatio"]
+        (["libtype"] if facts["libtypes"] else []) + list(RESULTS)
     for rel, cols in ((facts["untuned_csv"], facts["untuned_columns"]), (facts["tuned_csv"], header)):
         path = host(f"{inst.aiter_root}/{rel}")
         if not os.path.exists(path):
@@ -63,7 +65,9 @@ def serve_missing(inst, table: dict) -> list[str]:
     served = []
     for name, facts in table.items():
         script = facts["tune_script"]
-        if "{" in script or not shipped(facts, inst.version) or os.path.exists(inst.host_path(inst.script(script))):
+        if "{" in script or not shipped(facts, inst.version):
+            continue
+        if os.path.exists(inst.host_path(inst.script(script))):
             continue
         serve_variant(inst, name, facts)
         served.append(name)

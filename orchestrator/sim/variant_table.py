@@ -2,7 +2,7 @@
 
 Change variants.py, then run `python -m orchestrator.gen_variant_facts`
 (tests/unit/test_variant_facts.py fails while this file differs from what it writes).
-Stdlib only, Python >= 3.8 (copied into the node beside perf_model.py; gen_variant_facts.sim_facts).
+Stdlib only, Python >= 3.8 (copied into the node beside perf_model.py). Each entry: sim_facts().
 """
 
 VARIANTS = {'a8w8': {'family': 'gemm',

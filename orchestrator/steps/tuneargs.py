@@ -105,7 +105,8 @@ def normalize_q_dtype_w(value: str, variants) -> str:
                          hint="one of: " + ", ".join(_Q_DTYPES) + " (fnuz on gfx942/MI300, e4m3fn on gfx950)")
     named = [n for n in variants if n in VARIANTS]
     if named and not any("q_dtype_w" in VARIANTS[n].key_columns for n in named):
-        keyed = " and ".join(n for n, v in VARIANTS.items() if v.family == "gemm" and "q_dtype_w" in v.key_columns)
+        keyed = " and ".join(n for n, v in VARIANTS.items()
+                             if v.family == "gemm" and "q_dtype_w" in v.key_columns)
         raise UsageError(f"--q-dtype-w applies to {keyed}, not {', '.join(named)}",
                          hint="their tables have no q_dtype_w column; drop --q-dtype-w")
     return full

@@ -4,7 +4,8 @@ Both are driven by the variant's facts alone (``perf_model.facts``: the registry
 orchestrator/gen_variant_facts.sim_facts writes it). ``sim.serve_variant`` puts a two-line script at the
 entry's tune script and benchmark paths that calls ``tune_main`` / ``bench_main``. They follow AITER's common
 tuner CLI (aiter/utility/base_tuner.py: -i/-o, --mp, -k, ...) and op_test conventions for GEMM-like shapes
-whose key is (B,) M, N, K: bench styles ``mnk``, ``m_nk`` and ``s_mnk``, output ``markdown`` or ``perf_lines``.
+whose key is (B,) M, N, K: bench styles ``mnk``, ``m_nk`` and ``s_mnk``; output ``markdown`` or
+``perf_lines``.
 """
 
 import argparse
