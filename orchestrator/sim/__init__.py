@@ -121,7 +121,7 @@ class SimInstall:
 def unshipped_tuners(version: str) -> tuple:
     """The tuner directories of the registry's variants that this AITER release does not ship yet (``since``:
     e.g. csrc/gemm_a16w16 before v0.1.16, csrc/gemm_a6w6 before v0.1.21)."""
-    from .generic import shipped
+    from .fromfacts import shipped
     from .variant_table import VARIANTS
     return tuple(sorted({os.path.dirname(f["tune_script"]) for f in VARIANTS.values()
                          if not shipped(f, version)}))
@@ -348,7 +348,7 @@ def install(host_dir, spec: SimSpec | None = None, target_dir: str | None = None
         launches_path=f"{target}/sim/launches.jsonl", version=spec.version, spec=spec, host_dir=str(host),
         target_dir=target, package_dir=f"{root_t}/aiter", meta_root=meta_t, logs=written,
     )
-    from .generic import serve_missing
+    from .fromfacts import serve_missing
     from .variant_table import VARIANTS
     serve_missing(inst, VARIANTS)   # a registry variant with no tuner file of its own here: from its facts
     return inst

@@ -55,7 +55,7 @@ FAIL_FRACTION = 0.12
 REGRESS_FRACTION = 0.12
 
 # every variant's facts (family, key, libtypes, ...: gen_variant_facts.sim_facts), generated from the registry;
-# on the node also those of EXTRA_FILE beside this module (sim/generic.serve_variant writes a variant the tree
+# on the node also those of EXTRA_FILE beside this module (sim/fromfacts.serve_variant writes a variant the tree
 # has no file of its own for there), on the laptop those given to register()
 EXTRA_FILE = "variants_extra.json"
 

@@ -1,6 +1,6 @@
 """A variant is data (issue 35): a fake variant that follows AITER's common tuner CLI, registered in the test by
 its entry alone, runs end to end on the test bed (real sshd + docker exec). The product knows nothing of it; the
-node's simulated AITER serves it from its facts (orchestrator/sim/generic.py), written into the container's tree
+node's simulated AITER serves it from its facts (orchestrator/sim/fromfacts.py), written into the container's tree
 by the test bed's own helper, as a release that ships its tuner and op_test would."""
 
 from __future__ import annotations

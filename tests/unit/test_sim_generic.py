@@ -1,6 +1,6 @@
 """The simulated node serves a variant it has no file of its own for from its registry facts alone
-(orchestrator/sim/generic.py): a common-CLI tuner and an op_test per benchmark style, whose output the product's
-parsers read as the perf model says."""
+(orchestrator/sim/fromfacts.py, aiter/_sim/generic.py): a common-CLI tuner and an op_test per benchmark style,
+whose output the product's parsers read as the perf model says."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 from orchestrator import gen_variant_facts as gen
 from orchestrator import sim
 from orchestrator.parsing.bench import parse_bench_log
-from orchestrator.sim import generic, localnode, perf_model
+from orchestrator.sim import fromfacts, localnode, perf_model
 from orchestrator.steps.bench import measured, plan_bench
 from orchestrator.variants import BenchSpec
 from tests.unit.test_variant_facts import FAKE
@@ -41,7 +41,7 @@ def test_the_generic_tuner_and_op_test_serve_a_variant_from_its_facts(monkeypatc
                                                                       profile):
     monkeypatch.setitem(perf_model.FACTS, variant.name, gen.sim_facts(variant))
     inst = sim.install(tmp_path / "node", sim.SimSpec(profile=profile))
-    generic.serve_variant(inst, variant.name, gen.sim_facts(variant))
+    fromfacts.serve_variant(inst, variant.name, gen.sim_facts(variant))
     root = inst.aiter_root
     (tmp_path / "u.csv").write_text(",".join(variant.untuned_columns) + "\n" + "".join(
         ",".join(str(s[c.lower()]) for c in variant.untuned_columns) + "\n" for s in shapes))

@@ -125,7 +125,7 @@ def test_a_fake_variant_is_planned_prepared_benchmarked_compared_and_promoted_fr
     from orchestrator.outcome.compare import compare_for_variant
     from orchestrator.parsing.bench import parse_bench_log
     from orchestrator.parsing.untuned import write_untuned_csv
-    from orchestrator.sim import generic, localnode, perf_model
+    from orchestrator.sim import fromfacts, localnode, perf_model
     from orchestrator.steps import prepare
     from orchestrator.steps.bench import measured, plan_bench
     from orchestrator.steps.shape_sources import collect
@@ -144,7 +144,7 @@ def test_a_fake_variant_is_planned_prepared_benchmarked_compared_and_promoted_fr
 
     # a simulated node that serves the fake from its facts (the tree has no file of its own for it)
     inst = sim.install(tmp_path / "node", sim.SimSpec(profile="current"))
-    generic.serve_variant(inst, fake.name, gen.sim_facts(fake))
+    fromfacts.serve_variant(inst, fake.name, gen.sim_facts(fake))
     root = inst.aiter_root
 
     # prepare: the untuned CSV and the tuner's argv (-i/-o always given)

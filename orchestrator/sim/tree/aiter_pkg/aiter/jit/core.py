@@ -59,7 +59,7 @@ CONFIG_FILES = {
     "AITER_CONFIG_GEMM_A8W8_MXFP8_BPRESHUFFLE": "a8w8_mxfp8_bpreshuffle_tuned_gemm",
 #@ endif
 }
-# a variant the tree has no file for (orchestrator/sim/generic.serve_variant): its table under its own variable
+# a variant the tree has no file for (orchestrator/sim/fromfacts.serve_variant): its table under its own variable
 for _f in perf_model.EXTRA.values():
     CONFIG_FILES.setdefault(_f["config_env"], os.path.basename(_f["tuned_csv"])[:-len(".csv")])
 

@@ -17,7 +17,7 @@ from .perf_model import EXTRA_FILE
 
 RESULTS = ("kernelId", "splitK", "us", "kernelName", "tflops", "bw", "errRatio")   # as base_tuner writes them
 _STUB = ("# SPDX-License-Identifier: MIT\n"
-         "# Simulated AITER %s of %s, served from its registry facts (orchestrator/sim/generic.py)\n"
+         "# Simulated AITER %s of %s, served from its registry facts (orchestrator/sim/fromfacts.py)\n"
          "from aiter._sim.generic import %s\n\n"
          "if __name__ == \"__main__\":\n"
          "    %s(%r)\n")
