@@ -62,3 +62,25 @@ def test_the_generic_tuner_and_op_test_serve_a_variant_from_its_facts(monkeypatc
         want = [perf_model.bench_value(variant.name, s, variant.bench.metric,
                                        tuned_from=s if tuned and s not in failed else None) for s in shapes]
         assert [r["value"] for r in got] == want
+
+
+def test_install_serves_a_registry_variant_whose_tuner_the_tree_lacks_where_its_release_ships_it(
+        monkeypatch, tmp_path):
+    """A variant added to the registry (and the generated sim/variant_table.py) runs on the simulated node with
+    no sim file of its own; a release older than its `since` lacks its tuner, as the real one would."""
+    import json
+
+    from orchestrator.sim import variant_table
+    newer = dataclasses.replace(M_NK, name="newer_fake", tune_script="csrc/newer_fake/newer_fake_tune.py",
+                                since=(0, 1, 21))
+    monkeypatch.setitem(variant_table.VARIANTS, M_NK.name, gen.sim_facts(M_NK))
+    monkeypatch.setitem(variant_table.VARIANTS, newer.name, gen.sim_facts(newer))
+    for profile, served in (("current", {M_NK.name}), ("newest", {M_NK.name, newer.name})):
+        inst = sim.install(tmp_path / profile, sim.SimSpec(profile=profile))
+        extra = json.loads((tmp_path / profile / "aiter" / "aiter" / "_sim" / perf_model.EXTRA_FILE).read_text())
+        assert set(extra) == served
+        for v in (M_NK, newer):
+            assert (tmp_path / profile / "aiter" / v.tune_script).is_file() == (v.name in served)
+        assert "csrc/newer_fake" in sim.unshipped_tuners(inst.version) or profile == "newest"
+        help_ = localnode.python(inst, inst.script(M_NK.tune_script), "--help")
+        assert help_.returncode == 0 and "--preshuffle" in help_.stdout
