@@ -1,10 +1,11 @@
-"""Generate orchestrator/remote/helpers/variant_facts.py from variants.py (review D-11).
+"""Generate remote/helpers/variant_facts.py and sim/variant_table.py from orchestrator/variants.py.
 
 The node helper is stdlib-only and cannot import ``orchestrator.variants``; what it needs of the registry
 (the fused-MoE key, the tuned-file stems that name a variant in AITER's log lines) is written into a small
-module of literals, committed and pushed with the helper. ``tests/unit/test_variant_facts.py`` regenerates
-it in memory and fails when the committed file differs. After changing ``VARIANTS``, ``MOE_KEY`` or
-``LOGGED_ONLY_TUNED_CSV``, run::
+module of literals, committed and pushed with the helper (review D-11). The simulated node is stdlib-only too:
+its perf model, tuned-table lookups and generic tuner / op_test read each variant's facts (``sim_facts``) from
+``sim/variant_table.py``. ``tests/unit/test_variant_facts.py`` regenerates both in memory and fails when a
+committed file differs. After changing ``VARIANTS``, ``MOE_KEY`` or ``LOGGED_ONLY_TUNED_CSV``, run::
 
     python -m orchestrator.gen_variant_facts
 """
@@ -13,13 +14,15 @@ from __future__ import annotations
 
 import json
 import posixpath
+import pprint
 import sys
 from pathlib import Path
 
-from .variants import LOGGED_ONLY_TUNED_CSV, MOE_KEY, VARIANTS
+from .variants import LOGGED_ONLY_TUNED_CSV, MOE_KEY, VARIANTS, KernelVariant
 
 COMMAND = "python -m orchestrator.gen_variant_facts"
 TARGET = Path(__file__).resolve().parent / "remote" / "helpers" / "variant_facts.py"
+SIM_TARGET = Path(__file__).resolve().parent / "sim" / "variant_table.py"
 
 
 def _stem(tuned_csv: str) -> str:
@@ -74,13 +77,47 @@ def render() -> str:
     return "\n".join(out)
 
 
+def sim_facts(v: KernelVariant) -> dict:
+    """What the simulated node knows of one variant (the entry as the newest AITER has it): its tuner's
+    paths and key, the backends its rows name, its benchmark's arguments and output. JSON-safe."""
+    b = v.bench
+    return {
+        "family": v.family, "since": list(v.since) if v.since else None,
+        "requires_gfx": sorted(v.requires_gfx) if v.requires_gfx else None,
+        "tune_script": v.tune_script, "tune_flags": list(v.tune_flags), "untuned_csv": v.untuned_csv,
+        "tuned_csv": v.tuned_csv, "config_env": v.config_env, "untuned_columns": list(v.untuned_columns),
+        "libtypes": list(v.libtypes), "splitk": v.splitk, "jit_module": v.jit_module,
+        "bench": None if b is None else {
+            "script": b.script, "style": b.style, "output": b.output, "metric": b.metric,
+            "key_columns": dict(b.key_columns), "extra_args": list(b.extra_args),
+            "row_filter": dict(b.row_filter)},
+    }
+
+
+def render_sim() -> str:
+    """The text of sim/variant_table.py (deterministic)."""
+    out = [
+        '"""Variant facts for the simulated node. GENERATED from orchestrator/variants.py: do not edit.',
+        "",
+        "Change variants.py, then run `%s`" % COMMAND,
+        "(tests/unit/test_variant_facts.py fails while this file differs from what it writes).",
+        "Stdlib only, Python >= 3.8 (copied into the node beside perf_model.py). Each entry: sim_facts().",
+        '"""',
+        "",
+        "VARIANTS = %s" % pprint.pformat({n: sim_facts(v) for n, v in VARIANTS.items()}, width=104,
+                                         sort_dicts=False),
+        "",
+    ]
+    return "\n".join(out)
+
+
 def main(argv: list[str] | None = None) -> int:
-    text = render()
-    if TARGET.exists() and TARGET.read_text(encoding="utf-8") == text:
-        print(f"{TARGET} is up to date")
-        return 0
-    TARGET.write_text(text, encoding="utf-8")
-    print(f"wrote {TARGET}")
+    for target, text in ((TARGET, render()), (SIM_TARGET, render_sim())):
+        if target.exists() and target.read_text(encoding="utf-8") == text:
+            print(f"{target} is up to date")
+            continue
+        target.write_text(text, encoding="utf-8")
+        print(f"wrote {target}")
     return 0
 
 

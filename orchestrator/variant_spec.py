@@ -52,6 +52,11 @@ class KernelVariant:
     config_env: str                  # AITER_CONFIG_* env var naming the tuned CSV
     untuned_columns: tuple[str, ...]  # header of the untuned CSV we write (AITER spelling)
     bench: BenchSpec | None
+    # the CK module compiled from the tuned CSV (aiter-formats.md §5.1: gen_instances.py --tune_file), which
+    # promote and rollback move aside; None where the table compiles none (the MoE 2-stage modules are
+    # generated without it, FlyDSL / multi-backend rows are compiled per kernelName). No default: every entry
+    # says which (a variant missing here would silently keep a stale module, issue 25)
+    jit_module: str | None
     tune_flags: tuple[str, ...] = ()
     requires_gfx: frozenset[str] | None = None
     aliases: tuple[str, ...] = ()    # other names `--variant` accepts (and logs of older tune-remote used)
@@ -67,6 +72,17 @@ class KernelVariant:
     probed_flags: tuple[tuple[str, ...], ...] = ()
     # (flag, value, why) a user's --tune-arg may not pass: refused before anything runs
     refused_tune_args: tuple[tuple[str, str, str], ...] = ()
+    # every other module the same tuned CSV feeds (aiter/jit/optCompilerConfig.json blob_gen_cmd): (module,
+    # first AITER profile that has it or None = all); promotion moves them aside with jit_module (issue 26)
+    jit_siblings: tuple[tuple[str, str | None], ...] = ()
+    # what the tuner does with -k/--splitK: "flag" (tries split-K candidates only with it), "never" (takes -k
+    # but hard-codes maxsplitK = 0), "always" (times its split-K candidates anyway); steps/tuneargs.splitk_note
+    splitk: str = "flag"
+    # backends its tuned rows name in the libtype column (the simulated tuner draws its rows from these)
+    libtypes: tuple[str, ...] = ("ck",)
+    # a model config's quantization kinds (parsing/modelshapes.model_quant: "block_fp8", "fp8", "int8"; "none" =
+    # unquantized linears) whose linear layers the runtime serves through this variant (`shapes --model`)
+    model_quant: tuple[str, ...] = ()
     # version overrides: list of (since, until, {field: value}) applied in order
     overrides: tuple[tuple[Version, Version, dict], ...] = ()
 

@@ -43,6 +43,8 @@ VARIANTS: dict[str, KernelVariant] = {
     for v in [
         KernelVariant(
             name="a8w8",
+            model_quant=("fp8", "int8"),
+            jit_module="module_gemm_a8w8",
             family="gemm",
             padded_m_lookup=True,
             tune_script="csrc/ck_gemm_a8w8/gemm_a8w8_tune.py",
@@ -71,6 +73,10 @@ VARIANTS: dict[str, KernelVariant] = {
         ),
         KernelVariant(
             name="a8w8_blockscale",
+            model_quant=("block_fp8",),
+            jit_module="module_gemm_a8w8_blockscale",
+            jit_siblings=(("module_gemm_a8w8_blockscale_cktile", None),),
+            libtypes=("ck", "cktile", "asm"),
             family="gemm",
             padded_m_lookup=True,
             tune_script="csrc/ck_gemm_a8w8_blockscale/gemm_a8w8_blockscale_tune.py",
@@ -82,6 +88,13 @@ VARIANTS: dict[str, KernelVariant] = {
         ),
         KernelVariant(
             name="a8w8_blockscale_bpreshuffle",
+            jit_module="module_gemm_a8w8_blockscale_bpreshuffle",
+            # module_deepgemm_opus appears with the opus backend, from the "newest" profile (v0.1.21+) on
+            jit_siblings=(("module_gemm_a8w8_blockscale_bpreshuffle_cktile", None),
+                          ("module_deepgemm_opus", "newest")),
+            # its tuner takes -k but hard-codes maxsplitK = 0 (aiter-after-v0.1.20.md §2.2, ROCm/aiter#4448 open)
+            splitk="never",
+            libtypes=("ck", "cktile", "asm"),
             family="gemm",
             padded_m_lookup=True,
             # today: the blockscale script + --preshuffle, with explicit -i/-o (aiter-formats.md §1.2)
@@ -104,6 +117,9 @@ VARIANTS: dict[str, KernelVariant] = {
         ),
         KernelVariant(
             name="a8w8_bpreshuffle",
+            jit_module="module_gemm_a8w8_bpreshuffle",
+            jit_siblings=(("module_gemm_a8w8_bpreshuffle_cktile", None),),
+            libtypes=("ck", "cktile", "asm"),
             family="gemm",
             padded_m_lookup=True,
             tune_script="csrc/ck_gemm_a8w8_bpreshuffle/gemm_a8w8_bpreshuffle_tune.py",
@@ -122,6 +138,8 @@ VARIANTS: dict[str, KernelVariant] = {
         ),
         KernelVariant(
             name="a4w4_blockscale",
+            jit_module="module_gemm_a4w4_blockscale",
+            libtypes=("ck", "asm"),
             family="gemm",
             padded_m_lookup=True,
             tune_script="csrc/ck_gemm_a4w4_blockscale/gemm_a4w4_blockscale_tune.py",
@@ -144,6 +162,8 @@ VARIANTS: dict[str, KernelVariant] = {
             # and miss lines print only with AITER_LOG_TUNED_CONFIG=1. op_tests/test_gemm_a6w6.py's output
             # is not in the reference, so no benchmark: tune only.
             name="a6w6",
+            jit_module=None,      # its table feeds none of the CK modules the config variables name
+            libtypes=("asm",),
             family="gemm",
             tune_script="csrc/gemm_a6w6/gemm_a6w6_tune.py",
             untuned_csv="aiter/configs/a6w6_blockscale_untuned_gemm.csv",
@@ -161,6 +181,9 @@ VARIANTS: dict[str, KernelVariant] = {
             # since v0.1.16 (before: gradlib's hipBLASLt-only tuner). The table says err_ratio (aiter-formats.md
             # §2.1); its key adds bias, dtype, outdtype, scaleAB, bpreshuffle (tuned_gemm.get_GEMM_A16W16_config).
             name="a16w16",
+            model_quant=("none",),   # a model's unquantized (or ignored) linears
+            jit_module=None,      # tuned across backends (hipBLASLt, asm, ...), no CK module from the table
+            libtypes=("asm", "flydsl", "triton", "opus", "skinny", "torch"),
             family="gemm",
             padded_m_lookup=True,
             tune_script="csrc/gemm_a16w16/gemm_a16w16_tune.py",
@@ -190,6 +213,10 @@ VARIANTS: dict[str, KernelVariant] = {
             # job passes -i/-o (steps/prepare.py), so that table is never written. The runtime reads the table
             # of AITER_CONFIG_GEMM_A8W8_MXFP8_BPRESHUFFLE through get_CKGEMM_config (exact, then padded M).
             name="a8w8_mxfp8_bpreshuffle",
+            jit_module=None,      # FlyDSL kernels named in its rows, compiled per kernelName, not from the table
+            # it never reads args.splitK: it always times its split-K candidates (the count is in the kernelName)
+            splitk="always",
+            libtypes=("flydsl",),
             family="gemm",
             padded_m_lookup=True,
             tune_script="csrc/gemm_a8w8_mxfp8_bpreshuffle/gemm_a8w8_mxfp8_bpreshuffle_tune.py",
@@ -212,6 +239,7 @@ VARIANTS: dict[str, KernelVariant] = {
         ),
         KernelVariant(
             name="batched_a8w8",
+            jit_module="module_batched_gemm_a8w8",
             family="batched",
             tune_script="csrc/ck_batched_gemm_a8w8/batched_gemm_a8w8_tune.py",
             untuned_csv="aiter/configs/a8w8_untuned_batched_gemm.csv",
@@ -229,6 +257,7 @@ VARIANTS: dict[str, KernelVariant] = {
         ),
         KernelVariant(
             name="batched_bf16",
+            jit_module="module_batched_gemm_bf16",
             family="batched",
             tune_script="csrc/ck_batched_gemm_bf16/batched_gemm_bf16_tune.py",
             untuned_csv="aiter/configs/bf16_untuned_batched_gemm.csv",
@@ -259,6 +288,8 @@ VARIANTS: dict[str, KernelVariant] = {
         ),
         KernelVariant(
             name="moe_2stages",
+            jit_module=None,      # the MoE 2-stage modules are generated without the CSV
+            libtypes=(),
             family="moe",
             tune_script="csrc/ck_gemm_moe_2stages_codegen/gemm_moe_tune.py",
             untuned_csv="aiter/configs/untuned_fmoe.csv",
@@ -302,35 +333,16 @@ def get_variant(name: str) -> KernelVariant:
         ) from None
 
 
-# CK modules compiled from the tuned CSV (aiter-formats.md §5.1: gen_instances.py --tune_file); the
-# MoE 2-stage modules are generated without the CSV, so only the Python-side lookup changes for them
-JIT_MODULES = {
-    "a8w8": "module_gemm_a8w8",
-    "a8w8_bpreshuffle": "module_gemm_a8w8_bpreshuffle",
-    "a8w8_blockscale": "module_gemm_a8w8_blockscale",
-    "a8w8_blockscale_bpreshuffle": "module_gemm_a8w8_blockscale_bpreshuffle",
-    "a4w4_blockscale": "module_gemm_a4w4_blockscale",
-    "batched_a8w8": "module_batched_gemm_a8w8",
-    "batched_bf16": "module_batched_gemm_bf16",
-}
-
-
-# every other module the same tuned CSV feeds (aiter/jit/optCompilerConfig.json blob_gen_cmd; after-v0.1.20
-# section 3, aiter-late-2026): a row whose libtype is cktile / opus is compiled into, and served through, its
-# own module. module_deepgemm_opus appears with the opus backend, from the "newest" profile (v0.1.21+) on
-JIT_SIBLINGS = {
-    "a8w8_bpreshuffle": (("module_gemm_a8w8_bpreshuffle_cktile", None),),
-    "a8w8_blockscale": (("module_gemm_a8w8_blockscale_cktile", None),),
-    "a8w8_blockscale_bpreshuffle": (("module_gemm_a8w8_blockscale_bpreshuffle_cktile", None),
-                                    ("module_deepgemm_opus", "newest")),
-}
+# derived from the entries (jit_module, jit_siblings): the main module per variant, the siblings per variant
+JIT_MODULES = {v.name: v.jit_module for v in VARIANTS.values() if v.jit_module}
+JIT_SIBLINGS = {v.name: v.jit_siblings for v in VARIANTS.values() if v.jit_siblings}
 _PROFILE_ORDER = ("legacy", "current", "newest")
 
 
 def jit_modules(variant_name: str) -> list[str]:
     """The main CK module compiled from the variant's tuned table (the one a job always builds)."""
-    module = JIT_MODULES.get(variant_name)
-    return [module] if module else []
+    v = VARIANTS.get(ALIASES.get(variant_name, variant_name))
+    return [v.jit_module] if v is not None and v.jit_module else []
 
 
 def table_modules(variant_name: str, profile: str | None = None) -> list[str]:
@@ -338,5 +350,7 @@ def table_modules(variant_name: str, profile: str | None = None) -> list[str]:
     feeds on this AITER profile (None = the newest known; a module that is not there is harmless to move
     aside or to look for). Promotion moves them all aside, rollback restores them all (issue 26)."""
     rank = _PROFILE_ORDER.index(profile) if profile in _PROFILE_ORDER else len(_PROFILE_ORDER)
-    return [*jit_modules(variant_name), *(m for m, since in JIT_SIBLINGS.get(variant_name, ())
+    v = VARIANTS.get(ALIASES.get(variant_name, variant_name))
+    siblings = v.jit_siblings if v is not None else ()
+    return [*jit_modules(variant_name), *(m for m, since in siblings
                                           if since is None or rank >= _PROFILE_ORDER.index(since))]

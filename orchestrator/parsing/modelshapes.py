@@ -70,10 +70,17 @@ from __future__ import annotations
 from typing import Any
 
 from ..remote.helpers.shapelog import expand_m, m_sweep
+from ..variants import VARIANTS
 
 __all__ = ["shapes_from_model", "linear_layers", "moe_shapes", "model_quant", "read_model", "check_model"]
 
-MOE_VARIANT = "moe_2stages"
+MOE_VARIANT = next(v.name for v in VARIANTS.values() if v.family == "moe")
+
+
+def serving_variant(kind: str) -> str | None:
+    """The variant whose entry says the runtime serves a model's linears of this quantization kind through it
+    (``KernelVariant.model_quant``; "none" = unquantized)."""
+    return next((v.name for v in VARIANTS.values() if kind in v.model_quant), None)
 
 
 def _text_config(config: dict) -> dict:
@@ -187,7 +194,8 @@ def linear_layers(config: dict, tp: int, gfx: str | None = None, gemm_variant: s
     moe = _moe_info(cfg)
     has_dense, has_moe = _layer_kinds(cfg, moe)
 
-    quant_variant = {"block_fp8": "a8w8_blockscale", "fp8": "a8w8", "int8": "a8w8"}.get(quant["kind"])
+    quant_variant = serving_variant(quant["kind"]) if quant["kind"] != "none" else None
+    plain_variant = serving_variant("none")
     if gemm_variant and quant_variant:
         quant_variant = gemm_variant
     attn_plain = _ignored(quant["ignore"], "self_attn", ".attn", "attention")
@@ -197,10 +205,10 @@ def linear_layers(config: dict, tp: int, gfx: str | None = None, gemm_variant: s
     def add(layer: str, n: int, k: int, quantized: bool = True) -> None:
         if quant_variant and quantized:
             entry = {"layer": layer, "n": n, "k": k, "variant": quant_variant}
-            if quant_variant in ("a8w8", "a8w8_bpreshuffle"):
+            if quant_variant in VARIANTS and "q_dtype_w" in VARIANTS[quant_variant].key_columns:
                 entry["q_dtype_w"] = quant["q_dtype"]
         else:
-            entry = {"layer": layer, "n": n, "k": k, "variant": "a16w16"}
+            entry = {"layer": layer, "n": n, "k": k, "variant": plain_variant}
         out.append(entry)
 
     if "kv_lora_rank" in cfg:                                                   # MLA
@@ -255,11 +263,11 @@ def linear_layers(config: dict, tp: int, gfx: str | None = None, gemm_variant: s
             merged[key]["layer"] += "," + e["layer"]
         else:
             merged[key] = dict(e)
-    if quant["kind"] == "none" or any(e["variant"] == "a16w16" for e in merged.values()):
+    if quant["kind"] == "none" or any(e["variant"] == plain_variant for e in merged.values()):
         dt = _dtype(cfg)
         for e in merged.values():
-            if e["variant"] == "a16w16":
-                e.update({"bias": False, "dtype": dt, "outdtype": dt, "scaleab": False, "bpreshuffle": False})
+            if e["variant"] == plain_variant:   # its key columns besides n, k, as `run --nk` fills them in
+                e.update({**VARIANTS[plain_variant].nk_defaults, "dtype": dt, "outdtype": dt})
     return list(merged.values())
 
 

@@ -34,7 +34,8 @@ __all__ = ["SimSpec", "SimInstall", "install", "PROFILES"]
 TREE = Path(__file__).resolve().parent / "tree"
 # stdlib-only modules of this package that the node runs too (copied into aiter/_sim/)
 NODE_MODULES = tuple(Path(__file__).resolve().parent / n for n in (
-    "perf_model.py", "kernel_names.py", "lookups.py", "upgrade.py", "flydsl_moe.py", "noise_model.py"))
+    "perf_model.py", "kernel_names.py", "lookups.py", "upgrade.py", "flydsl_moe.py", "noise_model.py",
+    "variant_table.py"))
 # the cost model (sim/costs.py), on the node's PYTHONPATH as pylib/_simcosts.py (torch and aiter use it)
 COSTS_MODULE = Path(__file__).resolve().parent / "costs.py"
 
@@ -47,10 +48,9 @@ PIP_VERSIONS = {"newest": "0.1.29.post1+rocm10.1"}
 PROFILE_TAGS = {"current": {"current"}, "legacy": {"legacy"}, "newest": {"current", "newest"}}
 BASE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 LEGACY_ONLY = ("csrc/ck_gemm_a8w8_blockscale_bpreshuffle",)
-NEWEST_ONLY = ("csrc/gemm_a6w6", "op_tests/tuning_tests",
-               # v0.1.30 ships these tuners (aiter-december-2026.md); the newest simulated profile has them
-               "csrc/gemm_a8w8_mxfp8_bpreshuffle", "op_tests/test_gemm_a8w8_mxfp8_bpreshuffle.py")
-NOT_LEGACY = ("csrc/gemm_a16w16",)  # the multi-backend bf16 tuner came with v0.1.16 (before: gradlib's)
+# besides the tuners a release does not ship yet (each variant's `since`: unshipped_tuners): v0.1.30 ships the
+# MXFP8 op_test with its tuner (aiter-december-2026.md); the newest simulated profile has them
+NEWEST_ONLY = ("op_tests/tuning_tests", "op_tests/test_gemm_a8w8_mxfp8_bpreshuffle.py")
 _MARKETING = {"gfx950": "AMD Instinct MI355X", "gfx942": "AMD Instinct MI300X"}
 
 
@@ -116,6 +116,15 @@ class SimInstall:
     def script(self, rel: str) -> str:
         """Target path of a script relative to the meta root (csrc/...) or checkout (op_tests/...)."""
         return f"{self.meta_root}/{rel}" if rel.startswith(("csrc/", "hsa/")) else f"{self.aiter_root}/{rel}"
+
+
+def unshipped_tuners(version: str) -> tuple:
+    """The tuner directories of the registry's variants that this AITER release does not ship yet (``since``:
+    e.g. csrc/gemm_a16w16 before v0.1.16, csrc/gemm_a6w6 before v0.1.21)."""
+    from .fromfacts import shipped
+    from .variant_table import VARIANTS
+    return tuple(sorted({os.path.dirname(f["tune_script"]) for f in VARIANTS.values()
+                         if not shipped(f, version)}))
 
 
 # ------------------------------------------------------------------------------------ preprocessing
@@ -251,7 +260,8 @@ def install(host_dir, spec: SimSpec | None = None, target_dir: str | None = None
             shutil.rmtree(host / sub)
 
     profile = spec.profile
-    skip = ((NOT_LEGACY if profile == "legacy" else LEGACY_ONLY) + (() if profile == "newest" else NEWEST_ONLY))
+    skip = ((() if profile == "legacy" else LEGACY_ONLY) + unshipped_tuners(spec.version)
+            + (() if profile == "newest" else NEWEST_ONLY))
     if spec.install_mode == "develop":
         root_h, root_t = host / "aiter", f"{target}/aiter"
         meta_h, meta_t = root_h, root_t
@@ -333,11 +343,15 @@ def install(host_dir, spec: SimSpec | None = None, target_dir: str | None = None
         "AITER_SIM_COST_SCALE": f"{spec.cost_scale:g}",
         "AITER_SIM_COST_LOG": f"{target}/sim/costs.jsonl",
     }
-    return SimInstall(
+    inst = SimInstall(
         env=env, aiter_root=root_t, logs_dir=f"{target}/logs", control_path=f"{target}/sim/control.json",
         launches_path=f"{target}/sim/launches.jsonl", version=spec.version, spec=spec, host_dir=str(host),
         target_dir=target, package_dir=f"{root_t}/aiter", meta_root=meta_t, logs=written,
     )
+    from .fromfacts import serve_missing
+    from .variant_table import VARIANTS
+    serve_missing(inst, VARIANTS)   # a registry variant with no tuner file of its own here: from its facts
+    return inst
 
 
 def write_control(inst: SimInstall, **values) -> dict:

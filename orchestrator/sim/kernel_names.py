@@ -55,10 +55,14 @@ def kernel_name(variant: str, idx: int, libtype: str, gfx: str = "gfx950") -> st
         return "a8w8_batched_rowwise_%s_32x32_1x1_16x16x1_16x16x1_1x32x1x8_8x8x1_1x1_%s" % (tile, pipe)
     if variant == "batched_bf16":
         return "bf16_batched_%s_16x16_1x1_8x8x1_8x8x1_1x16x1x4_4x4x1_1x1_%s" % (tile, pipe)
-    raise ValueError(variant)
+    # a variant with no grammar of its own here (served from its registry facts alone)
+    return "%s_%s_%s_%s" % (variant, libtype, tile, pipe)
+
+
+GENERIC_CANDIDATES = 32   # a variant with no count of its own here
 
 
 def candidates(variant: str) -> int:
     """Number of kernel candidates the simulated tuner pretends to time per shape."""
     return {"a8w8": 80, "a8w8_bpreshuffle": 64, "a8w8_blockscale": 48, "a8w8_blockscale_bpreshuffle": 40,
-            "a4w4_blockscale": 36, "a6w6": 12, "a8w8_mxfp8_bpreshuffle": 20, "a16w16": 96, "batched_a8w8": 60, "batched_bf16": 60, "moe_2stages": 24}[variant]
+            "a4w4_blockscale": 36, "a6w6": 12, "a8w8_mxfp8_bpreshuffle": 20, "a16w16": 96, "batched_a8w8": 60, "batched_bf16": 60, "moe_2stages": 24}.get(variant, GENERIC_CANDIDATES)

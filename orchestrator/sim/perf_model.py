@@ -44,17 +44,42 @@ Model
 from __future__ import annotations
 
 import hashlib
+import json
 import math
+import os
 
 from .kernel_names import A16W16_LIBTYPES, candidates, kernel_name  # re-exported: the tuners use them
+from .variant_table import VARIANTS as _TABLE
 
 FAIL_FRACTION = 0.12
 REGRESS_FRACTION = 0.12
 
-GEMM_VARIANTS = ("a8w8", "a8w8_bpreshuffle", "a8w8_blockscale", "a8w8_blockscale_bpreshuffle",
-                 "a4w4_blockscale", "a6w6", "a16w16", "a8w8_mxfp8_bpreshuffle")
-BATCHED_VARIANTS = ("batched_a8w8", "batched_bf16")
-MOE_VARIANTS = ("moe_2stages",)
+# every variant's facts (family, key, libtypes, ...: gen_variant_facts.sim_facts), generated from the registry;
+# on the node also those of EXTRA_FILE beside this module (sim/fromfacts.serve_variant writes a variant the tree
+# has no file of its own for there), on the laptop those given to register()
+EXTRA_FILE = "variants_extra.json"
+
+
+def _extra() -> dict:
+    try:
+        with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), EXTRA_FILE)) as fh:
+            return json.load(fh)
+    except (OSError, ValueError):
+        return {}
+
+
+EXTRA = _extra()
+FACTS = dict(_TABLE, **EXTRA)
+
+
+def register(name: str, facts: dict) -> None:
+    """Model one more variant (its sim_facts) in this process, as a node with it in EXTRA_FILE does."""
+    FACTS[name] = facts
+
+
+GEMM_VARIANTS = tuple(n for n, f in _TABLE.items() if f["family"] == "gemm")
+BATCHED_VARIANTS = tuple(n for n, f in _TABLE.items() if f["family"] == "batched")
+MOE_VARIANTS = tuple(n for n, f in _TABLE.items() if f["family"] == "moe")
 ALL_VARIANTS = GEMM_VARIANTS + BATCHED_VARIANTS + MOE_VARIANTS
 
 MOE_KEY = ("token", "model_dim", "inter_dim", "expert", "topk", "act_type", "dtype", "q_dtype_a",
@@ -69,14 +94,15 @@ _OVERHEAD_US = {"gemm": 3.5, "batched": 5.0, "moe": 9.0}
 
 # ------------------------------------------------------------------------------------------ helpers
 
+def facts(variant: str) -> dict:
+    try:
+        return FACTS[variant]
+    except KeyError:
+        raise ValueError("unknown variant %r" % (variant,)) from None
+
+
 def family(variant: str) -> str:
-    if variant in GEMM_VARIANTS:
-        return "gemm"
-    if variant in BATCHED_VARIANTS:
-        return "batched"
-    if variant in MOE_VARIANTS:
-        return "moe"
-    raise ValueError("unknown variant %r" % (variant,))
+    return facts(variant)["family"]
 
 
 def _norm_value(v):
@@ -99,16 +125,8 @@ def _norm_value(v):
 
 
 def key_columns(variant: str) -> tuple:
-    fam = family(variant)
-    if fam == "moe":
-        return MOE_KEY
-    if fam == "batched":
-        return ("b", "m", "n", "k")
-    if variant in ("a8w8", "a8w8_bpreshuffle"):
-        return ("m", "n", "k", "q_dtype_w")
-    if variant == "a16w16":
-        return ("m", "n", "k", "bias", "dtype", "outdtype", "scaleab", "bpreshuffle")
-    return ("m", "n", "k")
+    """The shape key in lower case (the registry's untuned columns)."""
+    return tuple(c.lower() for c in facts(variant)["untuned_columns"])
 
 
 def normalize_shape(variant: str, shape: dict) -> dict:
@@ -233,9 +251,9 @@ def tuned_us(variant: str, shape: dict, gfx: str = "gfx950", cu_num: int = 256):
     return bench_us(variant, shape, gfx, cu_num, tuned_from=shape)
 
 
-def tune_result(variant: str, shape: dict, gfx: str = "gfx950", cu_num: int = 256, libtypes=A16W16_LIBTYPES):
+def tune_result(variant: str, shape: dict, gfx: str = "gfx950", cu_num: int = 256, libtypes=None):
     """What the tuner writes for this shape (a dict of result columns), or None when no kernel is valid.
-    ``libtypes``: the a16w16 backends the tuner searched (its --libtype)."""
+    ``libtypes``: the backends the tuner searched (a16w16's --libtype); None = every one its rows may name."""
     if outcome(variant, shape, gfx, cu_num) == "failed":
         return None
     s = normalize_shape(variant, shape)
@@ -258,19 +276,12 @@ def tune_result(variant: str, shape: dict, gfx: str = "gfx950", cu_num: int = 25
             "xbf16": 0, "flat": 0,
             "tflops": round(flops / (us * 1e6), 2), "bw": round(nbytes / (us * 1e-6) / 1e9, 2),
         }
-    libs = ("ck", "cktile", "asm") if variant in ("a8w8_blockscale", "a8w8_blockscale_bpreshuffle",
-                                                  "a8w8_bpreshuffle") else ("ck",)
+    libs = tuple(libtypes or facts(variant)["libtypes"] or ("ck",))
     libtype = libs[idx % len(libs)]
-    if variant == "a4w4_blockscale":
-        libtype = ("ck", "asm")[idx % 2]
-    if variant == "a6w6":
-        libtype = "asm"
-    if variant == "a8w8_mxfp8_bpreshuffle":
-        libtype = "flydsl"
-    if variant == "a16w16":
-        libtype = libtypes[idx % len(libtypes)]
     splitk = (0, 0, 0, 2, 4)[idx % 5] if libtype != "asm" else (4, 7, 8)[idx % 3]
-    if variant in ("a6w6", "a8w8_mxfp8_bpreshuffle"):   # mxfp8: the split count is in its kernelName
+    # a tuner that always times its split-K candidates names the count in its kernelName (mxfp8); a6w6's asm
+    # kernels take none
+    if facts(variant)["splitk"] == "always" or variant == "a6w6":
         splitk = 0
     return {
         "libtype": libtype,

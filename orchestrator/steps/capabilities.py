@@ -23,7 +23,7 @@ def _request(ctx: Ctx, variant: KernelVariant, root: str, meta: str, gfx: str, t
         "tuned_csv": tuned,
         "tune_script": f"{meta}/{variant.tune_script.replace('{gfx}', gfx)}",
         "op_test": f"{root}/{variant.bench.script}" if variant.bench else None,
-        "fmoe_csv": f"{root}/{get_variant('moe_2stages').tuned_csv}" if variant.family == "moe" else None,
+        "fmoe_csv": f"{root}/{variant.tuned_csv}" if variant.family == "moe" else None,
         "help_timeout": HELP_TIMEOUT_S,
     }
 

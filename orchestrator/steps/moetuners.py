@@ -16,11 +16,12 @@ from ..aiter_profiles import help_flags
 from ..errors import UsageError
 from ..outcome.keys import norm_key_value
 from ..moe_quant import dtype_family
+from ..variants import VARIANTS
 
 MODES = ("standard", "flydsl", "both")
 FLAG = "--mxfp4-flydsl"
 ARM = "flydsl"           # the sample marker of the flydsl table's after benchmark
-VARIANT = "moe_2stages"
+VARIANT = next(v.name for v in VARIANTS.values() if v.family == "moe")   # the fused-MoE tuner's variant
 
 
 def mode_of(request) -> str:

@@ -14,6 +14,7 @@ import shlex
 from ..aiter_profiles import help_flags
 from ..errors import UsageError
 from ..parsing.sources import flag_values
+from ..variants import ALIASES, VARIANTS
 
 # flags tune-remote always sets itself (prepare.tune_command), with the run option that controls them
 RESERVED = {"-i": None, "--untune_file": None, "-o": None, "--tune_file": None, "--mp": "--gpus",
@@ -70,24 +71,18 @@ def validate(tune_args: list[str], help_text: str | None, script: str, why_no_he
                              hint="its flags: " + " ".join(sorted(f for f in known if f.startswith("--"))))
 
 
-# tuners that take -k but never measure split-K: the blockscale bpreshuffle one hard-codes maxsplitK = 0
-# (aiter-after-v0.1.20.md §2.2, ROCm/aiter#4448 open)
-NO_SPLITK = {"a8w8_blockscale_bpreshuffle"}
-# tuners that take -k but always time their split-K candidates (the count is part of the kernelName): the
-# MXFP8 bpreshuffle FlyDSL tuner (aiter-december-2026.md; it never reads args.splitK)
-SPLITK_ALWAYS = {"a8w8_mxfp8_bpreshuffle"}
-
-
 def splitk_note(tune_args: list[str], help_text: str | None, variant_name: str) -> str | None:
     """The plan's warning when the tuner has -k/--splitK and it is not given (or, where the tuner ignores
     it, that passing it changes nothing)."""
     if not help_text or not any(f in help_flags(help_text) for f in SPLITK_FLAGS):
         return None
     given = any(f in SPLITK_FLAGS for f in flags_of(tune_args))
-    if variant_name in NO_SPLITK:
+    entry = VARIANTS.get(ALIASES.get(variant_name, variant_name))
+    mode = entry.splitk if entry is not None else "flag"   # KernelVariant.splitk
+    if mode == "never":
         return (f"--splitk changes nothing for {variant_name}: its tuner hard-codes maxsplitK = 0, every row is "
                 "measured at KBatch 1 (ROCm/aiter#4448)") if given else None
-    if variant_name in SPLITK_ALWAYS:
+    if mode == "always":
         return (f"--splitk changes nothing for {variant_name}: its tuner always times its split-K candidates "
                 "(the split count is part of each kernelName)") if given else None
     if given:
@@ -110,7 +105,9 @@ def normalize_q_dtype_w(value: str, variants) -> str:
                          hint="one of: " + ", ".join(_Q_DTYPES) + " (fnuz on gfx942/MI300, e4m3fn on gfx950)")
     named = [n for n in variants if n in VARIANTS]
     if named and not any("q_dtype_w" in VARIANTS[n].key_columns for n in named):
-        raise UsageError(f"--q-dtype-w applies to a8w8 and a8w8_bpreshuffle, not {', '.join(named)}",
+        keyed = " and ".join(n for n, v in VARIANTS.items()
+                             if v.family == "gemm" and "q_dtype_w" in v.key_columns)
+        raise UsageError(f"--q-dtype-w applies to {keyed}, not {', '.join(named)}",
                          hint="their tables have no q_dtype_w column; drop --q-dtype-w")
     return full
 

@@ -281,6 +281,12 @@ class Container:
         result.container_path = cpath
         return result
 
+    def serve_variant(self, name: str, facts: dict) -> None:
+        """Make the sim serve a variant its tree has no file for (host side, at test time): the generic tuner
+        and op_test at the entry's paths, its tables and its facts (``orchestrator.sim.fromfacts``)."""
+        from orchestrator.sim.fromfacts import serve_variant  # noqa: PLC0415
+        serve_variant(self.inst, name, facts)
+
     def tune_script(self, rel: str = "csrc/ck_gemm_a8w8_blockscale/gemm_a8w8_blockscale_tune.py") -> str:
         """Container path of a sim script (csrc/... lives under the meta root in install mode)."""
         script = getattr(self.inst, "script", None)

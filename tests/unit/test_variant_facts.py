@@ -1,5 +1,6 @@
-"""The helper's variant facts come from the registry (review D-11): helpers/variant_facts.py is generated
-from orchestrator/variants.py, and shapefmt uses it."""
+"""The helper's and the simulated node's variant facts come from the registry (review D-11): helpers/variant_facts.py
+and sim/variant_table.py are generated from orchestrator/variants.py; and a variant that follows AITER's common
+tuner CLI is added by its entry alone (issue 35)."""
 
 from __future__ import annotations
 
@@ -7,13 +8,17 @@ from pathlib import Path
 
 from orchestrator import gen_variant_facts as gen
 from orchestrator.remote.helpers import shapefmt, shaperules, variant_facts
-from orchestrator.variants import JIT_MODULES, LOGGED_ONLY_TUNED_CSV, MOE_KEY, VARIANTS, jit_modules
+from orchestrator.variants import (JIT_MODULES, LOGGED_ONLY_TUNED_CSV, MOE_KEY, VARIANTS, BenchSpec, KernelVariant,
+                                  jit_modules)
 
 
 def test_the_committed_facts_are_what_the_registry_generates():
     committed = gen.TARGET.read_text(encoding="utf-8")
     assert committed == gen.render(), (
         f"orchestrator/remote/helpers/variant_facts.py is stale (orchestrator/variants.py changed): "
+        f"run `{gen.COMMAND}` and commit the file")
+    assert gen.SIM_TARGET.read_text(encoding="utf-8") == gen.render_sim(), (
+        f"orchestrator/sim/variant_table.py is stale (orchestrator/variants.py changed): "
         f"run `{gen.COMMAND}` and commit the file")
 
 
@@ -65,12 +70,120 @@ def test_a_variant_added_without_regenerating_fails_with_the_command(monkeypatch
 NO_CSV_JIT_MODULE = {"moe_2stages", "a16w16", "a6w6", "a8w8_mxfp8_bpreshuffle"}
 
 
-def test_every_variant_is_in_the_jit_table_or_said_to_have_no_module():
-    """A variant missing from a derived table fails here (issue 25): promote and a campaign's spread move the
-    module compiled from the tuned CSV aside through JIT_MODULES, and a variant missing there silently keeps a
-    stale module. A new variant: add its module to variants.JIT_MODULES, or its name above with why."""
-    missing = sorted(set(VARIANTS) - set(JIT_MODULES) - NO_CSV_JIT_MODULE)
-    assert not missing, f"variants in neither variants.JIT_MODULES nor NO_CSV_JIT_MODULE: {missing}"
-    assert set(JIT_MODULES) <= set(VARIANTS) and not set(JIT_MODULES) & NO_CSV_JIT_MODULE
+def test_every_variant_says_which_module_its_table_compiles():
+    """A variant that would silently keep a stale module fails here (issue 25): promote and a campaign's spread
+    move the module compiled from the tuned CSV aside through the entry's jit_module, which has no default, so
+    no entry can leave it out; None says the table compiles none."""
+    import dataclasses
+    from orchestrator.variants import KernelVariant
+    jit = {f.name: f for f in dataclasses.fields(KernelVariant)}["jit_module"]
+    assert jit.default is dataclasses.MISSING and jit.default_factory is dataclasses.MISSING
+    assert {n for n, v in VARIANTS.items() if v.jit_module is None} == NO_CSV_JIT_MODULE
+    assert set(JIT_MODULES) == set(VARIANTS) - NO_CSV_JIT_MODULE
     assert all(jit_modules(name) == [JIT_MODULES[name]] for name in JIT_MODULES)
+    assert all(jit_modules(name) == [] for name in NO_CSV_JIT_MODULE)
 
+
+# ------------------------------------------------------------------------------------------------
+# A variant is data (issue 35): a tuner that follows AITER's common tuner CLI is added by its entry alone
+# ------------------------------------------------------------------------------------------------
+
+FAKE = KernelVariant(
+    name="a8w8_fake", family="gemm", tune_script="csrc/gemm_a8w8_fake/gemm_a8w8_fake_tune.py",
+    untuned_csv="aiter/configs/a8w8_fake_untuned_gemm.csv", tuned_csv="aiter/configs/a8w8_fake_tuned_gemm.csv",
+    config_env="AITER_CONFIG_GEMM_A8W8_FAKE", untuned_columns=("M", "N", "K"), jit_module=None,
+    libtypes=("ck", "asm"), since=(0, 1, 13),
+    bench=BenchSpec(script="op_tests/test_gemm_a8w8_fake.py", style="mnk", output="markdown", metric="us",
+                    higher_is_better=False, key_columns={"m": "m", "n": "n", "k": "k"}))
+
+
+def register_fake(monkeypatch, variant=FAKE):
+    """The one edit a new variant needs, made in the test: its entry in the registry (and, on this side, the
+    sim's model of it: what the generated sim/variant_table.py would carry after gen_variant_facts)."""
+    from orchestrator import variants
+    from orchestrator.sim import perf_model
+    monkeypatch.setitem(variants.VARIANTS, variant.name, variant)
+    monkeypatch.setitem(perf_model.FACTS, variant.name, gen.sim_facts(variant))
+    return variant
+
+
+def _ctx(tmp_path, variant_name, request):
+    import types
+    from orchestrator.context import Ctx, Settings
+    from orchestrator.state import JobState, Workspace
+    from orchestrator.ui import Ui
+    job = JobState(job_id="j", node="n", container="c", variant=variant_name, created=0, request=request,
+                   facts={"version": "0.1.20", "gfx": "gfx950", "cu_num": 256, "tune_gpus": [0]},
+                   remote={"aiter_root": "/aiter", "meta_root": "/aiter"})
+    target = types.SimpleNamespace(container=types.SimpleNamespace(env={}, python="python3"))
+    return Ctx(job=job, workspace=Workspace(tmp_path / "ws"), target=target, settings=Settings(), ui=Ui(quiet=True))
+
+
+def test_a_fake_variant_is_planned_prepared_benchmarked_compared_and_promoted_from_its_entry_alone(
+        monkeypatch, tmp_path, staging_mod):
+    from orchestrator import sim
+    from orchestrator.outcome.compare import compare_for_variant
+    from orchestrator.parsing.bench import parse_bench_log
+    from orchestrator.parsing.untuned import write_untuned_csv
+    from orchestrator.sim import fromfacts, localnode, perf_model
+    from orchestrator.steps import prepare
+    from orchestrator.steps.bench import measured, plan_bench
+    from orchestrator.steps.shape_sources import collect
+    from orchestrator.variants import get_variant, table_modules
+
+    fake = register_fake(monkeypatch)
+    assert get_variant("a8w8_fake") is fake and table_modules(fake.name) == []
+    # the generated facts carry it: the helper names it from its tuned file, the sim models it
+    assert '("a8w8_fake_tuned_gemm", "a8w8_fake"),' in gen.render() and "'a8w8_fake': {'family': 'gemm'" in gen.render_sim()
+
+    # plan: --nk 7168,2048 with the M preset 1,64 (the shapes step, as `run --nk` drives it)
+    ctx = _ctx(tmp_path, fake.name, {"nk": ["7168,2048"], "m_preset": "1,64"})
+    shapes, described = collect(ctx)
+    assert [(s["m"], s["n"], s["k"]) for s in shapes] == [(1, 7168, 2048), (64, 7168, 2048)]
+    assert list(shapes[0]) == ["m", "n", "k"]
+
+    # a simulated node that serves the fake from its facts (the tree has no file of its own for it)
+    inst = sim.install(tmp_path / "node", sim.SimSpec(profile="current"))
+    fromfacts.serve_variant(inst, fake.name, gen.sim_facts(fake))
+    root = inst.aiter_root
+
+    # prepare: the untuned CSV and the tuner's argv (-i/-o always given)
+    untuned, staging = f"{root}/untuned.csv", f"{root}/staging.csv"
+    Path(untuned).write_text(write_untuned_csv(shapes, fake.name))
+    assert Path(untuned).read_text().splitlines()[0] == "M,N,K"
+    ctx.job.remote.meta_root, ctx.job.remote.aiter_root = inst.meta_root, root
+    cmd = prepare.tune_command(ctx, ctx.variant, untuned, staging)
+    assert list(cmd.argv[1:6]) == [f"{inst.meta_root}/{fake.tune_script}", "-i", untuned, "-o", staging]
+    tuned = localnode.run(inst, list(cmd.argv), env=cmd.env)
+    failed = [s for s in shapes if perf_model.outcome(fake.name, s) == "failed"]
+    assert tuned.returncode == (1 if failed else 0), tuned.stderr
+    rows = Path(staging).read_text().splitlines()
+    assert rows[0] == "gfx,cu_num,M,N,K,libtype,kernelId,splitK,us,kernelName,tflops,bw,errRatio"
+    assert len(rows) == 1 + len(shapes) - len(failed)
+
+    # benchmark argv, before (the live table: header only) and after (the staging table)
+    [call] = plan_bench(ctx.variant, shapes)
+    assert call.script == fake.bench.script and call.args == ("-mnk", "1,7168,2048", "64,7168,2048")
+
+    def bench(table):
+        out = localnode.run(inst, ["python3", f"{root}/{call.script}", *call.args], env={fake.config_env: table})
+        assert out.returncode == 0, out.stderr
+        return measured(fake.bench, shapes, parse_bench_log(out.stdout + out.stderr, fake.bench))
+    live = f"{root}/{fake.tuned_csv}"
+    before, after = bench(live), bench(staging)
+    assert [r["value"] for r in before] == [perf_model.bench_value(fake.name, s, "us") for s in shapes]
+
+    # compare: keys, metric and direction from the entry; a tuned shape is as fast as the model says
+    comparison = compare_for_variant(before, after, fake)
+    assert comparison.key_columns == ("m", "n", "k") and comparison.metric == "us"
+    assert comparison.higher_is_better is False and len(comparison.rows) == len(shapes)
+
+    # promote: the staging rows into the live table, keyed by the entry's columns
+    keys = [[str(s["m"]), str(s["n"]), str(s["k"])] for s in shapes if s not in failed]
+    res = staging_mod.op_promote({"live": live, "staging": staging, "backup_dir": str(tmp_path / "bk"),
+                                  "key_columns": list(fake.untuned_columns), "keys": keys, "gfx": "gfx950",
+                                  "cu_num": "256", "others": [], "modules": table_modules(fake.name),
+                                  "package_dir": None, "jit_dir_env": None})
+    assert res["added"] == len(keys) and Path(live).read_text() == Path(staging).read_text()
+    promoted = bench(live)
+    assert [r["value"] for r in promoted] == [r["value"] for r in after]

@@ -16,7 +16,7 @@ import shutil
 import time
 
 from .. import logger
-from .._sim import LEGACY, read_control
+from .._sim import LEGACY, perf_model, read_control
 from .._sim.frame import columns_of, norm, read_csv, write_csv
 
 this_dir = os.path.dirname(os.path.abspath(__file__))
@@ -59,6 +59,9 @@ CONFIG_FILES = {
     "AITER_CONFIG_GEMM_A8W8_MXFP8_BPRESHUFFLE": "a8w8_mxfp8_bpreshuffle_tuned_gemm",
 #@ endif
 }
+# a variant the tree has no file for (orchestrator/sim/fromfacts.serve_variant): its table under its own variable
+for _f in perf_model.EXTRA.values():
+    CONFIG_FILES.setdefault(_f["config_env"], os.path.basename(_f["tuned_csv"])[:-len(".csv")])
 
 # module-level values read at import time, as the tuners use them for their -o default
 AITER_CONFIG_GEMM_A4W4 = os.getenv("AITER_CONFIG_GEMM_A4W4", f"{AITER_CONFIG_DIR}/a4w4_blockscale_tuned_gemm.csv")

@@ -268,7 +268,7 @@ class TunerCommon:
         # CK/CK-Tile split-K candidates are tried only with -k (aiter-formats.md §1.1); the blockscale
         # bpreshuffle tuner hard-codes maxsplitK = 0 (after-v0.1.20 §2.2, #4448); ASM rows carry their own value
         if res.get("libtype", "ck") != "asm" and (not getattr(args, "splitK", False)
-                                                   or variant == "a8w8_blockscale_bpreshuffle"):
+                                                   or perf_model.facts(variant)["splitk"] == "never"):
             res["splitK"] = 0
         return {c: res.get(c) for c in self.resultList}
 
