@@ -27,9 +27,9 @@ def read_local(paths: list[str], variant: str | None = None) -> dict:
 
 
 def _bucket(variant: str, shape: dict) -> dict:
-    from ..remote.helpers.shapefmt import MOE_PADDED_MAX, next_pow2
-    if "token" in shape and int(shape["token"]) < MOE_PADDED_MAX:
-        return {**shape, "token": next_pow2(int(shape["token"]))}
+    from ..remote.helpers.shapefmt import moe_bucket
+    if "token" in shape:
+        return {**shape, "token": moe_bucket(shape["token"])}
     return dict(shape)
 
 

@@ -4,7 +4,8 @@ power-of-two buckets, GEMM M on the padded-M grid), so the shapes tuned are the 
 from __future__ import annotations
 
 from ..records import JobRequest
-from ..remote.helpers.shapefmt import MOE_PADDED_MAX, next_pow2  # noqa: F401  (the runtime's rule, one place)
+from ..remote.helpers.shapefmt import (  # noqa: F401  (the runtime's rule, one place)
+    DP_SHARED_MIN, MOE_PADDED_MAX, moe_bucket, next_pow2)
 
 
 def padded_m(m: int) -> int:
@@ -15,8 +16,16 @@ def padded_m(m: int) -> int:
     return -(-m // step) * step
 
 
+def dp_shared_contract(req) -> bool:
+    """``--tune-arg --token-bucket-contract dp_shared``: the fused-MoE tuner (and tune-remote's shapes) follow the
+    DP shared-expert path's buckets, not the runtime's (aiter-december-2026.md, test_fmoe_tuner_token_buckets)."""
+    from ..parsing.sources import flag_values
+    return "dp_shared" in flag_values(list((req.get("tune_args") if req is not None else None) or []),
+                                      "--token-bucket-contract")
+
+
 def runtime_lookups(shapes: list[dict], family: str, max_m: int | None = None,
-                    padded: bool = False) -> tuple[list[dict], list[str]]:
+                    padded: bool = False, dp_shared: bool = False) -> tuple[list[dict], list[str]]:
     """The shapes the runtime will really look up: MoE tokens snapped to AITER's power-of-two buckets
     (a row for token 96 is never read: the runtime asks for 128; review C-09); with ``padded`` (GEMMs whose
     lookup falls back to getPaddedM) M snapped up to the padded-M grid and deduplicated: a row at M=16 is
@@ -41,16 +50,19 @@ def runtime_lookups(shapes: list[dict], family: str, max_m: int | None = None,
         out = []
         for s in shapes:
             t = int(s["token"])
-            if t < MOE_PADDED_MAX and next_pow2(t) != t:
-                snapped[t] = next_pow2(t)
-                s = {**s, "token": next_pow2(t)}
+            if moe_bucket(t, dp_shared) != t:
+                snapped[t] = moe_bucket(t, dp_shared)
+                s = {**s, "token": snapped[t]}
             out.append(s)
         out = dedupe(out)
         if snapped:
             pairs = ", ".join(f"{a}->{b}" for a, b in sorted(snapped.items())[:6])
+            rule = (f"the DP shared-expert path looks up nextPow2(token) from {DP_SHARED_MIN} up (--token-bucket-"
+                    "contract dp_shared), so tokens below it are one tuning" if dp_shared else
+                    f"AITER looks up nextPow2(token) below {MOE_PADDED_MAX}")
             notes.append(f"{len(snapped)} MoE token value(s) snapped to the runtime's power-of-two buckets "
-                         f"({pairs}{', ...' if len(snapped) > 6 else ''}): AITER looks up nextPow2(token) below "
-                         f"{MOE_PADDED_MAX}, so rows for other tokens are never read (ROCm/aiter#5125)")
+                         f"({pairs}{', ...' if len(snapped) > 6 else ''}): {rule}, so rows for other tokens are "
+                         "never read (ROCm/aiter#5125)")
     if max_m:
         dim = "token" if family == "moe" else "m"
         kept = [s for s in out if int(s[dim]) <= max_m]
@@ -74,8 +86,8 @@ def dedupe(shapes: list[dict]) -> list[dict]:
 def snap(shape: dict, variant, req: JobRequest) -> dict:
     """A logged shape as the runtime looks it up (the same snapping ``runtime_lookups`` does)."""
     s = {k: v for k, v in shape.items() if k != "_meta"}
-    if variant.family == "moe" and int(s.get("token", 0)) < MOE_PADDED_MAX and "token" in s:
-        s["token"] = next_pow2(int(s["token"]))
+    if variant.family == "moe" and "token" in s:
+        s["token"] = moe_bucket(s["token"], dp_shared_contract(req))
     elif variant.family == "gemm" and req.padded_m and variant.padded_m_lookup and "m" in s:
         s["m"] = padded_m(s["m"])
     return s

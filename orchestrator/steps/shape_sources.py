@@ -12,7 +12,7 @@ from ..outcome import budget
 from ..parsing.untuned import read_shapes_csv
 from ..parsing.sources import split_log_sources  # noqa: F401  (re-exported: cli/, campaign/ import it here)
 from ..remote.helpers import shapelog
-from .shape_rules import dedupe, runtime_lookups, snap
+from .shape_rules import dedupe, dp_shared_contract, runtime_lookups, snap
 
 
 def parse_nk(values: list[str]) -> list[tuple[int, int]]:
@@ -219,7 +219,8 @@ def collect(ctx: Ctx) -> tuple[list[dict], list[str]]:
         described.append(f"--nk: {len(bases)} (N,K) pairs")
         shapes.extend(expand(bases, "gemm", sweep_preset(preset)))
     shapes, notes = runtime_lookups(dedupe(shapes), variant.family, req.max_m,
-                                    padded=bool(req.padded_m) and variant.padded_m_lookup)
+                                    padded=bool(req.padded_m) and variant.padded_m_lookup,
+                                    dp_shared=dp_shared_contract(req))
     for n in notes:
         ctx.job.note(n)
         ctx.ui.event(n)

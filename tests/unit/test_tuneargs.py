@@ -163,3 +163,20 @@ def test_refused_tune_arg_values():
         assert "/tmp/opus_a8w8_noscale_tuned_gemm.csv" in str(e.value) and e.value.hint
     refuse_values(["--backend", "ck"], v.refused_tune_args, v.name)
     refuse_values(["--backend", "opus"], get_variant("a8w8_bpreshuffle").refused_tune_args, "a8w8_bpreshuffle")
+
+
+def test_the_dp_shared_token_contract_buckets_from_16():
+    """--tune-arg --token-bucket-contract dp_shared (aiter test_fmoe_tuner_token_buckets: the DP shared-expert
+    path buckets nextPow2 from 16 up): tokens 1..16 are one tuning, not five; the runtime's contract is as ever."""
+    from orchestrator.steps.shape_rules import dp_shared_contract, runtime_lookups, snap
+    from orchestrator.records import JobRequest
+    from orchestrator.variants import get_variant
+    base = {"model_dim": 7168, "inter_dim": 256, "expert": 257, "topk": 8}
+    shapes = [{"token": t, **base} for t in (1, 2, 8, 16, 17, 64)]
+    got, notes = runtime_lookups(shapes, "moe", dp_shared=True)
+    assert [s["token"] for s in got] == [16, 32, 64]
+    assert "from 16 up (--token-bucket-contract dp_shared)" in notes[0]
+    assert [s["token"] for s in runtime_lookups(shapes, "moe")[0]] == [1, 2, 8, 16, 32, 64]
+    req = JobRequest.from_dict({"tune_args": ["--token-bucket-contract=dp_shared"]})
+    assert dp_shared_contract(req) and not dp_shared_contract(JobRequest.from_dict({"tune_args": []}))
+    assert snap({"token": 3, **base}, get_variant("moe_2stages"), req)["token"] == 16

@@ -241,10 +241,22 @@ def parse_moe_tuple(text):
 
 
 MOE_PADDED_MAX = 32768  # fused_moe.get_padded_M: nextPow2(token) below this (aiter-after-v0.1.20.md §2.2, #5125)
+DP_SHARED_MIN = 16      # fused_moe_dp_shared_expert.get_padded_M: its buckets start at 16 (test_fmoe_tuner_token_buckets)
 
 
 def next_pow2(x):
     return 1 << max(0, int(x) - 1).bit_length()
+
+
+def moe_bucket(token, dp_shared=False):
+    """The token a fused-MoE lookup asks its table for: fused_moe.get_padded_M's nextPow2 below 32768 (a token
+    at or above it is kept: newer AITER floors it to a tier, 32768 or 131072, older ones look it up exactly
+    first; not probed yet), or the DP shared-expert path's (nextPow2, from 16 up: the tuner contract
+    ``--token-bucket-contract dp_shared``)."""
+    t = int(token)
+    if dp_shared:
+        return max(DP_SHARED_MIN, next_pow2(t)) if t < MOE_PADDED_MAX else t
+    return next_pow2(t) if t < MOE_PADDED_MAX else t
 
 
 def _shape_key(shape):
