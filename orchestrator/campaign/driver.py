@@ -28,6 +28,22 @@ def is_campaign(job: JobState) -> bool:
     return job.is_campaign
 
 
+def job_nodes(job: JobState, workspace: Workspace) -> list[str]:
+    """The nodes a job runs on (a campaign: its targets' nodes, in order)."""
+    if not job.is_campaign:
+        return [job.node]
+    return list(dict.fromkeys(s.node for s in sub_jobs(job, workspace))) or job.node.split(",")
+
+
+def check_nodes(job: JobState, workspace: Workspace, nodes) -> None:
+    """Every --node must be one of the job's nodes: one line, exit 2, nothing done."""
+    have = job_nodes(job, workspace)
+    unknown = [n for n in nodes if n not in have]
+    if unknown:
+        raise UsageError(f"job {job.job_id} has no target on node {unknown[0]!r}",
+                         hint="its nodes: " + ", ".join(have))
+
+
 def sub_job_id(job_id: str, ref: TargetRef, variant: str) -> str:
     sid = f"{job_id}.{ref.node}.{ref.container}.{variant}"
     if len(sid) <= 81:
@@ -111,9 +127,7 @@ def create_sub_jobs(job: JobState, workspace: Workspace, plan: dict, name=None) 
                 sid = name(ref, variant) if name else sub_job_id(job.job_id, ref, variant)
                 csv_path = shards_dir / f"{sid}.csv"
                 atomic_write(csv_path, write_untuned_csv(rows, variant).encode())
-                request = dict(job.request, logs=[], nk=[], shapes_csv=str(csv_path), m_preset="logged", budget=None,
-                               detach=False, campaign=None, parent=job.job_id)
-                request["gpus"] = plan["facts"][label].get("free_gpus")
+                request = job.request.shard(str(csv_path), plan["facts"][label].get("free_gpus"), job.job_id)
                 subs.append(JobState(job_id=sid, node=node, container=container, variant=variant,
                                      created=time.time(), request=request))
     return subs

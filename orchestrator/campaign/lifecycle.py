@@ -7,7 +7,6 @@ the kind saved in the job (sources.py), so nothing here names one.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from typing import Callable
 
 from ..context import Settings
@@ -16,6 +15,7 @@ from ..inventory import Inventory
 from ..records import Campaign
 from ..state import TERMINAL, JobState, Status, Workspace
 from . import driver
+from .console import Console, Declined  # noqa: F401 - lifecycle.Console, lifecycle.Declined, as callers name them
 from .plan import plan_lines
 from .sources import begin, open_source, source_class, source_kind
 from .targets import SourceEnv, TargetRef
@@ -30,23 +30,10 @@ def new_job(job_id: str, nodes: list[str], container: str | None, variants: list
     return job
 
 
-@dataclass
-class Console:
-    """What the lifecycle asks of its caller: ``ui`` for events (and the live view), ``show`` for the plan,
-    ``confirm`` for the question before anything is launched (None: ask nothing, as with --yes)."""
-    ui: object
-    show: Callable[[str], None]
-    confirm: Callable[[str], bool] | None = None
-
-
 # run --detach: how long a scheduler's queue may take to grant the targets before run returns anyway
 DETACH_PATIENCE_S = 5.0
 # resume of a campaign planned while queued: how long it waits for a node's own driver still launching
 PENDING_DRIVE_WAIT_S = 900.0
-
-
-class Declined(Exception):
-    """The user said no at the plan's confirmation: nothing was launched."""
 
 
 def source_env(workspace: Workspace, job: JobState, inventory: Callable[[], Inventory], ui,

@@ -4,7 +4,7 @@
 ``python3 drive.zip DIR NODE CONTAINER DOCKER...``: DIR is the shard's directory on the shared filesystem
 (``<home>/.tune-remote/slurm/<job>/<i>``), whose ``drive/`` holds the shard's sub-jobs (``order.json``, each
 sub-job's ``state.json`` and its shapes CSV). Each sub-job is carried the way a detached campaign's is from the
-laptop (``engine.run_job``: discover, shapes, prepare, launch), through the same node helper, ops and locks, over
+laptop (``engine.drive``: discover, shapes, prepare, launch), through the same node helper, ops and locks, over
 ``docker exec`` on this node (no SSH, no srun: the holder runs inside the allocation), on the GPUs Slurm
 granted; a target's later variants wait on the node for the run before them (``chain_after``). Each save is the
 sub-job's state.json, written atomically in ``drive/``; the laptop's ``status``/``resume`` adopt it.
@@ -20,8 +20,8 @@ import sys
 import time
 from pathlib import Path
 
-from ..context import Ctx, Settings, Target
-from ..engine import run_job
+from ..context import Settings, Target
+from ..engine import drive
 from ..errors import TuneRemoteError
 from ..inventory_model import ContainerSpec, NodeSpec
 from ..state import TERMINAL, Status, Workspace
@@ -69,16 +69,13 @@ def drive(d: Path, node: str, container: str, docker: tuple[str, ...]) -> int:
         started = time.monotonic()
         say(f"{sid}: {sub.variant} on {node}/{container}, GPUs {gpus or 'as discovered'}")
         try:
-            ctx = Ctx(job=sub, workspace=ws, target=target, settings=settings, ui=Ui(quiet=True))
-            state = run_job(ctx)
+            state = drive(sub, ws, target, settings, Ui(quiet=True))
         except TuneRemoteError as exc:
             say(f"{sid}: {exc.one_line()}")
             state = ws.load(sid).state
         except Exception as exc:  # noqa: BLE001 - said in drive.log; the laptop carries the shard
             say(f"{sid}: internal error: {type(exc).__name__}: {exc}")
             state = ws.load(sid).state
-        finally:
-            target.close()
         sub = ws.load(sid)
         say(f"{sid}: {state} after {time.monotonic() - started:.1f} s"
             + (f" (run dir {sub.remote.run_dir})" if sub.remote.get("run_dir") else ""))
