@@ -20,6 +20,7 @@ from ..state import TERMINAL, JobState, Status, Workspace, atomic_write
 from ..outcome.budget import parse_duration, seconds_per_shape, within
 from ..variants import get_variant
 from . import plan as planning
+from .chain import carry, chain_after
 from .merge import sub_workspace  # noqa: F401 - driver.sub_workspace, as callers name it
 from .targets import Runner, TargetRef
 
@@ -154,23 +155,21 @@ def drive(job: JobState, workspace: Workspace, runner: Runner, settings: Setting
                             accept_new_host_key=settings.accept_new_host_key, yes=True, interactive=False)
 
     def one_target(label: str, ids: list[str]) -> None:
-        chain: list[JobState] = []      # detached: the target's launched runs; the next waits on the node
-        for sid in ids:
-            sub = subws.load(sid)
-            if sub.state in TERMINAL:
-                continue
+        def prepare(sub: JobState, chain: list[JobState]) -> None:
             if bool(sub.request.get("detach")) != detach:
                 sub.request["detach"] = detach
                 subws.save(sub)
             if detach and chain and not sub.remote.get("run_dir"):
-                sub.request["chain_after"] = {"run_dir": chain[-1].remote.run_dir,
-                                              "job_ids": [s.job_id for s in chain]}
+                sub.request["chain_after"] = chain_after(chain)
                 if not (job.request.gpus or runner.granted_gpus(TargetRef(sub.node, sub.container))):
                     # chosen by the free rule: the run also waits, on the node, while they are in use
                     sub.request["chain_after"]["busy_threshold"] = planning.FREE_GPU_BUSY_PCT
                 subws.save(sub)
             with lock:
                 ui.event(f"{label}: {sub.variant} ({len(_shard_rows(sub))} shapes) started")
+
+        def run(sub: JobState) -> None:
+            sid = sub.job_id
             try:
                 runner.run(sub, subws, sub_settings)
             except TuneRemoteError as exc:
@@ -186,10 +185,8 @@ def drive(job: JobState, workspace: Workspace, runner: Runner, settings: Setting
             sub = subws.load(sid)
             with lock:
                 ui.event(f"{label}: {sub.variant} {sub.state}" + (f" ({sub.error})" if sub.error else ""))
-            if detach and sub.state == "running" and sub.remote.get("run_dir"):
-                chain.append(sub)    # launched: the next variant's run waits for it on the node
-            elif detach and sub.state == "running":
-                break                # not launched (stopped before its pipeline): the rest at resume
+
+        carry(ids, subws, prepare, run, detach)
 
     def run_targets(groups: dict[str, list[str]]) -> None:
         """Every target's sub-jobs, targets in parallel; the live view is closed when they are done."""
