@@ -21,7 +21,6 @@ from ..outcome.budget import parse_duration, seconds_per_shape, within
 from ..variants import get_variant
 from . import plan as planning
 from .chain import carry, chain_after
-from .merge import sub_workspace  # noqa: F401 - driver.sub_workspace, as callers name it
 from .targets import Runner, TargetRef
 
 
@@ -43,6 +42,12 @@ def check_nodes(job: JobState, workspace: Workspace, nodes) -> None:
     if unknown:
         raise UsageError(f"job {job.job_id} has no target on node {unknown[0]!r}",
                          hint="its nodes: " + ", ".join(have))
+
+
+def sub_workspace(workspace: Workspace, job: JobState) -> Workspace:
+    """Where a campaign's sub-jobs live: ``<ws>/<job>/targets/`` (merge.py's, without its imports: pandas)."""
+    from .merge import sub_workspace as of
+    return of(workspace, job)
 
 
 def sub_job_id(job_id: str, ref: TargetRef, variant: str) -> str:

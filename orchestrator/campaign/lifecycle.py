@@ -1,6 +1,6 @@
 """A campaign's lifecycle, whatever its targets' source: targets, plan, confirmation, sub-jobs, the source's
-release of what the plan left out, drive, close (``carry``: run, and resume after a crash); ``cancel`` and
-``status`` of a saved campaign. The CLI parses options, answers ``Console`` and prints; the source is found by
+release of what the plan left out, drive, close (``carry``: run, and resume after a crash); a campaign of one
+target (``carry_one``: the job of old); ``cancel`` and ``status`` of a saved campaign. The CLI parses options, answers ``Console`` and prints; the source is found by
 the kind saved in the job (sources.py), so nothing here names one.
 """
 
@@ -39,6 +39,15 @@ PENDING_DRIVE_WAIT_S = 900.0
 def source_env(workspace: Workspace, job: JobState, inventory: Callable[[], Inventory], ui,
                accept_new_host_key: bool = False) -> SourceEnv:
     return SourceEnv(job, inventory, lambda: workspace.save(job), ui, accept_new_host_key)
+
+
+def carry_one(workspace: Workspace, job: JobState, target, settings: Settings, ui, owner: str,
+              announce: bool = False) -> str:
+    """A campaign of one target (run, demo, watch; resume of one): the target's job is the job itself, the one
+    of old (its own directory and files; no campaign job over it, no plan: its own discover settles the node),
+    on ``target`` (connected early by preconnect.py, or the demo's), carried by the one drive (engine.drive)."""
+    from ..engine import drive
+    return drive(job, workspace, target, settings, ui, owner=owner, announce=announce)
 
 
 def start(workspace: Workspace, job: JobState, kind: str, options: dict, inventory: Callable[[], Inventory],

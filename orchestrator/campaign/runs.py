@@ -80,10 +80,9 @@ def run(workspace: Workspace, inventory_path: str, settings: Settings, console: 
 
 def one(workspace: Workspace, job: JobState, target: Target, settings: Settings, ui, owner: str | None = None,
         announce: bool = True) -> JobState:
-    """A job of one target (run, demo, watch; resume of one): the job of old, its own directory and files (no
-    campaign job over it), carried by the one drive every target job has (engine.drive)."""
-    from ..engine import drive
-    drive(job, workspace, target, settings, ui, owner=owner or ("resume" if job.rev else "run"), announce=announce)
+    """A job of one target (run, demo, watch; resume of one): a campaign of one (lifecycle.carry_one)."""
+    from .lifecycle import carry_one
+    carry_one(workspace, job, target, settings, ui, owner or ("resume" if job.rev else "run"), announce)
     return job
 
 
