@@ -33,6 +33,25 @@ def step_func(name: str):
     return _steps_module(name).run
 
 
+def drive(job, workspace, target, settings, ui, owner: str | None = None, announce: bool = False) -> str:
+    """The one way a job is carried on its target (run, resume, demo, watch, a campaign's runner, the Slurm node
+    driver): connected first (a refused connection leaves no half-made job behind); ``owner``: this process
+    takes the job (one driver per job, R-05) and saves it before its first step (``announce``: says where its
+    state is); the target is closed (given back to its runner) whatever happens. Returns the job state."""
+    ctx = Ctx(job=job, workspace=workspace, target=target, settings=settings, ui=ui)
+    try:
+        target.connect()
+        if owner:
+            workspace.own(job.job_id, owner)
+            workspace.save(job)
+        if announce:
+            ui.event(f"job {job.job_id} ({job.variant} on {job.node}/{job.container}); "
+                     f"state in {workspace.job_dir(job.job_id)}")
+        return run_job(ctx)
+    finally:
+        target.close()
+
+
 def run_job(ctx: Ctx) -> str:
     """Carry the job as far as it goes. Returns the job state ('running' when detached)."""
     job = ctx.job

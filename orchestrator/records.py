@@ -139,11 +139,40 @@ class JobRequest(Record):
     campaign: Optional[Campaign] = None        # a campaign's own state (sub-jobs, nodes, plan, ...)
     parent: Optional[str] = None               # a sub-job: its campaign's id
     resharded_from: Optional[str] = None       # a sub-job made from a lost one's shapes
+    watch: Optional[str] = None                # the watch that started the job
 
     def __setattr__(self, name: str, value: Any) -> None:
         if name == "campaign" and isinstance(value, dict):   # a loaded file, an older caller's dict
             value = Campaign.from_dict(value)
         super().__setattr__(name, value)
+
+    @classmethod
+    def of_run(cls, keys: tuple = None, **given: Any) -> "JobRequest":
+        """The one place run's options become a request (run, watch, demo; a campaign's shards copy it:
+        ``shard``): every key of ``keys`` (default: run's, in state.json's order) with run's default where not
+        given, ``profiles`` and ``moe_tuners`` only when not their defaults, then ``given``'s others (the
+        demo's nodes, the watch's name). The keys written are exactly those each caller always wrote."""
+        opts = {**RUN_DEFAULTS, **given}
+        out = {k: opts[k] for k in (RUN_DEFAULTS if keys is None else keys)
+               if k in opts and (k, opts[k]) not in (("profiles", []), ("moe_tuners", "standard"))}
+        return cls.from_dict({**out, **{k: v for k, v in given.items() if k not in RUN_DEFAULTS}})
+
+    def shard(self, shapes_csv: str, gpus: Optional[list], parent: str) -> "JobRequest":
+        """A campaign's target job: this request with its shard of shapes (as --shapes-csv) on ``gpus``."""
+        return JobRequest.from_dict(dict(self, logs=[], nk=[], shapes_csv=shapes_csv, m_preset="logged",
+                                         budget=None, detach=False, campaign=None, parent=parent, gpus=gpus))
+
+
+# run's options and their defaults when not given, in the order state.json has always had them
+RUN_DEFAULTS = {"logs": [], "profiles": [], "shapes_csv": None, "nk": [], "m_preset": None, "gpus": None,
+                "batch": None, "timeout": None, "stall_timeout": None, "detach": False, "repeats": 3,
+                "promote": "proven", "serve_cmd": None, "tune_args": [], "q_dtype_w": None, "moe_tuners": "standard",
+                "max_m": None, "budget": None, "padded_m": False, "table_from_log": False, "force_cu_num": False,
+                "model": None, "tp": 1}
+# the demo's jobs (`tune-remote demo`): the keys they always had (demo_dir, or demo_nodes and no serve_cmd for
+# several nodes)
+DEMO_KEYS = ("logs", "demo_dir", "demo_nodes", "detach", "m_preset", "nk", "shapes_csv", "gpus", "batch", "timeout",
+             "repeats", "promote", "serve_cmd")
 
 
 @dataclass(eq=False)

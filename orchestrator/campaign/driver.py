@@ -20,12 +20,34 @@ from ..state import TERMINAL, JobState, Status, Workspace, atomic_write
 from ..outcome.budget import parse_duration, seconds_per_shape, within
 from ..variants import get_variant
 from . import plan as planning
-from .merge import sub_workspace  # noqa: F401 - driver.sub_workspace, as callers name it
+from .chain import carry, chain_after
 from .targets import Runner, TargetRef
 
 
 def is_campaign(job: JobState) -> bool:
     return job.is_campaign
+
+
+def job_nodes(job: JobState, workspace: Workspace) -> list[str]:
+    """The nodes a job runs on (a campaign: its targets' nodes, in order)."""
+    if not job.is_campaign:
+        return [job.node]
+    return list(dict.fromkeys(s.node for s in sub_jobs(job, workspace))) or job.node.split(",")
+
+
+def check_nodes(job: JobState, workspace: Workspace, nodes) -> None:
+    """Every --node must be one of the job's nodes: one line, exit 2, nothing done."""
+    have = job_nodes(job, workspace)
+    unknown = [n for n in nodes if n not in have]
+    if unknown:
+        raise UsageError(f"job {job.job_id} has no target on node {unknown[0]!r}",
+                         hint="its nodes: " + ", ".join(have))
+
+
+def sub_workspace(workspace: Workspace, job: JobState) -> Workspace:
+    """Where a campaign's sub-jobs live: ``<ws>/<job>/targets/`` (merge.py's, without its imports: pandas)."""
+    from .merge import sub_workspace as of
+    return of(workspace, job)
 
 
 def sub_job_id(job_id: str, ref: TargetRef, variant: str) -> str:
@@ -111,9 +133,7 @@ def create_sub_jobs(job: JobState, workspace: Workspace, plan: dict, name=None) 
                 sid = name(ref, variant) if name else sub_job_id(job.job_id, ref, variant)
                 csv_path = shards_dir / f"{sid}.csv"
                 atomic_write(csv_path, write_untuned_csv(rows, variant).encode())
-                request = dict(job.request, logs=[], nk=[], shapes_csv=str(csv_path), m_preset="logged", budget=None,
-                               detach=False, campaign=None, parent=job.job_id)
-                request["gpus"] = plan["facts"][label].get("free_gpus")
+                request = job.request.shard(str(csv_path), plan["facts"][label].get("free_gpus"), job.job_id)
                 subs.append(JobState(job_id=sid, node=node, container=container, variant=variant,
                                      created=time.time(), request=request))
     return subs
@@ -140,23 +160,21 @@ def drive(job: JobState, workspace: Workspace, runner: Runner, settings: Setting
                             accept_new_host_key=settings.accept_new_host_key, yes=True, interactive=False)
 
     def one_target(label: str, ids: list[str]) -> None:
-        chain: list[JobState] = []      # detached: the target's launched runs; the next waits on the node
-        for sid in ids:
-            sub = subws.load(sid)
-            if sub.state in TERMINAL:
-                continue
+        def prepare(sub: JobState, chain: list[JobState]) -> None:
             if bool(sub.request.get("detach")) != detach:
                 sub.request["detach"] = detach
                 subws.save(sub)
             if detach and chain and not sub.remote.get("run_dir"):
-                sub.request["chain_after"] = {"run_dir": chain[-1].remote.run_dir,
-                                              "job_ids": [s.job_id for s in chain]}
+                sub.request["chain_after"] = chain_after(chain)
                 if not (job.request.gpus or runner.granted_gpus(TargetRef(sub.node, sub.container))):
                     # chosen by the free rule: the run also waits, on the node, while they are in use
                     sub.request["chain_after"]["busy_threshold"] = planning.FREE_GPU_BUSY_PCT
                 subws.save(sub)
             with lock:
                 ui.event(f"{label}: {sub.variant} ({len(_shard_rows(sub))} shapes) started")
+
+        def run(sub: JobState) -> None:
+            sid = sub.job_id
             try:
                 runner.run(sub, subws, sub_settings)
             except TuneRemoteError as exc:
@@ -172,10 +190,8 @@ def drive(job: JobState, workspace: Workspace, runner: Runner, settings: Setting
             sub = subws.load(sid)
             with lock:
                 ui.event(f"{label}: {sub.variant} {sub.state}" + (f" ({sub.error})" if sub.error else ""))
-            if detach and sub.state == "running" and sub.remote.get("run_dir"):
-                chain.append(sub)    # launched: the next variant's run waits for it on the node
-            elif detach and sub.state == "running":
-                break                # not launched (stopped before its pipeline): the rest at resume
+
+        carry(ids, subws, prepare, run, detach)
 
     def run_targets(groups: dict[str, list[str]]) -> None:
         """Every target's sub-jobs, targets in parallel; the live view is closed when they are done."""

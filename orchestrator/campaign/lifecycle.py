@@ -1,13 +1,12 @@
 """A campaign's lifecycle, whatever its targets' source: targets, plan, confirmation, sub-jobs, the source's
-release of what the plan left out, drive, close (``carry``: run, and resume after a crash); ``cancel`` and
-``status`` of a saved campaign. The CLI parses options, answers ``Console`` and prints; the source is found by
+release of what the plan left out, drive, close (``carry``: run, and resume after a crash); a campaign of one
+target (``carry_one``: the job of old); ``cancel`` and ``status`` of a saved campaign. The CLI parses options, answers ``Console`` and prints; the source is found by
 the kind saved in the job (sources.py), so nothing here names one.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from typing import Callable
 
 from ..context import Settings
@@ -16,6 +15,7 @@ from ..inventory import Inventory
 from ..records import Campaign
 from ..state import TERMINAL, JobState, Status, Workspace
 from . import driver
+from .console import Console, Declined  # noqa: F401 - lifecycle.Console, lifecycle.Declined, as callers name them
 from .plan import plan_lines
 from .sources import begin, open_source, source_class, source_kind
 from .targets import SourceEnv, TargetRef
@@ -30,28 +30,24 @@ def new_job(job_id: str, nodes: list[str], container: str | None, variants: list
     return job
 
 
-@dataclass
-class Console:
-    """What the lifecycle asks of its caller: ``ui`` for events (and the live view), ``show`` for the plan,
-    ``confirm`` for the question before anything is launched (None: ask nothing, as with --yes)."""
-    ui: object
-    show: Callable[[str], None]
-    confirm: Callable[[str], bool] | None = None
-
-
 # run --detach: how long a scheduler's queue may take to grant the targets before run returns anyway
 DETACH_PATIENCE_S = 5.0
 # resume of a campaign planned while queued: how long it waits for a node's own driver still launching
 PENDING_DRIVE_WAIT_S = 900.0
 
 
-class Declined(Exception):
-    """The user said no at the plan's confirmation: nothing was launched."""
-
-
 def source_env(workspace: Workspace, job: JobState, inventory: Callable[[], Inventory], ui,
                accept_new_host_key: bool = False) -> SourceEnv:
     return SourceEnv(job, inventory, lambda: workspace.save(job), ui, accept_new_host_key)
+
+
+def carry_one(workspace: Workspace, job: JobState, target, settings: Settings, ui, owner: str,
+              announce: bool = False) -> str:
+    """A campaign of one target (run, demo, watch; resume of one): the target's job is the job itself, the one
+    of old (its own directory and files; no campaign job over it, no plan: its own discover settles the node),
+    on ``target`` (connected early by preconnect.py, or the demo's), carried by the one drive (engine.drive)."""
+    from ..engine import drive
+    return drive(job, workspace, target, settings, ui, owner=owner, announce=announce)
 
 
 def start(workspace: Workspace, job: JobState, kind: str, options: dict, inventory: Callable[[], Inventory],

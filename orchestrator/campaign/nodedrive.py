@@ -4,7 +4,7 @@
 ``python3 drive.zip DIR NODE CONTAINER DOCKER...``: DIR is the shard's directory on the shared filesystem
 (``<home>/.tune-remote/slurm/<job>/<i>``), whose ``drive/`` holds the shard's sub-jobs (``order.json``, each
 sub-job's ``state.json`` and its shapes CSV). Each sub-job is carried the way a detached campaign's is from the
-laptop (``engine.run_job``: discover, shapes, prepare, launch), through the same node helper, ops and locks, over
+laptop (``engine.drive``: discover, shapes, prepare, launch), through the same node helper, ops and locks, over
 ``docker exec`` on this node (no SSH, no srun: the holder runs inside the allocation), on the GPUs Slurm
 granted; a target's later variants wait on the node for the run before them (``chain_after``). Each save is the
 sub-job's state.json, written atomically in ``drive/``; the laptop's ``status``/``resume`` adopt it.
@@ -20,12 +20,13 @@ import sys
 import time
 from pathlib import Path
 
-from ..context import Ctx, Settings, Target
-from ..engine import run_job
+from ..context import Settings, Target
+from .. import engine
 from ..errors import TuneRemoteError
 from ..inventory_model import ContainerSpec, NodeSpec
-from ..state import TERMINAL, Status, Workspace
+from ..state import Workspace
 from ..ui import Ui
+from .chain import CANCELLED, DONE, STOPPED, carry, chain_after
 
 
 def granted_gpus(d: Path) -> list[int]:
@@ -48,45 +49,41 @@ def drive(d: Path, node: str, container: str, docker: tuple[str, ...]) -> int:
     order = json.loads((d / "drive" / "order.json").read_text())["subs"]
     gpus = granted_gpus(d)
     settings = Settings(yes=True, interactive=False, reconnect_s=0)
-    chain: list = []
-    for sid in order:
+
+    def cancelled() -> bool:
         if (d / "cancel").exists():
             say("cancel asked for this job: nothing more is launched")
-            return 143
-        sub = ws.load(sid)
-        if sub.state in TERMINAL:
-            continue
+            return True
+        return False
+
+    def prepare(sub, chain: list) -> None:
         if not sub.remote.get("run_dir"):
             sub.node, sub.container = node, container
             sub.request["detach"] = True
-            sub.request["shapes_csv"] = str(d / "drive" / "shards" / f"{sid}.csv")
+            sub.request["shapes_csv"] = str(d / "drive" / "shards" / f"{sub.job_id}.csv")
             sub.request["gpus"] = gpus or None         # the grant, as the srun path's plan gives it
             if chain:
-                sub.request["chain_after"] = {"run_dir": chain[-1].remote.run_dir,
-                                              "job_ids": [s.job_id for s in chain]}
+                sub.request["chain_after"] = chain_after(chain)
             ws.save(sub)
+
+    def run(sub) -> None:
+        sid = sub.job_id
         target = Target(NodeSpec(name=node, host=node, docker=docker, local=True), ContainerSpec(name=container))
         started = time.monotonic()
         say(f"{sid}: {sub.variant} on {node}/{container}, GPUs {gpus or 'as discovered'}")
         try:
-            ctx = Ctx(job=sub, workspace=ws, target=target, settings=settings, ui=Ui(quiet=True))
-            state = run_job(ctx)
+            state = engine.drive(sub, ws, target, settings, Ui(quiet=True))
         except TuneRemoteError as exc:
             say(f"{sid}: {exc.one_line()}")
             state = ws.load(sid).state
         except Exception as exc:  # noqa: BLE001 - said in drive.log; the laptop carries the shard
             say(f"{sid}: internal error: {type(exc).__name__}: {exc}")
             state = ws.load(sid).state
-        finally:
-            target.close()
         sub = ws.load(sid)
         say(f"{sid}: {state} after {time.monotonic() - started:.1f} s"
             + (f" (run dir {sub.remote.run_dir})" if sub.remote.get("run_dir") else ""))
-        if sub.state == Status.RUNNING and sub.remote.get("run_dir"):
-            chain.append(sub)
-        elif sub.state == Status.RUNNING:
-            return 1                      # stopped before its launch: the rest wait for the laptop
-    return 0
+
+    return {DONE: 0, STOPPED: 1, CANCELLED: 143}[carry(order, ws, prepare, run, True, cancelled)]
 
 
 def main(argv: list[str]) -> int:

@@ -226,15 +226,9 @@ class PooledRunner:
         return None
 
     def run(self, sub: JobState, workspace: Workspace, settings: Settings) -> str:
-        from ..engine import run_job
+        from ..engine import drive
         target = self.open(TargetRef(sub.node, sub.container))
-        ui = self.ui_for(sub) if self.ui_for else Ui(quiet=True)
-        ctx = Ctx(job=sub, workspace=workspace, target=target, settings=settings, ui=ui)
-        try:
-            target.connect()
-            return run_job(ctx)
-        finally:
-            target.close()
+        return drive(sub, workspace, target, settings, self.ui_for(sub) if self.ui_for else Ui(quiet=True))
 
     def cancel(self, sub: JobState, workspace: Workspace, grace_s: float) -> dict:
         target = self.open(TargetRef(sub.node, sub.container))

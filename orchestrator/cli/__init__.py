@@ -9,7 +9,7 @@ if _os.path.basename(_sys.argv[0]) == "tune-remote" \
     from ..preconnect import speculate as _speculate    # the executable: it connects while the commands import
     _speculate(_sys.argv[1:])
 
-from . import audit, campaign, control, jobs, offline, outcome, recheck, store, views, watchloop  # noqa: F401  (registers the commands on the group)
+from . import audit, control, jobs, offline, outcome, recheck, store, views, watchloop  # noqa: F401  (registers the commands on the group)
 from .base import Env, cli, console_main, main
 
 __all__ = ["Env", "cli", "console_main", "main"]

@@ -14,7 +14,7 @@ from rich_click import RichGroup
 from .. import __version__
 from ..context import Settings, Target
 from ..errors import ExitCode, TuneRemoteError
-from ..inventory import load_inventory, resolve_inventory_path
+from ..inventory import resolve_inventory_path
 from ..state import JobState, Status, Workspace, check_job_id, resolve_workspace
 from ..ui import Ui
 
@@ -160,12 +160,23 @@ def run_settings(yes: bool, accept_new: bool) -> Settings:
 
 
 def target_for(env: Env, job: JobState, accept_new: bool) -> Target:
-    if job.request.demo_dir:
-        from ..demo import demo_target
-        return demo_target(job.request.demo_dir)
-    inv = load_inventory(env.inventory_path)
-    node = inv.node(job.node)
-    return Target(node, node.container(job.container), accept_new_host_key=accept_new)
+    from ..campaign.runs import target_for
+    return target_for(job, env.inventory_path, accept_new)
+
+
+def carried(env: Env, settings: Settings, carry) -> JobState | None:
+    """``carry(console)`` (campaign/runs.py) with this terminal as its console (the plan on stderr, the
+    confirmation asked unless --yes); the job's one result line at the end (none after a dry run's plan)."""
+    from ..campaign.console import Console, Declined
+    ui = env.ui()
+    ask = settings.interactive and not settings.yes
+    try:
+        job = carry(Console(ui=ui, show=lambda text: click.echo(text, err=True), confirm=ui.confirm if ask else None))
+    except Declined:
+        raise SystemExit(1) from None
+    if job is not None:
+        finish_job(job, env)
+    return job
 
 
 def finish_job(job: JobState, env: Env) -> None:

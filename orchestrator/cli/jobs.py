@@ -1,56 +1,11 @@
 """Commands that run a job: run, resume, demo."""
 from __future__ import annotations
 
-import os
-import time
-from pathlib import Path
-
 import click
 
-from ..context import Ctx, Settings, Target
-from ..errors import JobError, UsageError
-from ..inventory import load_inventory
-from ..preconnect import Preconnect, claim
-from ..state import TERMINAL, JobState, Status, check_job_id, new_job_id
-from ..variants import ALIASES, VARIANTS, get_variant
-from .base import ACCEPT_NEW_HOST_KEY, JOB_ARG, Env, finish_job, run_settings, target_for, cli, resolve_job
-
-
-def _validate_local_profiles(variant_name: str, profiles) -> None:
-    """--profile's local:PATH traces are read here before anything remote: a bad one is one line, exit 2."""
-    if not profiles:
-        return
-    from ..parsing.profile import read_local, split_profile_sources
-    local = split_profile_sources(list(profiles))["local"]
-    if local:
-        read_local(local, get_variant(variant_name).name)
-
-
-def _validate_local_inputs(variant_name: str, logs, shapes_csv, nk, model=None, m_preset=None,
-                           check_logs=None) -> None:
-    from ..steps.shape_sources import check_m_preset, parse_nk, split_log_sources
-    variant = get_variant(variant_name)
-    check_m_preset(m_preset)
-    if nk and variant.family != "gemm":
-        raise UsageError(f"--nk applies to dense GEMM variants, not {variant.name}",
-                         hint="use --shapes-csv or --log for batched and MoE variants")
-    for path in split_log_sources(list(logs if check_logs is None else check_logs))["local"]:
-        if not (Path(path).is_file() or Path(path).is_dir()):
-            raise UsageError(f"log file {path} not found on this machine",
-                             hint="local:PATH reads this machine; PATH alone is read inside the container")
-    if shapes_csv:
-        if not Path(shapes_csv).is_file():
-            raise UsageError(f"--shapes-csv {shapes_csv} not found")
-        from ..parsing.untuned import read_shapes_csv
-        try:
-            read_shapes_csv(shapes_csv, variant.name)
-        except ValueError as exc:
-            raise UsageError(f"--shapes-csv {shapes_csv}: {exc}",
-                             hint=f"columns for {variant.name}: {','.join(variant.untuned_columns)}") from None
-    parse_nk(list(nk))
-    if not (logs or shapes_csv or nk or model):
-        raise UsageError("no shape source given",
-                         hint="pass --log PATH (server log), --shapes-csv FILE, --nk N,K or --model config.json")
+from ..context import Settings
+from ..variants import VARIANTS
+from .base import ACCEPT_NEW_HOST_KEY, JOB_ARG, Env, carried, cli, resolve_job, run_settings
 
 
 @cli.command()
@@ -124,145 +79,16 @@ def _validate_local_inputs(variant_name: str, logs, shapes_csv, nk, model=None, 
                    "directory of them) as --log takes paths: shapes ranked by their share of GPU time (repeatable)")
 @ACCEPT_NEW_HOST_KEY
 @click.pass_obj
-def run(env: Env, node, container, variant, dry_run, slurm, slurm_nodes, logs, shapes_csv, nk, model, tp, m_preset,
-        max_m, budget, table_from_log, padded_m, gpus,
-        force_cu_num, batch, timeout,
-        tune_arg, splitk, libtype, err_ratio, moe_tuners, q_dtype_w,
-        stall_timeout, repeats, promote_mode, serve_cmd, job_id, yes, detach, accept_new_host_key,
-        profiles=()):
+def run(env: Env, node, container, variant, dry_run, slurm, slurm_nodes, job_id, yes, detach, accept_new_host_key,
+        **options):
     """Discover, mine shapes, benchmark, tune (detached on the node), re-benchmark, compare, report, fetch.
 
     Several nodes (or a group, or all) and/or several variants (or auto) make one campaign job."""
-    from .campaign import is_campaign_request, validate_campaign_inputs
-    _required_inputs(variant, node, slurm, logs or profiles, shapes_csv, nk, model)
-    nodes, variants = list(node), [ALIASES.get(v.strip(), v.strip()) for v in variant.split(",") if v.strip()]
-    if not variants:
-        raise UsageError(f"--variant {variant!r} names no variant",
-                         hint="e.g. --variant a8w8_blockscale, several as a8w8_blockscale,moe_2stages, or auto")
-    inv = load_inventory(env.inventory_path)
-    if not nodes and not slurm:
-        raise UsageError("say where to tune", hint="--node NODE (or a group, or all), or --slurm CLUSTER")
-    if slurm_nodes is not None and not slurm:
-        raise UsageError("--slurm-nodes applies to --slurm", hint="add --slurm CLUSTER, or leave --slurm-nodes out")
-    slurm_nodes = slurm_nodes or 1
-    campaign = bool(slurm) or is_campaign_request(inv, nodes, variants)
-    if dry_run and detach:
-        raise UsageError("--detach launches nothing with --dry-run", hint="leave out one of them")
-    if dry_run and not campaign:    # one target's plan (discover, shapes) is a campaign's: printed, nothing
-        campaign, detach = True, False  # launched (so --detach means nothing here)
-    pre = None
-    try:
-        if campaign:
-            validate_campaign_inputs(inv, nodes, container, variants, logs, shapes_csv, nk, detach, slurm)
-            for v in variants:
-                if v != "auto":
-                    _validate_local_inputs(v, logs, shapes_csv, nk, model, m_preset)
-        else:
-            node, variant = nodes[0], variants[0]
-            get_variant(variant)
-            node_spec = inv.node(node)
-            if container is None and len(node_spec.containers) == 1:
-                container = next(iter(node_spec.containers))
-            if container is None:
-                raise UsageError(f"node {node!r} has {len(node_spec.containers)} containers; say which",
-                                 hint="add --container NAME" + (" (one of: " + ", ".join(node_spec.containers) + ")"
-                                                                if node_spec.containers else ""))
-            ctr = node_spec.container(container)
-            # connect and start the node helper while the inputs are checked and the job is made (preconnect.py)
-            pre = (claim(env.inventory_path, node_spec, ctr, accept_new_host_key)
-                   or Preconnect(node_spec, ctr, accept_new_host_key))
-            _validate_local_inputs(variant, logs or profiles, shapes_csv, nk, model, m_preset, check_logs=logs)
-            _validate_local_profiles(variant, profiles)
-        if campaign and profiles:
-            raise UsageError("--profile applies to one node and one variant (not a campaign yet)",
-                             hint="run one job per node with --profile, or give the campaign --log")
-        model_cfg = None
-        if model:                     # read and checked once, before anything remote (whatever the variants)
-            from ..parsing.modelshapes import check_model, read_model
-            model_cfg = read_model(model)
-            check_model(model_cfg, tp, model)
-        gpu_list = _parse_gpus(gpus)
-        if budget is not None:
-            from ..outcome.budget import parse_duration
-            parse_duration(budget)            # a bad duration: one line, exit 2, before anything remote
-        from ..steps.tuneargs import compose, normalize_q_dtype_w
-        tune_args = compose(tune_arg, splitk=splitk, libtype=libtype, err_ratio=err_ratio)
-        from ..steps.moetuners import check_request
-        check_request(moe_tuners, variants)
-        q_dtype_w = normalize_q_dtype_w(q_dtype_w, variants) if q_dtype_w else None
-        claimed = None
-        if not job_id:
-            job_id = new_job_id("-".join(variants) if campaign else variant,
-                                (slurm or "-".join(nodes)) if campaign else node)
-            if not dry_run:
-                job_id = claimed = env.workspace.claim(job_id)
-        job_id = check_job_id(job_id)
-        if env.workspace.exists(job_id):
-            raise UsageError(f"job {job_id} already exists in {env.workspace.root}",
-                             hint=f"use `tune-remote resume {job_id}` or choose another --job-id")
-        with env.workspace.keeping(claimed):
-            request = {"logs": list(logs), **({"profiles": list(profiles)} if profiles else {}), "shapes_csv": os.path.abspath(shapes_csv) if shapes_csv else None,
-                       "nk": list(nk), "m_preset": m_preset, "gpus": gpu_list, "batch": batch, "timeout": timeout,
-                       "stall_timeout": stall_timeout, "detach": detach, "repeats": repeats, "promote": promote_mode,
-                       "serve_cmd": serve_cmd, "tune_args": tune_args, "q_dtype_w": q_dtype_w,
-                       **({"moe_tuners": moe_tuners} if moe_tuners != "standard" else {}),
-                       "max_m": max_m, "budget": budget, "padded_m": padded_m, "table_from_log": table_from_log,
-                       "force_cu_num": force_cu_num, "model": model_cfg, "tp": tp}
-            if campaign:
-                from .campaign import run_campaign
-                run_campaign(env, inv, nodes, container, variants, request, job_id, run_settings(yes, accept_new_host_key),
-                             dry_run, slurm, slurm_nodes)
-                return
-            job = JobState(job_id=job_id, node=node, container=container, variant=variant, created=time.time(),
-                           request=request)
-            from ..engine import load_steps
-            load_steps()                  # the first steps' modules, while the node starts the helper
-            target, pre = pre.target(), None
-            _drive(env, job, target, run_settings(yes, accept_new_host_key))
-    except BaseException:
-        if pre is not None:
-            pre.abandon()
-        raise
-
-
-def _required_inputs(variant, node, slurm, logs, shapes_csv, nk, model) -> None:
-    """Every required input that is missing, in one message (was: one error at a time)."""
-    missing = [what for what, given in (("--variant VARIANT", variant), ("where to tune (--node NODE or --slurm "
-                                                                         "CLUSTER)", node or slurm),
-                                        ("a shape source (--log PATH, --shapes-csv FILE, --nk N,K or --model "
-                                         "config.json)", logs or shapes_csv or nk or model)) if not given]
-    if variant is None or len(missing) > 1:   # one of the others alone: its own message below, as before
-        raise UsageError("run needs " + "; ".join(missing),
-                         hint="e.g. tune-remote run --node NODE --variant a8w8_blockscale --log /path/server.log "
-                              "(tune-remote run --help lists them)")
-
-
-def _parse_gpus(gpus: str | None):
-    if not gpus:
-        return None
-    try:
-        out = [int(g) for g in gpus.split(",") if g.strip()]
-    except ValueError:
-        raise UsageError(f"--gpus {gpus!r} is not a list of GPU indices", hint="e.g. --gpus 0,1,2,3") from None
-    if not out or any(g < 0 for g in out):
-        raise UsageError(f"--gpus {gpus!r} is not a list of GPU indices", hint="e.g. --gpus 0,1,2,3")
-    return out
-
-
-def _drive(env: Env, job: JobState, target: Target, settings: Settings) -> None:
-    from ..engine import run_job  # the steps load pandas and jinja2 when they run (warm.py: while it waits)
-    ui = env.ui()
-    ctx = Ctx(job=job, workspace=env.workspace, target=target, settings=settings, ui=ui)
-    target.connect()  # before the job is saved: a refused connection leaves no half-made job behind
-    env.workspace.own(job.job_id, "resume" if job.rev else "run")   # one driver per job (R-05)
-    env.workspace.save(job)
-    ui.event(f"job {job.job_id} ({job.variant} on {job.node}/{job.container}); "
-             f"state in {env.workspace.job_dir(job.job_id)}")
-    try:
-        run_job(ctx)
-    finally:
-        target.close()
-    finish_job(job, env)
+    from ..campaign import runs
+    settings = run_settings(yes, accept_new_host_key)
+    carried(env, settings, lambda console: runs.run(
+        env.workspace, env.inventory_path, settings, console, node=node, container=container, variant=variant,
+        dry_run=dry_run, slurm=slurm, slurm_nodes=slurm_nodes, job_id=job_id, detach=detach, **options))
 
 
 @cli.command()
@@ -280,53 +106,10 @@ def _drive(env: Env, job: JobState, target: Target, settings: Settings) -> None:
 @click.pass_obj
 def resume(env: Env, job_id, yes, accept_new_host_key, relaunch, retry, nodes):
     """Re-attach to a job after a disconnect or a killed laptop process and carry it to the end."""
-    from .pick import check_nodes
-    job_id = resolve_job(env, job_id)
-    check_nodes(env, env.workspace.load(job_id), nodes)   # no such job/node: say so first
-    env.workspace.own(job_id, "resume")                 # a second driver exits 1 naming the first (R-05)
-    job = env.workspace.load(job_id)                    # what the last driver left, read under the lock
-    if job.state == Status.LOST and not job.is_campaign:
-        if not relaunch:
-            raise JobError(f"job {job_id} was lost: {job.error or 'its process on the node is gone'}",
-                           hint=f"`tune-remote resume {job_id} --relaunch` launches it again (rows already "
-                                "tuned are kept, only the other shapes are tuned)")
-        from ..steps.remote import prepare_relaunch
-        from ..workflow import STEPS
-        job.state, job.error = Status.RUNNING, None
-        for name in STEPS[STEPS.index("remote"):]:
-            job.step_state(name).status = Status.PENDING
-        prepare_relaunch(job)
-    elif relaunch:
-        raise UsageError(f"job {job_id} is {job.state}, not lost: nothing to relaunch",
-                         hint=f"`tune-remote resume {job_id}` re-attaches to a running job")
-    if retry:
-        _retry(job)
-    if job.state in TERMINAL:
-        finish_job(job, env)
-        return
-    if job.is_campaign:
-        job.request["detach"] = False      # a detached campaign: this resume drives it to the end
-        from .campaign import resume_campaign
-        resume_campaign(env, job, run_settings(yes, accept_new_host_key), nodes)
-        return
-    job.request.detach = False
-    _drive(env, job, target_for(env, job, accept_new_host_key), run_settings(yes, accept_new_host_key))
-
-def _retry(job: JobState) -> None:
-    """R-01: hours of tuning are not thrown away for a laptop-side failure after the node finished."""
-    from ..workflow import STEPS
-    if job.state != Status.FAILED or job.is_campaign:
-        raise UsageError(f"job {job.job_id} is {job.state}, not a failed single job: nothing to retry",
-                         hint=f"`tune-remote resume {job.job_id}` carries a running job on")
-    failed = [n for n in STEPS if job.step_state(n).status == Status.FAILED]
-    step = failed[0] if failed else job.step
-    if step not in STEPS or STEPS.index(step) <= STEPS.index("remote") or job.step_state("remote").status != Status.DONE:
-        raise JobError(f"job {job.job_id} failed at {step}, before its node pipeline succeeded: a retry would "
-                       "not help", hint="start a new run")
-    job.state, job.error = Status.RUNNING, None
-    for name in STEPS[STEPS.index(step):]:
-        job.step_state(name).status = Status.PENDING
-    job.note(f"{step} retried after it failed on the laptop (resume --retry)")
+    from ..campaign import runs
+    settings, job_id = run_settings(yes, accept_new_host_key), resolve_job(env, job_id)
+    carried(env, settings, lambda console: runs.resume(env.workspace, env.inventory_path, job_id, settings, console,
+                                                       relaunch=relaunch, retry=retry, nodes=nodes))
 
 
 @cli.command()
@@ -350,48 +133,10 @@ def demo(env: Env, variant, profile, repeats, noise, noise_model, noise_seed, no
         from .watchloop import demo_watch
         demo_watch(env, variant, profile, repeats, noise, noise_model=noise_model, noise_seed=noise_seed)
         return
-    from ..demo import demo_target, prepare_demo, serve_cmd
-    from ..sim.logs import expected_shapes, log_specs
-    logged = [v for v in VARIANTS if any(expected_shapes(log.name).get(v) for log in log_specs())]
-    variant = get_variant(variant).name
-    if get_variant(variant).bench is None or variant not in logged:   # the comparison runs its op_test on
-        raise UsageError(f"the demo cannot run {variant}: " + (  # the shapes of a simulated server log
-            "AITER ships no benchmark (op_test) for it" if get_variant(variant).bench is None
-            else "no simulated server log has its shapes (tune it on a test-bed node: run --nk N,K)"),
-            hint="demo one of: " + ", ".join(v for v in logged if VARIANTS[v].bench is not None))
-    if nodes > 1:
-        _demo_campaign(env, variant, profile, repeats, noise, nodes, noise_model, noise_seed)
-        return
-    job_id = env.workspace.claim(new_job_id(variant, "demo"))
-    demo_dir, log_path = prepare_demo(env.workspace.root / ".demo-nodes" / job_id, profile=profile, variant=variant,
-                                      noise_pct=noise, noise_model=noise_model, noise_seed=noise_seed)
-    job = JobState(job_id=job_id, node="demo", container="simulated", variant=variant, created=time.time(),
-                   request={"logs": [log_path], "demo_dir": str(demo_dir), "detach": False,
-                            "m_preset": None, "nk": [], "shapes_csv": None, "gpus": None,
-                            "batch": None, "timeout": None, "repeats": repeats, "promote": "proven",
-                            "serve_cmd": serve_cmd(variant)})
-    _drive(env, job, demo_target(str(demo_dir)), Settings(yes=True, poll_s=0.2))
-    jd = env.workspace.job_dir(job_id)
-    if not env.quiet:
-        click.echo(f"report: {jd / 'report.md'}\n        {jd / 'report.html'}\ncomparison: {jd / 'comparison.csv'}",
-                   err=True)    # stdout: the one result line (JSON when piped)
-
-
-def _demo_campaign(env: Env, variant: str, profile: str, repeats: int, noise: float, count: int,
-                   noise_model: str = "uniform", noise_seed: int = 0) -> None:
-    """`demo --nodes N`: a campaign over N simulated nodes (the campaign code, the demo's transport)."""
-    from ..demo import demo_nodes
-    from ..inventory import Inventory
-    from .campaign import run_campaign
-    job_id = env.workspace.claim(new_job_id(variant, f"demo{count}"))
-    dirs, log_path = demo_nodes(env.workspace.root / ".demo-nodes" / job_id, count, profile=profile,
-                                variant=variant, noise_pct=noise, noise_model=noise_model, noise_seed=noise_seed)
-    request = {"logs": [log_path], "demo_nodes": dirs, "detach": False, "m_preset": None, "nk": [],
-               "shapes_csv": None, "gpus": None, "batch": None, "timeout": None, "repeats": repeats,
-               "promote": "proven"}
-    run_campaign(env, Inventory(path="(demo)", nodes={}), list(dirs), "simulated", [variant], request, job_id,
-                 Settings(yes=True, poll_s=0.2), False)
-    jd = env.workspace.job_dir(job_id)
+    from ..campaign import runs
+    job = carried(env, Settings(yes=True), lambda console: runs.demo(env.workspace, console, variant, profile,
+                                                                     repeats, noise, nodes, noise_model, noise_seed))
+    jd = env.workspace.job_dir(job.job_id)
     if not env.quiet:
         click.echo(f"report: {jd / 'report.md'}\n        {jd / 'report.html'}\ncomparison: {jd / 'comparison.csv'}",
                    err=True)    # stdout: the one result line (JSON when piped)

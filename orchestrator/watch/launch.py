@@ -8,8 +8,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from ..context import Ctx, Settings
+from ..context import Settings
 from ..errors import ConnectionLost, ObserverError, TuneRemoteError
+from ..records import JobRequest
 from ..state import TERMINAL, JobState, Status, Workspace, atomic_write
 from .mine import WatchTarget
 
@@ -63,13 +64,10 @@ class Launcher:
         atomic_write(path, write_untuned_csv(shapes, variant).encode())
         return str(path)
 
-    def request(self, job_id: str, variant: str, shapes: list[dict]) -> dict:
+    def request(self, job_id: str, variant: str, shapes: list[dict]) -> JobRequest:
         o = self.options
-        return {"logs": [], "shapes_csv": self.shapes_csv(job_id, variant, shapes), "nk": [], "m_preset": None,
-                "gpus": None, "batch": None, "timeout": None, "stall_timeout": None, "detach": False,
-                "repeats": o.repeats, "promote": o.promote, "serve_cmd": None, "tune_args": [],
-                "q_dtype_w": None, "max_m": None, "budget": o.budget, "padded_m": False,
-                "table_from_log": False, "force_cu_num": False, "model": None, "tp": 1, "watch": self.name}
+        return JobRequest.of_run(shapes_csv=self.shapes_csv(job_id, variant, shapes), repeats=o.repeats,
+                                 promote=o.promote, budget=o.budget, watch=self.name)
 
     def drive(self, job_id: str, variant: str, shapes: list[dict], targets: list[WatchTarget]) -> Outcome:
         """Start the job (or re-attach it when the workspace has it already) and carry it to its end."""
@@ -95,7 +93,7 @@ class Launcher:
         return self.outcome(job)
 
     def _single(self, job, job_id, variant, shapes, wt: WatchTarget) -> JobState:
-        from ..engine import run_job
+        from ..campaign.runs import one
         if job is None:
             request = self.request(job_id, variant, shapes)
             if wt.demo_dir:
@@ -103,15 +101,7 @@ class Launcher:
             job = JobState(job_id=job_id, node=wt.node, container=wt.container, variant=variant,
                            created=time.time(), request=request)
         job.request.detach = False
-        target = wt.open()
-        try:
-            ctx = Ctx(job=job, workspace=self.ws, target=target, settings=self.settings, ui=self.ui)
-            target.connect()
-            self.ws.own(job_id, "watch")
-            self.ws.save(job)
-            run_job(ctx)
-        finally:
-            target.close()
+        one(self.ws, job, wt.open(), self.settings, self.ui, owner="watch", announce=False)
         return job
 
     def _campaign(self, job, job_id, variant, shapes, targets: list[WatchTarget]) -> JobState:

@@ -134,7 +134,7 @@ def test_a_log_missing_in_the_container_is_a_usage_error(tmp_path, capsys):
     import time
 
     from orchestrator.cli.base import Env
-    from orchestrator.cli.jobs import _drive
+    from orchestrator.campaign.runs import one
     from orchestrator.context import Settings
     from orchestrator.demo import demo_target, prepare_demo
     from orchestrator.errors import UsageError
@@ -147,7 +147,7 @@ def test_a_log_missing_in_the_container_is_a_usage_error(tmp_path, capsys):
                                                  "m_preset": None, "nk": [], "shapes_csv": None, "gpus": None,
                                                  "repeats": 1, "promote": "proven"})
     with pytest.raises(UsageError) as err:
-        _drive(env, job, demo_target(str(demo_dir)), Settings(yes=True, poll_s=0.05))
+        one(env.workspace, job, demo_target(str(demo_dir)), Settings(yes=True, poll_s=0.05), env.ui())
     assert err.value.exit_code == 2 and "log file not found on the container: /nonexistent/server.log" in str(err.value)
     assert env.workspace.load("j1").state == "failed"
 
@@ -169,8 +169,8 @@ def test_dry_run_of_one_target_launches_nothing_and_an_unreachable_plan_exits_3_
     import os
     import time
 
-    from orchestrator.cli import jobs
-    monkeypatch.setattr(jobs, "_drive", lambda *a, **k: pytest.fail("a dry run drove the job"))
+    from orchestrator.campaign import runs
+    monkeypatch.setattr(runs, "one", lambda *a, **k: pytest.fail("a dry run drove the job"))
     t = time.monotonic()
     code, out, err = run(["run", "--node", "n1", "--container", "c1", "--variant", "a8w8", "--nk", "1,2",
                           "--dry-run"], capsys)

@@ -29,7 +29,7 @@ def _trace(path, calls):
 
 def test_budgeted_run_on_a_profile_tunes_the_largest_time_share_first(tmp_path, monkeypatch):
     from orchestrator.cli.base import Env
-    from orchestrator.cli.jobs import _drive
+    from orchestrator.campaign.runs import one
     from orchestrator.context import Settings
     from orchestrator.demo import demo_target, prepare_demo
     env = Env(None, str(tmp_path / "ws"), True)
@@ -43,7 +43,7 @@ def test_budgeted_run_on_a_profile_tunes_the_largest_time_share_first(tmp_path, 
                             "detach": False, "m_preset": "logged", "nk": [], "shapes_csv": None, "gpus": None,
                             "batch": None, "timeout": None, "repeats": 1, "promote": "none", "budget": "60s"})
     try:
-        _drive(env, job, demo_target(str(demo_dir)), Settings(yes=True, poll_s=0.2))
+        one(ws, job, demo_target(str(demo_dir)), Settings(yes=True, poll_s=0.2), env.ui())
     except SystemExit:
         pass
     done = ws.load(job.job_id)
