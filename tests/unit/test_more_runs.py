@@ -9,7 +9,7 @@ import time
 import pytest
 
 from orchestrator.cli.base import Env
-from orchestrator.cli.jobs import _drive
+from orchestrator.campaign.runs import one
 from orchestrator.context import Settings
 from orchestrator.demo import demo_target, prepare_demo
 from orchestrator.outcome.intervals import job_k
@@ -26,7 +26,7 @@ def job(tmp_path_factory):
                  request={"logs": [log], "demo_dir": str(demo_dir), "detach": False, "m_preset": None, "nk": [],
                           "shapes_csv": None, "gpus": None, "batch": None, "timeout": None, "repeats": 2,
                           "max_repeats": 6, "promote": "none"})
-    _drive(env, j, demo_target(str(demo_dir)), Settings(yes=True, poll_s=0.2))
+    one(env.workspace, j, demo_target(str(demo_dir)), Settings(yes=True, poll_s=0.2), env.ui())
     return env, env.workspace.load("seq"), demo_dir
 
 

@@ -56,7 +56,7 @@ def demo(tmp_path):
 
 
 def _job(env, demo_dir, log, serve, **extra):
-    from orchestrator.cli.jobs import _drive
+    from orchestrator.campaign.runs import one
     from orchestrator.context import Settings
     from orchestrator.demo import demo_target
     from orchestrator.state import JobState
@@ -64,7 +64,7 @@ def _job(env, demo_dir, log, serve, **extra):
                    request={"logs": [log], "demo_dir": str(demo_dir), "detach": False, "m_preset": None,
                             "nk": ["7168,2048"], "shapes_csv": None, "gpus": None, "batch": None, "timeout": None,
                             "repeats": 1, "promote": "all", "serve_cmd": serve, **extra})
-    _drive(env, job, demo_target(str(demo_dir)), Settings(yes=True, poll_s=0.2))
+    one(env.workspace, job, demo_target(str(demo_dir)), Settings(yes=True, poll_s=0.2), env.ui())
     return env.workspace.load("srv")
 
 

@@ -79,7 +79,7 @@ def test_the_expected_end_to_end_gain_is_what_the_serving_benchmark_then_measure
     import time
 
     from orchestrator.cli.base import Env
-    from orchestrator.cli.jobs import _drive
+    from orchestrator.campaign.runs import one
     from orchestrator.context import Settings
     from orchestrator.demo import demo_target, prepare_demo
     from orchestrator.state import JobState
@@ -94,7 +94,7 @@ def test_the_expected_end_to_end_gain_is_what_the_serving_benchmark_then_measure
                             "detach": False, "m_preset": None, "nk": [], "shapes_csv": None, "gpus": None,
                             "batch": None, "timeout": None, "repeats": 1, "promote": "proven",
                             "serve_cmd": serve})
-    _drive(env, job, demo_target(str(demo_dir)), Settings(yes=True, poll_s=0.2))
+    one(env.workspace, job, demo_target(str(demo_dir)), Settings(yes=True, poll_s=0.2), env.ui())
     done = env.workspace.load("loop")
     assert done.state == "succeeded", done.error
     summary = done.steps["compare"].info["summary"]
