@@ -34,8 +34,9 @@ class Ctx:
 
     @property
     def session(self) -> NodeSession:
-        """The job's node session: its calls name the job (a lost connection says `tune-remote resume JOB`), its
-        facts are the job's. Made again when the job, the target, the settings, the UI or ``sleep`` is replaced."""
+        """The job's node session: its calls name the job (a lost connection says `tune-remote resume JOB`),
+        its facts are the job's. Made again when the job, the target, the settings, the UI or ``sleep`` is
+        replaced."""
         s = self._session
         if (s is None or s.target is not self.target or s.settings is not self.settings or s.ui is not self.ui
                 or s.sleep is not self.sleep or s.job_id != self.job.job_id or s.node != self.job.node):

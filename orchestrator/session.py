@@ -165,8 +165,9 @@ class NodeSession:
     what ``discover`` settled (a job's ``Ctx`` keeps them in the job instead); ``profile``/``variant`` follow
     them. ``job_id``: the job whose calls these are (a lost connection then says how to resume it)."""
 
-    def __init__(self, target: NodeLink | None, settings: Settings, ui, *, sleep: Callable[[float], None] = time.sleep,
-                 node: str | None = None, job_id: str | None = None, facts: Facts | None = None):
+    def __init__(self, target: NodeLink | None, settings: Settings, ui, *,
+                 sleep: Callable[[float], None] = time.sleep, node: str | None = None, job_id: str | None = None,
+                 facts: Facts | None = None):
         self.target, self.settings, self.ui, self.sleep = target, settings, ui, sleep
         self.node, self.job_id = node, job_id
         self.facts = facts
@@ -215,12 +216,14 @@ class NodeSession:
         else:
             hint = ("nothing was left running there; run the command again once the node answers "
                     "(TUNE_REMOTE_RECONNECT_S: how long a lost connection is retried)")
-        return ConnectionLost(f"connection to {self.label} lost and not re-established: {exc.message}", hint=hint)
+        return ConnectionLost(f"connection to {self.label} lost and not re-established: {exc.message}",
+                              hint=hint)
 
     # ------------------------------------------------------------------------------------------- facts
     def discover_request(self, *, gpus: bool = False, **extra) -> dict:
         """discover's request: the container's aiter_path; ``gpus``: also what picking free GPUs needs (the
-        workdir, the busy threshold, the inventory's visible-device variables); ``extra`` as given (lock, riders)."""
+        workdir, the busy threshold, the inventory's visible-device variables); ``extra`` as given (lock,
+        riders)."""
         c = self.target.container
         req: dict = {"aiter_path": c.aiter_path}
         if gpus:
@@ -230,8 +233,8 @@ class NodeSession:
         return req
 
     def discover(self, request: dict | None = None, *, timeout: float = 300) -> Facts:
-        """One discover round trip (``request``: ``discover_request``'s), its answer settled (``settle_facts``)
-        and kept as ``facts``."""
+        """One discover round trip (``request``: ``discover_request``'s), its answer settled
+        (``settle_facts``) and kept as ``facts``."""
         self.facts = settle_facts(self.call("discover", request or self.discover_request(), timeout=timeout))
         return self.facts
 
