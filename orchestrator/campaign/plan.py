@@ -12,15 +12,13 @@ from dataclasses import dataclass, field
 
 from ..context import Ctx, Settings
 from ..errors import ConnectionLost, TuneRemoteError, UsageError
+from ..session import FREE_GPU_BUSY_PCT, NodeSession
 from ..state import JobState
 from ..ui import Ui
-from ..variants import VARIANTS, format_version, get_variant, is_dev_build, parse_version, profile_for
+from ..variants import VARIANTS, get_variant
 from .targets import Runner, TargetRef
 from . import capable
 from ..outcome.budget import shape_cost
-
-FREE_GPU_BUSY_PCT = 10
-
 
 @dataclass
 class Probe:
@@ -44,21 +42,15 @@ def _probe_one(runner: Runner, ref: TargetRef, settings: Settings, gpus) -> Prob
     try:
         target = runner.open(ref)
         target.connect()       # cannot connect / host key refused: said at once, not retried as a lost connection
-        job = JobState(job_id="probe", node=ref.node, container=ref.container, variant="a8w8", created=0,
-                       request={})
-        ctx = Ctx(job=job, workspace=None, target=target, settings=settings, ui=Ui(quiet=True))
-        facts = ctx.call("discover", {"aiter_path": target.container.aiter_path,
-                                      "busy_threshold": FREE_GPU_BUSY_PCT,
-                                      "riders": {capable.RIDER: capable.rider()}})
-        if not facts.get("aiter_root"):
+        session = NodeSession(target, settings, Ui(quiet=True), node=ref.node)
+        facts = session.discover(session.discover_request(busy_threshold=FREE_GPU_BUSY_PCT,
+                                                          riders={capable.RIDER: capable.rider()}))
+        if not facts.aiter_root:
             return Probe(ref, error=f"no aiter installation found in container {ref.container}")
-        version = parse_version(facts.get("version")) or parse_version(facts.get("git_describe"))
-        profile = profile_for(version, dev_build=is_dev_build(facts.get("version") or facts.get("git_describe")))
-        facts["version"] = format_version(version) if version else facts.get("version")
-        facts["profile"] = profile.name
         # what this target cannot tune (tuner or op_test missing): known before anything runs (issue 36)
-        facts["cannot_tune"] = capable.missing((facts.pop("riders", None) or {}).get(capable.RIDER), profile,
-                                               facts.get("gfx"))
+        facts["cannot_tune"] = capable.missing((facts.pop("riders", None) or {}).get(capable.RIDER),
+                                               session.profile, facts.gfx)
+        facts = facts.to_dict()
         granted = runner.granted_gpus(ref)
         if granted:                           # what the scheduler granted is what is used
             facts["free_gpus"] = list(granted)
@@ -67,7 +59,7 @@ def _probe_one(runner: Runner, ref: TargetRef, settings: Settings, gpus) -> Prob
         if not facts.get("free_gpus"):
             return Probe(ref, facts, error=f"no free GPU on {ref.node}")
         return Probe(ref, facts)
-    except ConnectionLost as exc:      # its hint names the probe's placeholder job: not a job to resume
+    except ConnectionLost as exc:      # its message names the target; its hint is no job's to resume
         return Probe(ref, error=exc.message, exc=exc)
     except TuneRemoteError as exc:
         return Probe(ref, error=exc.one_line(), exc=exc)

@@ -4,14 +4,11 @@ from __future__ import annotations
 
 from ..context import Ctx, owner
 from ..errors import JobError, UsageError
-from ..session import FREE_GPU_BUSY_PCT, VISIBLE_ENV, settle_facts
+from ..session import settle_facts
 from ..variants import get_variant
 from .capabilities import HELP_TIMEOUT_S, probe, probe_template
 from .prepare import hip_devices
 from .shapes import model_config_keys_template
-
-__all__ = ["FREE_GPU_BUSY_PCT", "VISIBLE_ENV", "run"]
-
 
 def _chosen_gpus(ctx: Ctx, facts: dict, gpus) -> list[int]:
     """--gpus are physical ids (rocm-smi's numbering, as discover prints them): each must be a GPU this
