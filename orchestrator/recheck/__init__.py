@@ -92,12 +92,12 @@ def run_recheck(workspace, inventory_loader: Callable, settings, ui, *, node: st
     ``<ws>/recheck-<id>/``; with ``demote`` remove the ``slower_now`` rows. Never prompts.
     ``inventory_loader()`` -> the Inventory (called only when the node is not the demo's)."""
     from .container import Recheck
-    ws = _workspace(workspace)
-    if variant is not None:
-        get_variant(variant)
     repeats = DEFAULT_REPEATS if repeats is None else int(repeats)
     if repeats < 1:
         raise UsageError(f"--repeats {repeats}: at least 1", hint="--repeats 3 (the default) gives run's verdicts")
+    ws = _workspace(workspace)
+    if variant is not None:
+        get_variant(variant)
     jobs = all_jobs(ws)
     container, rows = _pick(jobs, node, container, variant)
     rid = ws.claim(f"recheck-{time.strftime('%Y%m%d-%H%M%S')}-{node}"[:81])
