@@ -1,137 +1,22 @@
-"""What a step works with: the job, the workspace, the node connection (with reconnect) and the UI."""
+"""What a step works with: the job, the workspace, the node session (session.py: the connection, retries,
+reconnect, the helpers) and the UI. ``Ctx`` is a job plus a session; what talks to a container without a job
+(audit, recheck, the campaign plan) uses a ``NodeSession`` alone."""
 
 from __future__ import annotations
 
-import collections
 import os
-import random
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import Callable
 
-from .errors import ConnectionLost, ConnectError, HostKeyError
-from .inventory import ContainerSpec, NodeSpec
-from .remote.transport import PathSilent, Transport, TransportError
+from .session import NodeLink, NodeSession, Settings, docker_exec, node_transport
 from .state import JobState, Workspace
-from .variants import AiterProfile, KernelVariant, get_variant, profile_from_facts
+from .variants import AiterProfile, KernelVariant
 
-if TYPE_CHECKING:   # the annotations only: Target imports it when it is made (lazy imports)
-    from .remote.detached import NodeHelper
+Target = NodeLink       # the node + container connection, by the name the runners and older code import
 
-
-def _env_float(name: str, default: float) -> float:
-    try:
-        return float(os.environ.get(name, default))
-    except ValueError:
-        return default
-
-
-@dataclass
-class Settings:
-    poll_s: float = field(default_factory=lambda: _env_float("TUNE_REMOTE_POLL_S", 2.0))
-    reconnect_s: float = field(default_factory=lambda: _env_float("TUNE_REMOTE_RECONNECT_S", 60.0))
-    # how long errors while *watching* a running job (a crashed helper, garbage, a slow answer) are retried
-    # before the watcher gives up; never a verdict on the job (errors.ObserverError)
-    observe_s: float = field(default_factory=lambda: _env_float("TUNE_REMOTE_OBSERVE_S", 300.0))
-    accept_new_host_key: bool = False
-    yes: bool = False
-    interactive: bool = False
-
-
-class Target:
-    """The node (host transport) and the container in it: ``ctr`` as the runner supplies it (a Slurm step's
-    docker exec, the demo's local directory, ``kubectl exec``), else docker exec over the host transport."""
-
-    def __init__(self, node: NodeSpec, container: ContainerSpec, *, accept_new_host_key: bool = False,
-                 host: Transport | None = None, ctr: Transport | None = None):
-        self.node = node
-        self.container = container
-        from .remote.detached import NodeHelper
-        self.host = host = host if host is not None else node_transport(node, accept_new_host_key)
-        self.ctr: Transport = ctr if ctr is not None else docker_exec(host, node, container)
-        self.helper = NodeHelper(self.ctr, python=container.python)
-        self._host_helper: NodeHelper | None = None
-        self.release: Callable[["Target"], None] | None = None   # a runner's: close() gives it back, open
-        self._mark: dict = self.counters()
-
-    @property
-    def host_helper(self) -> NodeHelper:
-        if self._host_helper is None:
-            from .remote.detached import NodeHelper
-            self._host_helper = NodeHelper(self.host)
-        return self._host_helper
-
-    def connect(self) -> None:
-        self.host.connect()
-
-    def round_trips(self) -> int:
-        """SSH channels opened + requests over persistent helper channels (one network round trip each)."""
-        helpers = self.helper.round_trips + (self._host_helper.round_trips if self._host_helper else 0)
-        return self.host.round_trips + helpers
-
-    def counters(self) -> dict:
-        """Round trips and helper ops so far (``mark``: from here on, for the job that uses it next)."""
-        ops, batched = collections.Counter(self.helper.ops), collections.Counter(self.helper.batched)
-        if self._host_helper is not None:
-            ops.update({f"host:{k}": v for k, v in self._host_helper.ops.items()})
-        return {"round_trips": self.round_trips(), "helper_ops": ops, "helper_ops_batched": batched,
-                "helper_requests": self.helper.calls + (self._host_helper.calls if self._host_helper else 0),
-                "helpers_started": self.helper.helpers_started}
-
-    def mark(self) -> None:
-        self._mark = self.counters()
-
-    def since_mark(self) -> dict:
-        now, then = self.counters(), self._mark
-        return {k: (dict(+(now[k] - then[k])) if isinstance(now[k], collections.Counter) else now[k] - then[k])
-                for k in now}
-
-    def close(self) -> None:
-        """Back to the runner that lent it (its helper channel stays open for the next job on this
-        container), else the helpers' channels, then the host transport (a pooled one stays open)."""
-        if self.release is not None:
-            self.release(self)
-            return
-        self.shut()
-
-    def reset(self, exc: BaseException | None = None) -> None:
-        """Between two attempts of a failed call: new helper channels; a connection of its own is closed
-        (the next attempt reconnects), a shared one only when the path went silent (its other users lose
-        their channels then, as they would anyway), not when one command's channel failed."""
-        self._close_helpers()
-        if not self.host.shared:
-            if isinstance(exc, PathSilent):
-                self.host.path_silent()     # the user's master is left, never closed (remote/openssh.py)
-            self.host.close()
-        elif isinstance(exc, PathSilent):
-            self.host.drop()
-
-    def shut(self) -> None:
-        self._close_helpers()
-        self.host.close()
-
-    def _close_helpers(self) -> None:
-        self.helper.close()
-        if self._host_helper is not None:
-            self._host_helper.close()
-
-
-def docker_exec(host: Transport, node: NodeSpec, container: ContainerSpec) -> Transport:
-    """The container's transport on an inventory (or Slurm) node: ``docker exec`` over the host's."""
-    from .remote.docker import DockerExecTransport
-    return DockerExecTransport(host, container.name, node.docker, container.user)
-
-
-def node_transport(node: NodeSpec, accept_new_host_key: bool = False) -> Transport:
-    """The host transport of an inventory node: local, or SSH (one connection, opened on first use)."""
-    if node.local:
-        from .remote.local import LocalTransport
-        return LocalTransport(label=node.name)
-    from .remote.openssh import ssh_transport
-    from .remote.sshtarget import SshTarget
-    return ssh_transport(SshTarget(node.host, node.port, node.user, node.identity_file, node.ssh_config),
-                         accept_new_host_key=accept_new_host_key)
+__all__ = ["Ctx", "NodeLink", "NodeSession", "Settings", "Target", "docker_exec", "node_transport", "owner"]
 
 
 @dataclass
@@ -145,7 +30,20 @@ class Ctx:
     # answers a step received ahead for the next one, in memory only (a resumed job asks again):
     # "manifest" -> (node paths, the manifest op's answer) from the poll that saw the pipeline end
     prefetched: dict = field(default_factory=dict)
-    _profile: tuple | None = field(default=None, repr=False)   # (facts, facts["probed"], profile): Ctx.profile
+    _session: NodeSession | None = field(default=None, repr=False)
+
+    @property
+    def session(self) -> NodeSession:
+        """The job's node session: its calls name the job (a lost connection says `tune-remote resume JOB`),
+        its facts are the job's. Made again when the job, the target, the settings, the UI or ``sleep`` is
+        replaced."""
+        s = self._session
+        if (s is None or s.target is not self.target or s.settings is not self.settings or s.ui is not self.ui
+                or s.sleep is not self.sleep or s.job_id != self.job.job_id or s.node != self.job.node):
+            s = self._session = NodeSession(self.target, self.settings, self.ui, sleep=self.sleep,
+                                            node=self.job.node, job_id=self.job.job_id)
+        s.facts = self.job.facts
+        return s
 
     @property
     def job_dir(self) -> Path:
@@ -156,51 +54,23 @@ class Ctx:
 
     @property
     def variant(self) -> KernelVariant:
-        return get_variant(self.job.variant).resolve(self.profile)
+        return self.session.variant(self.job.variant)
 
     @property
     def profile(self) -> AiterProfile:
-        """Computed once per settling of the facts: ``settle_profile`` writes a new ``facts["probed"]`` list
-        each time the probes change (and discover replaces the facts), which is what the cache is keyed on."""
-        facts = self.job.facts
-        cached = self._profile
-        if cached is None or cached[0] is not facts or cached[1] is not facts.probed:
-            cached = self._profile = (facts, facts.probed, profile_from_facts(facts))
-        return cached[2]
+        """The job's facts' profile, computed once per settling of them (``NodeSession.profile``)."""
+        return self.session.profile
 
     def call(self, op: str, request: dict | None = None, *, host: bool = False, timeout: float = 300) -> dict:
-        """One helper round trip, retried with back-off across transport failures (ops are idempotent)."""
-        helper = self.target.host_helper if host else self.target.helper
-        return self._retrying(lambda: helper.call(op, request, timeout=timeout))
+        """One helper round trip, retried with back-off across transport failures (``NodeSession.call``)."""
+        return self.session.call(op, request, host=host, timeout=timeout)
 
     def call_batch(self, calls: list[tuple[str, dict]], *, timeout: float = 300, soft_last: bool = False) -> list[dict]:
-        """Several container ops in ONE round trip, in order (each may depend on the one before); retried
-        like ``call``. The first failed op raises as its own ``call`` would (``soft_last``: not the last)."""
-        return self._retrying(lambda: self.target.helper.call_batch(calls, timeout=timeout, soft_last=soft_last))
-
-    def _retrying(self, attempt):
-        deadline = time.monotonic() + self.settings.reconnect_s
-        delay = 0.5
-        while True:
-            try:
-                return attempt()
-            except (TransportError, ConnectError) as exc:
-                if isinstance(exc, HostKeyError):
-                    raise
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    raise ConnectionLost(
-                        f"connection to {self.job.node} lost and not re-established: {exc.message}",
-                        hint=f"the job goes on on the node; run `tune-remote resume {self.job.job_id}`",
-                    ) from exc
-                wait = min(delay + random.uniform(0, delay / 4), remaining)  # use the whole window
-                self.ui.event(f"connection problem ({exc.message}); retrying in {wait:.1f}s")
-                self.sleep(wait)
-                delay = min(delay * 2, 15.0)
-                self.target.reset(exc)
+        """Several container ops in ONE round trip (``NodeSession.call_batch``)."""
+        return self.session.call_batch(calls, timeout=timeout, soft_last=soft_last)
 
 
-def owner(ctx: "Ctx | None" = None) -> dict:
+def owner(ctx: "Ctx | None" = None, *, workspace: Workspace | None = None) -> dict:
     """Who launches, for the node-side lock (no secrets: user@host, the workspace, pid). The workspace
     tells two laptops apart (a second workspace is a second owner); a resume from the same one is not."""
     import getpass
@@ -210,6 +80,7 @@ def owner(ctx: "Ctx | None" = None) -> dict:
     except (KeyError, OSError):
         user = str(os.getuid())
     out = {"who": f"{user}@{socket.gethostname()}", "pid": os.getpid()}
-    if ctx is not None:
-        out["workspace"] = str(ctx.workspace.root.resolve())
+    workspace = ctx.workspace if ctx is not None else workspace
+    if workspace is not None:
+        out["workspace"] = str(workspace.root.resolve())
     return out

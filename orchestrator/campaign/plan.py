@@ -10,17 +10,13 @@ import heapq
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from ..context import Ctx, Settings
 from ..errors import ConnectionLost, TuneRemoteError, UsageError
-from ..state import JobState
+from ..session import FREE_GPU_BUSY_PCT, NodeSession, Settings
 from ..ui import Ui
-from ..variants import VARIANTS, format_version, get_variant, is_dev_build, parse_version, profile_for
+from ..variants import VARIANTS, get_variant
 from .targets import Runner, TargetRef
 from . import capable
 from ..outcome.budget import shape_cost
-
-FREE_GPU_BUSY_PCT = 10
-
 
 @dataclass
 class Probe:
@@ -44,21 +40,15 @@ def _probe_one(runner: Runner, ref: TargetRef, settings: Settings, gpus) -> Prob
     try:
         target = runner.open(ref)
         target.connect()       # cannot connect / host key refused: said at once, not retried as a lost connection
-        job = JobState(job_id="probe", node=ref.node, container=ref.container, variant="a8w8", created=0,
-                       request={})
-        ctx = Ctx(job=job, workspace=None, target=target, settings=settings, ui=Ui(quiet=True))
-        facts = ctx.call("discover", {"aiter_path": target.container.aiter_path,
-                                      "busy_threshold": FREE_GPU_BUSY_PCT,
-                                      "riders": {capable.RIDER: capable.rider()}})
-        if not facts.get("aiter_root"):
+        session = NodeSession(target, settings, Ui(quiet=True), node=ref.node)
+        facts = session.discover(session.discover_request(busy_threshold=FREE_GPU_BUSY_PCT,
+                                                          riders={capable.RIDER: capable.rider()}))
+        if not facts.aiter_root:
             return Probe(ref, error=f"no aiter installation found in container {ref.container}")
-        version = parse_version(facts.get("version")) or parse_version(facts.get("git_describe"))
-        profile = profile_for(version, dev_build=is_dev_build(facts.get("version") or facts.get("git_describe")))
-        facts["version"] = format_version(version) if version else facts.get("version")
-        facts["profile"] = profile.name
         # what this target cannot tune (tuner or op_test missing): known before anything runs (issue 36)
-        facts["cannot_tune"] = capable.missing((facts.pop("riders", None) or {}).get(capable.RIDER), profile,
-                                               facts.get("gfx"))
+        facts["cannot_tune"] = capable.missing((facts.pop("riders", None) or {}).get(capable.RIDER),
+                                               session.profile, facts.gfx)
+        facts = facts.to_dict()
         granted = runner.granted_gpus(ref)
         if granted:                           # what the scheduler granted is what is used
             facts["free_gpus"] = list(granted)
@@ -67,7 +57,7 @@ def _probe_one(runner: Runner, ref: TargetRef, settings: Settings, gpus) -> Prob
         if not facts.get("free_gpus"):
             return Probe(ref, facts, error=f"no free GPU on {ref.node}")
         return Probe(ref, facts)
-    except ConnectionLost as exc:      # its hint names the probe's placeholder job: not a job to resume
+    except ConnectionLost as exc:      # its message names the target; its hint is no job's to resume
         return Probe(ref, error=exc.message, exc=exc)
     except TuneRemoteError as exc:
         return Probe(ref, error=exc.one_line(), exc=exc)
@@ -87,33 +77,35 @@ def mine(runner: Runner, probe_: Probe, request: dict, variants: list[str], sett
     """Shapes per variant, found once (logs in a container/node are read on the first reachable target;
     ``local:PATH`` on this machine). ``variants == ["auto"]``: every variant the logs show. What the mining
     noted (shapes left out and why, log warnings) is added to ``notes``."""
-    from ..steps import shapes as shapes_step
+    from ..records import Facts, JobRequest, NodePaths
+    from ..steps.shape_sources import ShapeSearch, find
     target = runner.open(probe_.ref)
-    job = JobState(job_id="probe", node=probe_.ref.node, container=probe_.ref.container, variant="a8w8",
-                   created=0, request=dict(request), facts=dict(probe_.facts))
+    session = NodeSession(target, settings, Ui(quiet=True), node=probe_.ref.node,
+                          facts=Facts.from_dict(dict(probe_.facts)))
+    remote = NodePaths()
     root = probe_.facts.get("aiter_root")
     if root:   # what discover records for a job: the shapes step compares the table a log names with it (C-12)
-        job.remote.aiter_root, job.remote.meta_root = root, probe_.facts.get("meta_root") or root
-    ctx = Ctx(job=job, workspace=None, target=target, settings=settings, ui=Ui(quiet=True))
+        remote.aiter_root, remote.meta_root = root, probe_.facts.get("meta_root") or root
+    request, noted, info = JobRequest.from_dict(dict(request)), [], {}
     try:
         if variants == ["auto"]:
-            variants = _variants_in_logs(ctx, request.get("logs") or [])
+            variants = _variants_in_logs(session, request.get("logs") or [])
             if not variants:
                 raise UsageError("--variant auto: the logs show no untuned shapes of any variant",
                                  hint="check the --log paths, or name the variants: --variant a8w8_blockscale,moe_2stages")
         out = {}
         for v in variants:
-            job.variant = v
-            found, _described = shapes_step.collect(ctx)
-            out[v] = found
+            out[v], _described = find(ShapeSearch(session, request, v, remote,
+                                                  lambda n: noted.append(n) if n not in noted else None,
+                                                  lambda: info))
         if notes is not None:
-            notes.extend(n for n in job.notes if n not in notes)
+            notes.extend(n for n in noted if n not in notes)
         return out
     finally:
         target.close()
 
 
-def _variants_in_logs(ctx: Ctx, logs: list[str]) -> list[str]:
+def _variants_in_logs(session: NodeSession, logs: list[str]) -> list[str]:
     from ..remote.helpers import shapelog
     from ..steps.shape_sources import split_log_sources
     seen: set[str] = set()
@@ -123,8 +115,8 @@ def _variants_in_logs(ctx: Ctx, logs: list[str]) -> list[str]:
         if where == "local":
             shapes = shapelog.parse_files(paths, None).shapes
         else:
-            shapes = ctx.call("shapes", {"logs": paths, "variant": None}, host=(where == "node"),
-                              timeout=3600).get("shapes") or {}
+            shapes = session.call("shapes", {"logs": paths, "variant": None}, host=(where == "node"),
+                                  timeout=3600).get("shapes") or {}
         seen.update(v for v, rows in shapes.items() if rows and v in VARIANTS)
     return [v for v in VARIANTS if v in seen]
 

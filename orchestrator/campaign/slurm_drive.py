@@ -17,7 +17,7 @@ import tarfile
 import time
 from dataclasses import fields
 
-from ..context import Ctx, Settings
+from ..session import NodeSession, Settings
 from ..errors import UsageError
 from ..remote.shell import Cmd, sh
 from ..state import TERMINAL, JobState, Workspace
@@ -46,9 +46,11 @@ def blocker(request) -> str | None:
 def local_shapes(job: JobState, variant: str) -> list[dict]:
     """The variant's shapes from the local sources (--shapes-csv, local: logs, --nk), as a plan's mining finds
     them, without a target."""
-    from ..steps.shapes import collect
-    probe = JobState(job_id="probe", node="-", container="-", variant=variant, created=0, request=dict(job.request))
-    found, _ = collect(Ctx(job=probe, workspace=None, target=None, settings=Settings(), ui=Ui(quiet=True)))
+    from ..records import Facts, JobRequest, NodePaths
+    from ..steps.shape_sources import ShapeSearch, find
+    session = NodeSession(None, Settings(), Ui(quiet=True), facts=Facts())     # no node: local sources only
+    found, _ = find(ShapeSearch(session, JobRequest.from_dict(dict(job.request)), variant, NodePaths(),
+                                lambda n: None, dict))
     return found
 
 

@@ -41,8 +41,6 @@ def recheck(env: Env, node, container, variant, repeats, demote, undo_id, accept
         click.echo(json.dumps(out) if env.wants_json() else
                    ("already restored: " if out["already"] else "restored: ") + ", ".join(out["restored"]))
         return
-    if repeats is not None and repeats < 1:
-        raise UsageError(f"--repeats {repeats}: at least 1", hint="--repeats 3 (the default) gives run's verdicts")
     res = rc.run_recheck(env.workspace, loader, settings, env.ui(), node=node, container=container,
                          variant=variant, repeats=repeats, demote=demote)
     out = rc.summary(res)

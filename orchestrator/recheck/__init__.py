@@ -91,13 +91,13 @@ def run_recheck(workspace, inventory_loader: Callable, settings, ui, *, node: st
     """Measure every promoted live row of ``node``/``container`` with and without it; write
     ``<ws>/recheck-<id>/``; with ``demote`` remove the ``slower_now`` rows. Never prompts.
     ``inventory_loader()`` -> the Inventory (called only when the node is not the demo's)."""
-    from .session import Session
-    ws = _workspace(workspace)
-    if variant is not None:
-        get_variant(variant)
+    from .container import Recheck
     repeats = DEFAULT_REPEATS if repeats is None else int(repeats)
     if repeats < 1:
         raise UsageError(f"--repeats {repeats}: at least 1", hint="--repeats 3 (the default) gives run's verdicts")
+    ws = _workspace(workspace)
+    if variant is not None:
+        get_variant(variant)
     jobs = all_jobs(ws)
     container, rows = _pick(jobs, node, container, variant)
     rid = ws.claim(f"recheck-{time.strftime('%Y%m%d-%H%M%S')}-{node}"[:81])
@@ -105,7 +105,7 @@ def run_recheck(workspace, inventory_loader: Callable, settings, ui, *, node: st
     with ws.keeping(rid):
         target, close = _target(jobs, node, container, inventory_loader, settings)
         try:
-            doc = Session(ws, target, settings, ui, rid=rid, node=node, container=container,
+            doc = Recheck(ws, target, settings, ui, rid=rid, node=node, container=container,
                           repeats=repeats).run(rows, demote=demote, path=path)
         finally:
             close()
@@ -135,7 +135,7 @@ def undo(workspace, inventory_loader: Callable, settings, ui, *, node: str, rech
     tables = (doc.get("demotion") or {}).get("tables") or []
     if not tables:
         raise UsageError(f"recheck {recheck_id} demoted nothing", hint="nothing to undo")
-    from .session import restore
+    from .container import restore
     jobs = all_jobs(ws)
     target, close = _target(jobs, node, doc["container"], inventory_loader, settings)
     try:

@@ -9,9 +9,9 @@ The node keeps the demotion in ``<backup_dir>/promotion.json`` in the promotion 
 
 from __future__ import annotations
 
-from ..context import Ctx
 from ..outcome.keys import norm_key_value
 from ..remote.shell import Cmd
+from ..session import NodeSession
 from ..steps.bench import announced, measured_by_call, plan_bench
 from ..variants import jit_modules
 from .rows import Promoted
@@ -22,30 +22,31 @@ def backup_dir(node_dir: str, variant: str, n: int = 0) -> str:
     return f"{node_dir}/demotion/{variant}" + (f"-{n}" if n else "")
 
 
-def demote(ctx: Ctx, rows: list[Promoted], judged: dict, *, live: str, bdir: str, gpu: str,
-           scripts: dict | None = None) -> dict:
+def demote(session: NodeSession, variant_name: str, rows: list[Promoted], judged: dict, *, live: str, bdir: str,
+           gpu: str, scripts: dict | None = None) -> dict:
     """Remove ``rows`` (one variant, one live table) from the live table; the node's record + ``engaged``."""
-    variant, facts = ctx.variant, ctx.job.facts
-    env = {**(facts.env or {}), **ctx.target.container.env}
-    res = ctx.call("demote", {"live": live, "backup_dir": bdir,
+    variant, facts = session.variant(variant_name), session.facts
+    env = {**(facts.env or {}), **session.target.container.env}
+    res = session.call("demote", {"live": live, "backup_dir": bdir,
                               "keys": [r.node_key() for r in rows], "modules": jit_modules(variant.name),
                               "package_dir": facts.package_dir, "jit_dir_env": env.get("AITER_JIT_DIR")})
     res.pop("ok", None)
     if res.get("nothing") or variant.bench is None:
         return res
-    res["engaged"] = check(ctx, rows, judged, gpu=gpu, scripts=scripts or {})
+    res["engaged"] = check(session, variant, rows, judged, gpu=gpu, scripts=scripts or {})
     return res
 
 
-def check(ctx: Ctx, rows: list[Promoted], judged: dict, *, gpu: str, scripts: dict) -> dict:
+def check(session: NodeSession, variant, rows: list[Promoted], judged: dict, *, gpu: str,
+          scripts: dict) -> dict:
     """Each demoted shape in a fresh process on the live configuration: served as the "without" arm was
     (its time nearer that arm's median than its old row's)?"""
-    variant, root = ctx.variant, ctx.job.facts.aiter_root
+    root = session.facts.aiter_root
     calls = plan_bench(variant, [r.shape for r in rows])
     env = {"HIP_VISIBLE_DEVICES": gpu}
-    cmds = [Cmd((ctx.target.container.python, scripts.get(c.script) or f"{root}/{c.script}", *c.args),
+    cmds = [Cmd((session.target.container.python, scripts.get(c.script) or f"{root}/{c.script}", *c.args),
                 env=env, cwd=root) for c in calls]
-    ran = ctx.call("run", {"argv": ["sh", "-c", announced(cmds, "2>&1")], "timeout_s": 3600}, timeout=3700)
+    ran = session.call("run", {"argv": ["sh", "-c", announced(cmds, "2>&1")], "timeout_s": 3600}, timeout=3700)
     text = (ran.get("stdout") or "") + ("\n" + ran["stderr"] if ran.get("stderr") else "")
     cols = list(variant.key_columns)
     values = {tuple(norm_key_value(m["key"][c]) for c in cols): m["value"]

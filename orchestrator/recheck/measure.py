@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..context import Ctx
 from ..errors import JobError
 from ..outcome.keys import norm_key_value
 from ..remote.shell import Cmd, quote, render
+from ..session import NodeSession
 from ..steps.bench import announced, measured_by_call, plan_bench, prepare_ops
 from ..steps.compare import split_samples
 from ..steps.prepare import SAMPLE_MARK
@@ -34,22 +34,23 @@ class Measured:
     log: str = ""
 
 
-def _arm_env(ctx: Ctx, live: str, without: str, gpu: str, node_dir: str) -> dict:
-    variant = ctx.variant
-    configured = ({**(ctx.job.facts.env or {}), **ctx.target.container.env}.get(variant.config_env) or "")
+def _arm_env(session: NodeSession, variant, live: str, without: str, gpu: str, node_dir: str) -> dict:
+    configured = ({**(session.facts.env or {}), **session.target.container.env}.get(variant.config_env) or "")
     rest = [p for p in configured.split(":")[1:] if p]   # tables AITER merges with the live one stay
     return {arm: {"HIP_VISIBLE_DEVICES": gpu, "AITER_JIT_DIR": f"{node_dir}/jit/{arm}/{variant.name}",
                   variant.config_env: ":".join([table, *rest])}
             for arm, table in (("with", live), ("without", without))}
 
 
-def measure(ctx: Ctx, rows: list[Promoted], *, live: str, node_dir: str, gpu: str, repeats: int) -> Measured:
-    """Benchmark ``rows`` (one variant, one live table) ``repeats`` times per arm, interleaved."""
-    variant, root = ctx.variant, ctx.job.facts.aiter_root
+def measure(session: NodeSession, variant_name: str, rows: list[Promoted], *, live: str, node_dir: str, gpu: str,
+            repeats: int) -> Measured:
+    """Benchmark ``rows`` (one variant, one live table) ``repeats`` times per arm, interleaved, on the container
+    ``session`` discovered."""
+    variant, root = session.variant(variant_name), session.facts.aiter_root
     out = Measured(without_table=f"{node_dir}/without/{variant.name}/{live.rsplit('/', 1)[-1]}")
     calls = plan_bench(variant, [r.shape for r in rows])
     checked = [c for c in calls if c.checked]
-    answers = ctx.call_batch([
+    answers = session.call_batch([
         ("recheck_tables", {"live": live, "without": out.without_table, "keys": [r.node_key() for r in rows]}),
         *prepare_ops(checked, root, f"{node_dir}/patched", missing_ok=True)])
     found = answers[0].get("found") or {}
@@ -68,9 +69,9 @@ def measure(ctx: Ctx, rows: list[Promoted], *, live: str, node_dir: str, gpu: st
     if any(s.get("missing") for s in scripts.values()):
         raise JobError(f"the op_test of {variant.name} is missing on the node ({variant.bench.script})",
                        hint="recheck benchmarks with AITER's op_tests: use a develop (source) install")
-    out.env = _arm_env(ctx, live, out.without_table, gpu, node_dir)
+    out.env = _arm_env(session, variant, live, out.without_table, gpu, node_dir)
     out.scripts = {name: s["script"] for name, s in scripts.items() if s.get("script")}
-    python = ctx.target.container.python
+    python = session.target.container.python
     cmds = {arm: [Cmd((python, out.scripts.get(c.script) or f"{root}/{c.script}", *c.args),
                       env=out.env[arm], cwd=root) for c in calls] for arm in ARMS}
     parts = [render(Cmd(("rm", "-rf", *(out.env[a]["AITER_JIT_DIR"] for a in ARMS)))),
@@ -80,7 +81,7 @@ def measure(ctx: Ctx, rows: list[Promoted], *, live: str, node_dir: str, gpu: st
             parts.append(f"echo {quote(f'{SAMPLE_MARK} {arm} {n}')}; " + announced(cmds[arm], "2>&1 || rc=$?"))
     # the modules each arm built are not kept (a real one is tens of MB); the "without" table is, for the report
     parts.append(render(Cmd(("rm", "-rf", *(out.env[a]["AITER_JIT_DIR"] for a in ARMS)))))
-    ran = ctx.call("run", {"argv": ["sh", "-c", "rc=0; " + "; ".join(parts) + "; exit $rc"],
+    ran = session.call("run", {"argv": ["sh", "-c", "rc=0; " + "; ".join(parts) + "; exit $rc"],
                            "timeout_s": RUN_TIMEOUT_S}, timeout=RUN_TIMEOUT_S + 60)
     if ran.get("timed_out"):
         raise JobError(f"the recheck benchmark of {variant.name} did not finish within {RUN_TIMEOUT_S} s (killed)",

@@ -4,15 +4,11 @@ from __future__ import annotations
 
 from ..context import Ctx, owner
 from ..errors import JobError, UsageError
-from ..records import Facts
-from ..variants import format_version, get_variant, is_dev_build, parse_version, profile_for
+from ..session import settle_facts
+from ..variants import get_variant
 from .capabilities import HELP_TIMEOUT_S, probe, probe_template
 from .prepare import hip_devices
 from .shapes import model_config_keys_template
-
-FREE_GPU_BUSY_PCT = 10
-VISIBLE_ENV = ("ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES")
-
 
 def _chosen_gpus(ctx: Ctx, facts: dict, gpus) -> list[int]:
     """--gpus are physical ids (rocm-smi's numbering, as discover prints them): each must be a GPU this
@@ -41,28 +37,17 @@ def _chosen_gpus(ctx: Ctx, facts: dict, gpus) -> list[int]:
 
 def run(ctx: Ctx) -> None:
     req = ctx.job.request
-    env = {k: v for k, v in ctx.target.container.env.items() if k in VISIBLE_ENV}
-    facts = ctx.call("discover", {"aiter_path": ctx.target.container.aiter_path,
-                                  "workdir": ctx.target.container.workdir,
-                                  "busy_threshold": FREE_GPU_BUSY_PCT, "env": env,
-                                  "lock": {"variant": ctx.job.variant, "job_id": ctx.job.job_id,
-                                           "owner": owner(ctx),
-                                           "after_jobs": (req.get("chain_after") or {}).get("job_ids") or []},
-                                  "riders": {"probe": probe_template(ctx),
-                                             "tuned_keys": model_config_keys_template(ctx)}},
-                        timeout=HELP_TIMEOUT_S + 120)
-    facts.pop("ok", None)
+    session = ctx.session
+    facts = session.call("discover", session.discover_request(
+        gpus=True, lock={"variant": ctx.job.variant, "job_id": ctx.job.job_id, "owner": owner(ctx),
+                         "after_jobs": (req.get("chain_after") or {}).get("job_ids") or []},
+        riders={"probe": probe_template(ctx), "tuned_keys": model_config_keys_template(ctx)}),
+        timeout=HELP_TIMEOUT_S + 120)
     if not facts.get("aiter_root"):
         raise JobError(f"no aiter installation found in container {ctx.job.container}",
                        hint="set aiter_path for this container in inventory.yaml, or install amd-aiter")
-    raw = facts.get("version") or facts.get("git_describe")
-    dev = is_dev_build(raw)
-    version = parse_version(facts.get("version")) or parse_version(facts.get("git_describe"))
-    profile = profile_for(version, dev_build=dev)  # refuses versions older than we support
-    ctx.job.facts = facts = Facts.from_dict(facts)
-    ctx.job.facts.version_raw = raw
-    ctx.job.facts.version = raw if dev else (format_version(version) if version else facts.version)
-    ctx.job.facts.profile = profile.name
+    ctx.job.facts = facts = settle_facts(facts)       # refuses versions older than we support
+    profile = session.profile
     variant = get_variant(ctx.job.variant).resolve(profile)
     gfx = facts.gfx
     if variant.requires_gfx and gfx not in variant.requires_gfx:

@@ -23,16 +23,21 @@ DEFAULT_TIMEOUT_S = 600  # per-task watchdog; older AITER has none by default (a
 
 def tuned_csv_path(ctx: Ctx, variant: KernelVariant) -> str:
     """The file AITER reads at runtime: the container's AITER_CONFIG_* (first path) or the default."""
-    if ctx.job.remote.table_from_log:   # run --table-from-log: the table the server's log named (C-12)
-        return ctx.job.remote.table_from_log
-    env = {**(ctx.job.facts.env or {}), **ctx.target.container.env}
-    configured = env.get(variant.config_env)
-    root = ctx.job.remote.aiter_root
+    return runtime_table(variant, ctx.job.remote, lambda: {**(ctx.job.facts.env or {}), **ctx.target.container.env},
+                         ctx.job.note)
+
+
+def runtime_table(variant: KernelVariant, remote, env, note) -> str:
+    """``tuned_csv_path`` of its parts (a job's or a campaign plan's): ``env()`` the container's environment."""
+    if remote.table_from_log:   # run --table-from-log: the table the server's log named (C-12)
+        return remote.table_from_log
+    configured = env().get(variant.config_env)
+    root = remote.aiter_root
     if configured:
         first = configured.split(":")[0]
         if not first.startswith("/"):     # the tuner and benches run in the aiter root: resolve it there (C-21)
-            ctx.job.note(f"{variant.config_env}={configured} is a relative path: AITER resolves it against the "
-                         f"server's working directory; tune-remote used {root}/{first} (the aiter root)")
+            note(f"{variant.config_env}={configured} is a relative path: AITER resolves it against the "
+                 f"server's working directory; tune-remote used {root}/{first} (the aiter root)")
             first = f"{root}/{first}"
         return first
     return f"{root}/{variant.tuned_csv}"

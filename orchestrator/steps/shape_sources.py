@@ -5,14 +5,59 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Callable
 
 from ..context import Ctx
 from ..errors import UsageError
+from ..records import JobRequest, NodePaths
+from ..session import NodeSession
 from ..outcome import budget
 from ..parsing.untuned import read_shapes_csv
 from ..parsing.sources import split_log_sources  # noqa: F401  (re-exported: cli/, campaign/ import it here)
 from ..remote.helpers import shapelog
 from .shape_rules import dedupe, dp_shared_contract, runtime_lookups, snap
+
+
+class ShapeSearch:
+    """What finding one variant's shapes reads and writes: the request, the node session (its facts: the probes
+    a log shows are settled into them), where AITER lives there (``remote``: the table a log names is kept
+    there), where notes and the shapes step's info go. The shapes step's is its job's (``of_ctx``); a campaign
+    plan's is a target's session, no job (campaign/plan.py ``mine``)."""
+
+    def __init__(self, session: NodeSession, request: JobRequest, variant: str, remote: NodePaths,
+                 note: Callable[[str], None], info: Callable[[], dict]):
+        self.session, self.request, self.variant_name, self.remote = session, request, variant, remote
+        self.note, self._info = note, info
+
+    @classmethod
+    def of_ctx(cls, ctx: Ctx) -> "ShapeSearch":
+        return cls(ctx.session, ctx.job.request, ctx.job.variant, ctx.job.remote, ctx.job.note,
+                   lambda: ctx.job.step_state("shapes").info)
+
+    @property
+    def info(self) -> dict:
+        return self._info()
+
+    @property
+    def facts(self):
+        return self.session.facts
+
+    @property
+    def variant(self):
+        return self.session.variant(self.variant_name)
+
+    @property
+    def ui(self):
+        return self.session.ui
+
+    def call(self, op: str, request: dict | None = None, **kw) -> dict:
+        return self.session.call(op, request, **kw)
+
+    def tuned_csv(self, variant) -> str:
+        """The table AITER reads at runtime for ``variant`` (prepare.tuned_csv_path's)."""
+        from .prepare import runtime_table
+        return runtime_table(variant, self.remote, lambda: {**(self.facts.env or {}),
+                                                            **self.session.target.container.env}, self.note)
 
 
 def parse_nk(values: list[str]) -> list[tuple[int, int]]:
@@ -66,17 +111,17 @@ def probe_moe_tuple(facts: dict, forms: list[bool]) -> None:
     settle_profile(facts)
 
 
-def reprobe_header(ctx: Ctx, table: str) -> None:
+def reprobe_header(ctx: ShapeSearch, table: str) -> None:
     """--table-from-log: the capability probe read the header of the env/default table; the job tunes
     another one, whose header decides the gfx column (one round trip)."""
     from ..aiter_profiles import settle_profile
     header = ctx.call("probe", {"tuned_csv": table}).get("tuned_header")
-    probes = ctx.job.facts.setdefault("probes", {})
+    probes = ctx.facts.setdefault("probes", {})
     if header:
         probes["tuned_header"] = header
     else:
         probes.pop("tuned_header", None)     # a table not written yet: the version decides
-    settle_profile(ctx.job.facts)
+    settle_profile(ctx.facts)
 
 
 def consulted_table(consulted: dict[str, int], target: str, root: str, config_env: str,
@@ -105,7 +150,7 @@ def _order(shape: dict, columns: tuple[str, ...]) -> dict:
     return {c: shape[c] for c in columns if c in shape}
 
 
-def _drop_unsupported(ctx: Ctx, got: list[dict], refused: list[dict], name: str) -> list[dict]:
+def _drop_unsupported(ctx: ShapeSearch, got: list[dict], refused: list[dict], name: str) -> list[dict]:
     """Leave out the shapes AITER's own online tuner found no config for ('Fmoe tuning not support for
     (...)', aiter#3202): this AITER cannot tune them, so the tuner would only burn its time on them."""
     if not refused:
@@ -118,13 +163,20 @@ def _drop_unsupported(ctx: Ctx, got: list[dict], refused: list[dict], name: str)
     more = f" and {len(refused) - 3} more" if len(refused) > 3 else ""
     msg = (f"{len(refused)} {name} shape(s) cannot be tuned by this AITER: its online tuner found no config for "
            f"them ('Fmoe tuning not support' in the log, aiter#3202); not tuned: {shown}{more}")
-    ctx.job.note(msg)
+    ctx.note(msg)
     ctx.ui.event(msg)
     return kept
 
 
 def collect(ctx: Ctx) -> tuple[list[dict], list[str]]:
-    req, variant = ctx.job.request, ctx.variant
+    """The shapes step's shapes and where they came from (``find``, for the job)."""
+    return find(ShapeSearch.of_ctx(ctx))
+
+
+def find(ctx: ShapeSearch) -> tuple[list[dict], list[str]]:
+    """A variant's shapes from the request's sources, the most missed (or the largest time share) first, and a
+    line per source."""
+    req, variant = ctx.request, ctx.variant
     sources = split_log_sources(req.logs or [])
     found: list[dict] = []
     described: list[str] = []
@@ -145,7 +197,7 @@ def collect(ctx: Ctx) -> tuple[list[dict], list[str]]:
                            hint="paths without a prefix are inside the container; use node:PATH for the "
                                 "node's host and local:PATH for this machine")
         for w in res.get("warnings") or []:
-            ctx.job.note(w)
+            ctx.note(w)
         got = []
         counts = (res.get("counts") or {}).get(variant.name) or []
         for i, shape in enumerate((res.get("shapes") or {}).get(variant.name, [])):
@@ -164,30 +216,28 @@ def collect(ctx: Ctx) -> tuple[list[dict], list[str]]:
             msg = (f"the {where} log(s) have no {variant.name} lookup lines: AITER prints them only with "
                    f"{variant.log_gate_env}=1 in the server's environment; restart the server with it, "
                    "or give the shapes with --nk / --shapes-csv")
-            ctx.job.note(msg)
+            ctx.note(msg)
             ctx.ui.event(msg)
         described.append(f"{len(paths)} {where} log(s): {len(got)} untuned {variant.name} shapes "
                          f"({res.get('lines', 0)} lines)")
         found.extend(got)
     if tuple_gfx:
-        probe_moe_tuple(ctx.job.facts, tuple_gfx)
-    servers = getattr(ctx.job.facts, "servers", None)
+        probe_moe_tuple(ctx.facts, tuple_gfx)
+    servers = getattr(ctx.facts, "servers", None)
     if servers:     # a server here that would never read what this job tunes is named (issue 36)
-        from .prepare import tuned_csv_path
         from .servers import server_notes
-        for msg in server_notes(servers, variant.family, variant.config_env, tuned_csv_path(ctx, variant),
-                                ctx.job.remote.aiter_root):
-            ctx.job.note(msg)
+        for msg in server_notes(servers, variant.family, variant.config_env, ctx.tuned_csv(variant),
+                                ctx.remote.aiter_root):
+            ctx.note(msg)
             ctx.ui.event(msg)
     if consulted:
-        from .prepare import tuned_csv_path
-        chosen, msg = consulted_table(consulted, tuned_csv_path(ctx, variant), ctx.job.remote.aiter_root,
+        chosen, msg = consulted_table(consulted, ctx.tuned_csv(variant), ctx.remote.aiter_root,
                                       variant.config_env, bool(req.table_from_log))
         if chosen:
-            ctx.job.remote.table_from_log = chosen
+            ctx.remote.table_from_log = chosen
             reprobe_header(ctx, chosen)
         if msg:
-            ctx.job.note(msg)
+            ctx.note(msg)
             ctx.ui.event(msg)
     # GEMM: sweep M per (N,K) (powers of two by default); MoE: the (already padded) logged tokens
     preset = req.m_preset or ("logged" if variant.family == "moe" else "pow2")
@@ -200,13 +250,13 @@ def collect(ctx: Ctx) -> tuple[list[dict], list[str]]:
         from ..parsing.modelshapes import shapes_from_model
         gemm_variant = variant.name if variant.family == "gemm" else None
         rows = shapes_from_model(req.model, int(req.tp or 1), m_preset=None,
-                                 gfx=ctx.job.facts.gfx, gemm_variant=gemm_variant).get(variant.name, [])
+                                 gfx=ctx.facts.gfx, gemm_variant=gemm_variant).get(variant.name, [])
         dim = "token" if variant.family == "moe" else "m"
         sweep = sweep_preset(preset)
         base = [{dim: 1, **r} for r in rows]  # the placeholder M/token is not kept
         shapes.extend(shapelog.expand_m(base, "pow2", keep_logged=False, tokens=shapelog.m_sweep(sweep))
                       if dim == "token" else shapelog.expand_m(base, sweep, keep_logged=False))
-        described.append(f"--model (tp {req.tp or 1}, {ctx.job.facts.gfx}): "
+        described.append(f"--model (tp {req.tp or 1}, {ctx.facts.gfx}): "
                          f"{len(rows)} {variant.name} shape groups")
     if req.nk:
         if variant.family != "gemm":
@@ -222,7 +272,7 @@ def collect(ctx: Ctx) -> tuple[list[dict], list[str]]:
                                     padded=bool(req.padded_m) and variant.padded_m_lookup,
                                     dp_shared=dp_shared_contract(req))
     for n in notes:
-        ctx.job.note(n)
+        ctx.note(n)
         ctx.ui.event(n)
     shapes = [_order(s, variant.key_columns) for s in shapes]
     shares = profile_shares(ctx, described) if req.profiles else None
@@ -236,7 +286,7 @@ def collect(ctx: Ctx) -> tuple[list[dict], list[str]]:
         exact, family = budget.miss_counts(pairs)
         time = {k: v[2] for k, v in shares.items()} if shares is not None else None
         shapes, missed = budget.rank(shapes, exact, family, time)
-        info = ctx.job.step_state("shapes").info
+        info = ctx.info
         info["misses"] = missed
         if shares is not None:   # the largest share of GPU time first, then the most missed (issue 38)
             info["time_share"] = [time.get(budget.exact_key(s), 0.0) for s in shapes]
@@ -246,12 +296,12 @@ def collect(ctx: Ctx) -> tuple[list[dict], list[str]]:
     return shapes, described
 
 
-def profile_shares(ctx: Ctx, described: list[str]) -> dict:
+def profile_shares(ctx: ShapeSearch, described: list[str]) -> dict:
     """--profile (issue 38): {exact key: (shape, gpu_us, time_share)} of the job's variant, read where each
     profile lives (node:PATH on the host, PATH in the container: the helper streams it there; local:PATH here)."""
     from ..parsing.profile import raise_profile_error, ranked, split_profile_sources
     from ..remote.helpers import profread
-    req, variant = ctx.job.request, ctx.variant
+    req, variant = ctx.request, ctx.variant
     out: dict = {}
     for where, paths in split_profile_sources(list(req.profiles or [])).items():
         if not paths:
@@ -267,7 +317,7 @@ def profile_shares(ctx: Ctx, described: list[str]) -> dict:
             if res.get("profile_error"):
                 raise_profile_error(f"{res['profile_error']} (on the {where})", res.get("profile_hint"))
         for w in res.get("warnings") or []:
-            ctx.job.note(w)
+            ctx.note(w)
         rows = ranked(res).get(variant.name, [])
         for r in rows:
             shape = _order(snap({c: x for c, x in r.items() if c not in ("gpu_us", "time_share", "calls")},
@@ -280,6 +330,6 @@ def profile_shares(ctx: Ctx, described: list[str]) -> dict:
         out.setdefault("_total", (None, 0.0, 0.0))
         out["_total"] = (None, out["_total"][1] + float(res.get("total_gpu_us") or 0.0), 0.0)
     total = out.pop("_total", (None, 0.0, 0.0))[1]
-    ctx.job.step_state("shapes").info["profile_total_gpu_us"] = round(total, 3)
+    ctx.info["profile_total_gpu_us"] = round(total, 3)
     return out
 

@@ -235,11 +235,12 @@ def test_the_tuners_help_is_read_once_while_its_inputs_are_unchanged(sims, tmp_p
 
 def test_the_profile_is_computed_once_per_settling_of_the_facts(monkeypatch):
     import orchestrator.context as context
+    import orchestrator.session as session
     from orchestrator.aiter_profiles import settle_profile
     from orchestrator.state import JobState
     calls = []
-    real = context.profile_from_facts
-    monkeypatch.setattr(context, "profile_from_facts", lambda f: calls.append(1) or real(f))
+    real = session.profile_from_facts
+    monkeypatch.setattr(session, "profile_from_facts", lambda f: calls.append(1) or real(f))
     job = JobState(job_id="j", node="n", container="c", variant="a8w8", created=0, request={},
                    facts={"version": "0.1.20"})
     ctx = context.Ctx(job=job, workspace=None, target=None, settings=None, ui=None)

@@ -161,7 +161,7 @@ def test_sim_plants_one_defect_of_each_kind(tmp_path, profile):
 
 
 def test_config_env_tables_as_aiter_reads_them():
-    from orchestrator.cli.audit import config_env_tables
+    from orchestrator.audit import config_env_tables
     named, notes = config_env_tables({"AITER_CONFIG_FMOE": "/a/x.csv:rel/y.csv::", "AITER_LOG_TUNED_CONFIG": "1",
                                       "AITER_CONFIG_GEMM_A8W8": "/a/x.csv", "AITER_CONFIG_GEMM_BF16": ""}, "/r")
     assert named == {"/a/x.csv": "AITER_CONFIG_FMOE", "/r/rel/y.csv": "AITER_CONFIG_FMOE"}

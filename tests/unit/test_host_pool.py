@@ -259,8 +259,8 @@ def test_threads_waiting_for_a_failing_connect_share_its_answer():
 
 
 def test_a_retry_keeps_the_lent_target_and_drops_a_shared_connection_only_when_the_path_went_silent(tmp_path):
-    """Ctx._retrying resets the target between attempts (new helper channels): a lent one is not given
-    back to the runner meanwhile (another job would get a target still in use)."""
+    """NodeSession._retrying (a Ctx's session) resets the target between attempts (new helper channels): a
+    lent one is not given back to the runner meanwhile (another job would get a target still in use)."""
     from orchestrator.campaign.targets import TargetRef
     from orchestrator.context import Ctx, Settings
     from orchestrator.remote.transport import PathSilent, TransportError
@@ -281,7 +281,7 @@ def test_a_retry_keeps_the_lent_target_and_drops_a_shared_connection_only_when_t
             raise failures.pop(0)
         return "answer"
 
-    assert ctx._retrying(attempt) == "answer"
+    assert ctx.session._retrying(attempt) == "answer"
     assert dropped == [1]               # only after the silent path
     assert runner.open(ref) is not target
     target.close()

@@ -133,7 +133,7 @@ def test_table_from_log_reads_the_header_of_the_table_it_will_tune():
     job = JobState(job_id="j", node="n", container="c", variant="a8w8_blockscale", created=0, request={},
                    facts={"version": "0.1.20", "probes": {"tuned_header": ["gfx", "cu_num", "M", "N", "K"]}})
     asked = []
-    ctx = types.SimpleNamespace(job=job, call=lambda op, req: asked.append((op, req)) or
+    ctx = types.SimpleNamespace(facts=job.facts, call=lambda op, req: asked.append((op, req)) or
                                 {"tuned_header": ["cu_num", "M", "N", "K", "kernelId"]})
     reprobe_header(ctx, "/srv/tables/mine.csv")
     assert asked == [("probe", {"tuned_csv": "/srv/tables/mine.csv"})]

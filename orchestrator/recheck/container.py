@@ -6,25 +6,12 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from ..context import Ctx, owner
+from ..context import owner
 from ..records import Facts
-from ..state import JobState, Workspace, atomic_write
-from ..variants import format_version, is_dev_build, parse_version
+from ..session import NodeSession
+from ..state import Workspace, atomic_write
 from .judge import counts, judge_rows
 from .rows import Promoted
-
-FREE_GPU_BUSY_PCT = 10
-VISIBLE_ENV = ("ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES")
-
-
-def _now_facts(facts: dict) -> Facts:
-    """The discover answer settled as discover settles a job's (a dev build keeps its text)."""
-    raw = facts.get("version") or facts.get("git_describe")
-    parsed = parse_version(raw)
-    f = Facts.from_dict({k: v for k, v in facts.items() if k != "ok"})
-    f.version_raw = raw
-    f.version = raw if is_dev_build(raw) else (format_version(parsed) if parsed else raw)
-    return f
 
 
 def facts_summary(f: Facts) -> dict:
@@ -32,30 +19,24 @@ def facts_summary(f: Facts) -> dict:
             "gfx": f.gfx, "gpu": f.get("gpu_name"), "cu_num": f.cu_num}
 
 
-class Session:
+class Recheck:
+    """The recheck ``rid`` of ``rows`` on one container, over a node session (no job: nothing of it is left
+    running on the node when the laptop goes; a lost connection says to run the command again)."""
+
     def __init__(self, ws: Workspace, target, settings, ui, *, rid: str, node: str, container: str, repeats: int):
         self.ws, self.target, self.settings, self.ui = ws, target, settings, ui
         self.rid, self.node, self.container, self.repeats = rid, node, container, repeats
-
-    def ctx(self, variant: str, facts: Facts) -> Ctx:
-        job = JobState(job_id=self.rid, node=self.node, container=self.container, variant=variant,
-                       created=time.time(), request={}, facts=facts)
-        return Ctx(job=job, workspace=self.ws, target=self.target, settings=self.settings, ui=self.ui)
+        self.session = NodeSession(target, settings, ui, node=node)
 
     def discover(self, variants: list[str]) -> Facts:
         from ..errors import JobError
         from . import NoFreeGpu
-        ctx = self.ctx(variants[0], Facts())
-        env = {k: v for k, v in self.target.container.env.items() if k in VISIBLE_ENV}
-        facts = ctx.call("discover", {"aiter_path": self.target.container.aiter_path,
-                                      "workdir": self.target.container.workdir,
-                                      "busy_threshold": FREE_GPU_BUSY_PCT, "env": env,
-                                      "lock": {"variant": variants[0], "job_id": self.rid, "owner": owner(ctx)}},
-                         timeout=300)
-        if not facts.get("aiter_root"):
+        s = self.session
+        f = s.discover(s.discover_request(gpus=True, lock={"variant": variants[0], "job_id": self.rid,
+                                                           "owner": owner(workspace=self.ws)}), timeout=300)
+        if not f.aiter_root:
             raise JobError(f"no aiter installation found in {self.node}/{self.container}",
                            hint="set aiter_path for this container in inventory.yaml")
-        f = _now_facts(facts)
         if not f.free_gpus:
             busy = "; ".join(f"GPU {p}: {', '.join(g.get('busy') or [])}" for p, g in (f.gpus or {}).items())
             raise NoFreeGpu(f"no free GPU on {self.node} for {self.container}" + (f" ({busy})" if busy else ""),
@@ -78,14 +59,13 @@ class Session:
             groups.setdefault((r.variant, r.live), []).append(r)
         records, notes, demotion, metrics, bench_env = [], [], {"tables": []}, {}, {}
         for (variant, live), group in groups.items():
-            ctx = self.ctx(variant, facts)
             self.ui.event(f"{variant}: {len(group)} row(s) of {live}, {self.repeats} run(s) per arm "
                           f"on GPU {gpu_phys}")
-            m = measure(ctx, group, live=live, node_dir=node_dir, gpu=gpu, repeats=self.repeats)
+            m = measure(self.session, variant, group, live=live, node_dir=node_dir, gpu=gpu, repeats=self.repeats)
             if m.log:
                 atomic_write(path / f"bench-{variant}.log", m.log.encode())
                 bench_env[variant] = m.env
-            bench = ctx.variant.bench
+            bench = self.session.variant(variant).bench
             hib = bool(bench.higher_is_better) if bench else False
             if bench:
                 metrics[variant] = f"{bench.metric} ({'higher' if hib else 'lower'} is better)"
@@ -105,7 +85,7 @@ class Session:
             slower = [r for r in group if (judged.get(r.ident()) or {}).get("verdict") == "slower_now"]
             if demote and slower:
                 bdir = backup_dir(node_dir, variant, sum(t["variant"] == variant for t in demotion["tables"]))
-                res = demote_rows(ctx, slower, judged, live=live, bdir=bdir, gpu=gpu, scripts=m.scripts)
+                res = demote_rows(self.session, variant, slower, judged, live=live, bdir=bdir, gpu=gpu, scripts=m.scripts)
                 demotion["tables"].append({"variant": variant, "live": live, "backup": res.get("backup"),
                                            "backup_dir": bdir, "demoted": res.get("demoted"),
                                            "modules": res.get("modules"), "engaged": res.get("engaged"),
@@ -127,11 +107,10 @@ class Session:
 
 def restore(target, settings, ui, tables: list[dict]) -> list[dict]:
     """The node's ``rollback`` op on every demotion record: the live table byte for byte, the module back."""
-    job = JobState(job_id="recheck-undo", node="", container="", variant="a8w8", created=0, request={})
-    ctx = Ctx(job=job, workspace=None, target=target, settings=settings, ui=ui)
+    session = NodeSession(target, settings, ui)
     out = []
     for t in tables:
-        res = ctx.call("rollback", {"backup_dir": t["backup_dir"]})
+        res = session.call("rollback", {"backup_dir": t["backup_dir"]})
         res.pop("ok", None)
         out.append({"live": res.get("live"), "backup": res.get("backup"), "already": bool(res.get("already"))})
         ui.event(f"restored {res.get('live')} from {res.get('backup')}" if not res.get("already")

@@ -1,0 +1,151 @@
+"""`tune-remote audit` below its command line: the tuned tables (CSV files here, or the live tables of a node's
+container read over a node session) and their findings (the rules: parsing/audit.py). ``node_session`` is the
+session a one-off op outside a job opens on an inventory node's container (audit, ``shapes --node``)."""
+from __future__ import annotations
+
+import base64
+import zlib
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+from .errors import JobError, UsageError
+
+TABLE_DIRS = ("aiter/configs", "aiter/configs/model_configs")
+
+
+@dataclass
+class Audit:
+    findings: list            # {"kind", "file", "key", "detail"} each
+    tables: list              # (label, DataFrame) audited
+    notes: list = field(default_factory=list)   # what the reader should know (tables an env variable names, ...)
+
+
+def audit(files=(), cu_nums=(), *, inventory_path=None, node: str | None = None,
+          container: str | None = None) -> Audit:
+    """The findings of ``files`` (``cu_nums``: the serving GPU's), or of the live tables of ``node``'s
+    container (its GPUs give the cu_num, its level-0 guard the errRatio bound)."""
+    from .parsing.audit import UPSTREAM_GUARD_ERR_BOUND, audit_tables
+    merged_as, bound, whose, notes = None, UPSTREAM_GUARD_ERR_BOUND, "upstream's level-0 guard", []
+    if node:
+        tables, cu_nums, gfx, merged_as, node_bound, notes = live_tables(inventory_path, node, container)
+        if node_bound is not None:
+            bound, whose = node_bound, "the node's level-0 guard"
+    else:
+        from .parsing.csvtools import LEGACY_CU_NUM_TO_GFX
+        tables = [(p, tuned_table(p)) for p in files]
+        gfxs = {LEGACY_CU_NUM_TO_GFX.get(c) for c in cu_nums}     # rows of another gfx: the wheel's, for other GPUs
+        gfx = gfxs.pop() if len(gfxs) == 1 else None
+    findings = audit_tables(tables, cu_nums, gfx, merged_as, err_bound=bound, bound_from=f"{whose} bound")
+    return Audit(findings, tables, notes)
+
+
+@contextmanager
+def node_session(inventory_path, node: str, container: str | None):
+    """A connected NodeSession on an inventory node's container, for one-off ops outside a job (audit,
+    ``shapes --node``), and the target's ref; its connection errors keep their exit codes."""
+    from .campaign.targets import InventorySource
+    from .inventory import load_inventory
+    from .session import NodeSession, Settings
+    from .ui import Ui
+    source = InventorySource(load_inventory(inventory_path), [node], container)
+    ref = source.targets()[0]
+    runner = source.runner()
+    target = runner.open(ref)
+    try:
+        target.connect()
+        yield NodeSession(target, Settings(), Ui(quiet=True), node=ref.node), ref
+    finally:
+        target.close()
+        runner.close()
+
+
+def config_env_tables(env_vars: dict, root: str) -> tuple[dict, list[str]]:
+    """The tables the container's ``AITER_CONFIG_*`` variables name, as AITER reads them: a ``:`` list that AITER
+    merges (and then neither the default table nor model_configs/), a relative path resolved against the aiter
+    root (the server's working directory in the usual launch). Returns {path: variable} and notes."""
+    out, notes = {}, []
+    for var, value in sorted(env_vars.items()):
+        if not var.startswith("AITER_CONFIG_") or not value:
+            continue
+        for p in (p for p in str(value).split(":") if p):
+            if not p.startswith("/"):
+                notes.append(f"{var}: {p} is relative; AITER resolves it against the server's working directory, "
+                             f"audited as {root}/{p}")
+                p = f"{root}/{p}"
+            out.setdefault(p, var)
+    return out, notes
+
+
+def live_tables(inventory_path, node: str, container: str | None):
+    """The tuned tables of the container's AITER (``aiter/configs`` and its ``model_configs``) and those its
+    ``AITER_CONFIG_*`` variables name, the cu_num and gfx of its GPUs, and which set AITER merges each env table
+    with, the errRatio bound of the node's level-0 guard (None: it ships none, or none with that check) and the
+    notes: discover, then two manifest round trips (the listing, then the files and the guard inline)."""
+    import pandas as pd
+
+    from .parsing.audit import GUARD_FILE, guard_err_bound
+    from .parsing.csvtools import read_tuned_csv
+    with node_session(inventory_path, node, container) as (session, ref):
+        facts = session.call("discover", session.discover_request())
+        root = facts.get("aiter_root")
+        if not root:
+            raise JobError(f"no aiter installation found in {ref.label}",
+                           hint="set aiter_path for this container in inventory.yaml")
+        dirs = [f"{root}/{d}" for d in TABLE_DIRS]
+        listing = session.call("manifest", {"paths": dirs, "recursive": False}).get("dirs") or {}
+        paths = [f"{d}/{name}" for d in dirs for name in listing.get(d) or []
+                 if name.endswith(".csv") and "tuned" in name and "untuned" not in name]
+        named, notes = config_env_tables({**(facts.get("env") or {}), **session.target.container.env}, root)
+        paths += [p for p in named if p not in paths]
+        guard = f"{root}/{GUARD_FILE}"
+        asked = paths + [guard]
+        got = session.call("manifest", {"paths": asked, "have": {p: "" for p in asked}, "inline_max": 16 << 20,
+                                        "compress": True}).get("files") or {}
+    guard_text = inline_text(got.get(guard) or {})
+    cu = {c for c in [facts.get("cu_num"), *(facts.get("cu_nums") or [])] if isinstance(c, int)}
+    tables, merged_as = [], {}
+    for p in paths:
+        meta = got.get(p) or {}
+        label = p.removeprefix(f"{root}/")
+        if p in named:
+            merged_as[label] = named[p]
+            if not meta or meta.get("missing") or meta.get("exists") is False:
+                notes.append(f"{named[p]} names {p}, which is not in the container")
+                continue
+        text = inline_text(meta)
+        if text is None:
+            raise JobError(f"{ref.label}: {p} did not come back (too big or gone)", hint="audit a copy of it offline")
+        tables.append((label, read_tuned_csv(text) if text.strip() else pd.DataFrame()))
+    return tables, sorted(cu), facts.get("gfx"), merged_as, guard_err_bound(guard_text), notes
+
+
+def inline_text(meta: dict) -> str | None:
+    """A manifest answer's inline file content, or None (missing, too big)."""
+    if "data_z64" in meta:
+        data = zlib.decompress(base64.b64decode(meta["data_z64"]))
+    elif "data_b64" in meta:
+        data = base64.b64decode(meta["data_b64"])
+    else:
+        return None
+    return data.decode("utf-8", "replace")
+
+
+def tuned_table(path: str):
+    """A tuned table, or one line (exit 2) saying what the file is not: an untuned CSV, a comparison.csv or
+    a Markdown file were diffed/merged as if they were tables (NaN rows, '118 duplicates', an internal error)."""
+    import pandas as pd
+
+    from .parsing.csvtools import read_tuned_csv
+    try:
+        df = read_tuned_csv(path)
+    except (pd.errors.ParserError, UnicodeDecodeError) as exc:
+        raise UsageError(f"{path} is not a CSV: {str(exc).strip().splitlines()[-1][:120]}",
+                         hint="csv diff/merge take AITER tuned tables, e.g. aiter/configs/a8w8_tuned_gemm.csv") from None
+    cols = set(df.columns)
+    result = cols & {"us", "kernelName", "kernelName1"}
+    if not result or not cols & {"M", "token"}:
+        raise UsageError(f"{path} is not an AITER tuned table (its header has no " +
+                         ("M or token key" if result else "us or kernelName column") + ")",
+                         hint="csv diff/merge take tuned tables (…_tuned_gemm.csv, tuned_fmoe.csv), not untuned "
+                              "CSVs or a job's comparison.csv")
+    return df
