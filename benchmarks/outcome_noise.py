@@ -73,12 +73,52 @@ def main() -> None:
     ap.add_argument("--demo-runs", "--runs", dest="runs", type=int, default=0, help="test-bed demo jobs (0: none)")
     ap.add_argument("--noise", type=float, default=1.5, help="demo: uniform noise +-PCT (--noise-model uniform)")
     ap.add_argument("--noise-model", choices=("uniform", "measured"), default="measured")
+    ap.add_argument("--demo-aa", type=int, default=0, help="test bed: A/A demo jobs (tuning changes nothing) and "
+                    "real-gain jobs per design: fixed 3, fixed 5, sequential 5 + 5 .. 30 (0: none)")
+    ap.add_argument("--model", dest="model", action=argparse.BooleanOptionalAction, default=True,
+                    help="the model half (--no-model: the test bed only)")
     a = ap.parse_args()
     from outcome_noise_model import print_model   # noqa: PLC0415 - the model half lives beside this script
     seq = tuple(int(x) for x in a.sequential.split(",")) if a.sequential else None
-    print_model(a.jobs, a.shapes, [int(r) for r in a.repeats.split(",") if r], seq)
+    if a.model:
+        print_model(a.jobs, a.shapes, [int(r) for r in a.repeats.split(",") if r], seq)
     if a.runs:
         demo_figures(a)
+    if a.demo_aa:
+        demo_aa(a.demo_aa)
+
+
+DESIGNS = (("fixed 3", ["--repeats", "3"]), ("fixed 5", ["--repeats", "5"]),
+           ("sequential 5+5..30", ["--repeats", "5", "--max-repeats", "30"]))
+
+
+def demo_aa(runs: int) -> None:
+    """Issue 37's done-when on the test bed: A/A jobs (measured noise, tuning changes nothing) clean, and on
+    real gains no slower row promoted and >= 90 % of the >= 5 % faster rows promoted; wall time per job."""
+    print(f"\ntest bed: measured noise, a8w8_blockscale demo, {runs} A/A jobs and {runs} real-gain jobs per design")
+    print(f"{'design':<20} {'A/A clean':>9} {'A/A false':>9} {'mean runs':>9} {'slower prom.':>12} "
+          f"{'>=5% promoted':>14} {'wall/job s':>10}")
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, args in DESIGNS:
+            clean = false = 0
+            runs_used, walls, slower, f5, f5_not = [], [], 0, 0, 0
+            for i in range(runs):
+                ws = Path(tmp) / f"{name}-{i}".replace(" ", "_").replace("+", "p")
+                job, wall = demo(ws, "--noise-model", "measured", "--noise-seed", str(i + 1), "--aa", *args)
+                walls.append(wall)
+                got = json.loads((job / "state.json").read_text())["steps"]["compare"]["info"]["summary"]
+                wrong = int(got.get("improved") or 0) + int(got.get("regressed") or 0)
+                false += wrong
+                clean += wrong == 0
+                import pandas as pd
+                cmp = pd.read_csv(job / "comparison.csv", keep_default_na=False, dtype=str)
+                runs_used.append(cmp["before_n"].astype(int).mean())
+                job, wall = demo(ws / "gain", "--noise-model", "measured", "--noise-seed", str(i + 1), *args)
+                walls.append(wall)
+                r = judge_run(job)
+                slower, f5, f5_not = slower + r["slower_promoted"], f5 + r["faster5"], f5_not + r["faster5_not_promoted"]
+            print(f"{name:<20} {clean:>6}/{runs:<2} {false / runs:>9.2f} {sum(runs_used) / len(runs_used):>9.1f} "
+                  f"{slower:>12} {100.0 * (f5 - f5_not) / max(1, f5):>13.1f}% {sum(walls) / len(walls):>10.1f}")
 
 
 def demo_figures(a) -> None:

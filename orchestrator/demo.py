@@ -25,15 +25,18 @@ DEMO_LOG = "vllm_tp8_dsv3.log"
 
 def prepare_demo(directory: Path, *, profile: str = "current", variant: str = "a8w8_blockscale",
                  noise_pct: float = 0.0, cu_num: int = 256, noise_model: str = "uniform",
-                 noise_seed: int = 0) -> tuple[Path, str]:
+                 noise_seed: int = 0, aa: bool = False) -> tuple[Path, str]:
     """Install a simulated node under ``directory``; return it and the server log to mine. ``noise_model``
     "measured" draws the benchmarks' noise from the real GPU's (sim/noise_model.py; ``noise_pct`` unused)."""
     directory = Path(directory).resolve()
     inst = install(directory, SimSpec(profile=profile, cu_num=cu_num))
+    control: dict = {"tuning_changes_nothing": True} if aa else {}
     if noise_model == "measured":
-        Path(inst.control_path).write_text(json.dumps({"bench_noise": "measured", "bench_noise_seed": int(noise_seed)}))
+        control.update(bench_noise="measured", bench_noise_seed=int(noise_seed))
     elif noise_pct:
-        Path(inst.control_path).write_text(json.dumps({"bench_noise_pct": float(noise_pct)}))
+        control["bench_noise_pct"] = float(noise_pct)
+    if control:
+        Path(inst.control_path).write_text(json.dumps(control))
     env = dict(inst.env)
     # the node runs the same interpreter as this process (python3 may live elsewhere on a laptop)
     bin_dir, _, rest = env["PATH"].partition(":")
@@ -69,14 +72,14 @@ def demo_target(directory: str, name: str = "demo") -> Target:
 
 # ------------------------------------------------------------------------------------------------ campaigns
 def demo_nodes(root: Path, count: int, *, profile: str, variant: str, noise_pct: float,
-               noise_model: str = "uniform", noise_seed: int = 0) -> tuple[dict, str]:
+               noise_model: str = "uniform", noise_seed: int = 0, aa: bool = False) -> tuple[dict, str]:
     """``count`` simulated nodes under ``root`` (demo1..N); from the third on, every third one has its GPUs
     partitioned (cu_num 64: a GPU kind of its own). Returns {node: dir} and the first node's server log."""
     dirs, log = {}, None
     for i in range(1, count + 1):
         d, node_log = prepare_demo(Path(root) / f"demo{i}", profile=profile, variant=variant, noise_pct=noise_pct,
                                    cu_num=64 if i % 3 == 0 else 256, noise_model=noise_model,
-                                   noise_seed=noise_seed + i - 1)
+                                   noise_seed=noise_seed + i - 1, aa=aa)
         dirs[f"demo{i}"] = str(d)
         log = log or node_log
     return dirs, log

@@ -169,24 +169,27 @@ def demo_variant(variant: str) -> str:
 
 
 def demo(workspace: Workspace, console: Console, variant: str, profile: str, repeats: int, noise: float,
-         nodes: int = 1, noise_model: str = "uniform", noise_seed: int = 0) -> JobState:
+         nodes: int = 1, noise_model: str = "uniform", noise_seed: int = 0, max_repeats: int | None = None,
+         aa: bool = False) -> JobState:
     """``tune-remote demo``: the whole pipeline against simulated nodes on this machine (one: a single job;
     several: a campaign over them, the demo's target source)."""
     from ..demo import demo_nodes, demo_target, prepare_demo, serve_cmd
     variant = demo_variant(variant)
     settings = Settings(yes=True, poll_s=0.2)
-    sim = dict(profile=profile, variant=variant, noise_pct=noise, noise_model=noise_model, noise_seed=noise_seed)
+    sim = dict(profile=profile, variant=variant, noise_pct=noise, noise_model=noise_model, noise_seed=noise_seed,
+               **({"aa": True} if aa else {}))
+    more = {"max_repeats": max_repeats} if max_repeats and max_repeats > repeats else {}
     if nodes > 1:
         job_id = workspace.claim(new_job_id(variant, f"demo{nodes}"))
         dirs, log_path = demo_nodes(workspace.root / ".demo-nodes" / job_id, nodes, **sim)
-        request = JobRequest.of_run(DEMO_KEYS[:-1], logs=[log_path], demo_nodes=dirs, repeats=repeats)
+        request = JobRequest.of_run(DEMO_KEYS[:-1], logs=[log_path], demo_nodes=dirs, repeats=repeats, **more)
         from ..inventory import Inventory
         return start_campaign(workspace, lambda: Inventory(path="(demo)", nodes={}), settings, console, job_id,
                               list(dirs), "simulated", [variant], request, "demo", {}, False)
     job_id = workspace.claim(new_job_id(variant, "demo"))
     demo_dir, log_path = prepare_demo(workspace.root / ".demo-nodes" / job_id, **sim)
     request = JobRequest.of_run(DEMO_KEYS, logs=[log_path], demo_dir=str(demo_dir), repeats=repeats,
-                                serve_cmd=serve_cmd(variant))
+                                serve_cmd=serve_cmd(variant), **more)
     job = JobState(job_id=job_id, node="demo", container="simulated", variant=variant, created=time.time(),
                    request=request)
     return one(workspace, job, demo_target(str(demo_dir)), settings, console.ui)

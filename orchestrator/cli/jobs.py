@@ -66,8 +66,24 @@ from .base import ACCEPT_NEW_HOST_KEY, JOB_ARG, Env, carried, cli, resolve_job, 
 @click.option("--stall-timeout", type=click.FloatRange(0), default=None, metavar="S",
               show_default="twice the tuner --timeout: 1200", help="kill and relaunch (at most twice) a tuner "
                    "whose log and table have not changed for S seconds (0 = off)")
-@click.option("--repeats", type=click.IntRange(1), default=3, show_default=True,
-              help="benchmark runs per arm (before/after interleaved on one pinned GPU); verdicts use them")
+@click.option("--repeats", type=click.IntRange(1), default=None, show_default="5",
+              help="benchmark runs per arm (before/after interleaved on one pinned GPU); verdicts use them. Not "
+                   "given: 5, then 5 more at a time for the shapes still undecided, up to --max-repeats; given: "
+                   "exactly N (unless --max-repeats is given too)")
+@click.option("--max-repeats", type=click.IntRange(1), default=None, metavar="M", show_default="30",
+              help="the sequential design's bound: runs are added for undecided shapes only, --repeats at a time, "
+                   "up to M per arm (docs/outcome.md)")
+@click.option("--serve-repeats", type=click.IntRange(1), default=3, show_default=True, metavar="N",
+              help="with --serve-cmd: its runs before tuning and after promotion, each metric judged like the "
+                   "benchmarks (one run a side is not judged)")
+@click.option("--accuracy-cmd", default=None, metavar="CMD",
+              help="with --serve-cmd: a shell line printing an accuracy score (e.g. lm-eval's exact_match), run "
+                   "before tuning and after promotion")
+@click.option("--max-accuracy-drop", type=click.FloatRange(0), default=1.0, show_default=True, metavar="PCT",
+              help="with --accuracy-cmd: a score lower by more than PCT % after promotion is a regression")
+@click.option("--on-serving-regression", type=click.Choice(["rollback", "keep"]), default="rollback",
+              show_default=True, help="a promotion whose serving is proven slower, or whose accuracy drops: "
+                                      "rolled back, or kept with a note")
 @click.option("--promote", "promote_mode", type=click.Choice(["proven", "all", "none"]), default="proven",
               show_default=True, help="rows merged into the live table at the end: proven (verdict improved), "
                                       "all tuned rows, or none")
@@ -126,8 +142,14 @@ def resume(env: Env, job_id, yes, accept_new_host_key, relaunch, retry, nodes):
               help="simulated nodes: 2 or more run a campaign (every third node a partitioned GPU kind)")
 @click.option("--watch", "watch_demo", is_flag=True,
               help="two cycles of `tune-remote watch` over the node's growing server log")
+@click.option("--max-repeats", type=click.IntRange(1), default=None, metavar="M",
+              help="the sequential design: --repeats runs per arm, then --repeats more for the undecided shapes, "
+                   "up to M")
+@click.option("--aa", is_flag=True, help="an A/A node: tuning changes nothing (every tuned row runs as the "
+                                         "untuned kernel), to see what the verdicts say when nothing moved")
 @click.pass_obj
-def demo(env: Env, variant, profile, repeats, noise, noise_model, noise_seed, nodes, watch_demo):
+def demo(env: Env, variant, profile, repeats, noise, noise_model, noise_seed, nodes, watch_demo, max_repeats=None,
+         aa=False):
     """The whole pipeline against a local simulated node: no GPU, no SSH, no docker."""
     if watch_demo:
         from .watchloop import demo_watch
@@ -135,7 +157,8 @@ def demo(env: Env, variant, profile, repeats, noise, noise_model, noise_seed, no
         return
     from ..campaign import runs
     job = carried(env, Settings(yes=True), lambda console: runs.demo(env.workspace, console, variant, profile,
-                                                                     repeats, noise, nodes, noise_model, noise_seed))
+                                                                     repeats, noise, nodes, noise_model, noise_seed,
+                                                                     max_repeats=max_repeats, aa=aa))
     jd = env.workspace.job_dir(job.job_id)
     if not env.quiet:
         click.echo(f"report: {jd / 'report.md'}\n        {jd / 'report.html'}\ncomparison: {jd / 'comparison.csv'}",

@@ -77,3 +77,28 @@ def test_a_fixed_run_count_has_no_design():
     assert more_runs.design(job) is None
     job.request["max_repeats"] = 30
     assert more_runs.design(job) == (3, 3, 30) and more_runs.looks((3, 3, 30)) == 10
+
+
+def test_run_asks_for_the_sequential_design_unless_repeats_is_given():
+    """run without --repeats: 5, then more for the undecided, up to 30; --repeats N alone forces N (the old
+    contract); the serving check's keys only where they are not off, so other jobs write the keys they did."""
+    from orchestrator.campaign.checks import outcome_options
+    assert outcome_options(None, None, None, 3, None, 1.0, "rollback") == {"max_repeats": 30}
+    assert outcome_options(3, None, None, 3, None, 1.0, "rollback") == {}
+    assert outcome_options(3, 12, None, 3, None, 1.0, "rollback") == {"max_repeats": 12}
+    assert outcome_options(5, 5, None, 3, None, 1.0, "rollback") == {}
+    assert outcome_options(3, None, "serve", 3, "acc", 2.0, "keep") == {
+        "serve_repeats": 3, "accuracy_cmd": "acc", "max_accuracy_drop": 2.0, "on_serving_regression": "keep"}
+    assert outcome_options(3, None, "serve", 1, None, 1.0, "rollback") == {}
+
+
+@pytest.mark.parametrize("extra,needle", [(["--accuracy-cmd", "lm_eval"], "--serve-cmd"),
+                                          (["--repeats", "5", "--max-repeats", "3"], "--max-repeats 3")])
+def test_bad_outcome_flags_are_one_line_exit_2(tmp_path, monkeypatch, capsys, extra, needle):
+    from orchestrator.cli import main
+    inv = tmp_path / "inv.yaml"
+    inv.write_text("nodes:\n  n1:\n    host: 127.0.0.1\n    containers:\n      c: {}\n")
+    code = main(["--inventory", str(inv), "--workspace", str(tmp_path / "ws"), "run", "--node", "n1",
+                 "--variant", "a8w8_blockscale", "--nk", "7168,2048", *extra])
+    err = capsys.readouterr().err
+    assert code == 2 and needle in err and len(err.strip().splitlines()) == 1, err
