@@ -4,7 +4,7 @@ Run: python benchmarks/shapelog_throughput.py [SIZE_MB]   (default 1024; files a
 
 The log is `orchestrator.sim.logs.write_large_log` output (64 MB, repeated to SIZE_MB): every other
 line is an AITER miss, as in a serving log with untuned shapes. Each parse runs in a fresh process
-(`python3 -m orchestrator.remote.helpers.shapelog --summary`, what the node helper runs) so that its
+(`python3 -m orchestrator.shapelib.shapelog --summary`, what the node helper runs) so that its
 peak RSS is its own; times are the best of 3 with the file in the page cache.
 """
 
@@ -22,7 +22,7 @@ sys.path.insert(0, str(ROOT))
 
 from orchestrator.sim.logs import write_large_log  # noqa: E402
 
-SHAPELOG = ROOT / "orchestrator" / "remote" / "helpers" / "shapelog.py"
+SHAPELOG = ROOT / "orchestrator" / "shapelib" / "shapelog.py"
 
 
 def timed(argv, runs=3):

@@ -1,4 +1,4 @@
-"""Generate orchestrator/remote/helpers/variant_facts.py from variants.py (review D-11).
+"""Generate orchestrator/shapelib/variant_facts.py from variants.py (review D-11).
 
 The node helper is stdlib-only and cannot import ``orchestrator.variants``; what it needs of the registry
 (the fused-MoE key, the tuned-file stems that name a variant in AITER's log lines) is written into a small
@@ -19,7 +19,7 @@ from pathlib import Path
 from .variants import LOGGED_ONLY_TUNED_CSV, MOE_KEY, VARIANTS
 
 COMMAND = "python -m orchestrator.gen_variant_facts"
-TARGET = Path(__file__).resolve().parent / "remote" / "helpers" / "variant_facts.py"
+TARGET = Path(__file__).resolve().parent / "shapelib" / "variant_facts.py"
 
 
 def _stem(tuned_csv: str) -> str:

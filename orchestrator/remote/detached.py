@@ -80,7 +80,7 @@ def _bundle() -> tuple[str, bytes]:
 
 
 def _helper_sources() -> list[tuple[str, bytes]]:
-    pkg = resources.files("orchestrator.remote.helpers")
+    pkg = resources.files("orchestrator.nodeside")
     return [(name, pkg.joinpath(name).read_bytes()) for name in HELPER_FILES]
 
 

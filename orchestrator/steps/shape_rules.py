@@ -4,7 +4,7 @@ power-of-two buckets, GEMM M on the padded-M grid), so the shapes tuned are the 
 from __future__ import annotations
 
 from ..records import JobRequest
-from ..remote.helpers.shapefmt import MOE_PADDED_MAX, next_pow2  # noqa: F401  (the runtime's rule, one place)
+from ..shapelib.shapefmt import MOE_PADDED_MAX, next_pow2  # noqa: F401  (the runtime's rule, one place)
 
 
 def padded_m(m: int) -> int:

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-HELPERS = Path(__file__).resolve().parents[2] / "orchestrator" / "remote" / "helpers"
+HELPERS = Path(__file__).resolve().parents[2] / "orchestrator" / "nodeside"
 
 
 @pytest.fixture

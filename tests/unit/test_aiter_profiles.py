@@ -20,7 +20,7 @@ from orchestrator.sim import perf_model as pm
 
 from .test_sim_common import py, read_csv, write_csv
 
-HELPER = Path(__file__).resolve().parents[2] / "orchestrator" / "remote" / "helpers" / "node_helper.py"
+HELPER = Path(__file__).resolve().parents[2] / "orchestrator" / "nodeside" / "node_helper.py"
 # gemm_op_a8w8.py:140-189 at e4048607 (aiter-after-v0.1.20.md §2.2): names it can run as FlyDSL
 FLYDSL_RE = re.compile(r"flydsl_bpreshuflle_(\d+)x(\d+)x(\d+)_\w+_\w+_\w+_(\d+)x(\d+)(?:x(\d+))?(?:x(\d+))?"
                        r"(?:_([A-Za-z][A-Za-z0-9]*))?$")

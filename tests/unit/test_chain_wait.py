@@ -1,4 +1,4 @@
-"""A chained run's wait on the node (helpers/locks.py chain_wait): once the run before it ended, it waits until
+"""A chained run's wait on the node (nodeside/locks.py chain_wait): once the run before it ended, it waits until
 it can take its GPUs (another job's reservation, a use by something else), one log line per change of what
 it waits for, cancellable. Driven in process: the helper's own polling, its sleep replaced by the test's step."""
 
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-HELPERS = Path(__file__).resolve().parents[2] / "orchestrator" / "remote" / "helpers"
+HELPERS = Path(__file__).resolve().parents[2] / "orchestrator" / "nodeside"
 FLAT = ("common", "files", "procs", "locks")
 sys.path.insert(0, str(HELPERS))
 try:

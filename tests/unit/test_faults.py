@@ -13,7 +13,7 @@ from orchestrator.errors import ObserverError, RemoteCommandError
 from orchestrator.state import JobState
 from orchestrator.steps import remote
 
-PIPELINE = Path(remote.__file__).resolve().parents[1] / "remote" / "helpers" / "pipeline.sh"
+PIPELINE = Path(remote.__file__).resolve().parents[1] / "nodeside" / "pipeline.sh"
 
 
 def pipeline(tmp_path, *steps):
@@ -126,7 +126,7 @@ import json  # noqa: E402
 import os  # noqa: E402
 import sys  # noqa: E402
 
-HELPER = Path(remote.__file__).resolve().parents[1] / "remote" / "helpers" / "node_helper.py"
+HELPER = Path(remote.__file__).resolve().parents[1] / "nodeside" / "node_helper.py"
 PY = os.environ.get("NODE_HELPER_PYTHON", sys.executable)
 KEYS = ["gfx", "cu_num", "M", "N", "K"]
 HEADER = "gfx,cu_num,M,N,K,kernelId,us\n"

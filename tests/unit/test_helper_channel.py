@@ -126,7 +126,7 @@ def _serve(tmp_path, stdin_text: str):
     import sys
     from pathlib import Path
 
-    import orchestrator.remote.helpers as helpers
+    import orchestrator.nodeside as helpers
     marker = tmp_path / "preloaded"
     proc = subprocess.Popen([sys.executable, "-c", _SERVE, str(Path(helpers.__file__).parent), str(marker)],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)

@@ -13,7 +13,7 @@ from orchestrator.workflow import STEPS
 
 PKG = Path(engine.__file__).resolve().parent
 # the node helper's files are flat stdlib scripts pushed as one package (their own rules), the simulator apart
-OWN_RULES = ("remote/helpers/", "sim/")
+OWN_RULES = ("nodeside/", "sim/")
 
 def _imports(rel: str) -> list[tuple[str, str]]:
     """(absolute module imported from, name) for every `from X import name` of a package file, at any depth."""

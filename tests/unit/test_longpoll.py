@@ -1,4 +1,4 @@
-"""The long poll (helpers/longpoll.py) never sleeps through a change that lands while it reads the status."""
+"""The long poll (nodeside/longpoll.py) never sleeps through a change that lands while it reads the status."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import time
 import types
 from pathlib import Path
 
-HELPERS = Path(__file__).resolve().parents[2] / "orchestrator" / "remote" / "helpers"
+HELPERS = Path(__file__).resolve().parents[2] / "orchestrator" / "nodeside"
 
 
 def _longpoll(monkeypatch, statuses):

@@ -25,7 +25,7 @@ import pytest
 from orchestrator.remote.detached import HELPER_FILES
 
 ROOT = Path(__file__).resolve().parents[2]
-HELPER = ROOT / "orchestrator" / "remote" / "helpers" / "node_helper.py"
+HELPER = ROOT / "orchestrator" / "nodeside" / "node_helper.py"
 FIXTURES = ROOT / "tests" / "fixtures" / "node_helper"
 JOB = FIXTURES / "job.py"
 PY = os.environ.get("NODE_HELPER_PYTHON", sys.executable)

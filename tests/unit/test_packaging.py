@@ -30,7 +30,7 @@ def test_wheel_ships_every_package_file_and_the_demo_runs_from_it(tmp_path):
     names = set(zipfile.ZipFile(wheel).namelist())
     missing = [f for f in tracked if f not in names]
     assert not missing, missing
-    assert "orchestrator/remote/helpers/pipeline.sh" in names
+    assert "orchestrator/nodeside/pipeline.sh" in names
     assert any(n.startswith("orchestrator/sim/tree/op_tests/") for n in names)
     assert "orchestrator/templates/report.html.j2" in names
     # install it alone (deps come from this environment) and run the demo from an unrelated directory
@@ -58,7 +58,7 @@ def test_every_helper_module_is_pushed_and_the_bundle_runs_alone(tmp_path):
 
     from orchestrator.remote.detached import HELPER_FILES, _bundle
 
-    helpers = ROOT / "orchestrator" / "remote" / "helpers"
+    helpers = ROOT / "orchestrator" / "nodeside"
     on_disk = {p.name for p in helpers.iterdir() if p.is_file() and p.name != "__init__.py"
                and not p.name.endswith(".pyc")}
     assert on_disk == set(HELPER_FILES)

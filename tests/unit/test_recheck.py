@@ -13,7 +13,7 @@ from orchestrator.recheck.report import csv_text
 from orchestrator.recheck.rows import promoted_rows
 from orchestrator.state import JobState
 
-HELPERS = Path(__file__).resolve().parents[2] / "orchestrator" / "remote" / "helpers"
+HELPERS = Path(__file__).resolve().parents[2] / "orchestrator" / "nodeside"
 HEAD = "gfx,cu_num,M,N,K,kernelId,splitK,us,kernelName\n"
 LIVE = (HEAD + "gfx950,256,1,1536,7168,3,0,9.1,k_shipped\n"
         "gfx950,256,16,1536,7168,5,0,8.0,k_promoted16\n"

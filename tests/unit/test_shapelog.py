@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.remote.helpers import shapelog, shapescan
+from orchestrator.shapelib import shapelog, shapescan
 
 LOGS = Path(__file__).resolve().parents[1] / "fixtures" / "logs"
 FIXTURES = sorted(LOGS.glob("*.log"))
@@ -311,8 +311,8 @@ def _reference(path):
 def test_dense_blocks_give_the_line_by_line_answer(tmp_path, chunk, monkeypatch):
     path = _mixed_log(tmp_path)
     counted = []
-    real = shapescan._Scanner.count_lines
-    monkeypatch.setattr(shapescan._Scanner, "count_lines",
+    real = shapescan.LineScanner.count_lines
+    monkeypatch.setattr(shapescan.LineScanner, "count_lines",
                         lambda self, lines: counted.append(real(self, lines)) or counted[-1])
     assert _strip(shapelog.parse_files([path], chunk_bytes=chunk).to_dict()) == _reference(path)
     if 65536 <= chunk <= 1 << 20:
@@ -403,7 +403,7 @@ def _ranges_log(tmp_path):
 
 @pytest.mark.parametrize("procs", [2, 3, 5, 8])
 def test_several_processes_give_the_line_by_line_answer(tmp_path, procs, monkeypatch):
-    from orchestrator.remote.helpers import shapepar
+    from orchestrator.shapelib import shapepar
 
     path = _ranges_log(tmp_path)
     monkeypatch.setattr(shapepar, "looks_dense", lambda f, size: True)   # the corpus stretches are sparse
@@ -417,7 +417,7 @@ def test_several_processes_give_the_line_by_line_answer(tmp_path, procs, monkeyp
 
 
 def test_a_range_starting_inside_a_wrapped_tuple_is_scanned_here(tmp_path):
-    from orchestrator.remote.helpers import shapepar
+    from orchestrator.shapelib import shapepar
 
     miss = (b"(Worker_TP0 pid=888) [aiter] shape is M:%d, N:512, K:7168, not found tuned config in "
             b"/tmp/aiter_configs/a8w8_blockscale_tuned_gemm.csv, will use default config!\n")
@@ -439,7 +439,7 @@ def test_a_range_starting_inside_a_wrapped_tuple_is_scanned_here(tmp_path):
 
 
 def test_a_worker_that_dies_or_refuses_costs_time_not_the_answer(tmp_path, monkeypatch):
-    from orchestrator.remote.helpers import shapepar
+    from orchestrator.shapelib import shapepar
 
     path = _dense_log(tmp_path)
     real = shapepar.count_range
@@ -456,7 +456,7 @@ def test_a_worker_that_dies_or_refuses_costs_time_not_the_answer(tmp_path, monke
 
 
 def test_workers_are_killed_and_reaped_when_the_scan_is_interrupted(tmp_path, monkeypatch):
-    from orchestrator.remote.helpers import shapepar
+    from orchestrator.shapelib import shapepar
 
     path = _dense_log(tmp_path)
     pids = []
@@ -466,7 +466,7 @@ def test_workers_are_killed_and_reaped_when_the_scan_is_interrupted(tmp_path, mo
         real_fork(self, *a)
         pids.append(self.pid)
     monkeypatch.setattr(shapepar._Worker, "fork", fork)
-    monkeypatch.setattr(shapescan._Scanner, "take", lambda self, digest: (_ for _ in ()).throw(KeyboardInterrupt))
+    monkeypatch.setattr(shapescan.LineScanner, "take", lambda self, digest: (_ for _ in ()).throw(KeyboardInterrupt))
     with pytest.raises(KeyboardInterrupt):
         shapelog.parse_files([path], procs=4, min_range=1)
     assert len(pids) == 3 and all(pid > 0 for pid in pids)
@@ -476,7 +476,7 @@ def test_workers_are_killed_and_reaped_when_the_scan_is_interrupted(tmp_path, mo
 
 
 def test_small_sparse_or_long_lined_files_stay_in_one_process(tmp_path):
-    from orchestrator.remote.helpers import shapepar
+    from orchestrator.shapelib import shapepar
 
     from orchestrator.sim.logs import write_large_log
     dense = tmp_path / "vllm.log"
@@ -505,7 +505,7 @@ def test_a_worker_keeps_bounded_memory_and_refuses_past_its_cap(tmp_path, monkey
     candidate lines past MAX_KEPT_BYTES: the worker refuses and the range is scanned here."""
     import tracemalloc
 
-    from orchestrator.remote.helpers import shapepar, shaperecords
+    from orchestrator.shapelib import shapepar, shaperecords
 
     miss = (b"(Worker_TP0 pid=888) [aiter] shape is M:%d, N:512, K:7168, not found tuned config in "
             b"/tmp/aiter_configs/a8w8_blockscale_tuned_gemm.csv, will use default config!\n")
@@ -514,7 +514,7 @@ def test_a_worker_keeps_bounded_memory_and_refuses_past_its_cap(tmp_path, monkey
         for i in range(150000):             # ~20 MB, every noise line distinct
             f.write(b"(APIServer pid=1) INFO request %012d finished in 0.%06d s\n" % (i, i) + miss % (i % 64))
     size = path.stat().st_size
-    scanner = shapescan._Scanner(shaperecords._Parser())
+    scanner = shapescan.LineScanner(shaperecords.RecordParser())
     monkeypatch.setattr(shapepar, "PRUNE_BYTES", 2 << 20)
     fh = open(path, "rb")
     tracemalloc.start()
@@ -532,7 +532,7 @@ def test_a_worker_keeps_bounded_memory_and_refuses_past_its_cap(tmp_path, monkey
 
 
 def test_a_fork_that_fails_leaves_its_range_to_this_process(tmp_path, monkeypatch):
-    from orchestrator.remote.helpers import shapepar
+    from orchestrator.shapelib import shapepar
 
     path = _dense_log(tmp_path)
     forks = []
@@ -554,7 +554,7 @@ def test_a_fork_that_fails_leaves_its_range_to_this_process(tmp_path, monkeypatc
 def test_a_record_that_comes_back_exactly_one_echo_window_later_is_counted_not_crashed():
     """The echo window evicted a message's only entry and then counted the new one into the dropped list:
     the next eviction raised KeyError (a record cycling with period ECHO_WINDOW, common in serving logs)."""
-    from orchestrator.remote.helpers.shapefmt import ECHO_WINDOW
+    from orchestrator.shapelib.shapefmt import ECHO_WINDOW
 
     miss = ("[aiter] shape is M:%d, N:512, K:7168, not found tuned config in /tmp/a8w8_blockscale_tuned_gemm.csv, "
             "will use default config!\n")
@@ -565,7 +565,7 @@ def test_a_record_that_comes_back_exactly_one_echo_window_later_is_counted_not_c
 
 @pytest.mark.parametrize("where", ["chunk", "range"])
 def test_a_blank_line_inside_a_wrapped_tuple_at_a_block_or_range_end_is_fed(tmp_path, where, monkeypatch):
-    from orchestrator.remote.helpers import shapepar
+    from orchestrator.shapelib import shapepar
 
     miss = (b"[aiter] shape is M:%d, N:512, K:7168, not found tuned config in /tmp/a8w8_blockscale_tuned_gemm.csv, "
             b"will use default config!\n")
@@ -595,7 +595,7 @@ def test_workers_are_killed_when_the_reading_of_their_answers_is_interrupted(tmp
     script = f"""
 import os, signal, sys, time
 sys.path.insert(0, {str(Path(__file__).resolve().parents[2])!r})
-from orchestrator.remote.helpers import shapelog, shapepar, shapescan
+from orchestrator.shapelib import shapelog, shapepar, shapescan
 pids = []
 real_fork = shapepar._Worker.fork
 def fork(self, *a):
@@ -631,7 +631,7 @@ print("done", len(pids))
 
 
 def test_a_log_rotated_while_it_is_mined_is_read_as_it_was_opened(tmp_path, monkeypatch):
-    from orchestrator.remote.helpers import shapepar
+    from orchestrator.shapelib import shapepar
     path = _dense_log(tmp_path)
     reference = _reference(path)
     real = shapepar.looks_dense
@@ -655,7 +655,7 @@ def test_a_log_being_written_ends_mid_line_and_its_ranges_are_still_counted(tmp_
 
 
 def test_tiny_ranges_are_capped(tmp_path):
-    from orchestrator.remote.helpers import shapepar
+    from orchestrator.shapelib import shapepar
     from orchestrator.sim.logs import write_large_log
 
     path = tmp_path / "vllm.log"

@@ -1,4 +1,4 @@
-"""The helper's variant facts come from the registry (review D-11): helpers/variant_facts.py is generated
+"""The helper's variant facts come from the registry (review D-11): shapelib/variant_facts.py is generated
 from orchestrator/variants.py, and shapefmt uses it."""
 
 from __future__ import annotations
@@ -6,14 +6,14 @@ from __future__ import annotations
 from pathlib import Path
 
 from orchestrator import gen_variant_facts as gen
-from orchestrator.remote.helpers import shapefmt, shaperules, variant_facts
+from orchestrator.shapelib import shapefmt, shaperules, variant_facts
 from orchestrator.variants import JIT_MODULES, LOGGED_ONLY_TUNED_CSV, MOE_KEY, VARIANTS, jit_modules
 
 
 def test_the_committed_facts_are_what_the_registry_generates():
     committed = gen.TARGET.read_text(encoding="utf-8")
     assert committed == gen.render(), (
-        f"orchestrator/remote/helpers/variant_facts.py is stale (orchestrator/variants.py changed): "
+        f"orchestrator/shapelib/variant_facts.py is stale (orchestrator/variants.py changed): "
         f"run `{gen.COMMAND}` and commit the file")
 
 
