@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
-"""tune-remote node helper: the entry point (protocol + dispatch) of the helper package.
+"""tune-remote node helper: the entry point (protocol + dispatch) of the node-side package.
 
-Pushed into the container with its sibling modules (``common``, ``text``, ``files``, ``discovery``,
-``argpatch``, ``procs``, ``runlog``, ``killing``, ``tables``, ``longpoll``, ``channel``, ``shapelog``, ...). Stdlib only, Python >= 3.8 (this
-file checks the version before importing anything else, and keeps to syntax older Pythons parse).
-The protocol is pinned in docs/internals.md ("Node helper protocol"). Two ways to run it:
+``orchestrator/nodeside/`` is pushed into the container as a package, with the shape library it imports
+(``orchestrator/shapelib/``), into ``<base>/helper-<digest>/`` (remote/detached.py: the two package
+directories as they are, nothing listed by hand). Stdlib only, Python >= 3.8 (this file checks the
+version before importing anything else, and keeps to syntax older Pythons parse).
+The protocol is pinned in docs/internals.md ("Node helper protocol"). Two ways to run it (as the module
+``orchestrator.nodeside.node_helper`` with the pushed dir on sys.path, or by this file's path):
 
 - ``python3 node_helper.py <op> [--timeout S]``: one JSON request on stdin, ONE line of JSON out:
   ``{"ok": true, ...}`` or ``{"ok": false, "error", "hint"}``. Handled problems exit 0; an unexpected
@@ -12,8 +14,8 @@ The protocol is pinned in docs/internals.md ("Node helper protocol"). Two ways t
 - ``python3 -u node_helper.py --serve [--idle S]``: the persistent helper (``channel.py``).
 
 To add ops: write a module beside this file whose ``op_<name>(request) -> dict`` functions raise
-``common.HelperError`` for handled problems, import it below and add one line per op to ``OPS``
-(and the file name to ``HELPER_FILES`` in ``orchestrator/remote/detached.py``).
+``common.HelperError`` for handled problems and add one line per op to ``OPS`` (it is pushed with the
+package).
 """
 
 import json
@@ -30,10 +32,16 @@ if sys.version_info < (3, 8):
 
 PYTHON_VERSION = "%d.%d.%d" % sys.version_info[:3]   # as platform.python_version() says it, without its import
 
-# `_supervise` runs as `python -I -S node_helper.py`: -I leaves this directory off sys.path
 _HERE = os.path.dirname(os.path.abspath(__file__))
-if _HERE not in sys.path:
-    sys.path.insert(0, _HERE)
+_ROOT = os.path.dirname(os.path.dirname(_HERE))     # the pushed dir: orchestrator/{nodeside,shapelib}/ live in it
+if __name__ == "__main__" and not __package__:
+    # run by its path (`python3 <dir>/orchestrator/nodeside/node_helper.py`, `_supervise` as `python -I -S ...`):
+    # the package from the dir it was pushed to, never a module of this directory imported flat (PEP 366)
+    if sys.path and os.path.abspath(sys.path[0] or ".") == _HERE:
+        del sys.path[0]
+    sys.path.insert(0, _ROOT)
+    __package__ = "orchestrator.nodeside"
+    __import__(__package__)
 
 import importlib  # noqa: E402
 from . import procs  # noqa: E402
@@ -49,7 +57,7 @@ INTERNAL_SUPERVISE = procs.INTERNAL_SUPERVISE
 
 
 def op_version(req):
-    return {"version": HELPER_VERSION, "python": PYTHON_VERSION, "dir": _HERE,
+    return {"version": HELPER_VERSION, "python": PYTHON_VERSION, "dir": _ROOT,
             "executable": sys.executable, "ops": sorted(k for k in OPS if not k.startswith("_"))}
 
 
@@ -60,8 +68,8 @@ def op_shapes(req):
     try:
         from ..shapelib import shapelog  # noqa: PLC0415 - lazy: only this op needs it
     except ImportError as exc:
-        raise HelperError("shapelog.py is missing beside the node helper (%s)" % exc,
-                          hint="re-push the helper bundle (node_helper.py + shapelog.py and its shape*.py modules)")
+        raise HelperError("orchestrator/shapelib/shapelog.py is missing in the node helper's dir (%s)" % exc,
+                          hint="re-push the helper bundle (orchestrator/nodeside/ + orchestrator/shapelib/)")
     paths, missing = [], []
     for p in logs:
         if not isinstance(p, str):
@@ -147,7 +155,7 @@ def _op(op):
         if not os.path.isfile(os.path.join(_HERE, module + ".py")):
             raise HelperError("%s.py is missing beside the node helper in %s" % (module, _HERE),
                               hint="remove that directory: tune-remote pushes the helper again")
-        func = OPS[op] = getattr(importlib.import_module(module), name)   # its own failure is a helper bug
+        func = OPS[op] = getattr(importlib.import_module("." + module, __package__), name)   # a failure: a helper bug
     return func
 
 
@@ -210,7 +218,7 @@ def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] == "--serve":
         hello = {"id": 0, "ok": True, "hello": True, "version": HELPER_VERSION, "pid": os.getpid(),
-                 "python": PYTHON_VERSION, "dir": _HERE}
+                 "python": PYTHON_VERSION, "dir": _ROOT}
         return serve(run_op, hello, idle_from_argv(argv), preload=_preload)
     if argv and argv[0] == INTERNAL_WATCH:
         from . import stall  # noqa: PLC0415 - the stalled-tuner watchdog wraps the tune step (argv, not JSON)

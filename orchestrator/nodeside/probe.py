@@ -17,7 +17,8 @@ from .common import read_file_text
 # helper's own directory (<base>/helper-<version>/cache, never beside a checkout's sources), keyed by what
 # it depends on (_help_key), and read again while none of that changed (issue 9)
 _HERE = os.path.dirname(os.path.abspath(__file__))
-HELP_CACHE = os.path.join(_HERE, "cache") if os.path.basename(_HERE).startswith("helper-") else None
+_PUSHED = os.path.dirname(os.path.dirname(_HERE))   # <base>/helper-<digest>/orchestrator/nodeside/probe.py
+HELP_CACHE = os.path.join(_PUSHED, "cache") if os.path.basename(_PUSHED).startswith("helper-") else None
 
 _PLACEHOLDER = re.compile(r"\{(root|meta|gfx)\}")
 _EXACT = ("{cu_num}", "{gfx}")      # a whole value: the fact itself (a number, or null when unknown)

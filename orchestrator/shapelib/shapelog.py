@@ -1,7 +1,8 @@
 """Streaming parser for AITER "no tuned config" log lines -> distinct shapes per kernel variant.
 
-STDLIB ONLY, Python >= 3.8, no imports from ``orchestrator``: pushed into containers with the helper bundle
-(next to node_helper.py) and also imported locally by ``tune-remote shapes``. This module is the public face
+STDLIB ONLY, Python >= 3.8, no imports from ``orchestrator`` outside this package: pushed into containers
+with the node-side package (``orchestrator.nodeside``'s ``shapes`` op) and also imported locally by
+``tune-remote shapes``; ``python3 -m orchestrator.shapelib.shapelog`` is its CLI. This module is the public face
 (and the CLI, and the M/token sweeps); the work is split by concern: ``shapefmt`` (the message formats,
 regexes, variant names, the MoE tuple), ``shaperules`` (what each message adds to the result),
 ``shaperecords`` (physical lines -> records: continuations, echoes, memo), ``shapescan`` (bytes ->
@@ -9,7 +10,7 @@ candidate lines, grep-style) and ``shapepar`` (``parse_files``: files, a big den
 processes). Beside them: ``text`` (ANSI escapes, line prefixes; shared with the laptop's parsers) and
 ``variant_facts`` (MOE_KEY, tuned-file stems: generated from orchestrator/variants.py).
 
-Formats are from ../../../../shared/reference/aiter-formats.md §3 and aiter-real-logs.md.
+Formats are from ../../../shared/reference/aiter-formats.md §3 and aiter-real-logs.md.
 
 What is recognised (after ANSI colour codes are stripped; every regex anchors on the *message text*,
 so any prefix in front of it is accepted: ``[aiter] ``, vLLM ``(Worker_TP4_EP4 pid=892) ``,

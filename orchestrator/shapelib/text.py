@@ -1,8 +1,8 @@
 """Text facts shared by the node helper and the laptop (review D-09, D-10): ANSI escapes, the line prefixes
 serving frameworks put before AITER's messages, and the one key-value normaliser.
 
-Stdlib only, Python >= 3.8: pushed to the node beside node_helper.py (imported there as ``text``) and
-imported on the laptop as ``orchestrator.shapelib.text``. It imports nothing of the project.
+Stdlib only, Python >= 3.8: ``orchestrator.shapelib.text`` on the laptop and on the node (pushed there with
+the node-side package). It imports nothing of the project.
 """
 
 import re

@@ -28,7 +28,7 @@ _MARK = re.compile(r"^== (\S+) (start|rc|partial|already-done|failed|done)\b ?(.
 
 
 def pipeline_argv(ctx: Ctx, run_dir: str) -> list[str]:
-    argv = ["sh", f"{ctx.target.helper.dir}/pipeline.sh", run_dir]
+    argv = ["sh", ctx.target.helper.pipeline, run_dir]
     for s in ctx.job.remote.pipeline:
         argv += [s["name"], s["log"], s["line"], s["marker"]]
     return argv

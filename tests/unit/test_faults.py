@@ -356,14 +356,7 @@ def test_node_text_in_report_notes_is_escaped_bounded_and_code_spans_survive():
 # ---- R-11: the progress scan reads only the bytes that are new since the last poll -----------------
 
 def test_progress_is_scanned_only_in_new_bytes(tmp_path):
-    import importlib
-    import sys
-    helpers = str(PIPELINE.parent)
-    sys.path.insert(0, helpers)
-    try:
-        runlog = importlib.import_module("runlog")
-    finally:
-        sys.path.remove(helpers)
+    from orchestrator.nodeside import runlog
     log = tmp_path / "bench.log"
     log.write_bytes(b"x" * (3 << 20) + b"\nprocessed 1 batches of 4\n")
 
@@ -466,7 +459,7 @@ def _launch_ctx(monkeypatch, batch):
     answers as a node with this run launched already would."""
     ctx, _clock = _ctx(observe_s=30)
     ctx.job.remote.update(aiter_root="/a", pipeline=[], logs_dir="/a/tune_logs")
-    ctx.target = SimpleNamespace(helper=SimpleNamespace(calls=1, dir="/h"), container=SimpleNamespace(env={}))
+    ctx.target = SimpleNamespace(helper=SimpleNamespace(calls=1, pipeline="/h/pipeline.sh"), container=SimpleNamespace(env={}))
     ctx.calls = []
 
     def call(op, req=None, **kw):

@@ -4,18 +4,11 @@ counts as free, amd-smi's JSON shapes. The tools are stubbed; the e2e tests run 
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
-HELPERS = Path(__file__).resolve().parents[2] / "orchestrator" / "nodeside"
-sys.path.insert(0, str(HELPERS))
-try:
-    import gpus  # noqa: E402  (the helper's flat imports: common)
-finally:
-    sys.path.remove(str(HELPERS))
-    sys.modules.pop("common", None)
+from orchestrator.nodeside import gpus
 
 AGENT = "Agent {n}\n  Name: gfx942\n  Uuid: GPU-{n:016x}\n  Device Type: GPU\n  BDFID: {bdf}\n  Compute Unit: {cu}\n"
 

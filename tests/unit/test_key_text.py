@@ -5,13 +5,11 @@ from __future__ import annotations
 
 import csv
 import math
-import sys
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-HELPERS = ROOT / "orchestrator" / "nodeside"
 
 # (value, its key text): the same answer wherever a key is compared (a CSV on the laptop or on the node,
 # a log, JSON)
@@ -23,18 +21,11 @@ KEY_CASES = [
 
 
 @pytest.fixture
-def node_mods(monkeypatch):
-    """The helper's modules as the node imports them: top-level, beside node_helper.py."""
-    monkeypatch.syspath_prepend(str(HELPERS))
-    names = ("text", "files", "staging", "common", "mounts")
-    for name in names:
-        sys.modules.pop(name, None)
-    import files
-    import staging
-    import text
-    yield text, files, staging
-    for name in names:
-        sys.modules.pop(name, None)
+def node_mods():
+    """The helper's modules as the node imports them: the packages orchestrator.nodeside and .shapelib."""
+    from orchestrator.nodeside import files, staging
+    from orchestrator.shapelib import text
+    return text, files, staging
 
 
 def _cell(v) -> str:

@@ -256,15 +256,19 @@ def test_stdlib_only_and_py38_syntax(name):
             assert node.level == 0 or node.module in SHAPE_MODULES     # `from .shapefmt import`: laptop side
 
 
-def test_the_cli_runs_as_a_script_beside_its_modules(tmp_path):
-    """On the node the modules are top-level files beside each other: the relative imports must fall back."""
-    for name in SHAPE_MODULES:
-        (tmp_path / f"{name}.py").write_text((SHAPELOG_SRC.parent / f"{name}.py").read_text())
+def test_the_cli_runs_as_a_module_of_the_pushed_package(tmp_path):
+    """On the node the library is the package orchestrator/shapelib/ in the pushed dir, alone (no laptop code)."""
+    pkg = tmp_path / "orchestrator" / "shapelib"
+    pkg.mkdir(parents=True)
+    (tmp_path / "orchestrator" / "__init__.py").write_text("")
+    for name in (*SHAPE_MODULES, "__init__"):
+        (pkg / f"{name}.py").write_text((SHAPELOG_SRC.parent / f"{name}.py").read_text())
     log = tmp_path / "s.log"
     log.write_text("[aiter] shape is M:16, N:1536, K:7168, not found tuned config in /x/a8w8_tuned_gemm.csv, "
                    "will use default config!\n")
-    out = subprocess.run([sys.executable, str(tmp_path / "shapelog.py"), str(log)], capture_output=True,
-                         text=True, check=True).stdout
+    out = subprocess.run([sys.executable, "-I", "-c", "import sys, runpy; sys.path.insert(0, sys.argv.pop(1)); "
+                          "runpy.run_module('orchestrator.shapelib.shapelog', run_name='__main__', alter_sys=True)",
+                          str(tmp_path), str(log)], capture_output=True, text=True, check=True, cwd=tmp_path).stdout
     assert json.loads(out)["shapes"] == {"a8w8": [{"m": 16, "n": 1536, "k": 7168}]}
 
 
@@ -687,10 +691,10 @@ def test_memory_stays_bounded_on_a_log_of_many_distinct_long_candidate_lines(tmp
     with open(log, "wb") as fh:
         for i in range(150):   # ~130 MB: tqdm progress redrawn with \r, one 0.88 MB line per bar
             fh.write(b"\r[Tuning] %06d 37%% |#####     | tuned 1/3 " % i * 20000 + b"\n")
-    script = Path(shapelog.__file__)
+    root = Path(shapelog.__file__).parents[2]
     before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    cp = subprocess.run([sys.executable, str(script), str(log), "--summary", "--procs", "1"],
-                        capture_output=True, text=True)
+    cp = subprocess.run([sys.executable, "-m", "orchestrator.shapelib.shapelog", str(log), "--summary", "--procs", "1"],
+                        capture_output=True, text=True, cwd=root)
     assert cp.returncode == 0, cp.stderr
     peak_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     assert peak_mb < 80 or before / 1024 >= 80, f"peak RSS {peak_mb:.0f} MB"

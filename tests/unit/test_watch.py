@@ -76,9 +76,9 @@ def test_log_tail_missing_log(tmp_path):
 
 
 def test_log_tail_is_a_registered_bundled_op():
-    from orchestrator.remote.detached import HELPER_FILES
     from orchestrator.nodeside import node_helper
-    assert "log_tail" in node_helper.OPS and "logtail.py" in HELPER_FILES
+    from orchestrator.remote.detached import helper_files
+    assert "log_tail" in node_helper.OPS and "orchestrator/nodeside/logtail.py" in helper_files()
 
 
 # -- store -----------------------------------------------------------------------------------------
