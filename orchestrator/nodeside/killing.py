@@ -7,7 +7,7 @@ import time
 
 from .common import HelperError, epoch_s
 from .files import json_bytes, atomic_write
-from .procs import run_paths, run_state
+from .runstate import run_paths, run_state
 from .proctree import environ_has_marker, environ_run_dir, list_pids, pid_alive, proc_stat
 
 def _job_processes(pgid, marker, run_dir, leader_ok):

@@ -2,7 +2,7 @@
 
 The lock is a file ``<work dir>/.tune-remote/locks/<variant>.lock`` (develop: <aiter root>/tune_logs) holding the owning job's
 id, run dir and owner (laptop user@host, pid). It is *held* while that job's pipeline is starting or
-running (``procs.run_state``); a lock whose run has ended is stale and taken over. Creation is
+running (``runstate.run_state``); a lock whose run has ended is stale and taken over. Creation is
 O_EXCL; a takeover writes a temp file and renames it, then reads it back to see who won.
 """
 
@@ -11,6 +11,7 @@ import os
 
 from .common import HelperError, epoch_s, read_json_file
 from .files import atomic_write, exclusive_write
+from .runstate import run_state
 
 LIVE = ("starting", "running")
 
@@ -22,11 +23,10 @@ def lock_path(workdir, variant):
 
 def holder(path):
     """The live holder of a lock (its record), or None when free or stale."""
-    from . import procs  # noqa: PLC0415 - procs imports much; only callers that lock need it
     rec = read_json_file(path)
     if not isinstance(rec, dict) or not rec.get("run_dir"):
         return None
-    state = procs.run_state(rec["run_dir"])["state"]
+    state = run_state(rec["run_dir"])["state"]
     if state in LIVE:
         rec["state"] = state
         return rec
@@ -147,14 +147,13 @@ def chain_wait(after, spec, paths, term, log_fd, poll_s=CHAIN_POLL_S, sleep=None
     rule) none in use by anything else. None when the job may start; else the rc to write (128+N: cancelled
     or signalled while waiting). ``sleep``/``in_use``: the tests' stand-ins for time.sleep and gpus.in_use."""
     import time  # noqa: PLC0415
-    from . import procs  # noqa: PLC0415
     sleep = sleep or time.sleep
 
     def say(text):
         os.write(log_fd, ("[tune-remote] %s\n" % text).encode())
 
     say("waiting for %s to end" % after["run_dir"])
-    while procs.run_state(after["run_dir"])["state"] in LIVE:
+    while run_state(after["run_dir"])["state"] in LIVE:
         rc = _stopped(term, paths)
         if rc is not None:
             return rc

@@ -1,4 +1,4 @@
-"""Detached jobs: launch (+ the supervising wrapper) and run_state; liveness from /proc (proctree.py).
+"""Detached jobs: launch (+ the supervising wrapper); their state is runstate.py, liveness from /proc (proctree.py).
 (``status`` lives in runlog.py, ``cancel`` in killing.py.)
 
 Detached jobs keep their truth in a run directory:
@@ -18,23 +18,14 @@ import socket
 import subprocess
 import sys
 
-from .common import HELPER_VERSION, HelperError, epoch_s, read_json_file, read_file_text, boot_id
+from .common import HELPER_VERSION, HelperError, epoch_s, read_json_file, boot_id
 from .files import json_bytes, atomic_write, exclusive_write
-from .proctree import MARKER_VAR, RUN_DIR_VAR, pid_alive, proc_starttime
+from .proctree import MARKER_VAR, RUN_DIR_VAR, proc_starttime
+from .runstate import LAUNCH_TIMEOUT_S, run_paths
 
 INTERNAL_SUPERVISE = "_supervise"
 ENTRY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "node_helper.py")
 
-LAUNCH_TIMEOUT_S = 60.0
-
-
-def run_paths(run_dir):
-    return {
-        "command": os.path.join(run_dir, "command.json"),
-        "record": os.path.join(run_dir, "record.json"),
-        "rc": os.path.join(run_dir, "rc"),
-        "cancelled": os.path.join(run_dir, "cancelled"),
-    }
 
 
 def _open_fds():
@@ -274,61 +265,3 @@ def op_supervise(_req_unused):
             rc = 128 - rc
     atomic_write(paths["rc"], ("%d\n" % rc).encode())
     return None
-
-
-def _read_rc(path):
-    text = read_file_text(path)
-    if text is None:
-        return None, False
-    try:
-        return int(text.strip().split()[0]), True
-    except (ValueError, IndexError):
-        return None, True
-
-
-def run_state(run_dir):
-    """The node's truth about one run: state, rc, liveness. Never signals anything."""
-    paths = run_paths(run_dir)
-    record = read_json_file(paths["record"])
-    command = read_json_file(paths["command"])
-    rc, has_rc = _read_rc(paths["rc"])
-    cancelled = os.path.exists(paths["cancelled"])
-    out = {"record": record, "command": command, "rc": rc, "cancel_requested": cancelled,
-           "pid": None, "child_pid": None, "alive": False, "wrapper_alive": False, "child_alive": False,
-           "reason": None}
-    if record is None and command is None:
-        out["state"] = "unknown"
-        out["reason"] = "no command.json or record.json in %s" % run_dir
-        return out
-    rec = record or {}
-    marker = rec.get("marker") or (command or {}).get("marker")
-    if record is not None and not record.get("_unreadable"):
-        out["pid"] = rec.get("pid")
-        out["child_pid"] = rec.get("child_pid")
-        rb = rec.get("boot_id")
-        out["wrapper_alive"] = pid_alive(rec.get("pid"), rec.get("starttime"), marker, rb)
-        out["child_alive"] = pid_alive(rec.get("child_pid"), rec.get("child_starttime"), marker, rb)
-        if rb and boot_id() and rb != boot_id():
-            out["reason"] = "the node rebooted since launch (boot_id changed)"
-        elif rec.get("init_starttime") and proc_starttime(1) not in (None, rec.get("init_starttime")):
-            out["reason"] = "the container restarted since launch (its PID 1 is newer than the job)"
-            out["container_restarted"] = True
-    out["alive"] = bool(out["wrapper_alive"] or out["child_alive"])
-    out["waiting_for"] = rec.get("waiting_for") if out["alive"] else None   # a chained run not started yet
-    if has_rc and not out["alive"]:
-        out["state"] = "cancelled" if cancelled else ("succeeded" if rc == 0 else "failed")
-    elif out["alive"]:
-        out["state"] = "running"
-    elif record is None:
-        age = epoch_s() - float((command or {}).get("created") or 0)
-        if age < LAUNCH_TIMEOUT_S and not cancelled:
-            out["state"] = "starting"
-        else:
-            out["state"] = "cancelled" if cancelled else "lost"
-            out["reason"] = out["reason"] or "command.json exists but the job never recorded a start"
-    else:
-        out["state"] = "cancelled" if cancelled else "lost"
-        if not cancelled and not out["reason"]:
-            out["reason"] = ("no rc file and the process is gone (killed by SIGKILL/OOM, or the "
-                             "container restarted)")
-    return out

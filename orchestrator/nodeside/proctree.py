@@ -1,5 +1,5 @@
 """/proc primitives of the helper: a process's stat, environ (the job marker, its run dir), liveness,
-the pids there are. Read-only; used by procs.py (launch, run_state), killing.py (cancel) and longpoll.py."""
+the pids there are. Read-only; used by procs.py (launch), runstate.py, killing.py (cancel) and longpoll.py."""
 
 import os
 

@@ -1,4 +1,4 @@
-"""The ``status`` op: each run's state (procs.run_state) plus the new bytes, last line and tuner progress of
+"""The ``status`` op: each run's state (runstate.run_state) plus the new bytes, last line and tuner progress of
 its log and of any other files asked for. One round trip per poll; never signals anything."""
 
 import base64
@@ -6,7 +6,7 @@ import os
 import re
 
 from .common import epoch_s, boot_id
-from .procs import run_state
+from .runstate import run_state
 from ..shapelib.text import strip_ansi
 
 DEFAULT_MAX_BYTES = 64 * 1024
