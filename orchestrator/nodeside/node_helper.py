@@ -52,7 +52,7 @@ INTERNAL_SUPERVISE = procs.INTERNAL_SUPERVISE
 
 
 # ------------------------------------------------------------------------------------------------
-# ops: version, shapes (the rest live in the sibling modules)
+# ops: version, shapes, profile (the shape library's; the rest live in the sibling modules)
 # ------------------------------------------------------------------------------------------------
 
 
@@ -93,6 +93,19 @@ def op_shapes(req):
             "missing": missing, "files": paths, "ranges": getattr(result, "ranges", None)}
 
 
+def op_profile(req):
+    """``{"profiles": [path...], "variant"}`` -> the shape library's ``read_profiles`` answer; a ProfileError
+    answers ``{"profile_error", "profile_hint"}`` in the reply (the laptop raises it as one line, exit 2)."""
+    from ..shapelib import profread  # noqa: PLC0415 - lazy: only this op needs it
+    paths = req.get("profiles") or []
+    if isinstance(paths, str):
+        paths = [paths]
+    try:
+        return profread.read_profiles([p for p in paths if isinstance(p, str)], req.get("variant"))
+    except profread.ProfileError as exc:
+        return {"profile_error": exc.error, "profile_hint": exc.hint}
+
+
 # ------------------------------------------------------------------------------------------------
 # dispatch: op name -> function(request dict) -> answer dict
 # ------------------------------------------------------------------------------------------------
@@ -121,7 +134,7 @@ OPS = {
     "version": op_version,
     "batch": op_batch,
     "shapes": op_shapes,
-    "profile": "profread.op_profile",    # a server profile streamed where it lives (issue 38)
+    "profile": op_profile,               # a server profile streamed where it lives (issue 38)
     "log_tail": "logtail.op_log_tail",   # watch: the new bytes of growing logs, mined there
     "discover": "discovery.op_discover",
     "probe": "probe.op_probe",

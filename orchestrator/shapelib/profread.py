@@ -221,15 +221,3 @@ def read_profiles(paths, variant=None):
         variant_us[v] = sum(r["gpu_us"] for r in rows)
     return {"shapes": acc.rows, "total_gpu_us": total, "variant_gpu_us": variant_us, "ops": acc.ops,
             "files": acc.files, "warnings": warnings}
-
-
-def op_profile(req):
-    """Node helper op: ``{"profiles": [path...], "variant"}`` -> read_profiles' answer; a ProfileError
-    answers ``{"error", "hint"}`` in the reply (the laptop raises it as one line, exit 2)."""
-    paths = req.get("profiles") or []
-    if isinstance(paths, str):
-        paths = [paths]
-    try:
-        return read_profiles([p for p in paths if isinstance(p, str)], req.get("variant"))
-    except ProfileError as exc:
-        return {"profile_error": exc.error, "profile_hint": exc.hint}
