@@ -224,7 +224,7 @@ def _preload():
     importlib.metadata (~30-40 ms) load while the request is on its way."""
     import importlib.metadata  # noqa: F401,PLC0415
     for name in ("discovery", "gpus"):
-        importlib.import_module(name)
+        importlib.import_module("." + name, __package__)
 
 
 def main(argv=None):

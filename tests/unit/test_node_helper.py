@@ -839,6 +839,16 @@ def test_an_ops_module_is_loaded_when_the_op_is_first_asked(tmp_path):
     assert out == "[]"
 
 
+def test_a_helper_started_ahead_preloads_its_discover_modules():
+    """The persistent helper's preload (channel.serve's, while no request came) imports discover's modules
+    of its own package: a preload that fails is silent (the op then pays the import), so it is checked here."""
+    probe = ("import sys; sys.path.insert(0, sys.argv[1]); from orchestrator.nodeside import node_helper; "
+             "node_helper._preload(); "
+             "print(sorted(m for m in ('discovery', 'gpus') if 'orchestrator.nodeside.' + m in sys.modules))")
+    out = subprocess.run([PY, "-I", "-c", probe, str(ROOT)], stdout=subprocess.PIPE, check=True).stdout.decode()
+    assert out.strip() == "['discovery', 'gpus']"
+
+
 # ------------------------------------------------------------------------------------------------
 # the container's python may be old: smoke-test the oldest supported one when it is installed
 # ------------------------------------------------------------------------------------------------
