@@ -211,7 +211,7 @@ def _timeout_from_argv(argv):
     return None
 
 
-INTERNAL_WATCH = "_watch"
+INTERNAL_STALL = "_stall"   # the stalled-tuner watchdog (stall.py) around the tune line
 
 
 def _traceback():
@@ -233,7 +233,7 @@ def main(argv=None):
         hello = {"id": 0, "ok": True, "hello": True, "version": HELPER_VERSION, "pid": os.getpid(),
                  "python": PYTHON_VERSION, "dir": _ROOT}
         return serve(run_op, hello, idle_from_argv(argv), preload=_preload)
-    if argv and argv[0] == INTERNAL_WATCH:
+    if argv and argv[0] == INTERNAL_STALL:
         from . import stall  # noqa: PLC0415 - the stalled-tuner watchdog wraps the tune step (argv, not JSON)
         return stall.main(argv[1:])
     if argv and argv[0] == INTERNAL_SUPERVISE:

@@ -1,4 +1,4 @@
-"""The stalled-tuner watchdog (``node_helper.py _watch``): runs the tune line as its child (in the job's
+"""The stalled-tuner watchdog (``node_helper.py _stall``): runs the tune line as its child (in the job's
 own process group, so whatever kills the job kills the tuner too) and kills the tuner's whole process
 tree when neither the step's log (our stdout) nor the tuned table has changed for STALL seconds, then
 relaunches it (the tuner skips the shapes already in its -o table), at most
@@ -9,7 +9,7 @@ After every exit of the tuner (its own, a stall kill, a TERM of the job) the tab
 torn or missing rows of the backup, repaired from it (tables.py); a repair is said in the log.
 A watchdog that was frozen (``docker pause``, SIGSTOP) does not count the frozen time as a stall.
 
-usage: node_helper.py _watch STALL_S RELAUNCHES TABLE [--backup B] [--keys K1,K2..] [--keep DIR] -- LINE
+usage: node_helper.py _stall STALL_S RELAUNCHES TABLE [--backup B] [--keys K1,K2..] [--keep DIR] -- LINE
 STALL_S 0 = no stall detection (the table is still checked). Exit status: the tuner's own; 124 when it
 stalled once more than allowed.
 """
@@ -148,7 +148,7 @@ def _check_table(table, opts):
 def main(args):
     parsed = _options(args)
     if parsed is None:
-        sys.stderr.write("usage: node_helper.py _watch STALL_S RELAUNCHES TABLE [--backup B] [--keys K,..] "
+        sys.stderr.write("usage: node_helper.py _stall STALL_S RELAUNCHES TABLE [--backup B] [--keys K,..] "
                          "[--keep DIR] -- LINE\n")
         return 2
     stall_s, relaunches, table, opts, line = parsed

@@ -119,7 +119,7 @@ def test_observer_gives_up_after_its_window_without_failing_the_job(monkeypatch)
 
 
 # ------------------------------------------------------------------------------------------------
-# tables.py through the real helper (table_check op) and the watchdog (_watch), as on the node
+# tables.py through the real helper (table_check op) and the watchdog (_stall), as on the node
 # ------------------------------------------------------------------------------------------------
 
 import json  # noqa: E402
@@ -191,7 +191,7 @@ def test_the_watchdog_repairs_a_table_the_tuner_left_torn(tmp_path):
     (tmp_path / "b.csv").write_text(HEADER + "gfx942,304,8,2,3,7,1.5\n")
     table = tmp_path / "t.csv"
     line = f"printf 'gfx942,304,1,2,3,5,1.1\\ngfx942,30' > {table}; exit 137"
-    cp = subprocess.run([PY, str(HELPER), "_watch", "0", "2", str(table), "--backup", str(tmp_path / "b.csv"),
+    cp = subprocess.run([PY, str(HELPER), "_stall", "0", "2", str(table), "--backup", str(tmp_path / "b.csv"),
                          "--keys", ",".join(KEYS), "--keep", str(tmp_path / "dmg"), "--", line],
                         capture_output=True, timeout=30)
     assert cp.returncode == 137                           # the tuner's own status is kept

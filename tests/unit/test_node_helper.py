@@ -878,7 +878,7 @@ def test_python38_smoke(tmp_path):
     # the fault-matrix modules too: table check/repair and the watchdog, as the node runs them
     table = tmp_path / "t38.csv"
     table.write_text("gfx,cu_num,M,N,K,us\ngfx942,304,1,2,3,1.0\ngfx942,30")
-    cp = subprocess.run([py, str(HELPER), "_watch", "0", "0", str(table), "--keys", "gfx,cu_num,M,N,K",
+    cp = subprocess.run([py, str(HELPER), "_stall", "0", "0", str(table), "--keys", "gfx,cu_num,M,N,K",
                          "--keep", str(tmp_path / "dmg38"), "--", "exit 3"], capture_output=True, timeout=30)
     assert cp.returncode == 3 and b"repaired" in cp.stdout, cp
     assert ok("table_check", {"table": str(table), "keys": ["M", "N", "K"]}, python=py)["sound"] is True
