@@ -57,7 +57,10 @@ def test_every_helper_module_is_pushed_and_the_bundle_runs_alone(tmp_path):
     import json
     import tarfile
 
-    from orchestrator.remote.detached import ENTRY, _bundle
+    from orchestrator.remote.detached import ENTRY, _bundle, _digest
+
+    # the helper dir is named by the paths too: a copy pushed with another layout is never reused
+    assert _digest([("orchestrator/nodeside/common.py", b"x")]) != _digest([("common.py", b"x")])
 
     on_disk = {str(p.relative_to(ROOT)) for pkg in ("nodeside", "shapelib")
                for p in (ROOT / "orchestrator" / pkg).iterdir() if p.is_file() and p.suffix in (".py", ".sh")}
