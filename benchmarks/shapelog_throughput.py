@@ -4,7 +4,7 @@ Run: python benchmarks/shapelog_throughput.py [SIZE_MB]   (default 1024; files a
 
 The log is `orchestrator.sim.logs.write_large_log` output (64 MB, repeated to SIZE_MB): every other
 line is an AITER miss, as in a serving log with untuned shapes. Each parse runs in a fresh process
-(`python3 -m orchestrator.remote.helpers.shapelog --summary`, what the node helper runs) so that its
+(`python3 -m orchestrator.shapelib.shapelog --summary`, what the node helper runs) so that its
 peak RSS is its own; times are the best of 3 with the file in the page cache.
 """
 
@@ -22,7 +22,7 @@ sys.path.insert(0, str(ROOT))
 
 from orchestrator.sim.logs import write_large_log  # noqa: E402
 
-SHAPELOG = ROOT / "orchestrator" / "remote" / "helpers" / "shapelog.py"
+SHAPELOG = ("-m", "orchestrator.shapelib.shapelog")    # run from ROOT (cwd), as the node helper's package
 
 
 def timed(argv, runs=3):
@@ -31,7 +31,7 @@ def timed(argv, runs=3):
     best = None
     for _ in range(runs):
         t0 = time.monotonic()
-        proc = subprocess.run(["/usr/bin/time", "-f", "%M", *argv], capture_output=True)
+        proc = subprocess.run(["/usr/bin/time", "-f", "%M", *argv], capture_output=True, cwd=ROOT)
         dt = time.monotonic() - t0
         rss_mb = int(proc.stderr.decode().strip().splitlines()[-1]) / 1024
         if best is None or dt < best[0]:
@@ -82,8 +82,8 @@ def main():
         big = d / "vllm.log"
         size = make_log(big, size_mb << 20)
         grep = timed(["grep", "-c", "not found tuned config", str(big)])
-        mine = timed([sys.executable, str(SHAPELOG), "--summary", str(big)])
-        one = timed([sys.executable, str(SHAPELOG), "--summary", "--procs", "1", str(big)])
+        mine = timed([sys.executable, *SHAPELOG, "--summary", str(big)])
+        one = timed([sys.executable, *SHAPELOG, "--summary", "--procs", "1", str(big)])
         procs = json.loads(mine[2])["ranges"]["processes"]
         row(f"generated vLLM, {procs} process(es) (the default here)", size, grep, mine, procs)
         row("generated vLLM, 1 process (--procs 1)", size, grep, one)
@@ -91,7 +91,7 @@ def main():
         long_log = d / "long_line.log"
         size = make_long_line_log(long_log)
         grep = timed(["grep", "-c", "not found tuned config", str(long_log)])
-        mine = timed([sys.executable, str(SHAPELOG), "--summary", str(long_log)])
+        mine = timed([sys.executable, *SHAPELOG, "--summary", str(long_log)])
         row("200 MB line", size, grep, mine)
     finally:
         shutil.rmtree(d, ignore_errors=True)

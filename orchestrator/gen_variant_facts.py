@@ -1,4 +1,4 @@
-"""Generate remote/helpers/variant_facts.py and sim/variant_table.py from orchestrator/variants.py.
+"""Generate shapelib/variant_facts.py and sim/variant_table.py from orchestrator/variants.py.
 
 The node helper is stdlib-only and cannot import ``orchestrator.variants``; what it needs of the registry
 (the fused-MoE key, the tuned-file stems that name a variant in AITER's log lines) is written into a small
@@ -21,7 +21,7 @@ from pathlib import Path
 from .variants import LOGGED_ONLY_TUNED_CSV, MOE_KEY, VARIANTS, KernelVariant
 
 COMMAND = "python -m orchestrator.gen_variant_facts"
-TARGET = Path(__file__).resolve().parent / "remote" / "helpers" / "variant_facts.py"
+TARGET = Path(__file__).resolve().parent / "shapelib" / "variant_facts.py"
 SIM_TARGET = Path(__file__).resolve().parent / "sim" / "variant_table.py"
 
 

@@ -20,7 +20,7 @@ class ContainerSpec:
     env: dict[str, str] = field(default_factory=dict)
     python: str = "python3"
     user: str | None = None
-    workdir: str | None = None      # node work dir for job files (default: see helpers/discovery._workdir)
+    workdir: str | None = None      # node work dir for job files (default: see nodeside/discovery._workdir)
 
 
 @dataclass(frozen=True)

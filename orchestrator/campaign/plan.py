@@ -106,7 +106,7 @@ def mine(runner: Runner, probe_: Probe, request: dict, variants: list[str], sett
 
 
 def _variants_in_logs(session: NodeSession, logs: list[str]) -> list[str]:
-    from ..remote.helpers import shapelog
+    from ..shapelib import shapelog
     from ..steps.shape_sources import split_log_sources
     seen: set[str] = set()
     for where, paths in split_log_sources(logs).items():

@@ -41,7 +41,7 @@ from .base import cli
 def shapes(env, logs, variant, csv_out, as_json, model, tp, m_preset, gfx, ep, fuse_shared_experts, gemm_variant,
            node, container, profiles=()):
     """Untuned shapes from server logs (or from a model config), as JSON or AITER CSV; no node needed."""
-    from ..remote.helpers import shapelog
+    from ..shapelib import shapelog
     if variant:
         variant = get_variant(variant).name     # an alias (bf16) names its variant (a16w16)
     if not logs and not model and not profiles:

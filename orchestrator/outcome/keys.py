@@ -1,6 +1,6 @@
 """Key values as typed Python values, without pandas: the early steps use it before pandas loads.
 
-The rule itself is ``key_text`` (orchestrator/remote/helpers/text.py, review D-09): the one normaliser the
+The rule itself is ``key_text`` (orchestrator/shapelib/text.py, review D-09): the one normaliser the
 CSV tools and the node helper use too. This is its typed view for the laptop's dicts and sets.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ..remote.helpers.text import key_text
+from ..shapelib.text import key_text
 
 _CANON_INT = re.compile(r"-?\d+")   # key_text's spelling of an integer
 

@@ -26,7 +26,7 @@ from typing import Iterable
 
 import pandas as pd
 
-from ..remote.helpers.text import key_text
+from ..shapelib.text import key_text
 from ..variants import VARIANTS
 from .csvtools import GEMM_ERR_BOUND, LEGACY_CU_NUM_TO_GFX, MOE_ERR_BOUND, read_pct, key_columns
 

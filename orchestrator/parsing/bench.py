@@ -41,7 +41,7 @@ import math
 import re
 from typing import Any, Iterable
 
-from ..remote.helpers.text import strip_ansi, strip_prefix
+from ..shapelib.text import strip_ansi, strip_prefix
 from ..variants import BenchSpec
 
 __all__ = ["parse_bench_log", "parse_markdown_tables", "parse_pandas_tables", "parse_perf_lines",

@@ -45,7 +45,7 @@ from typing import Any, Iterable
 
 import pandas as pd
 
-from ..remote.helpers.text import key_text
+from ..shapelib.text import key_text
 from ..variants import MOE_KEY
 from .csvcolumns import NULLS as _NULLS, Unusual, parse_columns
 from .untuned import refuse_conflict_markers

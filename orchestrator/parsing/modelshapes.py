@@ -69,7 +69,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..remote.helpers.shapelog import expand_m, m_sweep
+from ..shapelib.shapelog import expand_m, m_sweep
 from ..variants import VARIANTS
 
 __all__ = ["shapes_from_model", "linear_layers", "moe_shapes", "model_quant", "read_model", "check_model"]

@@ -22,7 +22,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..remote.helpers.text import strip_ansi
+from ..shapelib.text import strip_ansi
 
 __all__ = ["Edge", "parse_ninja_log", "profile", "build_lines", "TOP_UNITS"]
 

@@ -1,12 +1,12 @@
 """A server profile as a shape source on the laptop (issue 38): the helper's reading of the traces
-(remote/helpers/profread.py, streamed where they live) -> per variant the keys AITER looks up (MoE tokens in
+(shapelib/profread.py, streamed where they live) -> per variant the keys AITER looks up (MoE tokens in
 the runtime's power-of-two buckets, steps/shape_rules.py), each with ``gpu_us`` and ``time_share`` (0..1 of the
 whole GPU time of the traces), the largest share first."""
 
 from __future__ import annotations
 
 from ..errors import UsageError
-from ..remote.helpers import profread
+from ..shapelib import profread
 
 
 def split_profile_sources(specs: list[str]) -> dict[str, list[str]]:
@@ -27,7 +27,7 @@ def read_local(paths: list[str], variant: str | None = None) -> dict:
 
 
 def _bucket(variant: str, shape: dict) -> dict:
-    from ..remote.helpers.shapefmt import moe_bucket
+    from ..shapelib.shapefmt import moe_bucket
     if "token" in shape:
         return {**shape, "token": moe_bucket(shape["token"])}
     return dict(shape)

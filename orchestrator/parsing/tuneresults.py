@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 
-from ..remote.helpers.text import strip_ansi
+from ..shapelib.text import strip_ansi
 
 _GEMM = re.compile(r"Tuning result for (?P<key>.+?) is kernelId=(?P<id>-?\d+) (?P<name>\S+) splitK=(?P<splitk>-?\d+),"
                    r" (?P<us>[-\w.+]+) ?us, err_ratio=(?P<err>[-\w.+]+), tflops=(?P<tflops>[-\w.+]+) TFLOPS")

@@ -1,7 +1,7 @@
 """Laptop side of the persistent node helper: JSON lines over one long-lived channel.
 
 ``HelperChannel`` wraps a transport ``Stream`` running ``python3 -u node_helper.py --serve`` (see
-helpers/channel.py for the other end). One request at a time, matched by ``id``. While it waits for an
+nodeside/channel.py for the other end). One request at a time, matched by ``id``. While it waits for an
 answer it pings every ``ping_s()``; the helper's reader thread answers pings even while an op runs, so a
 slow op is told apart from a dead path: nothing heard for ``ping_s() * MISSES`` seconds = the path is dead
 (a black-holed network shows nothing otherwise: TCP keepalive takes hours).

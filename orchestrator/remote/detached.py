@@ -17,18 +17,15 @@ import time
 from importlib import resources
 
 from ..errors import JobError, RemoteCommandError
+from ..nodeside import PUSHED
 from . import trace
 from .channel import HelperChannel, HelperGone, idle_s
 from .shell import Cmd
 from .transport import TransportError, Transport
 
-# the helper package, pushed as one tarball: node_helper.py is the entry point, the rest are its modules
-HELPER_FILES = ("node_helper.py", "common.py", "text.py", "files.py", "discovery.py", "probe.py", "gpus.py",
-                "argpatch.py", "procs.py", "staging.py", "runlog.py", "killing.py", "tables.py", "locks.py", "watch.py",
-                "proctree.py", "longpoll.py", "channel.py", "shapelog.py", "shapefmt.py", "shaperules.py",
-                "shaperecords.py", "shapescan.py", "shapepar.py", "shapecsv.py", "variant_facts.py", "jitlogs.py",
-                "runcmd.py", "mounts.py", "recheck.py", "logtail.py", "guards.py", "chrometrace.py", "profops.py",
-                "profread.py", "pipeline.sh")
+# the node-side package, pushed as one tarball of its package directories as they are (PUSHED: itself and the
+# shape library it imports) under orchestrator/; started as the module orchestrator.nodeside.node_helper
+ENTRY = "orchestrator/nodeside/node_helper.py"
 # push: the base dir is made 0700 and must be ours (S-01); a helper dir whose content went bad is replaced
 _EXTRACT = (
     "import io,os,shutil,stat,sys,tarfile\n"
@@ -44,32 +41,37 @@ _EXTRACT = (
     " try:\n  os.rename(d,o); os.rename(t,d)\n except OSError:\n  pass\n"
     " shutil.rmtree(o,ignore_errors=True); shutil.rmtree(t,ignore_errors=True)\n"
 )
-# run: before any code of the helper dir runs, its base dir, the dir and every file are ours and not writable
-# by others, and the files hash to the bundle's full sha256 (S-01); then node_helper.py runs as __main__.
-# argv: DIGEST NAMES <dir>/node_helper.py ARGS... (so ps still shows `node_helper.py --serve`).
+# run: before any code of the helper dir runs, its base dir, the dir, every dir below it that holds a file and
+# every file are ours and not writable by others, and the files hash to the bundle's full sha256 (S-01); then
+# the module orchestrator.nodeside.node_helper runs as __main__ with the dir first on sys.path.
+# argv: DIGEST NAMES <dir>/orchestrator/nodeside/node_helper.py ARGS... (ps still shows `node_helper.py --serve`).
 # Missing or different content in our own dir: exit 2 "can't open file" (the laptop pushes again); a dir
 # that is not ours: an ok:false answer with "untrusted" (the laptop moves to /tmp/tune-remote-<uid>).
 _RUN = (
     "import sys\n"
     "sys.path[:]=[p for p in sys.path if p not in ('','.')]\n"   # -c puts the cwd first: nothing from there
     "import hashlib,json,os,stat\n"
-    "want,names,e=sys.argv[1],sys.argv[2].split(','),sys.argv[3]; d=os.path.dirname(e); me=os.getuid()\n"
+    "want,names,e=sys.argv[1],sys.argv[2].split(','),sys.argv[3]; me=os.getuid()\n"
+    "d=os.path.dirname(os.path.dirname(os.path.dirname(e)))\n"
     "def no(p,why):\n"
     " print(json.dumps({'ok':False,'untrusted':True,'uid':me,'error':'refusing to run the node helper from %s: %s'%(p,why),"
     "'hint':'remove it if it is not yours; tune-remote runs its helper only from a directory of its own'})); sys.exit(0)\n"
     "def gone(p):\n"
     " sys.stderr.write(\"can't open file %s\\n\"%p); sys.exit(2)\n"
     "h=hashlib.sha256()\n"
-    "for p in [os.path.dirname(d),d]+[os.path.join(d,n) for n in names]:\n"
-    " try:\n  st=os.lstat(p)\n except OSError:\n  gone(p)\n"
-    " if st.st_uid!=me: no(p,'owned by uid %d, not %d'%(st.st_uid,me))\n"
-    " if st.st_mode&0o022: no(p,'writable by others')\n"
-    " if not (stat.S_ISDIR if p in (d,os.path.dirname(d)) else stat.S_ISREG)(st.st_mode): no(p,'not a plain file or dir')\n"
-    " if p not in (d,os.path.dirname(d)):\n"
-    "  with open(p,'rb') as f: h.update(os.path.basename(p).encode()+b'\\0'+f.read())\n"
+    "dirs=[os.path.dirname(d),d]+sorted(set(os.path.join(d,os.path.dirname(n)) for n in names)-{d+'/'})\n"
+    "for p in dirs+names:\n"
+    " q=p if p in dirs else os.path.join(d,p)\n"
+    " try:\n  st=os.lstat(q)\n except OSError:\n  gone(q)\n"
+    " if st.st_uid!=me: no(q,'owned by uid %d, not %d'%(st.st_uid,me))\n"
+    " if st.st_mode&0o022: no(q,'writable by others')\n"
+    " if not (stat.S_ISDIR if p in dirs else stat.S_ISREG)(st.st_mode): no(q,'not a plain file or dir')\n"
+    " if p not in dirs:\n"
+    "  with open(q,'rb') as f: h.update(p.encode()+b'\\0'+f.read())\n"
     "if h.hexdigest()!=want: gone(d+' (content differs)')\n"
     "import runpy\n"
-    "sys.argv=[e]+sys.argv[4:]; sys.path.insert(0,d); runpy.run_path(e,run_name='__main__')\n"
+    "sys.argv=[e]+sys.argv[4:]; sys.path.insert(0,d)\n"
+    "runpy.run_module('orchestrator.nodeside.node_helper',run_name='__main__',alter_sys=True)\n"
 )
 _RUN_LINE = "exec(%r)" % _RUN   # one line: ps and /proc/PID/cmdline readers see one process per line
 
@@ -79,9 +81,20 @@ def _bundle() -> tuple[str, bytes]:
     return full[:12], tarball
 
 
+def helper_files() -> list[str]:
+    """What is pushed, relative to the helper dir: orchestrator/__init__.py and every .py / .sh file of the
+    packages the node side names (orchestrator.nodeside.PUSHED), sorted."""
+    top = resources.files("orchestrator")
+    names = ["orchestrator/__init__.py"]
+    for pkg in PUSHED:
+        names += sorted(f"orchestrator/{pkg}/{f.name}" for f in top.joinpath(pkg).iterdir()
+                        if f.is_file() and f.name.endswith((".py", ".sh")))
+    return names
+
+
 def _helper_sources() -> list[tuple[str, bytes]]:
-    pkg = resources.files("orchestrator.remote.helpers")
-    return [(name, pkg.joinpath(name).read_bytes()) for name in HELPER_FILES]
+    top = resources.files("orchestrator")
+    return [(name, top.joinpath(name.split("/", 1)[1]).read_bytes()) for name in helper_files()]
 
 
 def _digest(sources: list[tuple[str, bytes]]) -> str:
@@ -94,6 +107,11 @@ def _digest(sources: list[tuple[str, bytes]]) -> str:
 def _tarball(sources: list[tuple[str, bytes]]) -> bytes:
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        # each package dir 0755 whatever the node's umask (S-01: _RUN refuses a dir others may write)
+        for d in sorted({"/".join(n.split("/")[:i]) for n, _ in sources for i in range(1, n.count("/") + 1)}):
+            info = tarfile.TarInfo(d)
+            info.type, info.mode, info.mtime = tarfile.DIRTYPE, 0o755, 0
+            tar.addfile(info)
         for name, data in sources:
             info = tarfile.TarInfo(name)
             info.size = len(data)
@@ -138,7 +156,6 @@ class NodeHelper:
         self.version = self.digest[:12]
         self.base_dir = base_dir
         self.dir = f"{base_dir}/helper-{self.version}"
-        self.path = f"{self.dir}/node_helper.py"
         self.calls = 0
         self.ops: collections.Counter = collections.Counter()  # op -> calls, for round-trip figures
         self.batched: collections.Counter = collections.Counter()  # of those, the ones that rode in a batch
@@ -154,6 +171,16 @@ class NodeHelper:
         """Requests answered over persistent channels (each costs one network round trip, no new channel)."""
         return self._channel_requests + (self.channel.requests if self.channel else 0)
 
+    @property
+    def path(self) -> str:
+        """node_helper.py in the pushed dir (``python3 PATH <op>`` runs it too)."""
+        return f"{self.dir}/{ENTRY}"
+
+    @property
+    def pipeline(self) -> str:
+        """The detached pipeline runner, beside node_helper.py."""
+        return f"{self.dir}/orchestrator/nodeside/pipeline.sh"
+
     def push(self) -> None:
         self.transport.run(Cmd((self.python, "-c", _EXTRACT, self.dir)), stdin=_tarball(self._sources),
                            timeout=120)
@@ -161,7 +188,7 @@ class NodeHelper:
     def _checked(self, *args: str) -> Cmd:
         """python -c _RUN: node_helper.py ARGS, run only after the dir and its content were checked."""
         return Cmd((self.python, *(("-u",) if args[:1] == ("--serve",) else ()), "-c", _RUN_LINE, self.digest,
-                    ",".join(HELPER_FILES), self.path, *args))
+                    ",".join(name for name, _ in self._sources), self.path, *args))
 
     def _per_user(self, answer: dict | None) -> bool:
         """The shared base dir belongs to someone else (or others may write it): use /tmp/tune-remote-<uid>."""
@@ -169,7 +196,6 @@ class NodeHelper:
             return False
         self.base_dir = f"/tmp/tune-remote-{int(answer.get('uid', 0))}"
         self.dir = f"{self.base_dir}/helper-{self.version}"
-        self.path = f"{self.dir}/node_helper.py"
         self.push()
         return True
 

@@ -1,6 +1,6 @@
 """Capability probing (review C-20): decide AITER behaviour from what the node shows, version as fallback.
 
-The probe (helpers/probe.py) reads the variant's tuned-CSV header, runs the tune script's ``--help``,
+The probe (nodeside/probe.py) reads the variant's tuned-CSV header, runs the tune script's ``--help``,
 scans the op_test's arguments and looks for op_tests/tuning_tests; the answers go to ``facts["probes"]``
 and ``aiter_profiles.profile_from_facts`` turns them into the profile. The report lists what was probed
 and what was assumed. It rides along with ``discover`` (``probe_template``, steps/riders.py).

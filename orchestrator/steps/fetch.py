@@ -15,7 +15,7 @@ from pathlib import Path
 
 from ..context import Ctx
 from ..errors import CommandTimeout, JobError
-from ..remote.helpers import mounts
+from ..nodeside import mounts
 from ..remote.shell import Cmd
 from ..remote.transport import TransportError, get_file, gzip_failed
 from ..state import atomic_write

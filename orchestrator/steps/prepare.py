@@ -308,7 +308,7 @@ def run(ctx: Ctx) -> None:
         tuners.append((fcmd, fly_staging))
         remote["moe_flydsl"] = {"staging": fly_staging, "tune_argv": list(fcmd.argv),
                                 "jit": f"{job_dir}/jit/after_flydsl"}
-    watched = [Cmd((ctx.target.container.python, f"{ctx.target.helper.dir}/node_helper.py", "_watch",
+    watched = [Cmd((ctx.target.container.python, ctx.target.helper.path, "_stall",
                     f"{stall:g}", str(STALL_RELAUNCHES), table, *table_opts, "--", render(cmd)))
                for cmd, table in tuners]
     steps.append({"name": "tune", "log": logs["tune"], "line": _sequence(watched),

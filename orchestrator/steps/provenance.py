@@ -38,7 +38,7 @@ GUARD_TIMEOUT_S = 300
 
 def run_guards(ctx, file_name: str, content: str) -> dict:
     """Upstream's level-0 guards on the node's AITER with the exported file added to a temporary copy of its
-    configs (remote/helpers/guards.py): ``{test: {"status", "exit", "tail"}}``, or ``{"error": text}``."""
+    configs (nodeside/guards.py): ``{test: {"status", "exit", "tail"}}``, or ``{"error": text}``."""
     from ..errors import TuneRemoteError
     try:
         ans = ctx.call("tuning_guards", {"python": ctx.target.container.python, "root": ctx.job.facts.aiter_root,

@@ -28,7 +28,7 @@ _MARK = re.compile(r"^== (\S+) (start|rc|partial|already-done|failed|done)\b ?(.
 
 
 def pipeline_argv(ctx: Ctx, run_dir: str) -> list[str]:
-    argv = ["sh", f"{ctx.target.helper.dir}/pipeline.sh", run_dir]
+    argv = ["sh", ctx.target.helper.pipeline, run_dir]
     for s in ctx.job.remote.pipeline:
         argv += [s["name"], s["log"], s["line"], s["marker"]]
     return argv
@@ -141,7 +141,7 @@ def _write_at(path, offset: int, data: bytes) -> None:
 def poll_once(ctx: Ctx, wait: bool = True, ahead: bool = False) -> dict:
     """One round trip: pipeline state + new log bytes. Returns the run status dict. With ``wait`` a long
     poll: the helper answers as soon as the run's state or the pipeline log changes (a step ended), after
-    poll_s/2 when only the step log grew, else after poll_s (helpers/longpoll.py)."""
+    poll_s/2 when only the step log grew, else after poll_s (nodeside/longpoll.py)."""
     req, asked = poll_request(ctx, wait, ahead)
     return poll_apply(ctx, ctx.call("status", req, timeout=POLL_TIMEOUT_S + req["wait_s"]), asked)
 
@@ -315,7 +315,7 @@ TABLE_TAG = b"[tune-remote] table:"
 
 
 def _note_stalls(ctx: Ctx) -> None:
-    """The watchdog's own lines in the tune log (remote/helpers/watch.py): said in the report."""
+    """The watchdog's own lines in the tune log (nodeside/stall.py): said in the report."""
     log = (ctx.job.remote.logs or {}).get("tune")
     path = local_log_path(ctx, log) if log else None
     if not path or not path.is_file():
@@ -338,7 +338,7 @@ def _note_stalls(ctx: Ctx) -> None:
 def cancel(ctx: Ctx, grace_s: float) -> dict:
     """The run's process tree ended on the node (TERM, grace, KILL). A cancel can land in the middle of the
     tuner's in-place rewrite of its table: then the table is checked (parseable, a superset of the backup) and
-    repaired from the backup if not (remote/helpers/tables.py); that answer is ``res["table"]``."""
+    repaired from the backup if not (nodeside/tables.py); that answer is ``res["table"]``."""
     r = ctx.job.remote
     res = ctx.call("cancel", {"run_dir": r.run_dir, "grace_s": grace_s})
     if not res.get("already_finished") and r.tuned_csv:

@@ -2,7 +2,7 @@
 
 The laptop sends a template per op (paths with ``{root}``, ``{meta}``, ``{gfx}``; ``{cu_num}``/``{gfx}`` as
 whole values); the node resolves it from what it discovered, runs the op and returns the request it resolved
-with the answer (helpers/probe.py ``run_riders``). A step uses that answer only when the resolved request is
+with the answer (nodeside/probe.py ``run_riders``). A step uses that answer only when the resolved request is
 exactly the one it would send now; otherwise (an older AITER's paths, an inventory env the node cannot see)
 it asks the op itself, so a rider can save a round trip but never change an answer.
 """

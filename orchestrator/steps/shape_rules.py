@@ -4,7 +4,7 @@ power-of-two buckets, GEMM M on the padded-M grid), so the shapes tuned are the 
 from __future__ import annotations
 
 from ..records import JobRequest
-from ..remote.helpers.shapefmt import (  # noqa: F401  (the runtime's rule, one place)
+from ..shapelib.shapefmt import (  # noqa: F401  (the runtime's rule, one place)
     DP_SHARED_MIN, MOE_PADDED_MAX, moe_bucket, next_pow2)
 
 

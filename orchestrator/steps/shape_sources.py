@@ -14,7 +14,7 @@ from ..session import NodeSession
 from ..outcome import budget
 from ..parsing.untuned import read_shapes_csv
 from ..parsing.sources import split_log_sources  # noqa: F401  (re-exported: cli/, campaign/ import it here)
-from ..remote.helpers import shapelog
+from ..shapelib import shapelog
 from .shape_rules import dedupe, dp_shared_contract, runtime_lookups, snap
 
 
@@ -300,7 +300,7 @@ def profile_shares(ctx: ShapeSearch, described: list[str]) -> dict:
     """--profile (issue 38): {exact key: (shape, gpu_us, time_share)} of the job's variant, read where each
     profile lives (node:PATH on the host, PATH in the container: the helper streams it there; local:PATH here)."""
     from ..parsing.profile import raise_profile_error, ranked, split_profile_sources
-    from ..remote.helpers import profread
+    from ..shapelib import profread
     req, variant = ctx.request, ctx.variant
     out: dict = {}
     for where, paths in split_profile_sources(list(req.profiles or [])).items():

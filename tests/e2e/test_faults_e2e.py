@@ -491,7 +491,7 @@ TROJAN = "import os\nopen('/tmp/pwned', 'w').write('x')\n"
 
 
 def test_a_helper_dir_planted_by_another_user_or_changed_never_runs(node, tmp_path):
-    from orchestrator.remote.detached import HELPER_FILES, _bundle
+    from orchestrator.remote.detached import ENTRY, _bundle, helper_files
     version = _bundle()[0]
     bed = Bed(node, tmp_path)
 
@@ -502,14 +502,15 @@ def test_a_helper_dir_planted_by_another_user_or_changed_never_runs(node, tmp_pa
     ours = f"/tmp/tune-remote/helper-{version}"
     assert bed.c.exec("stat", "-c", "%u %a", "/tmp/tune-remote").stdout.split() == ["0", "700"]
     # our own dir with changed content (an edit, a partial push): pushed again, the changed code never runs
-    bed.c.exec("sh", "-c", f'printf %s "$1" > {ours}/discovery.py', "sh", TROJAN)
+    bed.c.exec("sh", "-c", f'printf %s "$1" > {ours}/orchestrator/nodeside/discovery.py', "sh", TROJAN)
     bed.job_id = "job2"
     cp = bed.cli(*bed.run_args())
     assert cp.returncode == 0, desc(cp)
     assert not pwned()
     # another user owns the shared base dir (world-writable) and planted the whole helper in it
-    files = " ".join(f"{ours}/{n}" for n in HELPER_FILES)
-    bed.c.exec("sh", "-c", f'rm -rf /tmp/tune-remote && mkdir -p {ours} && for f in {files}; do printf %s "$1" > $f; '
+    files = " ".join(f"{ours}/{n}" for n in helper_files())
+    dirs = " ".join(sorted({f"{ours}/{n.rsplit('/', 1)[0]}" for n in helper_files()}))
+    bed.c.exec("sh", "-c", f'rm -rf /tmp/tune-remote && mkdir -p {dirs} && for f in {files}; do printf %s "$1" > $f; '
                "done && chown -R 1234:1234 /tmp/tune-remote && chmod -R 0777 /tmp/tune-remote", "sh", TROJAN)
     bed.job_id = "job3"
     cp = bed.cli(*bed.run_args())
@@ -517,7 +518,7 @@ def test_a_helper_dir_planted_by_another_user_or_changed_never_runs(node, tmp_pa
     assert not pwned()
     # it ran from a per-user dir of its own instead (0700, ours)
     assert bed.c.exec("stat", "-c", "%u %a", "/tmp/tune-remote-0").stdout.split() == ["0", "700"]
-    assert bed.c.exec("sh", "-c", f"test -f /tmp/tune-remote-0/helper-{version}/node_helper.py && echo ok"
+    assert bed.c.exec("sh", "-c", f"test -f /tmp/tune-remote-0/helper-{version}/{ENTRY} && echo ok"
                       ).stdout.strip() == "ok"
 
 

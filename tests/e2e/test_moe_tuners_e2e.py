@@ -51,7 +51,7 @@ def test_both_tuners_keep_the_faster_row_per_shape(make_node, tmp_path, capsys, 
     assert argv[argv.index("-i") + 1] == state["remote"]["untuned_csv"]     # never its defaults
     assert "--mxfp4-flydsl" not in state["remote"]["tune_argv"]
     [tune] = [s for s in state["remote"]["pipeline"] if s["name"] == "tune"]
-    assert tune["line"].count("_watch") == 2
+    assert tune["line"].count("_stall") == 2
 
     keys = dict(zip(COLS.split(","), ["0", *FP4.split(",")]))
     expect = {}

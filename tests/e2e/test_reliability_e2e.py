@@ -301,7 +301,7 @@ def test_connection_refused_longer_than_reconnect_window_exits_75_then_resume(no
 
 def _node_status(bed: Bed) -> dict:
     """The helper's own view of the run (python3 node_helper.py status, run in the container)."""
-    helper = bed.c.sh("ls -d /tmp/tune-remote/helper-*/node_helper.py").stdout.split()[0]
+    helper = bed.c.sh("ls -d /tmp/tune-remote/helper-*/orchestrator/nodeside/node_helper.py").stdout.split()[0]
     req = json.dumps({"runs": [{"run_dir": bed.state()["remote"]["run_dir"], "offset": 0}], "max_bytes": 0})
     out = bed.c.exec("python3", helper, "status", input=req).stdout
     return json.loads(out.strip().splitlines()[-1])["runs"][0]

@@ -529,7 +529,7 @@ def test_a_dense_log_is_mined_in_several_processes_inside_the_container(vnode, p
     one-process answer, on the newest and the oldest Python the profiles run."""
     from orchestrator.context import Target
     from orchestrator.inventory import load_inventory
-    from orchestrator.remote.helpers import shapelog
+    from orchestrator.shapelib import shapelog
     ctr = _container(vnode, profile)
     node_path = f"{ctr.inst.logs_dir}/dense-{os.getpid()}.log"
     host_copy = Path(ctr.inst.host_path(node_path))

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -20,7 +19,7 @@ from orchestrator.sim import perf_model as pm
 
 from .test_sim_common import py, read_csv, write_csv
 
-HELPER = Path(__file__).resolve().parents[2] / "orchestrator" / "remote" / "helpers" / "node_helper.py"
+HELPER = Path(__file__).resolve().parents[2] / "orchestrator" / "nodeside" / "node_helper.py"
 # gemm_op_a8w8.py:140-189 at e4048607 (aiter-after-v0.1.20.md §2.2): names it can run as FlyDSL
 FLYDSL_RE = re.compile(r"flydsl_bpreshuflle_(\d+)x(\d+)x(\d+)_\w+_\w+_\w+_(\d+)x(\d+)(?:x(\d+))?(?:x(\d+))?"
                        r"(?:_([A-Za-z][A-Za-z0-9]*))?$")
@@ -204,8 +203,9 @@ def test_discover_runs_its_riders_as_the_laptop_would_have_asked_them(sims, prof
 def test_the_tuners_help_is_read_once_while_its_inputs_are_unchanged(sims, tmp_path):
     """A real tuner's --help imports torch + aiter (10-30 s): a pushed helper keeps the text in its own
     directory, keyed by the interpreter, the script and aiter/utility/*.py; a change to any of them runs it again."""
+    from tests.unit.test_node_helper import helper_tree
     hdir = tmp_path / "helper-0123456789ab"          # as NodeHelper pushes it: <base>/helper-<version>/
-    shutil.copytree(HELPER.parent, hdir, ignore=shutil.ignore_patterns("__pycache__"))
+    entry = helper_tree(hdir)
     inst = sims["current"]
     ran = Path(inst.meta_root) / "ran.log"
     script = Path(inst.meta_root) / "csrc/ck_gemm_a8w8_bpreshuffle/gemm_a8w8_bpreshuffle_tune.py"
@@ -214,7 +214,7 @@ def test_the_tuners_help_is_read_once_while_its_inputs_are_unchanged(sims, tmp_p
 
     def ask():
         req = {"aiter_root": inst.aiter_root, "python": sys.executable, "tune_script": str(script)}
-        proc = subprocess.run([sys.executable, str(hdir / "node_helper.py"), "probe"], input=json.dumps(req).encode(),
+        proc = subprocess.run([sys.executable, str(entry), "probe"], input=json.dumps(req).encode(),
                               stdout=subprocess.PIPE, env={**os.environ, **inst.env}, timeout=120, check=True)
         return json.loads(proc.stdout)
 
@@ -230,7 +230,7 @@ def test_the_tuners_help_is_read_once_while_its_inputs_are_unchanged(sims, tmp_p
     finally:
         script.write_text(original)
     assert "tuner_help_cached" not in ask()                # the script itself changed
-    assert not (HELPER.parent / "cache").exists()           # never beside the sources
+    assert not (HELPER.parent / "cache").exists() and not (HELPER.parents[2] / "cache").exists()  # never in a checkout
 
 
 def test_the_profile_is_computed_once_per_settling_of_the_facts(monkeypatch):

@@ -1,5 +1,5 @@
 """One ANSI and line-prefix stripper for the laptop's parsers and the node's (review D-10; issue 9):
-orchestrator/remote/helpers/text.py, used by every call site."""
+orchestrator/shapelib/text.py, used by every call site."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ HIDE, SHOW = "\x1b[?25l", "\x1b[?25h"     # tqdm/rich cursor hide/show: CSI priv
 
 
 def test_strip_ansi_covers_private_modes_osc_and_two_char_escapes():
-    from orchestrator.remote.helpers.text import strip_ansi, strip_prefix
+    from orchestrator.shapelib.text import strip_ansi, strip_prefix
     osc = "\x1b]0;title\x07c\x1b]8;;http://x\x1b\\"
     assert strip_ansi(f"{HIDE}a\x1b[1;32mb\x1b[0m{osc}d\x1b7e{SHOW}") == "abcde"
     assert strip_ansi("plain") == "plain"

@@ -1,4 +1,4 @@
-"""A chained run's wait on the node (helpers/locks.py chain_wait): once the run before it ended, it waits until
+"""A chained run's wait on the node (nodeside/locks.py chain_wait): once the run before it ended, it waits until
 it can take its GPUs (another job's reservation, a use by something else), one log line per change of what
 it waits for, cancellable. Driven in process: the helper's own polling, its sleep replaced by the test's step."""
 
@@ -7,29 +7,16 @@ from __future__ import annotations
 import json
 import os
 import signal
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
-HELPERS = Path(__file__).resolve().parents[2] / "orchestrator" / "remote" / "helpers"
-FLAT = ("common", "files", "procs", "locks")
-sys.path.insert(0, str(HELPERS))
-try:
-    saved = {name: sys.modules.pop(name) for name in FLAT if name in sys.modules}
-    import locks  # the helper's flat imports
-    import procs
-finally:
-    sys.path.remove(str(HELPERS))
-    for name in FLAT:
-        sys.modules.pop(name, None)
-    sys.modules.update(saved)
+from orchestrator.nodeside import locks, procs
 
 
 @pytest.fixture
 def bed(tmp_path, monkeypatch):
-    monkeypatch.setitem(sys.modules, "procs", procs)      # locks imports it where it needs it
     work = tmp_path / "work"
     run = tmp_path / "run"
     run.mkdir()

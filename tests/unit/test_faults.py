@@ -13,7 +13,7 @@ from orchestrator.errors import ObserverError, RemoteCommandError
 from orchestrator.state import JobState
 from orchestrator.steps import remote
 
-PIPELINE = Path(remote.__file__).resolve().parents[1] / "remote" / "helpers" / "pipeline.sh"
+PIPELINE = Path(remote.__file__).resolve().parents[1] / "nodeside" / "pipeline.sh"
 
 
 def pipeline(tmp_path, *steps):
@@ -119,14 +119,14 @@ def test_observer_gives_up_after_its_window_without_failing_the_job(monkeypatch)
 
 
 # ------------------------------------------------------------------------------------------------
-# tables.py through the real helper (table_check op) and the watchdog (_watch), as on the node
+# tables.py through the real helper (table_check op) and the watchdog (_stall), as on the node
 # ------------------------------------------------------------------------------------------------
 
 import json  # noqa: E402
 import os  # noqa: E402
 import sys  # noqa: E402
 
-HELPER = Path(remote.__file__).resolve().parents[1] / "remote" / "helpers" / "node_helper.py"
+HELPER = Path(remote.__file__).resolve().parents[1] / "nodeside" / "node_helper.py"
 PY = os.environ.get("NODE_HELPER_PYTHON", sys.executable)
 KEYS = ["gfx", "cu_num", "M", "N", "K"]
 HEADER = "gfx,cu_num,M,N,K,kernelId,us\n"
@@ -191,7 +191,7 @@ def test_the_watchdog_repairs_a_table_the_tuner_left_torn(tmp_path):
     (tmp_path / "b.csv").write_text(HEADER + "gfx942,304,8,2,3,7,1.5\n")
     table = tmp_path / "t.csv"
     line = f"printf 'gfx942,304,1,2,3,5,1.1\\ngfx942,30' > {table}; exit 137"
-    cp = subprocess.run([PY, str(HELPER), "_watch", "0", "2", str(table), "--backup", str(tmp_path / "b.csv"),
+    cp = subprocess.run([PY, str(HELPER), "_stall", "0", "2", str(table), "--backup", str(tmp_path / "b.csv"),
                          "--keys", ",".join(KEYS), "--keep", str(tmp_path / "dmg"), "--", line],
                         capture_output=True, timeout=30)
     assert cp.returncode == 137                           # the tuner's own status is kept
@@ -356,14 +356,7 @@ def test_node_text_in_report_notes_is_escaped_bounded_and_code_spans_survive():
 # ---- R-11: the progress scan reads only the bytes that are new since the last poll -----------------
 
 def test_progress_is_scanned_only_in_new_bytes(tmp_path):
-    import importlib
-    import sys
-    helpers = str(PIPELINE.parent)
-    sys.path.insert(0, helpers)
-    try:
-        runlog = importlib.import_module("runlog")
-    finally:
-        sys.path.remove(helpers)
+    from orchestrator.nodeside import runlog
     log = tmp_path / "bench.log"
     log.write_bytes(b"x" * (3 << 20) + b"\nprocessed 1 batches of 4\n")
 
@@ -466,7 +459,7 @@ def _launch_ctx(monkeypatch, batch):
     answers as a node with this run launched already would."""
     ctx, _clock = _ctx(observe_s=30)
     ctx.job.remote.update(aiter_root="/a", pipeline=[], logs_dir="/a/tune_logs")
-    ctx.target = SimpleNamespace(helper=SimpleNamespace(calls=1, dir="/h"), container=SimpleNamespace(env={}))
+    ctx.target = SimpleNamespace(helper=SimpleNamespace(calls=1, pipeline="/h/pipeline.sh"), container=SimpleNamespace(env={}))
     ctx.calls = []
 
     def call(op, req=None, **kw):

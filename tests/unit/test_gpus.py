@@ -1,21 +1,14 @@
-"""GPU discovery on the node (helpers/gpus.py, C-02/R-09, issue 12): physical -> logical mapping, what
+"""GPU discovery on the node (nodeside/gpus.py, C-02/R-09, issue 12): physical -> logical mapping, what
 counts as free, amd-smi's JSON shapes. The tools are stubbed; the e2e tests run the simulated ones."""
 
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
-HELPERS = Path(__file__).resolve().parents[2] / "orchestrator" / "remote" / "helpers"
-sys.path.insert(0, str(HELPERS))
-try:
-    import gpus  # noqa: E402  (the helper's flat imports: common)
-finally:
-    sys.path.remove(str(HELPERS))
-    sys.modules.pop("common", None)
+from orchestrator.nodeside import gpus
 
 AGENT = "Agent {n}\n  Name: gfx942\n  Uuid: GPU-{n:016x}\n  Device Type: GPU\n  BDFID: {bdf}\n  Compute Unit: {cu}\n"
 
@@ -43,8 +36,8 @@ def tools(monkeypatch):
         key = name if name != "amd-smi" else "amd-smi " + argv[1]
         return answers.get(key), None
 
-    monkeypatch.setattr(gpus, "_run_tool", run_tool)
-    monkeypatch.setattr(gpus, "_which", lambda t: "/bin/" + t if any(k.split()[0] == t for k in answers) else None)
+    monkeypatch.setattr(gpus, "run_tool", run_tool)
+    monkeypatch.setattr(gpus, "which_tool", lambda t: "/bin/" + t if any(k.split()[0] == t for k in answers) else None)
     monkeypatch.setattr(gpus.time, "sleep", lambda s: None)
     return answers
 
@@ -124,7 +117,7 @@ def test_samples_start_an_interval_apart_however_slow_the_smi_is(tools, monkeypa
             clock[0] += 0.2     # each call takes 0.2 s
         return tools.get(argv[0].rsplit("/", 1)[-1]), None
 
-    monkeypatch.setattr(gpus, "_run_tool", run_tool)
+    monkeypatch.setattr(gpus, "run_tool", run_tool)
     monkeypatch.setattr(gpus.time, "monotonic", lambda: clock[0])
     monkeypatch.setattr(gpus.time, "sleep", lambda s: clock.__setitem__(0, clock[0] + s))
     gpus.gpu_facts([], 10, samples=3, interval=0.25, env={})
@@ -142,7 +135,7 @@ def _changing_smi(tools, monkeypatch, outputs):
             return outputs[min(len(calls), len(outputs)) - 1], None
         return tools.get(name), None
 
-    monkeypatch.setattr(gpus, "_run_tool", run_tool)
+    monkeypatch.setattr(gpus, "run_tool", run_tool)
     tools["rocm-smi"] = outputs[0]
     return calls
 

@@ -109,7 +109,7 @@ def test_a_shared_base_dir_owned_by_someone_else_still_gets_the_persistent_chann
 _SERVE = """
 import sys, time
 sys.path.insert(0, sys.argv[1])
-import channel
+from orchestrator.nodeside import channel
 def run_op(op, req, timeout_s):
     return {"ok": True, "op": op}
 def preload():
@@ -126,9 +126,9 @@ def _serve(tmp_path, stdin_text: str):
     import sys
     from pathlib import Path
 
-    import orchestrator.remote.helpers as helpers
+    import orchestrator
     marker = tmp_path / "preloaded"
-    proc = subprocess.Popen([sys.executable, "-c", _SERVE, str(Path(helpers.__file__).parent), str(marker)],
+    proc = subprocess.Popen([sys.executable, "-c", _SERVE, str(Path(orchestrator.__file__).parents[1]), str(marker)],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     proc.stdin.write(stdin_text.encode())
     proc.stdin.flush()

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import pytest
 
 from orchestrator.context import Ctx, Settings
-from orchestrator.remote.helpers import mounts
+from orchestrator.nodeside import mounts
 from orchestrator.remote.local import LocalTransport
 from orchestrator.remote.transport import CommandResult
 from orchestrator.state import JobState, Workspace

@@ -1,17 +1,15 @@
 """One key normaliser for the laptop and the node (review D-09; issue 9): ``key_text`` in
-orchestrator/remote/helpers/text.py, used by every call site."""
+orchestrator/shapelib/text.py, used by every call site."""
 
 from __future__ import annotations
 
 import csv
 import math
-import sys
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-HELPERS = ROOT / "orchestrator" / "remote" / "helpers"
 
 # (value, its key text): the same answer wherever a key is compared (a CSV on the laptop or on the node,
 # a log, JSON)
@@ -23,18 +21,11 @@ KEY_CASES = [
 
 
 @pytest.fixture
-def node_mods(monkeypatch):
-    """The helper's modules as the node imports them: top-level, beside node_helper.py."""
-    monkeypatch.syspath_prepend(str(HELPERS))
-    names = ("text", "files", "staging", "common", "mounts")
-    for name in names:
-        sys.modules.pop(name, None)
-    import files
-    import staging
-    import text
-    yield text, files, staging
-    for name in names:
-        sys.modules.pop(name, None)
+def node_mods():
+    """The helper's modules as the node imports them: the packages orchestrator.nodeside and .shapelib."""
+    from orchestrator.nodeside import files, staging
+    from orchestrator.shapelib import text
+    return text, files, staging
 
 
 def _cell(v) -> str:
@@ -78,7 +69,7 @@ def test_the_typed_view_keeps_its_types():
 
 
 def test_one_key_normaliser_everywhere(node_mods):
-    from orchestrator.remote.helpers import text as laptop_text
+    from orchestrator.shapelib import text as laptop_text
     text, files, staging = node_mods
     assert files.key_text is text.key_text and staging.key_text is text.key_text
     assert Path(text.__file__).resolve() == Path(laptop_text.__file__).resolve()
@@ -87,6 +78,6 @@ def test_one_key_normaliser_everywhere(node_mods):
     numpy_and_pandas = (np.int64(7), np.float64(7.0), pd.NA, pd.NaT, False)
     assert [laptop_text.key_text(v) for v in numpy_and_pandas] == ["7", "7", "", "", "False"]
     # no module keeps a normaliser of its own (the three that were: review D-09)
-    for rel in ("parsing/csvtools.py", "remote/helpers/files.py", "outcome/keys.py"):
+    for rel in ("parsing/csvtools.py", "nodeside/files.py", "outcome/keys.py"):
         src = (ROOT / "orchestrator" / rel).read_text()
         assert "is_integer()" not in src, rel

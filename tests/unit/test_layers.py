@@ -4,6 +4,7 @@ per workflow step, no private name imported from another module."""
 from __future__ import annotations
 
 import ast
+import sys
 from pathlib import Path
 
 import pytest
@@ -12,8 +13,8 @@ from orchestrator import engine
 from orchestrator.workflow import STEPS
 
 PKG = Path(engine.__file__).resolve().parent
-# the node helper's files are flat stdlib scripts pushed as one package (their own rules), the simulator apart
-OWN_RULES = ("remote/helpers/", "sim/")
+# the simulator apart (its own rules); the node-side package and the shape library are covered like the rest
+OWN_RULES = ("sim/",)
 
 def _imports(rel: str) -> list[tuple[str, str]]:
     """(absolute module imported from, name) for every `from X import name` of a package file, at any depth."""
@@ -57,3 +58,16 @@ def test_no_private_name_is_imported_from_another_module():
     private = {(rel, name) for rel in _files() for m, name in _imports(rel)
                if m.startswith("orchestrator") and name.startswith("_") and not name.startswith("__")}
     assert not private, sorted(private)
+
+
+@pytest.mark.parametrize("rel", _files("nodeside") + _files("shapelib"))
+def test_the_node_side_imports_the_stdlib_itself_and_the_shape_library_only(rel):
+    """What is pushed to the node runs alone there: the shape library imports only itself, the node-side
+    package itself and the shape library (package-relative), and both the standard library."""
+    own = ("orchestrator.shapelib",) if rel.startswith("shapelib/") else ("orchestrator.nodeside", "orchestrator.shapelib")
+    tree = ast.parse((PKG / rel).read_text())
+    top = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    top |= {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and not n.level}
+    assert top <= set(sys.stdlib_module_names) | {"__future__"}, sorted(top - set(sys.stdlib_module_names))
+    outside = [m for m, _ in _imports(rel) if m.startswith("orchestrator") and not m.startswith(own)]
+    assert not outside, outside

@@ -1,4 +1,4 @@
-"""The long poll (helpers/longpoll.py) never sleeps through a change that lands while it reads the status."""
+"""The long poll (nodeside/longpoll.py) never sleeps through a change that lands while it reads the status."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import time
 import types
 from pathlib import Path
 
-HELPERS = Path(__file__).resolve().parents[2] / "orchestrator" / "remote" / "helpers"
+import orchestrator.nodeside as nodeside
 
 
 def _longpoll(monkeypatch, statuses):
@@ -20,10 +20,12 @@ def _longpoll(monkeypatch, statuses):
         calls.append(time.monotonic())
         return fn(req)
 
-    monkeypatch.setitem(sys.modules, "runlog", types.SimpleNamespace(op_status=op_status))
-    monkeypatch.syspath_prepend(str(HELPERS))
-    monkeypatch.delitem(sys.modules, "longpoll", raising=False)
-    return importlib.import_module("longpoll"), calls
+    stub = types.SimpleNamespace(op_status=op_status)
+    monkeypatch.setitem(sys.modules, "orchestrator.nodeside.runlog", stub)
+    monkeypatch.setattr(nodeside, "runlog", stub, raising=False)
+    monkeypatch.delitem(sys.modules, "orchestrator.nodeside.longpoll", raising=False)
+    monkeypatch.delattr(nodeside, "longpoll", raising=False)
+    return importlib.import_module("orchestrator.nodeside.longpoll"), calls
 
 
 def test_a_run_that_ends_while_its_status_is_read_is_answered_at_once(tmp_path, monkeypatch):

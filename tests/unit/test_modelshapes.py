@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.parsing.modelshapes import linear_layers, model_quant, shapes_from_model
-from orchestrator.remote.helpers import shapelog
+from orchestrator.shapelib import shapelog
 
 MODELS = Path(__file__).resolve().parents[1] / "fixtures" / "models"
 

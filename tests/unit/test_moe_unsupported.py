@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import io
 
-from orchestrator.remote.helpers import shapelog
-from orchestrator.remote.helpers.shaperules import ShapeLogResult
+from orchestrator.shapelib import shapelog
+from orchestrator.shapelib.shaperules import ShapeLogResult
 
 TUPLE = ("(256, {t}, 7168, 256, 256, 8, 'ActivationType.Silu', 'torch.bfloat16', 'torch.float8_e4m3fn', "
          "'torch.float8_e4m3fn', 'QuantType.per_Token', True, False)")

@@ -22,10 +22,10 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.remote.detached import HELPER_FILES
+from orchestrator.remote.detached import ENTRY, helper_files
 
 ROOT = Path(__file__).resolve().parents[2]
-HELPER = ROOT / "orchestrator" / "remote" / "helpers" / "node_helper.py"
+HELPER = ROOT / "orchestrator" / "nodeside" / "node_helper.py"
 FIXTURES = ROOT / "tests" / "fixtures" / "node_helper"
 JOB = FIXTURES / "job.py"
 PY = os.environ.get("NODE_HELPER_PYTHON", sys.executable)
@@ -46,6 +46,16 @@ def call(op, req=None, *, env=None, helper=HELPER, python=PY, timeout=30, raw=No
     lines = proc.stdout.decode().splitlines()
     assert len(lines) == 1, proc.stdout
     return json.loads(lines[0])
+
+
+def helper_tree(hdir, without=()):
+    """The helper dir as NodeHelper pushes it (orchestrator/{__init__.py,nodeside/,shapelib/}) but the files
+    named in ``without``; the path of its entry point."""
+    for name in helper_files():
+        if name.rsplit("/", 1)[1] not in without:
+            (hdir / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(ROOT / name, hdir / name)
+    return hdir / ENTRY
 
 
 def ok(op, req=None, **kw):
@@ -794,23 +804,21 @@ def parse_files(paths, variant=None):
 def test_shapes_with_stub_shapelog(tmp_path):
     hdir = tmp_path / "helper dir"
     hdir.mkdir()
-    for name in HELPER_FILES:  # the whole helper package except shapelog.py
-        if name != "shapelog.py":
-            shutil.copy(HELPER.parent / name, hdir / name)
+    entry = helper_tree(hdir, without=("shapelog.py",))  # the whole helper package except shapelog.py
     logs = tmp_path / "logs $(x); `y`"
     logs.mkdir()
     log = logs / "server 1.log"
     log.write_text("[aiter] shape is M:16, N:1536, K:7168, not found tuned config in x.csv, "
                    "will use default config!\nok\n")
     req = {"logs": [str(log), str(logs / "gone.log")], "variant": None}
-    missing_mod = call("shapes", req, helper=hdir / "node_helper.py")
+    missing_mod = call("shapes", req, helper=entry)
     assert missing_mod["ok"] is False and "shapelog" in missing_mod["error"]
-    (hdir / "shapelog.py").write_text(STUB_SHAPELOG)
-    res = ok("shapes", req, helper=hdir / "node_helper.py")
+    (hdir / "orchestrator" / "shapelib" / "shapelog.py").write_text(STUB_SHAPELOG)
+    res = ok("shapes", req, helper=entry)
     assert res["missing"] == [str(logs / "gone.log")]
     assert res["shapes"] == {"a8w8": [{"m": 16, "n": 1536, "k": 7168}]} and res["misses"] == {"a8w8": 1}
     assert res["lines"] == 2 and res["bytes"] == log.stat().st_size
-    res = ok("shapes", {"logs": [str(logs)], "variant": "moe_2stages"}, helper=hdir / "node_helper.py")
+    res = ok("shapes", {"logs": [str(logs)], "variant": "moe_2stages"}, helper=entry)
     assert res["misses"] == {"moe_2stages": 1} and res["missing"] == []
 
 
@@ -819,17 +827,26 @@ def test_an_ops_module_is_loaded_when_the_op_is_first_asked(tmp_path):
     module is missing says which file, and every other op still answers."""
     hdir = tmp_path / "helper"
     hdir.mkdir()
-    for name in HELPER_FILES:
-        if name != "argpatch.py":
-            shutil.copy(HELPER.parent / name, hdir / name)
-    assert ok("version", helper=hdir / "node_helper.py")["version"]
-    gone = call("bench_prepare", {"script": str(tmp_path / "x.py")}, helper=hdir / "node_helper.py")
+    entry = helper_tree(hdir, without=("argpatch.py",))
+    assert ok("version", helper=entry)["version"]
+    gone = call("bench_prepare", {"script": str(tmp_path / "x.py")}, helper=entry)
     assert gone["ok"] is False and "argpatch.py is missing" in gone["error"] and "pushes the helper again" in gone["hint"]
-    probe = ("import sys; sys.argv = ['node_helper.py']; sys.path.insert(0, %r); import node_helper; "
+    probe = ("import sys; sys.argv = ['node_helper.py']; sys.path.insert(0, %r); "
+             "import orchestrator.nodeside.node_helper; "
              "print(sorted(m for m in ('argpatch', 'discovery', 'jitlogs', 'killing', 'staging', 'tables') "
-             "if m in sys.modules))" % str(HELPER.parent))
+             "if 'orchestrator.nodeside.' + m in sys.modules))" % str(ROOT))
     out = subprocess.run([PY, "-c", probe], stdout=subprocess.PIPE, check=True).stdout.decode().strip()
     assert out == "[]"
+
+
+def test_a_helper_started_ahead_preloads_its_discover_modules():
+    """The persistent helper's preload (channel.serve's, while no request came) imports discover's modules
+    of its own package: a preload that fails is silent (the op then pays the import), so it is checked here."""
+    probe = ("import sys; sys.path.insert(0, sys.argv[1]); from orchestrator.nodeside import node_helper; "
+             "node_helper._preload(); "
+             "print(sorted(m for m in ('discovery', 'gpus') if 'orchestrator.nodeside.' + m in sys.modules))")
+    out = subprocess.run([PY, "-I", "-c", probe, str(ROOT)], stdout=subprocess.PIPE, check=True).stdout.decode()
+    assert out.strip() == "['discovery', 'gpus']"
 
 
 # ------------------------------------------------------------------------------------------------
@@ -861,15 +878,15 @@ def test_python38_smoke(tmp_path):
     # the fault-matrix modules too: table check/repair and the watchdog, as the node runs them
     table = tmp_path / "t38.csv"
     table.write_text("gfx,cu_num,M,N,K,us\ngfx942,304,1,2,3,1.0\ngfx942,30")
-    cp = subprocess.run([py, str(HELPER), "_watch", "0", "0", str(table), "--keys", "gfx,cu_num,M,N,K",
+    cp = subprocess.run([py, str(HELPER), "_stall", "0", "0", str(table), "--keys", "gfx,cu_num,M,N,K",
                          "--keep", str(tmp_path / "dmg38"), "--", "exit 3"], capture_output=True, timeout=30)
     assert cp.returncode == 3 and b"repaired" in cp.stdout, cp
     assert ok("table_check", {"table": str(table), "keys": ["M", "N", "K"]}, python=py)["sound"] is True
     assert ok("version", python=py)["python"].startswith("3.8.")
     # ops' modules load on first use: every helper file must still parse and import under 3.8
-    mods = [n[:-3] for n in HELPER_FILES if n.endswith(".py") and n != "node_helper.py"]
+    mods = [n[:-3].replace("/", ".") for n in helper_files() if n.endswith(".py") and n != ENTRY]
     cp = subprocess.run([py, "-c", "import sys; sys.path.insert(0, sys.argv[1]); [__import__(m) for m in sys.argv[2:]]",
-                         str(HELPER.parent), *mods], capture_output=True, timeout=60)
+                         str(helper_tree(tmp_path / "helper38").parents[2]), *mods], capture_output=True, timeout=60)
     assert cp.returncode == 0, cp.stderr.decode()
     site = make_install(tmp_path, "amd-aiter", "0.1.20")
     facts = ok("discover", {}, python=py, env=node_env([site], make_tools(tmp_path / "bin")))

@@ -30,7 +30,7 @@ def test_wheel_ships_every_package_file_and_the_demo_runs_from_it(tmp_path):
     names = set(zipfile.ZipFile(wheel).namelist())
     missing = [f for f in tracked if f not in names]
     assert not missing, missing
-    assert "orchestrator/remote/helpers/pipeline.sh" in names
+    assert "orchestrator/nodeside/pipeline.sh" in names
     assert any(n.startswith("orchestrator/sim/tree/op_tests/") for n in names)
     assert "orchestrator/templates/report.html.j2" in names
     # install it alone (deps come from this environment) and run the demo from an unrelated directory
@@ -51,20 +51,30 @@ def test_wheel_ships_every_package_file_and_the_demo_runs_from_it(tmp_path):
 
 
 def test_every_helper_module_is_pushed_and_the_bundle_runs_alone(tmp_path):
-    """A module added to the helper package but not to HELPER_FILES would be missing on the node."""
+    """Every file of the node-side package and of the shape library it imports is pushed (no list kept by
+    hand), and the pushed copy runs alone, every module of it importable there."""
     import io
     import json
     import tarfile
 
-    from orchestrator.remote.detached import HELPER_FILES, _bundle
+    from orchestrator.remote.detached import ENTRY, _bundle, _digest
 
-    helpers = ROOT / "orchestrator" / "remote" / "helpers"
-    on_disk = {p.name for p in helpers.iterdir() if p.is_file() and p.name != "__init__.py"
-               and not p.name.endswith(".pyc")}
-    assert on_disk == set(HELPER_FILES)
+    # the helper dir is named by the paths too: a copy pushed with another layout is never reused
+    assert _digest([("orchestrator/nodeside/common.py", b"x")]) != _digest([("common.py", b"x")])
+
+    on_disk = {str(p.relative_to(ROOT)) for pkg in ("nodeside", "shapelib")
+               for p in (ROOT / "orchestrator" / pkg).iterdir() if p.is_file() and p.suffix in (".py", ".sh")}
     _, tarball = _bundle()
-    tarfile.open(fileobj=io.BytesIO(tarball)).extractall(tmp_path)
-    out = subprocess.run([sys.executable, "-I", str(tmp_path / "node_helper.py"), "version"], input=b"{}",
+    tar = tarfile.open(fileobj=io.BytesIO(tarball))
+    assert {m.name for m in tar.getmembers() if m.isfile()} == on_disk | {"orchestrator/__init__.py"}
+    assert all(m.mode == 0o755 for m in tar.getmembers() if m.isdir())
+    tar.extractall(tmp_path)
+    mods = sorted(n[:-3].replace("/", ".") for n in on_disk if n.endswith(".py") and n != ENTRY)
+    cp = subprocess.run([sys.executable, "-I", "-c", "import sys; sys.path.insert(0, sys.argv[1]); "
+                         "[__import__(m) for m in sys.argv[2:]]; print(sys.modules['orchestrator'].__file__)",
+                         str(tmp_path), *mods], capture_output=True, timeout=60, cwd=tmp_path)
+    assert cp.returncode == 0 and cp.stdout.decode().startswith(str(tmp_path)), cp.stderr.decode()
+    out = subprocess.run([sys.executable, "-I", str(tmp_path / ENTRY), "version"], input=b"{}",
                          capture_output=True, timeout=60, cwd=tmp_path)
     answer = json.loads(out.stdout)
     assert answer["ok"] and "launch" in answer["ops"] and "discover" in answer["ops"], out.stderr

@@ -1,4 +1,4 @@
-"""The profile source (remote/helpers/profread.py): a real torch.profiler Chrome trace (record_shapes, a
+"""The profile source (shapelib/profread.py): a real torch.profiler Chrome trace (record_shapes, a
 cut of one recorded on an H200: tests/fixtures/profile/README.md) mapped to AITER shape keys and GPU time."""
 
 import gzip
@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from orchestrator.remote.helpers import chrometrace, profops, profread
+from orchestrator.shapelib import chrometrace, profops, profread
 
 FIX = "tests/fixtures/profile/"
 REAL = FIX + "torch_trace_cut.json.gz"
@@ -141,7 +141,7 @@ def test_node_helper_profile_op_streams_the_trace_where_it_lives():
     import sys
     from pathlib import Path
     root = Path(__file__).resolve().parents[2]
-    helper = root / "orchestrator" / "remote" / "helpers" / "node_helper.py"
+    helper = root / "orchestrator" / "nodeside" / "node_helper.py"
 
     def call(req):
         proc = subprocess.run([sys.executable, str(helper), "profile"], input=json.dumps(req).encode(),

@@ -1,4 +1,4 @@
-"""The node op `promote` (orchestrator/remote/helpers/staging.py) on tables whose key columns differ:
+"""The node op `promote` (orchestrator/nodeside/staging.py) on tables whose key columns differ:
 a live (or model_configs) table without a gfx column keys its rows by cu_num only."""
 
 from __future__ import annotations

@@ -3,7 +3,6 @@ a live table (recheck_tables, demote) and the rollback that puts them back; the 
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
@@ -13,7 +12,6 @@ from orchestrator.recheck.report import csv_text
 from orchestrator.recheck.rows import promoted_rows
 from orchestrator.state import JobState
 
-HELPERS = Path(__file__).resolve().parents[2] / "orchestrator" / "remote" / "helpers"
 HEAD = "gfx,cu_num,M,N,K,kernelId,splitK,us,kernelName\n"
 LIVE = (HEAD + "gfx950,256,1,1536,7168,3,0,9.1,k_shipped\n"
         "gfx950,256,16,1536,7168,5,0,8.0,k_promoted16\n"
@@ -95,12 +93,8 @@ def test_promoted_rows_come_from_the_jobs_promotion_records_of_that_node_and_con
 # ------------------------------------------------------------------------------------------ node ops
 
 @pytest.fixture
-def recheck_mod(monkeypatch):
-    monkeypatch.syspath_prepend(str(HELPERS))
-    for name in ("recheck", "staging", "files", "common", "text"):
-        sys.modules.pop(name, None)
-    import recheck
-    import staging
+def recheck_mod():
+    from orchestrator.nodeside import recheck, staging
     return recheck, staging
 
 

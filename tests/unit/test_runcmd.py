@@ -1,4 +1,4 @@
-"""helper op ``run`` (helpers/runcmd.py): output in the answer; past its timeout the whole group is killed."""
+"""helper op ``run`` (nodeside/runcmd.py): output in the answer; past its timeout the whole group is killed."""
 
 import json
 import os
@@ -7,7 +7,7 @@ import sys
 import time
 from pathlib import Path
 
-HELPER = Path(__file__).resolve().parents[2] / "orchestrator" / "remote" / "helpers" / "node_helper.py"
+HELPER = Path(__file__).resolve().parents[2] / "orchestrator" / "nodeside" / "node_helper.py"
 
 
 def _run(req, timeout=60):

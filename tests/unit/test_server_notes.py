@@ -2,12 +2,8 @@
 
 from __future__ import annotations
 
-import importlib
-import sys
-
+from orchestrator.nodeside import proctree
 from orchestrator.steps.servers import server_notes
-
-from .conftest import HELPERS
 
 TABLE = "/opt/aiter/aiter/configs/a8w8_blockscale_tuned_gemm.csv"
 
@@ -39,11 +35,8 @@ def test_a_config_list_without_the_table_is_named_and_one_with_it_is_not():
     assert server_notes(None, "gemm", "X", TABLE) == []
 
 
-def test_server_kinds_from_their_command_lines(monkeypatch):
-    monkeypatch.syspath_prepend(str(HELPERS))     # the node helper's flat module, as the node imports it
-    for name in ("proctree", "common"):
-        sys.modules.pop(name, None)
-    kind = importlib.import_module("proctree")._server_kind
+def test_server_kinds_from_their_command_lines():
+    kind = proctree._server_kind       # the node helper's module, as the node imports it
     assert kind(["/usr/bin/python3", "/usr/local/bin/vllm", "serve", "/models/x"]) == "vllm"
     assert kind(["python3", "-m", "vllm.entrypoints.openai.api_server", "--model", "x"]) == "vllm"
     assert kind(["python3", "-m", "sglang.launch_server", "--model-path", "x"]) == "sglang"

@@ -3,8 +3,8 @@
 import json
 
 from orchestrator.cli import main
-from orchestrator.remote.helpers import shapelog
-from orchestrator.remote.helpers.shapecsv import capture_name, capture_variant
+from orchestrator.shapelib import shapelog
+from orchestrator.shapelib.shapecsv import capture_name, capture_variant
 
 
 def _write(path, text):

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.remote.helpers import shapelog, shapescan
+from orchestrator.shapelib import shapelog, shapescan
 
 LOGS = Path(__file__).resolve().parents[1] / "fixtures" / "logs"
 FIXTURES = sorted(LOGS.glob("*.log"))
@@ -256,15 +256,19 @@ def test_stdlib_only_and_py38_syntax(name):
             assert node.level == 0 or node.module in SHAPE_MODULES     # `from .shapefmt import`: laptop side
 
 
-def test_the_cli_runs_as_a_script_beside_its_modules(tmp_path):
-    """On the node the modules are top-level files beside each other: the relative imports must fall back."""
-    for name in SHAPE_MODULES:
-        (tmp_path / f"{name}.py").write_text((SHAPELOG_SRC.parent / f"{name}.py").read_text())
+def test_the_cli_runs_as_a_module_of_the_pushed_package(tmp_path):
+    """On the node the library is the package orchestrator/shapelib/ in the pushed dir, alone (no laptop code)."""
+    pkg = tmp_path / "orchestrator" / "shapelib"
+    pkg.mkdir(parents=True)
+    (tmp_path / "orchestrator" / "__init__.py").write_text("")
+    for name in (*SHAPE_MODULES, "__init__"):
+        (pkg / f"{name}.py").write_text((SHAPELOG_SRC.parent / f"{name}.py").read_text())
     log = tmp_path / "s.log"
     log.write_text("[aiter] shape is M:16, N:1536, K:7168, not found tuned config in /x/a8w8_tuned_gemm.csv, "
                    "will use default config!\n")
-    out = subprocess.run([sys.executable, str(tmp_path / "shapelog.py"), str(log)], capture_output=True,
-                         text=True, check=True).stdout
+    out = subprocess.run([sys.executable, "-I", "-c", "import sys, runpy; sys.path.insert(0, sys.argv.pop(1)); "
+                          "runpy.run_module('orchestrator.shapelib.shapelog', run_name='__main__', alter_sys=True)",
+                          str(tmp_path), str(log)], capture_output=True, text=True, check=True, cwd=tmp_path).stdout
     assert json.loads(out)["shapes"] == {"a8w8": [{"m": 16, "n": 1536, "k": 7168}]}
 
 
@@ -311,8 +315,8 @@ def _reference(path):
 def test_dense_blocks_give_the_line_by_line_answer(tmp_path, chunk, monkeypatch):
     path = _mixed_log(tmp_path)
     counted = []
-    real = shapescan._Scanner.count_lines
-    monkeypatch.setattr(shapescan._Scanner, "count_lines",
+    real = shapescan.LineScanner.count_lines
+    monkeypatch.setattr(shapescan.LineScanner, "count_lines",
                         lambda self, lines: counted.append(real(self, lines)) or counted[-1])
     assert _strip(shapelog.parse_files([path], chunk_bytes=chunk).to_dict()) == _reference(path)
     if 65536 <= chunk <= 1 << 20:
@@ -403,7 +407,7 @@ def _ranges_log(tmp_path):
 
 @pytest.mark.parametrize("procs", [2, 3, 5, 8])
 def test_several_processes_give_the_line_by_line_answer(tmp_path, procs, monkeypatch):
-    from orchestrator.remote.helpers import shapepar
+    from orchestrator.shapelib import shapepar
 
     path = _ranges_log(tmp_path)
     monkeypatch.setattr(shapepar, "looks_dense", lambda f, size: True)   # the corpus stretches are sparse
@@ -417,7 +421,7 @@ def test_several_processes_give_the_line_by_line_answer(tmp_path, procs, monkeyp
 
 
 def test_a_range_starting_inside_a_wrapped_tuple_is_scanned_here(tmp_path):
-    from orchestrator.remote.helpers import shapepar
+    from orchestrator.shapelib import shapepar
 
     miss = (b"(Worker_TP0 pid=888) [aiter] shape is M:%d, N:512, K:7168, not found tuned config in "
             b"/tmp/aiter_configs/a8w8_blockscale_tuned_gemm.csv, will use default config!\n")
@@ -439,7 +443,7 @@ def test_a_range_starting_inside_a_wrapped_tuple_is_scanned_here(tmp_path):
 
 
 def test_a_worker_that_dies_or_refuses_costs_time_not_the_answer(tmp_path, monkeypatch):
-    from orchestrator.remote.helpers import shapepar
+    from orchestrator.shapelib import shapepar
 
     path = _dense_log(tmp_path)
     real = shapepar.count_range
@@ -456,7 +460,7 @@ def test_a_worker_that_dies_or_refuses_costs_time_not_the_answer(tmp_path, monke
 
 
 def test_workers_are_killed_and_reaped_when_the_scan_is_interrupted(tmp_path, monkeypatch):
-    from orchestrator.remote.helpers import shapepar
+    from orchestrator.shapelib import shapepar
 
     path = _dense_log(tmp_path)
     pids = []
@@ -466,7 +470,7 @@ def test_workers_are_killed_and_reaped_when_the_scan_is_interrupted(tmp_path, mo
         real_fork(self, *a)
         pids.append(self.pid)
     monkeypatch.setattr(shapepar._Worker, "fork", fork)
-    monkeypatch.setattr(shapescan._Scanner, "take", lambda self, digest: (_ for _ in ()).throw(KeyboardInterrupt))
+    monkeypatch.setattr(shapescan.LineScanner, "take", lambda self, digest: (_ for _ in ()).throw(KeyboardInterrupt))
     with pytest.raises(KeyboardInterrupt):
         shapelog.parse_files([path], procs=4, min_range=1)
     assert len(pids) == 3 and all(pid > 0 for pid in pids)
@@ -476,7 +480,7 @@ def test_workers_are_killed_and_reaped_when_the_scan_is_interrupted(tmp_path, mo
 
 
 def test_small_sparse_or_long_lined_files_stay_in_one_process(tmp_path):
-    from orchestrator.remote.helpers import shapepar
+    from orchestrator.shapelib import shapepar
 
     from orchestrator.sim.logs import write_large_log
     dense = tmp_path / "vllm.log"
@@ -505,7 +509,7 @@ def test_a_worker_keeps_bounded_memory_and_refuses_past_its_cap(tmp_path, monkey
     candidate lines past MAX_KEPT_BYTES: the worker refuses and the range is scanned here."""
     import tracemalloc
 
-    from orchestrator.remote.helpers import shapepar, shaperecords
+    from orchestrator.shapelib import shapepar, shaperecords
 
     miss = (b"(Worker_TP0 pid=888) [aiter] shape is M:%d, N:512, K:7168, not found tuned config in "
             b"/tmp/aiter_configs/a8w8_blockscale_tuned_gemm.csv, will use default config!\n")
@@ -514,7 +518,7 @@ def test_a_worker_keeps_bounded_memory_and_refuses_past_its_cap(tmp_path, monkey
         for i in range(150000):             # ~20 MB, every noise line distinct
             f.write(b"(APIServer pid=1) INFO request %012d finished in 0.%06d s\n" % (i, i) + miss % (i % 64))
     size = path.stat().st_size
-    scanner = shapescan._Scanner(shaperecords._Parser())
+    scanner = shapescan.LineScanner(shaperecords.RecordParser())
     monkeypatch.setattr(shapepar, "PRUNE_BYTES", 2 << 20)
     fh = open(path, "rb")
     tracemalloc.start()
@@ -532,7 +536,7 @@ def test_a_worker_keeps_bounded_memory_and_refuses_past_its_cap(tmp_path, monkey
 
 
 def test_a_fork_that_fails_leaves_its_range_to_this_process(tmp_path, monkeypatch):
-    from orchestrator.remote.helpers import shapepar
+    from orchestrator.shapelib import shapepar
 
     path = _dense_log(tmp_path)
     forks = []
@@ -554,7 +558,7 @@ def test_a_fork_that_fails_leaves_its_range_to_this_process(tmp_path, monkeypatc
 def test_a_record_that_comes_back_exactly_one_echo_window_later_is_counted_not_crashed():
     """The echo window evicted a message's only entry and then counted the new one into the dropped list:
     the next eviction raised KeyError (a record cycling with period ECHO_WINDOW, common in serving logs)."""
-    from orchestrator.remote.helpers.shapefmt import ECHO_WINDOW
+    from orchestrator.shapelib.shapefmt import ECHO_WINDOW
 
     miss = ("[aiter] shape is M:%d, N:512, K:7168, not found tuned config in /tmp/a8w8_blockscale_tuned_gemm.csv, "
             "will use default config!\n")
@@ -565,7 +569,7 @@ def test_a_record_that_comes_back_exactly_one_echo_window_later_is_counted_not_c
 
 @pytest.mark.parametrize("where", ["chunk", "range"])
 def test_a_blank_line_inside_a_wrapped_tuple_at_a_block_or_range_end_is_fed(tmp_path, where, monkeypatch):
-    from orchestrator.remote.helpers import shapepar
+    from orchestrator.shapelib import shapepar
 
     miss = (b"[aiter] shape is M:%d, N:512, K:7168, not found tuned config in /tmp/a8w8_blockscale_tuned_gemm.csv, "
             b"will use default config!\n")
@@ -595,7 +599,7 @@ def test_workers_are_killed_when_the_reading_of_their_answers_is_interrupted(tmp
     script = f"""
 import os, signal, sys, time
 sys.path.insert(0, {str(Path(__file__).resolve().parents[2])!r})
-from orchestrator.remote.helpers import shapelog, shapepar, shapescan
+from orchestrator.shapelib import shapelog, shapepar, shapescan
 pids = []
 real_fork = shapepar._Worker.fork
 def fork(self, *a):
@@ -631,7 +635,7 @@ print("done", len(pids))
 
 
 def test_a_log_rotated_while_it_is_mined_is_read_as_it_was_opened(tmp_path, monkeypatch):
-    from orchestrator.remote.helpers import shapepar
+    from orchestrator.shapelib import shapepar
     path = _dense_log(tmp_path)
     reference = _reference(path)
     real = shapepar.looks_dense
@@ -655,7 +659,7 @@ def test_a_log_being_written_ends_mid_line_and_its_ranges_are_still_counted(tmp_
 
 
 def test_tiny_ranges_are_capped(tmp_path):
-    from orchestrator.remote.helpers import shapepar
+    from orchestrator.shapelib import shapepar
     from orchestrator.sim.logs import write_large_log
 
     path = tmp_path / "vllm.log"
@@ -687,10 +691,10 @@ def test_memory_stays_bounded_on_a_log_of_many_distinct_long_candidate_lines(tmp
     with open(log, "wb") as fh:
         for i in range(150):   # ~130 MB: tqdm progress redrawn with \r, one 0.88 MB line per bar
             fh.write(b"\r[Tuning] %06d 37%% |#####     | tuned 1/3 " % i * 20000 + b"\n")
-    script = Path(shapelog.__file__)
+    root = Path(shapelog.__file__).parents[2]
     before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    cp = subprocess.run([sys.executable, str(script), str(log), "--summary", "--procs", "1"],
-                        capture_output=True, text=True)
+    cp = subprocess.run([sys.executable, "-m", "orchestrator.shapelib.shapelog", str(log), "--summary", "--procs", "1"],
+                        capture_output=True, text=True, cwd=root)
     assert cp.returncode == 0, cp.stderr
     peak_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     assert peak_mb < 80 or before / 1024 >= 80, f"peak RSS {peak_mb:.0f} MB"

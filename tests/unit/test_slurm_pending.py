@@ -30,7 +30,7 @@ def test_the_bundle_runs_and_imports_the_node_path_with_the_stdlib_only(tmp_path
                         cwd=tmp_path)
     assert cp.returncode == 2 and "usage: python3 drive.zip DIR NODE CONTAINER DOCKER" in cp.stderr, cp.stderr
     (pkg,) = tmp_path.glob("pkg-*")                              # unpacked once, beside the zip
-    assert (pkg / "orchestrator" / "remote" / "helpers" / "node_helper.py").is_file()
+    assert (pkg / "orchestrator" / "nodeside" / "node_helper.py").is_file()
     probe = ("import sys; sys.path.insert(0, sys.argv[1]); "
              "import orchestrator.campaign.nodedrive, orchestrator.engine, orchestrator.steps.discover, "
              "orchestrator.steps.shapes, orchestrator.steps.prepare, orchestrator.steps.remote; "

@@ -1,4 +1,4 @@
-"""The helper's and the simulated node's variant facts come from the registry (review D-11): helpers/variant_facts.py
+"""The helper's and the simulated node's variant facts come from the registry (review D-11): shapelib/variant_facts.py
 and sim/variant_table.py are generated from orchestrator/variants.py; and a variant that follows AITER's common
 tuner CLI is added by its entry alone (issue 35)."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from orchestrator import gen_variant_facts as gen
-from orchestrator.remote.helpers import shapefmt, shaperules, variant_facts
+from orchestrator.shapelib import shapefmt, shaperules, variant_facts
 from orchestrator.variants import (JIT_MODULES, LOGGED_ONLY_TUNED_CSV, MOE_KEY, VARIANTS, BenchSpec, KernelVariant,
                                   jit_modules)
 
@@ -15,7 +15,7 @@ from orchestrator.variants import (JIT_MODULES, LOGGED_ONLY_TUNED_CSV, MOE_KEY, 
 def test_the_committed_facts_are_what_the_registry_generates():
     committed = gen.TARGET.read_text(encoding="utf-8")
     assert committed == gen.render(), (
-        f"orchestrator/remote/helpers/variant_facts.py is stale (orchestrator/variants.py changed): "
+        f"orchestrator/shapelib/variant_facts.py is stale (orchestrator/variants.py changed): "
         f"run `{gen.COMMAND}` and commit the file")
     assert gen.SIM_TARGET.read_text(encoding="utf-8") == gen.render_sim(), (
         f"orchestrator/sim/variant_table.py is stale (orchestrator/variants.py changed): "

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.errors import JobError, UsageError
-from orchestrator.remote.helpers import logtail
+from orchestrator.nodeside import logtail
 from orchestrator.sim.growlog import append_misses, miss_lines, rotate
 from orchestrator.watch import upgrade
 from orchestrator.watch.cycle import Watch, WatchConfig
@@ -76,9 +76,9 @@ def test_log_tail_missing_log(tmp_path):
 
 
 def test_log_tail_is_a_registered_bundled_op():
-    from orchestrator.remote.detached import HELPER_FILES
-    from orchestrator.remote.helpers import node_helper
-    assert "log_tail" in node_helper.OPS and "logtail.py" in HELPER_FILES
+    from orchestrator.nodeside import node_helper
+    from orchestrator.remote.detached import helper_files
+    assert "log_tail" in node_helper.OPS and "orchestrator/nodeside/logtail.py" in helper_files()
 
 
 # -- store -----------------------------------------------------------------------------------------

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from orchestrator.remote.helpers import logtail, profread
+from orchestrator.nodeside import logtail
+from orchestrator.shapelib import profread
 from orchestrator.sim.growlog import append_misses
 from orchestrator.watch.cycle import Watch, WatchConfig
 from orchestrator.watch.mine import WatchTarget

@@ -55,7 +55,7 @@ def test_blockscale_bpreshuffle_script_by_version():
 
 
 def test_every_variant_has_key_columns_and_a_config_env():
-    from orchestrator.remote.helpers.variant_facts import FILE_STEMS, MOE_VARIANT
+    from orchestrator.shapelib.variant_facts import FILE_STEMS, MOE_VARIANT
     from orchestrator.sim.variant_table import VARIANTS as GENERATED
     # the registry is exactly what the committed generated facts were written from (no count to keep by hand)
     assert list(VARIANTS) == list(GENERATED) and len(VARIANTS) > 1

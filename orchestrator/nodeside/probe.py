@@ -1,0 +1,195 @@
+"""The capability probe: what an AITER install ships (tuned-CSV header, the tuner's --help, the op_test's
+flags, tuning_tests), read without importing aiter. ``discover`` runs it, and other read-only
+ops, as riders: templates resolved here from the facts (run_riders); the laptop uses a rider's answer only
+when the resolved request is the one it would have sent (steps/riders.py), else it asks the op itself."""
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+from .common import read_file_text
+
+# the tuner's --help costs a torch + aiter import on a real node (10-30 s): its text is kept in the pushed
+# helper's own directory (<base>/helper-<version>/cache, never beside a checkout's sources), keyed by what
+# it depends on (_help_key), and read again while none of that changed (issue 9)
+_HERE = os.path.dirname(os.path.abspath(__file__))
+_PUSHED = os.path.dirname(os.path.dirname(_HERE))   # <base>/helper-<digest>/orchestrator/nodeside/probe.py
+HELP_CACHE = os.path.join(_PUSHED, "cache") if os.path.basename(_PUSHED).startswith("helper-") else None
+
+_PLACEHOLDER = re.compile(r"\{(root|meta|gfx)\}")
+_EXACT = ("{cu_num}", "{gfx}")      # a whole value: the fact itself (a number, or null when unknown)
+
+
+def needs_gpu_facts(template):
+    return "{gfx}" in repr(template) or "{cu_num}" in repr(template)
+
+
+def _fill(value, facts, gfx):
+    if isinstance(value, list):
+        return [_fill(v, facts, gfx) for v in value]
+    if not isinstance(value, str):
+        return value
+    if value in _EXACT:
+        return facts.get(value[1:-1])
+    values = {"root": facts["aiter_root"], "meta": facts.get("meta_root") or facts["aiter_root"],
+              "gfx": gfx or "gfx942"}
+    return _PLACEHOLDER.sub(lambda m: values[m.group(1)], value)
+
+
+def run_riders(riders, facts, env, ops):
+    """{op: {"request": resolved, "answer": ...}} for the ops that ride along with discover (one round trip
+    fewer each). Placeholders: ``{root}``, ``{meta}``, ``{gfx}`` inside paths (gfx942 when unknown), and
+    ``{cu_num}``/``{gfx}`` as a whole value. ``config_env`` (probe): when the job's environment names a
+    table there (first entry; relative to the root), that one is read, as AITER does."""
+    out = {}
+    for op, template in sorted(riders.items()):
+        if op not in ops:
+            continue
+        req = dict((k, _fill(v, facts, facts.get("gfx"))) for k, v in template.items() if k != "config_env")
+        configured = (env.get(template.get("config_env") or "") or "").split(":")[0]
+        if configured:
+            req["tuned_csv"] = configured if configured.startswith("/") else "%s/%s" % (facts["aiter_root"],
+                                                                                        configured)
+        out[op] = {"request": req, "answer": ops[op](req)}
+    return out
+
+
+OPTION_RE = re.compile(r"(?<![\w-])(--?[A-Za-z][\w-]*)")
+
+
+def _header(path):
+    try:
+        with open(path, "r", errors="replace") as fh:
+            line = fh.readline()
+    except OSError:
+        return None
+    line = line.strip()
+    return [c.strip() for c in line.split(",")] if line else None
+
+
+def _stat_key(path):
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return [os.path.realpath(path), st.st_size, getattr(st, "st_mtime_ns", st.st_mtime), st.st_ino]
+
+
+def _help_key(python, script, cwd):
+    """The --help text's inputs: the interpreter, the script, and every aiter/utility/*.py (base_tuner.py
+    defines the common flags since v0.1.6; post_verify.py & co. may add more), by path, size, mtime, inode."""
+    exe = python if os.path.sep in python else (shutil.which(python) or python)
+    utility = os.path.join(cwd, "aiter", "utility")
+    try:
+        names = sorted(n for n in os.listdir(utility) if n.endswith(".py"))
+    except OSError:
+        names = []
+    parts = [1, _stat_key(exe), _stat_key(script), cwd] + [_stat_key(os.path.join(utility, n)) for n in names]
+    return hashlib.sha256(json.dumps(parts, default=str).encode()).hexdigest()[:32]
+
+
+def _cached_help(key):
+    if HELP_CACHE is None:
+        return None
+    text = read_file_text(os.path.join(HELP_CACHE, "help-%s.txt" % key))
+    return text if text and "usage:" in text else None
+
+
+def _keep_help(key, text):
+    """Best effort: a cache that cannot be written only costs the next run the --help again."""
+    from . import files  # noqa: PLC0415
+    if HELP_CACHE is None:
+        return
+    try:
+        if not os.path.isdir(HELP_CACHE):
+            os.makedirs(HELP_CACHE, 0o700)
+        files.atomic_write(os.path.join(HELP_CACHE, "help-%s.txt" % key), text.encode("utf-8"))
+    except OSError:
+        pass
+
+
+def _tuner_help(out, req, script):
+    """``tuner_help`` (``--help``'s text), from HELP_CACHE while its inputs are unchanged, else by running it."""
+    python = req.get("python") or sys.executable
+    try:
+        timeout = float(req.get("help_timeout") or 180)
+    except (TypeError, ValueError):
+        timeout = 180.0
+    cwd = req.get("aiter_root") or os.path.dirname(script)
+    key = _help_key(python, script, cwd)
+    cached = _cached_help(key)
+    if cached is not None:
+        out["tuner_help"], out["tuner_help_cached"] = cached, True
+        return
+    try:
+        proc = subprocess.run([python, script, "--help"], cwd=cwd, stdin=subprocess.DEVNULL,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout)
+        text = proc.stdout.decode("utf-8", "replace")
+        if proc.returncode == 0 and "usage:" in text:
+            out["tuner_help"] = text
+            _keep_help(key, text)
+        else:
+            err = proc.stderr.decode("utf-8", "replace").strip().splitlines()
+            out["tuner_help_problem"] = "%s --help exited %d%s" % (
+                os.path.basename(script), proc.returncode, (": " + err[-1][:300]) if err else "")
+    except (OSError, subprocess.SubprocessError) as exc:
+        out["tuner_help_problem"] = "%s --help failed: %s" % (os.path.basename(script), exc)
+
+
+def op_probe(req):
+    """Capabilities of this AITER install, read from what it ships (never imports aiter here).
+
+    request: {"aiter_root", "meta_root", "python", "tuned_csv", "tune_script", "op_test",
+              "fmoe_csv", "help_timeout"}; every path absolute, each optional.
+    answer:  {"tuned_header": [..] or null, "tuner_help": text or null, "tuner_help_cached": true when
+              read from HELP_CACHE, "tuner_help_problem",
+              "op_test_src_flags": [..] or null, "op_test_markdown": bool or null,
+              "tuning_tests": bool or null, "moe_gelutanh": bool or null, "moe_quant_count": l_quant
+              entries of a MoE op_test (absent elsewhere),
+              "tune_script_exists": bool or null}"""
+    out = {"tuned_header": None, "tuner_help": None, "tuner_help_problem": None,
+           "op_test_src_flags": None, "op_test_markdown": None, "tuning_tests": None,
+           "moe_gelutanh": None, "tune_script_exists": None}
+    if req.get("tuned_csv"):
+        out["tuned_header"] = _header(req["tuned_csv"])
+    script = req.get("tune_script")
+    if script:
+        out["tune_script_exists"] = os.path.isfile(script)
+    if script and os.path.isfile(script):
+        _tuner_help(out, req, script)
+    test = req.get("op_test")
+    if test:
+        src = read_file_text(test)
+        if src is not None:
+            flags = set()
+            for m in re.finditer(r"add_argument\(([^)]*)", src):
+                for s in re.findall(r"[\"'](--?[A-Za-z][\w-]*)[\"']", m.group(1)):
+                    flags.add(s)
+            out["op_test_src_flags"] = sorted(flags)
+            out["op_test_markdown"] = "to_markdown" in src or "summary (markdown)" in src
+            lq = re.search(r"^l_quant = \[\n(.*?)^\]", src, re.M | re.S)     # test_moe_2stage's -q choices
+            if lq:
+                out["moe_quant_count"] = len(re.findall(r"^\s*\(QuantType\.", lq.group(1), re.M))
+    root = req.get("aiter_root")
+    if root:
+        if os.path.isfile(os.path.join(root, "op_tests", "tuning_tests", "test_csv_validation.py")):
+            out["tuning_tests"] = True
+        elif os.path.isdir(os.path.join(root, "op_tests")):
+            out["tuning_tests"] = False  # a checkout with op_tests but no tuning_tests
+        # an install without op_tests/ says nothing: the version decides
+    fmoe = req.get("fmoe_csv")
+    if fmoe:
+        text = read_file_text(fmoe)
+        if text is not None and "ActivationType.GeluTanh" in text:
+            out["moe_gelutanh"] = True
+    return out
+
+
+def op_paths_exist(req):
+    """request: {"paths": [absolute paths]}; answer: {"exists": [bool per path]} (capability probing at plan
+    time: is each variant's tuner and op_test on this node? issue 36)."""
+    return {"exists": [bool(p) and os.path.isfile(p) for p in req.get("paths") or []]}

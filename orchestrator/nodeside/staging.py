@@ -1,0 +1,277 @@
+"""Staging, promotion and rollback of tuned tables (node side, stdlib only, Python >= 3.8).
+
+The tuner writes a staging copy of the live table inside the job's directory; the live table (the file
+AITER reads at runtime) changes only here, after a backup, by writing a complete new file and renaming
+it over the old one (a reader never sees half a file). The live JIT module compiled from the old table
+is moved aside (rename, never rewritten in place: a running server keeps its mapped inode), so the next
+fresh process builds it from the new table. Every change is recorded in ``<backup_dir>/promotion.json``
+so promote and rollback are idempotent and rollback restores byte for byte. A later promotion of the
+same job (``promote JOB --rows all`` after the proven rows) promotes the keys asked for that are not
+promoted yet, as a new round with its own backup of the live table as it is then; the record keeps the
+first promotion's backup and modules, so a rollback restores the live table as it was before the job's
+first promotion, whatever rounds followed.
+"""
+
+import csv
+import glob
+import io
+import json
+import os
+import shutil
+
+from .common import HelperError, epoch_s
+from .files import backup_name, copy_preserving, atomic_write
+from ..shapelib.text import key_text
+
+RECORD = "promotion.json"
+
+
+def live_jit_dir(package_dir, env_jit_dir):
+    """Where AITER keeps built modules (aiter/jit/core.py get_user_jit_dir, aiter-formats.md §5.2)."""
+    if env_jit_dir:
+        return env_jit_dir
+    here = os.path.join(package_dir or "", "jit")
+    if package_dir and os.access(here, os.W_OK):
+        return here
+    return os.path.expanduser("~/.aiter/jit")
+
+
+def op_stage(req):
+    """Copy the live table to the staging path (same bytes) so the tuner skips what is tuned already."""
+    live, staging = req.get("live"), req.get("staging")
+    if not live or not staging:
+        raise HelperError("stage: live and staging paths are required")
+    if os.path.isfile(staging):
+        return {"staged": True, "existed": True}
+    if os.path.isfile(live):
+        copy_preserving(live, staging)
+        return {"staged": True, "existed": False}
+    os.makedirs(os.path.dirname(staging), exist_ok=True)
+    return {"staged": False, "existed": False}
+
+
+def _read(path):
+    with open(path, newline="", encoding="utf-8") as fh:
+        rows = list(csv.reader(fh))
+    if not rows:
+        return [], []
+    return [h.strip() for h in rows[0]], [r for r in rows[1:] if any(c.strip() for c in r)]
+
+
+def _keyer(header, key_columns):
+    low = [h.lower() for h in header]
+    cols = [c for c in ("gfx", "cu_num") if c in low] + [c for c in key_columns if c not in ("gfx", "cu_num")]
+    missing = [c for c in cols if c not in low]
+    if missing:
+        raise HelperError("table header %s lacks key columns %s" % (",".join(header), ",".join(missing)))
+    idx = [low.index(c) for c in cols]
+    return cols, lambda row: tuple(key_text(row[i] if i < len(row) else "") for i in idx)
+
+
+def _common(key, cols, other_cols):
+    """`key` (over `cols`) on the key columns `other_cols` has too: a table without a gfx column (an older
+    AITER's, or one shipped that way) keys its rows by cu_num only, so a staging row with a gfx matches it
+    there; without this a promoted key already in such a live table would be appended as a duplicate."""
+    return tuple(v for c, v in zip(cols, key) if c in other_cols)
+
+
+def _read_record(path):
+    try:
+        with open(path) as fh:
+            return json.load(fh)
+    except (OSError, ValueError):
+        return None
+
+
+def move_aside(path, dest_dir):
+    """Rename a built module out of the way (never rewrite it: a server may have it mapped)."""
+    if not os.path.isfile(path):
+        return None
+    os.makedirs(dest_dir, exist_ok=True)
+    dst = backup_name(dest_dir, path)
+    try:
+        os.rename(path, dst)
+    except OSError:  # another file system: copy, then unlink (the mapped inode stays valid)
+        shutil.copy2(path, dst)
+        os.unlink(path)
+    return dst
+
+
+def op_promote(req):
+    """Merge the staging rows of the given keys into the live table, after a backup.
+
+    request: {"live", "staging", "backup_dir", "key_columns": [lower], "keys": [[text]], "gfx", "cu_num",
+              "others": [glob of tables AITER merges with this one], "modules": [module names],
+              "package_dir", "jit_dir_env", "mode" (kept in the round, for the report),
+              "built_dir" (optional: the after arm's JIT dir, whose modules are reused when the promoted
+              table equals the staging table)}
+    An unrolled-back record of this backup_dir: the keys asked for that it does not hold yet are
+    promoted as its next round (``promoted_now``); none: ``already`` and nothing changes.
+    """
+    live, staging, bdir = req.get("live"), req.get("staging"), req.get("backup_dir")
+    if not live or not staging or not bdir:
+        raise HelperError("promote: live, staging and backup_dir are required")
+    rec_path = os.path.join(bdir, RECORD)
+    old = _read_record(rec_path)
+    if old is not None and old.get("rolled_back"):
+        old = None                      # promoted, rolled back: this is a first promotion again
+    key_columns = [c.lower() for c in req.get("key_columns") or []]
+    done_before = set(tuple(k) for k in (old or {}).get("promoted") or [])
+    if old is not None and _asked(req, done_before):
+        return dict(old, already=True)  # every key asked for is promoted already: nothing to do
+    if not os.path.isfile(staging):
+        raise HelperError("promote: the staging table %s is gone" % staging,
+                          hint="the job directory on the node was cleaned; nothing was changed")
+    s_head, s_rows = _read(staging)
+    s_cols, s_key = _keyer(s_head, key_columns)
+    gfx, cu_num = req.get("gfx"), req.get("cu_num")
+    prefix = tuple(v for c, v in (("gfx", gfx), ("cu_num", cu_num)) if c in s_cols)
+    wanted = set(prefix + tuple(key_text(v) for v in k) for k in req.get("keys") or [])
+    # keys another table already covers: AITER >= 0.1.12 raises on a duplicate key when it merges them
+    taken = []          # (the key columns shared with another table, its keys on them)
+    others = sorted(set(p for pattern in req.get("others") or [] for p in glob.glob(pattern)))
+    for other in others:
+        if "untuned" in os.path.basename(other) or os.path.realpath(other) == os.path.realpath(live) or not os.path.isfile(other):
+            continue
+        o_head, o_rows = _read(other)
+        try:
+            o_cols, o_key = _keyer(o_head, key_columns)
+        except HelperError:
+            continue
+        common = [c for c in s_cols if c in o_cols]
+        taken.append((common, set(_common(o_key(r), o_cols, common) for r in o_rows)))
+    chosen, skipped = {}, []
+    for r in s_rows:
+        k = s_key(r)
+        if k in wanted and k not in done_before:    # a later promotion adds the rows not promoted yet
+            if any(_common(k, s_cols, common) in keys for common, keys in taken):
+                skipped.append(list(k))
+            else:
+                chosen[k] = r  # the newest staging row of a key wins, as in AITER's sortResults
+    if not chosen and old is not None:     # the rest is covered by other tables, or has no row
+        return dict(old, already=True)
+    if not chosen:  # nothing to change: the live table and modules stay exactly as they are
+        return {"live": live, "promoted": [], "skipped_duplicates": skipped, "already": False, "nothing": True}
+    existed = os.path.isfile(live)
+    if existed:
+        l_head, l_rows = _read(live)
+        l_cols, l_key = _keyer(l_head, key_columns)
+    else:
+        l_head, l_rows, l_cols, l_key = s_head, [], s_cols, s_key
+    common = [c for c in s_cols if c in l_cols]
+    by_live = {_common(k, s_cols, common): k for k in chosen}
+    pos = {h.lower(): i for i, h in enumerate(s_head)}
+
+    def as_live(row):
+        return [row[pos[h.lower()]] if h.lower() in pos and pos[h.lower()] < len(row) else "" for h in l_head]
+
+    out, replaced, done = [], 0, set()
+    for r in l_rows:
+        k = by_live.get(_common(l_key(r), l_cols, common))
+        if k is not None and k not in done:
+            out.append(as_live(chosen[k]))
+            done.add(k)
+            replaced += 1
+        elif k is not None:
+            continue            # a second live row of a promoted key: the promoted row replaced the first
+        else:
+            out.append(r)
+    added = [k for k in chosen if k not in done]
+    out.extend(as_live(chosen[k]) for k in added)
+    backup = backup_name(bdir, live) if existed else None
+    if backup:
+        copy_preserving(live, backup)
+    buf = io.StringIO()
+    csv.writer(buf, lineterminator="\n").writerows([l_head] + out)
+    mode = (os.stat(live).st_mode & 0o7777) if existed else None
+    atomic_write(live, buf.getvalue().encode("utf-8"), mode)
+    modules = {}
+    jit_dir = live_jit_dir(req.get("package_dir"), req.get("jit_dir_env"))
+    for name in req.get("modules") or []:
+        so = os.path.join(jit_dir, name + ".so")
+        modules[so] = move_aside(so, os.path.join(bdir, "jit"))
+    reused = _reuse_built(req, live, staging, jit_dir)
+    now = [list(k) for k in chosen]
+    this = {"time": epoch_s(), "mode": req.get("mode"), "backup": backup, "existed": existed, "promoted": now,
+            "replaced": replaced, "added": len(added), "skipped_duplicates": skipped, "modules": modules,
+            "reused_modules": reused}
+    if old is None:
+        record = {"live": live, "backup": backup, "existed": existed, "promoted": now, "replaced": replaced,
+                  "added": len(added), "skipped_duplicates": skipped, "modules": modules, "time": this["time"],
+                  "rolled_back": False, "rounds": [this]}
+    else:
+        # a later promotion of the same job: the record keeps the FIRST backup and the modules as they were
+        # before the first promotion (what rollback restores); this one's backup and moves are in its round
+        record = dict(old, promoted=old.get("promoted", []) + now, replaced=old.get("replaced", 0) + replaced,
+                      added=old.get("added", 0) + len(added), skipped_duplicates=skipped,
+                      rounds=_rounds(old) + [this])
+    atomic_write(rec_path, (json.dumps(record, indent=1) + "\n").encode("utf-8"))
+    return dict(record, already=False, promoted_now=now)
+
+
+def _reuse_built(req, live, staging, jit_dir):
+    """The modules the after arm built from the staging table (``built_dir``) ARE the promoted table's when
+    the two tables hold the same rows (order aside: a module compiles the set of its rows): copied into the live JIT dir (tmp + rename, mtime now so they are
+    newer than the table) instead of being rebuilt by the next process (issue 26). Else nothing."""
+    built = req.get("built_dir")
+    if not built:
+        return []
+    (l_head, l_rows), (s_head, s_rows) = _read(live), _read(staging)
+    if l_head != s_head or sorted(map(tuple, l_rows)) != sorted(map(tuple, s_rows)):
+        return []
+    out = []
+    for name in req.get("modules") or []:
+        src, dst = os.path.join(built, name + ".so"), os.path.join(jit_dir, name + ".so")
+        if os.path.isfile(src):
+            copy_preserving(src, dst)
+            os.utime(dst)
+            out.append(dst)
+    return out
+
+
+def _rounds(rec):
+    """The promotions a record holds, oldest first (a record from before later promotions is one)."""
+    if rec.get("rounds"):
+        return list(rec["rounds"])
+    return [{k: rec.get(k) for k in ("time", "backup", "existed", "promoted", "replaced", "added",
+                                     "skipped_duplicates", "modules")}]
+
+
+def _asked(req, done):
+    """Every key of the request (with this GPU's gfx/cu_num prefix, either form) is in ``done``."""
+    gfx, cu_num = req.get("gfx"), req.get("cu_num")
+    pref = [p for p in ((gfx, cu_num), (cu_num,), ()) if all(v is not None for v in p)]
+    for k in req.get("keys") or []:
+        key = tuple(key_text(v) for v in k)
+        if not any(tuple(key_text(v) for v in p) + key in done for p in pref):
+            return False
+    return True
+
+
+def op_rollback(req):
+    """Restore the live table (byte for byte) and the live module(s) as they were before the job's FIRST
+    promotion: every later promotion of the job (``rounds``) is undone with it."""
+    bdir = req.get("backup_dir")
+    if not bdir:
+        raise HelperError("rollback: backup_dir is required")
+    rec_path = os.path.join(bdir, RECORD)
+    rec = _read_record(rec_path)
+    if rec is None:
+        raise HelperError("rollback: this job never promoted anything on the node (%s missing)" % rec_path,
+                          hint="nothing to undo; the live table was not changed by this job")
+    if rec.get("rolled_back"):
+        return dict(rec, already=True)
+    live = rec["live"]
+    # the record's top-level backup and modules are the first promotion's (later ones only add rounds)
+    if rec.get("backup"):
+        copy_preserving(rec["backup"], live)
+    elif os.path.isfile(live):
+        os.unlink(live)  # the table did not exist before this job
+    for so, saved in (rec.get("modules") or {}).items():
+        if saved and os.path.isfile(saved):
+            copy_preserving(saved, so)   # new inode renamed in place: a mapped old one stays valid
+        elif not saved and os.path.isfile(so):
+            os.unlink(so)                 # built from the promoted table; the next process rebuilds it
+    rec.update(rolled_back=True, rolled_back_at=epoch_s(), rounds_undone=len(_rounds(rec)))
+    atomic_write(rec_path, (json.dumps(rec, indent=1) + "\n").encode("utf-8"))
+    return dict(rec, already=False)
