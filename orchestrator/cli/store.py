@@ -38,6 +38,8 @@ def observe(workspace: Workspace, job) -> None:
     url = _url(env)
     if url is None or time.monotonic() - _QUIET["failed_at"].get(url, -RETRY_S) < RETRY_S:
         return
+    if _simulated(job) and not _explicit(env):
+        return      # a demo's rows are a simulator's: never in the user's own store unless asked (--store URL)
     from ..store import shown
     from ..store.live import forget, opened
     from ..store.sync import sync_job
@@ -54,6 +56,16 @@ def observe(workspace: Workspace, job) -> None:
         warn(f"{lost['table_name']} {lost['row_key']} on {lost['gfx']}/cu_num={lost['cu_num']}: the team's row "
              f"was promoted first by job {lost['held_by']} ({lost['origin']}); this job's promotion is recorded, "
              "the team keeps that one")
+
+
+def _simulated(job) -> bool:
+    req = getattr(job, "request", None) or {}
+    return bool(req.get("demo_dir") or req.get("demo_nodes"))
+
+
+def _explicit(env: Env | None) -> bool:
+    import os
+    return bool((env is not None and env.store_url) or os.environ.get("TUNE_REMOTE_STORE"))
 
 
 Workspace.observers.append(observe)

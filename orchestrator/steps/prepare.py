@@ -205,15 +205,9 @@ def live_jit_dir(ctx: Ctx) -> str | None:
     return env.get("AITER_JIT_DIR") or (f"{pkg}/jit" if pkg else None)
 
 
-def serve_line(cmd: str, root: str) -> str:
-    """The user's --serve-cmd (a shell line by contract) in the aiter root; its failure is reported, not
-    fatal: the exit status is written to the log and the step always succeeds."""
-    return f"( {render(Cmd(('sh', '-c', cmd), cwd=root))} ); echo \"[tune-remote] serve command exit status $?\""
-
-
 def _serve_before(request, root: str) -> str:
     """One run as ever; with --serve-repeats or --accuracy-cmd every run after its marker (serving_check.py)."""
-    from .serving_check import before_line, repeats
+    from .serving_check import before_line, repeats, serve_line
     if repeats(request) == 1 and not request.get("accuracy_cmd"):
         return serve_line(request.serve_cmd, root)
     return before_line(request, root)

@@ -230,7 +230,7 @@ def engaged_at_runtime(ctx: Ctx, res: dict, ran: dict | None = None, asked: list
 def serve_after(ctx: Ctx) -> None:
     """--serve-cmd again after promotion, judged, and a regression rolled back (steps/serving_check.py)."""
     from .serving_check import after
-    after(ctx)
+    after(ctx, rollback)
 
 
 def promote_summary(job: JobState, res: dict) -> dict:

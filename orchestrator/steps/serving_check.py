@@ -17,7 +17,7 @@ import re
 import statistics
 
 from ..context import Ctx
-from ..remote.shell import Cmd, quote
+from ..remote.shell import Cmd, quote, render
 from ..state import atomic_write
 from .. import serving
 
@@ -34,10 +34,15 @@ def repeats(request) -> int:
         return 1
 
 
+def serve_line(cmd: str, root: str) -> str:
+    """The user's --serve-cmd (a shell line by contract) in the aiter root; its failure is reported, not
+    fatal: the exit status is written to the log and the step always succeeds."""
+    return f"( {render(Cmd(('sh', '-c', cmd), cwd=root))} ); echo \"[tune-remote] serve command exit status $?\""
+
+
 def before_line(request, root: str) -> str:
     """The pipeline's serve_before step: every run of the serve command, then the accuracy command, each
     after its marker line (a failure of one is reported, never fatal)."""
-    from .prepare import serve_line
     parts = [f"echo {quote(f'{RUN_MARK} {n}')}; {serve_line(request.serve_cmd, root)}"
              for n in range(1, repeats(request) + 1)]
     if request.get("accuracy_cmd"):
@@ -108,10 +113,9 @@ def _figures(texts: list[str], side: str, failed: list[str]) -> list[dict]:
     return out
 
 
-def after(ctx: Ctx) -> None:
-    """After promotion: the serve runs (and accuracy) again, serving.csv, the verdict, and a rollback when
-    the promotion made serving proven slower or accuracy worse (``--on-serving-regression``)."""
-    from .prepare import serve_line
+def after(ctx: Ctx, rollback) -> None:
+    """After promotion: the serve runs (and accuracy) again, serving.csv, the verdict, and ``rollback(ctx)``
+    when the promotion made serving proven slower or accuracy worse (``--on-serving-regression``)."""
     job = ctx.job
     req = job.request
     if not req.serve_cmd:
@@ -150,10 +154,10 @@ def after(ctx: Ctx) -> None:
         if r["change_pct"] is not None:
             job.note(f"serving {r['metric']}: {r['before']:g} -> {r['after']:g} ({r['change_pct']:+.2f} %, "
                      f"{'better' if serving.better(r['metric'], r['change_pct']) else 'not better'})")
-    _decide(ctx, rows, score(b_acc), score(a_acc), info)
+    _decide(ctx, rows, score(b_acc), score(a_acc), info, rollback)
 
 
-def _decide(ctx: Ctx, rows: list[dict], acc_before, acc_after, info: dict) -> None:
+def _decide(ctx: Ctx, rows: list[dict], acc_before, acc_after, info: dict, rollback) -> None:
     job, req = ctx.job, ctx.job.request
     main = primary(rows)
     verdict = {"metric": main["metric"], "verdict": main["verdict"], "runs": [main["before_n"], main["after_n"]],
@@ -177,7 +181,6 @@ def _decide(ctx: Ctx, rows: list[dict], acc_before, acc_after, info: dict) -> No
     mode = req.get("on_serving_regression") or "rollback"
     if why and (job.remote.promotion or {}).get("promoted"):
         if mode == "rollback":
-            from .promote import rollback
             rollback(ctx)
             verdict["rolled_back"] = True
             job.note("promotion rolled back: " + "; ".join(why) + " (--on-serving-regression rollback)")

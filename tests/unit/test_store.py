@@ -166,13 +166,36 @@ def test_a_second_laptop_is_told_the_team_rows_it_promoted_second_and_rows_shows
 
 
 def test_an_unwritable_default_store_never_stops_a_job(tmp_path, monkeypatch, capsys):
+    from pathlib import Path
+    from orchestrator.cli import store as cli_store
     monkeypatch.delenv("TUNE_REMOTE_STORE", raising=False)
     (tmp_path / "file").write_text("not a directory")
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "file"))
     assert main(["-q", "--workspace", str(tmp_path / "ws"), "demo", "--repeats", "1"]) == 0
+    assert Workspace(tmp_path / "ws").jobs()[0].state == "succeeded"
+    # a real node's job (a fixture's state.json) saved with the default store unwritable: one warning, no raise
+    ws = Workspace(tmp_path / "real")
+    fixture = sorted((Path(__file__).parents[1] / "fixtures" / "state").glob("*.json"))[0]
+    (ws.root / "j").mkdir(parents=True)
+    data = {**json.loads(fixture.read_text()), "job_id": "j"}
+    data["request"] = {k: v for k, v in data["request"].items() if k not in ("demo_dir", "demo_nodes")}
+    (ws.root / "j" / "state.json").write_text(json.dumps(data))       # as if its node were a real one
+    job = ws.load("j")
+    assert not (job.request.get("demo_dir") or job.request.get("demo_nodes"))
+    cli_store._QUIET["failed_at"].clear()
+    ws.save(job)
+    ws.save(job)
     err = capsys.readouterr().err
     assert err.count("warning: store sqlite:///") == 1 and "the job goes on" in err
-    assert Workspace(tmp_path / "ws").jobs()[0].state == "succeeded"
+
+
+def test_a_demo_never_writes_the_default_store(tmp_path, monkeypatch):
+    """A simulated node's rows (gfx950/cu_num 256, as a real MI355X's) would hold the team's keys: a demo is
+    written only to a store asked for (--store URL, $TUNE_REMOTE_STORE)."""
+    monkeypatch.delenv("TUNE_REMOTE_STORE", raising=False)
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    assert main(["-q", "--workspace", str(tmp_path / "ws"), "demo", "--repeats", "1"]) == 0
+    assert not (tmp_path / "data" / "tune-remote" / "store.sqlite").exists()
 
 
 def test_old_jobs_of_the_fixtures_sync(tmp_path):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from orchestrator.nodeside import logtail
-from orchestrator.shapelib import profread
+from orchestrator.nodeside.node_helper import op_profile
 from orchestrator.sim.growlog import append_misses
 from orchestrator.watch.cycle import Watch, WatchConfig
 from orchestrator.watch.mine import WatchTarget
@@ -35,7 +35,7 @@ class BatchHelper:
         assert (op1, op2) == ("log_tail", "profile") and soft_last
         ans = logtail.op_log_tail(dict(tail, facts=False))
         ans["facts"] = {"aiter_version": "0.1.20"}
-        return [ans, profread.op_profile(prof)]
+        return [ans, op_profile(prof)]
 
 
 def _watch(tmp_path, log, profiles):
