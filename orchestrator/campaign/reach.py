@@ -40,20 +40,15 @@ def single_target(reach: Reach, job: JobState, accept_new: bool = False) -> Targ
 
 
 def job_nodes(reach: Reach, job: JobState) -> list[str]:
-    """The nodes a job runs on (a campaign: its targets' nodes, in order)."""
-    if not job.is_campaign:
-        return [job.node]
+    """The nodes a job runs on (a campaign: its targets' nodes, in order): driver.job_nodes'."""
     from . import driver
-    return list(dict.fromkeys(s.node for s in driver.sub_jobs(job, reach.workspace))) or job.node.split(",")
+    return driver.job_nodes(job, reach.workspace)
 
 
 def check_nodes(reach: Reach, job: JobState, nodes) -> None:
-    """Every --node must be one of the job's nodes: one line, exit 2, nothing done."""
-    have = job_nodes(reach, job)
-    unknown = [n for n in nodes if n not in have]
-    if unknown:
-        raise UsageError(f"job {job.job_id} has no target on node {unknown[0]!r}",
-                         hint="its nodes: " + ", ".join(have))
+    """Every --node must be one of the job's nodes: one line, exit 2, nothing done (driver.check_nodes)."""
+    from . import driver
+    driver.check_nodes(job, reach.workspace, nodes)
 
 
 def select(reach: Reach, job: JobState, nodes=(), variant: str | None = None) -> tuple[Workspace, list[JobState]]:
