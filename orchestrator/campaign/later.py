@@ -4,14 +4,13 @@ the command's JSON document and whether it is a campaign's (one row per target);
 from __future__ import annotations
 
 import csv
-from contextlib import contextmanager
 from pathlib import Path
 
 from ..context import Ctx, Settings
 from ..errors import JobError, TuneRemoteError, UsageError
 from ..inventory import load_inventory
 from ..state import JobState, Status, Workspace
-from .driver import check_nodes, sub_jobs, sub_workspace
+from .driver import check_nodes
 from .runs import target_for
 
 
@@ -24,31 +23,20 @@ class Reach:
     def inventory(self):
         return load_inventory(self.inventory_path)
 
+    def targets(self):
+        """The same reach as status/logs/cancel/fetch take it (campaign/reach.py), with this command's ui."""
+        from . import reach
+        return reach.Reach(self.workspace, self.inventory, bool(getattr(self.ui, "quiet", False)))
+
     def select(self, job: JobState, nodes=(), variant: str | None = None) -> tuple[Workspace, list[JobState]]:
         """A campaign's sub-jobs on ``nodes`` (all when empty) and of ``variant`` (all when None)."""
-        from . import lifecycle
-        lifecycle.refresh(self.workspace, job, self.inventory, self.ui)   # the nodes' own launches
-        check_nodes(job, self.workspace, nodes)
-        subs = [s for s in sub_jobs(job, self.workspace)
-                if (not nodes or s.node in nodes) and (variant is None or s.variant == variant)]
-        if not subs:
-            raise UsageError(f"job {job.job_id} has no target job" + (f" of {variant}" if variant else "")
-                             + (f" on {', '.join(nodes)}" if nodes else ""),
-                             hint="its targets: " + ", ".join(f"{s.node}/{s.container} {s.variant}"
-                                                               for s in sub_jobs(job, self.workspace)))
-        return sub_workspace(self.workspace, job), subs
+        from . import reach
+        return reach.select(self.targets(), job, nodes, variant)
 
-    @contextmanager
     def runner(self, job: JobState):
         """The campaign's runner (its targets' connections); it and its source are closed afterwards."""
-        from . import lifecycle, sources
-        source = sources.open_source(lifecycle.source_env(self.workspace, job, self.inventory, self.ui, self.accept))
-        runner = source.runner(self.accept)
-        try:
-            yield runner
-        finally:
-            runner.close()
-            source.close()
+        from . import reach
+        return reach.campaign_runner(self.targets(), job, self.accept)
 
     def on_target(self, job: JobState, workspace: Workspace, fn, target=None):
         """``fn(ctx)`` on a single job's target (``target``: made already), which is closed afterwards."""
