@@ -75,6 +75,8 @@ def main() -> None:
     ap.add_argument("--noise-model", choices=("uniform", "measured"), default="measured")
     ap.add_argument("--demo-aa", type=int, default=0, help="test bed: A/A demo jobs (tuning changes nothing) and "
                     "real-gain jobs per design: fixed 3, fixed 5, sequential 5 + 5 .. 30 (0: none)")
+    ap.add_argument("--designs", default="fixed 3,fixed 5,sequential 5+5..30",
+                    help="--demo-aa: which designs (comma-separated names)")
     ap.add_argument("--model", dest="model", action=argparse.BooleanOptionalAction, default=True,
                     help="the model half (--no-model: the test bed only)")
     a = ap.parse_args()
@@ -85,14 +87,14 @@ def main() -> None:
     if a.runs:
         demo_figures(a)
     if a.demo_aa:
-        demo_aa(a.demo_aa)
+        demo_aa(a.demo_aa, [d.strip() for d in a.designs.split(",")])
 
 
 DESIGNS = (("fixed 3", ["--repeats", "3"]), ("fixed 5", ["--repeats", "5"]),
            ("sequential 5+5..30", ["--repeats", "5", "--max-repeats", "30"]))
 
 
-def demo_aa(runs: int) -> None:
+def demo_aa(runs: int, designs: list[str] | None = None) -> None:
     """Issue 37's done-when on the test bed: A/A jobs (measured noise, tuning changes nothing) clean, and on
     real gains no slower row promoted and >= 90 % of the >= 5 % faster rows promoted; wall time per job."""
     print(f"\ntest bed: measured noise, a8w8_blockscale demo, {runs} A/A jobs and {runs} real-gain jobs per design")
@@ -100,6 +102,8 @@ def demo_aa(runs: int) -> None:
           f"{'>=5% promoted':>14} {'wall/job s':>10}")
     with tempfile.TemporaryDirectory() as tmp:
         for name, args in DESIGNS:
+            if designs and name not in designs:
+                continue
             clean = false = 0
             runs_used, walls, slower, f5, f5_not = [], [], 0, 0, 0
             for i in range(runs):
