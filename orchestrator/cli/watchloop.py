@@ -35,13 +35,18 @@ from .base import ACCEPT_NEW_HOST_KEY, Env, cli
               help="per cycle: tune only the most-missed shapes whose estimated tuning time fits, e.g. 2h")
 @click.option("--retune", is_flag=True, help="tune a shape seen again even when an earlier cycle tuned it")
 @click.option("--repeats", type=click.IntRange(1), default=3, show_default=True, help="benchmark runs per arm")
+@click.option("--serve-cmd", default=None, metavar="CMD",
+              help="every job's serving check, as run's --serve-cmd: before tuning and after promotion, judged; a "
+                   "promotion that made serving proven slower is rolled back")
+@click.option("--serve-repeats", type=click.IntRange(1), default=3, show_default=True, metavar="N",
+              help="with --serve-cmd: its runs before and after")
 @click.option("--profile", "profiles", multiple=True, metavar="PATH",
               help="a profiler trace or a directory the servers write traces into, inside the container (repeatable): "
                    "each cycle reads it with the logs and tunes the shapes with the largest share of GPU time first")
 @ACCEPT_NEW_HOST_KEY
 @click.pass_obj
 def watch(env: Env, nodes, container, logs, variant, min_misses, interval, once, promote_mode, name, budget,
-          retune, repeats, accept_new_host_key, profiles=()):
+          retune, repeats, accept_new_host_key, profiles=(), serve_cmd=None, serve_repeats=3):
     """Tune new misses as they appear in the servers' logs; recheck a target after an upgrade. Never prompts.
 
     Each cycle reads only the new bytes of each log (a rotated log from its start), counts the misses, and
@@ -75,7 +80,8 @@ def watch(env: Env, nodes, container, logs, variant, min_misses, interval, once,
     store = WatchStore(env.workspace.root, name)
     store.lock()
     run_watch(env, store, targets, list(logs), variants, min_misses, retune, promote_mode, budget, repeats,
-              interval, once, lambda: inv, accept_new_host_key, profiles=list(profiles))
+              interval, once, lambda: inv, accept_new_host_key, profiles=list(profiles), serve_cmd=serve_cmd,
+              serve_repeats=serve_repeats)
 
 
 def _variants(text: str) -> list[str] | None:
@@ -91,14 +97,14 @@ def _variants(text: str) -> list[str] | None:
 
 def run_watch(env: Env, store, targets, logs, variants, min_misses, retune, promote, budget, repeats, interval,
               once, inventory, accept_new: bool = False, cycles: int | None = None, between=None,
-              profiles: list | None = None) -> None:
+              profiles: list | None = None, serve_cmd: str | None = None, serve_repeats: int = 3) -> None:
     """``watch/loop.py``'s cycles, each said here; stopped: say so, exit 0; ``once`` with a failed job: exit 1."""
     from ..watch.cycle import WatchConfig
     from ..watch.launch import JobOptions
     from ..watch.loop import run
-    end = run(env.workspace, env.ui(), store, targets, WatchConfig(logs, variants, min_misses, retune, list(profiles or [])),
-              JobOptions(promote, budget, repeats), interval, once, inventory, lambda res: _say(env, store, res),
-              accept_new, cycles, between)
+    config = WatchConfig(logs, variants, min_misses, retune, list(profiles or []))
+    end = run(env.workspace, env.ui(), store, targets, config, JobOptions(promote, budget, repeats, serve_cmd, serve_repeats),
+              interval, once, inventory, lambda res: _say(env, store, res), accept_new, cycles, between)
     if end.stopped:
         click.echo(f"tune-remote: watch {store.name} stopped; a job it started goes on on the node and the next "
                    f"`tune-remote watch --name {store.name}` re-attaches it", err=True)

@@ -23,6 +23,8 @@ class JobOptions:
     promote: str = "proven"
     budget: str | None = None
     repeats: int = 3
+    serve_cmd: str | None = None        # --serve-cmd: the serving check of every job (issue 37)
+    serve_repeats: int = 3
 
 
 @dataclass
@@ -66,8 +68,10 @@ class Launcher:
 
     def request(self, job_id: str, variant: str, shapes: list[dict]) -> JobRequest:
         o = self.options
+        serving = ({"serve_cmd": o.serve_cmd, **({"serve_repeats": o.serve_repeats} if o.serve_repeats != 1 else {})}
+                   if o.serve_cmd else {})
         return JobRequest.of_run(shapes_csv=self.shapes_csv(job_id, variant, shapes), repeats=o.repeats,
-                                 promote=o.promote, budget=o.budget, watch=self.name)
+                                 promote=o.promote, budget=o.budget, watch=self.name, **serving)
 
     def drive(self, job_id: str, variant: str, shapes: list[dict], targets: list[WatchTarget]) -> Outcome:
         """Start the job (or re-attach it when the workspace has it already) and carry it to its end."""

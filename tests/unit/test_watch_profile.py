@@ -80,3 +80,14 @@ def test_watch_profile_paths_are_container_paths(tmp_path, monkeypatch, capsys, 
     assert main(["watch", "--node", "n1", "--log", "/x.log", "--profile", path]) == 2
     err = capsys.readouterr().err
     assert "--profile" in err and len(err.strip().splitlines()) == 1
+
+
+def test_watch_passes_its_serve_command_to_every_job(tmp_path):
+    """issue 37: `watch --serve-cmd` gives each job the serving check (and only then the keys of it)."""
+    from orchestrator.watch.launch import JobOptions, Launcher
+    launcher = Launcher(None, None, None, None, JobOptions(serve_cmd="bench", serve_repeats=3), tmp_path, "w")
+    req = launcher.request("w-c1-a8w8_blockscale", "a8w8_blockscale", [{"m": 1, "n": 7168, "k": 2048}])
+    assert req["serve_cmd"] == "bench" and req["serve_repeats"] == 3
+    plain = Launcher(None, None, None, None, JobOptions(), tmp_path, "w").request("w-c2-x", "a8w8_blockscale",
+                                                                                  [{"m": 1, "n": 7168, "k": 2048}])
+    assert plain["serve_cmd"] is None and "serve_repeats" not in plain
