@@ -68,8 +68,9 @@ def _global(ctx: click.Context, param: click.Parameter, value) -> None:
         env.quiet = True
     elif param.name == "store":
         env.store_url = value
-        from ..store.live import check
-        check(value)
+        if value or os.environ.get("TUNE_REMOTE_STORE"):   # an explicit store: opened now (exit 3 when
+            from ..store.live import check                  # unreachable); else SQLAlchemy loads at the
+            check(value)                                    # first save of a job that writes the default one
     else:
         env.json = True
 
@@ -125,8 +126,9 @@ def cli(ctx: click.Context, inventory, workspace, quiet, as_json, store):
 
     JOB: a job id, any unique prefix of one, or `last` (the newest job)."""
     ctx.obj = Env(inventory, workspace, quiet, as_json, store)
-    from ..store.live import check
-    check(store)
+    if store or os.environ.get("TUNE_REMOTE_STORE"):     # an explicit store is opened before the command runs
+        from ..store.live import check
+        check(store)
     if ctx.invoked_subcommand is None:       # `tune-remote` alone: the help, not a usage error
         click.echo(ctx.get_help())
         ctx.exit(0)

@@ -35,11 +35,11 @@ def warn(text: str) -> None:
 def observe(workspace: Workspace, job) -> None:
     """After every save: the job's new records into the store. Never raises (a job outlives its store)."""
     env = Env.last
-    url = _url(env)
-    if url is None or time.monotonic() - _QUIET["failed_at"].get(url, -RETRY_S) < RETRY_S:
-        return
     if _simulated(job) and not _explicit(env):
         return      # a demo's rows are a simulator's: never in the user's own store unless asked (--store URL)
+    url = _url(env)     # (imports SQLAlchemy: after the demo's early return, which then costs nothing)
+    if url is None or time.monotonic() - _QUIET["failed_at"].get(url, -RETRY_S) < RETRY_S:
+        return
     from ..store import shown
     from ..store.live import forget, opened
     from ..store.sync import sync_job
@@ -74,8 +74,10 @@ Workspace.observers.append(observe)
 def plan_hook(ctx, shapes: list[dict], described: list[str]) -> list[dict]:
     """The shapes step's hook under --reuse proven: the shapes the team's store holds are not tuned again."""
     env = Env.last
+    if getattr(env, "reuse", None) != "proven":     # this command's --reuse, not an earlier one's
+        return shapes
     url = _url(env)
-    if url is None or getattr(env, "reuse", None) != "proven":     # this command's --reuse, not an earlier one's
+    if url is None:
         return shapes
     from ..store import shown
     from ..store.live import opened

@@ -4,7 +4,7 @@ import json
 import subprocess
 import sys
 
-HEAVY = ("pandas", "numpy", "jinja2", "fabric", "paramiko", "invoke")
+HEAVY = ("pandas", "numpy", "jinja2", "fabric", "paramiko", "invoke", "sqlalchemy")   # sqlalchemy: the store (issue 39)
 
 
 def test_cli_import_and_status_leave_heavy_libraries_unloaded(tmp_path):
