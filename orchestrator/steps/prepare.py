@@ -14,7 +14,7 @@ from ..parsing.untuned import write_untuned_csv
 from ..remote.shell import Cmd, quote, render
 from ..variants import KernelVariant
 from ..workflow import LOG_STEP_NAMES
-from . import moetuners, tuneargs
+from . import moetuners, serving_check, tuneargs
 from .bench import announced, check_moe_quant, plan_bench, prepare_ops
 
 DEFAULT_REPEATS = 3  # benchmark runs per arm (run --repeats)
@@ -205,14 +205,6 @@ def live_jit_dir(ctx: Ctx) -> str | None:
     return env.get("AITER_JIT_DIR") or (f"{pkg}/jit" if pkg else None)
 
 
-def _serve_before(request, root: str) -> str:
-    """One run as ever; with --serve-repeats or --accuracy-cmd every run after its marker (serving_check.py)."""
-    from .serving_check import before_line, repeats, serve_line
-    if repeats(request) == 1 and not request.get("accuracy_cmd"):
-        return serve_line(request.serve_cmd, root)
-    return before_line(request, root)
-
-
 def run(ctx: Ctx) -> None:
     variant, job = ctx.variant, ctx.job
     remote = job.remote
@@ -280,7 +272,7 @@ def run(ctx: Ctx) -> None:
     if job.request.serve_cmd:   # the user's serving benchmark, before anything changes
         logs["serve_before"] = f"{remote.logs_dir}/{variant.name}_serve_before_{ts}.log"
         steps.append({"name": "serve_before", "log": logs["serve_before"],
-                      "line": _serve_before(job.request, root), "marker": ""})
+                      "line": serving_check.runs_line(job.request, root), "marker": ""})
     seed = _seed_line(ctx, live, before_env, bool(backup))
     if bench_cmds:
         steps.append({"name": "baseline", "log": logs["baseline"],

@@ -50,6 +50,14 @@ def before_line(request, root: str) -> str:
     return "; ".join(parts)
 
 
+def runs_line(request, root: str) -> str:
+    """The shell line of one side's runs (the pipeline's serve_before step, and after promotion): one run
+    exactly as before issue 37; with --serve-repeats or --accuracy-cmd every run after its marker."""
+    if repeats(request) == 1 and not request.get("accuracy_cmd"):
+        return serve_line(request.serve_cmd, root)
+    return before_line(request, root)
+
+
 def split(text: str) -> tuple[list[str], str | None]:
     """The serve runs of a log and its accuracy run (a log without markers, from an older job, is one run)."""
     marks = list(re.finditer(rf"^(?:{re.escape(RUN_MARK)}|{re.escape(ACCURACY_MARK)}) \d+\s*$", text, re.M))
@@ -122,9 +130,8 @@ def after(ctx: Ctx, rollback) -> None:
         return
     n = repeats(req)
     ctx.ui.event(f"serving benchmark after promotion (--serve-cmd, {n} run(s))")
-    line = before_line(req, job.remote.aiter_root) if (n > 1 or req.get("accuracy_cmd")) else \
-        serve_line(req.serve_cmd, job.remote.aiter_root)
-    res = ctx.target.ctr.run(Cmd(("sh", "-c", line)), timeout=6 * 3600 * n, check=False)
+    res = ctx.target.ctr.run(Cmd(("sh", "-c", runs_line(req, job.remote.aiter_root))), timeout=6 * 3600 * n,
+                             check=False)
     after_text = res.text + "\n" + res.err_text
     atomic_write(ctx.job_dir / "serve_after.log", after_text.encode())   # beside logs/, which mirrors the node
     before_log = (job.remote.logs or {}).get("serve_before")
