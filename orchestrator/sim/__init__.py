@@ -39,13 +39,16 @@ NODE_MODULES = tuple(Path(__file__).resolve().parent / n for n in (
 # the cost model (sim/costs.py), on the node's PYTHONPATH as pylib/_simcosts.py (torch and aiter use it)
 COSTS_MODULE = Path(__file__).resolve().parent / "costs.py"
 
-PROFILES = {"current": "0.1.20", "legacy": "0.1.11", "newest": "0.1.29"}
+PROFILES = {"current": "0.1.20", "legacy": "0.1.11", "newest": "0.1.29", "head": "0.1.30"}
 # the version pip reports, where it is not the plain release: wheels after v0.1.20 carry a post release and
 # the ROCm build as a local version (aiter-after-v0.1.20.md §1: `0.1.NN[.postK]+rocmX.Y`)
-PIP_VERSIONS = {"newest": "0.1.29.post1+rocm10.1"}
+PIP_VERSIONS = {"newest": "0.1.29.post1+rocm10.1", "head": "0.1.30+rocm10.1"}
 # `#@ if <tags>` blocks: a profile keeps a block when every tag holds (`!tag` = must not hold).
-# newest = current + what changed after v0.1.20 (orchestrator/sim/newest.py, aiter-after-v0.1.20.md)
-PROFILE_TAGS = {"current": {"current"}, "legacy": {"legacy"}, "newest": {"current", "newest"}}
+# newest = current + what changed after v0.1.20 (orchestrator/sim/newest.py, aiter-after-v0.1.20.md);
+# head = newest + the v0.1.30/HEAD forms of aiter-december-2026.md that are unmerged or only in some releases
+# (a node shows one form or the other: tune-remote probes, never reads the version alone)
+PROFILE_TAGS = {"current": {"current"}, "legacy": {"legacy"}, "newest": {"current", "newest"},
+                "head": {"current", "newest", "head"}}
 BASE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 LEGACY_ONLY = ("csrc/ck_gemm_a8w8_blockscale_bpreshuffle",)
 # besides the tuners a release does not ship yet (each variant's `since`: unshipped_tuners): v0.1.30 ships the
@@ -56,7 +59,8 @@ _MARKETING = {"gfx950": "AMD Instinct MI355X", "gfx942": "AMD Instinct MI300X"}
 
 @dataclass(frozen=True)
 class SimSpec:
-    profile: str = "current"          # "current" = AITER 0.1.20, "legacy" = AITER 0.1.11, "newest" = 0.1.29
+    profile: str = "current"          # "current" = AITER 0.1.20, "legacy" = AITER 0.1.11, "newest" = 0.1.29,
+                                      # "head" = 0.1.30 (+ HEAD forms)
     install_mode: str = "develop"     # "develop" (editable checkout) | "install" (site-packages)
     pip_name: str | None = None       # None -> "amd-aiter"; "aiter" = legacy distribution name
     gfx: str = "gfx950"
@@ -116,6 +120,11 @@ class SimInstall:
     def script(self, rel: str) -> str:
         """Target path of a script relative to the meta root (csrc/...) or checkout (op_tests/...)."""
         return f"{self.meta_root}/{rel}" if rel.startswith(("csrc/", "hsa/")) else f"{self.aiter_root}/{rel}"
+
+
+def is_newest(profile: str) -> bool:
+    """The profiles that have everything after v0.1.20 (newest, and head on top of it)."""
+    return "newest" in PROFILE_TAGS.get(profile, {profile})
 
 
 def unshipped_tuners(version: str) -> tuple:
@@ -261,7 +270,7 @@ def install(host_dir, spec: SimSpec | None = None, target_dir: str | None = None
 
     profile = spec.profile
     skip = ((() if profile == "legacy" else LEGACY_ONLY) + unshipped_tuners(spec.version)
-            + (() if profile == "newest" else NEWEST_ONLY))
+            + (() if is_newest(profile) else NEWEST_ONLY))
     if spec.install_mode == "develop":
         root_h, root_t = host / "aiter", f"{target}/aiter"
         meta_h, meta_t = root_h, root_t
@@ -275,7 +284,7 @@ def install(host_dir, spec: SimSpec | None = None, target_dir: str | None = None
         shutil.copyfile(module, pkg_h / "_sim" / module.name)
     (pkg_h / "install_mode").write_text(spec.install_mode)
     _install_configs(pkg_h / "configs", profile)
-    if profile == "newest":
+    if is_newest(profile):
         from .newest import adjust_configs
         adjust_configs(pkg_h / "configs")
     if spec.table_defects:

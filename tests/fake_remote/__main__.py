@@ -202,7 +202,7 @@ def main(argv=None) -> int:
     sub = ap.add_subparsers(dest="cmd", required=True)
     up = sub.add_parser("up", help="start a simulated node (idempotent)")
     up.add_argument("--name", default="demo")
-    up.add_argument("--profile", action="append", choices=["current", "legacy", "newest"],
+    up.add_argument("--profile", action="append", choices=["current", "legacy", "newest", "head"],
                     help="one container per --profile (default: current)")
     up.add_argument("--install-mode", choices=["develop", "install"], default="develop")
     up.add_argument("--pip-name", choices=["amd-aiter", "aiter"], default=None)

@@ -32,7 +32,8 @@ try:
 except (OSError, ValueError, KeyError):  # pragma: no cover - node.json missing
     pass
 LEGACY = PROFILE == "legacy"
-NEWEST = PROFILE == "newest"
+NEWEST = PROFILE in ("newest", "head")   # head = newest + the v0.1.30/HEAD forms
+HEAD = PROFILE == "head"
 
 
 def control_path():
