@@ -85,11 +85,14 @@ class Recheck:
             if mine:
                 notes.append(f"{len(mine)} row(s) the workspace's jobs promoted into {live} are not in it "
                              "now (replaced or removed since): not rechecked")
+            theirs: dict[tuple, int] = {}
             for r in m.not_live:
                 if r.table:
-                    notes.append(f"{variant} {_key_text(r)}: the team's store says job {r.job_id} ({r.origin}) "
-                                 f"promoted it into {live}; it is not in it now (the container recreated, the "
-                                 "row replaced or removed): not rechecked")
+                    theirs[(r.job_id, r.origin)] = theirs.get((r.job_id, r.origin), 0) + 1
+            for (job_id, origin), n in theirs.items():
+                notes.append(f"{n} row(s) the team's store says job {job_id} ({origin}) promoted into {live} are "
+                             "not in it now (the container recreated, the rows replaced or removed): not rechecked "
+                             "(listed under `missing` in recheck.json)")
             slower = [r for r in group if (judged.get(r.ident()) or {}).get("verdict") == "slower_now"]
             if demote and slower:
                 bdir = backup_dir(node_dir, variant, sum(t["variant"] == variant for t in demotion["tables"]))
