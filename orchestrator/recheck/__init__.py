@@ -125,7 +125,7 @@ def run_recheck(workspace, inventory_loader: Callable, settings, ui, *, node: st
         target, close = _target(jobs, node, container, inventory_loader, settings)
         try:
             doc = Recheck(ws, target, settings, ui, rid=rid, node=node, container=container,
-                          repeats=repeats).run(rows, demote=demote, path=path)
+                          repeats=repeats, team=store is not None).run(rows, demote=demote, path=path)
         finally:
             close()
     from .report import write

@@ -23,9 +23,11 @@ class Recheck:
     """The recheck ``rid`` of ``rows`` on one container, over a node session (no job: nothing of it is left
     running on the node when the laptop goes; a lost connection says to run the command again)."""
 
-    def __init__(self, ws: Workspace, target, settings, ui, *, rid: str, node: str, container: str, repeats: int):
+    def __init__(self, ws: Workspace, target, settings, ui, *, rid: str, node: str, container: str, repeats: int,
+                 team: bool = False):
         self.ws, self.target, self.settings, self.ui = ws, target, settings, ui
         self.rid, self.node, self.container, self.repeats = rid, node, container, repeats
+        self.team = team       # with the team's store: the rows not in the live table are listed (``missing``)
         self.session = NodeSession(target, settings, ui, node=node)
 
     def discover(self, variants: list[str]) -> Facts:
@@ -114,7 +116,7 @@ class Recheck:
                "counts": counts([r.get("verdict") for r in records]), "notes": notes}
         missing = [{k: v for k, v in rec.items() if k in MISSING_KEYS} for rec in records
                    if rec.get("why") and rec.get("why") != "not measured"]
-        if missing:
+        if missing and self.team:
             doc["missing"] = missing
         if demote:
             demotion["undo"] = (f"tune-remote recheck --node {self.node} --container {self.container} "
@@ -129,7 +131,9 @@ class Recheck:
         if r.origin:
             rec["origin"] = r.origin
         if r.table:
-            rec.update(source="store", job_uid=r.job_uid)
+            rec["source"] = "store"
+        if r.job_uid and r.origin:
+            rec["job_uid"] = r.job_uid
         return rec
 
     def resolve(self, rows: list[Promoted]) -> tuple[list[Promoted], list[tuple[Promoted, str]]]:
