@@ -72,6 +72,11 @@ def missing_rows(tables: list, team: list[dict]) -> list[dict]:
                for k, g, c in held):
             continue
         key = dict(kv.split("=", 1) for kv in str(t["row_key"]).split(",") if "=" in kv)
+        if where:           # named as the table names its key columns (as every other finding's key)
+            from .parsing.csvtools import key_columns
+            have = {**key, "gfx": t["gfx"], "cu_num": t["cu_num"]}
+            key = {c: str(have[c.lower()]) for c in key_columns(where[0][1])
+                   if c.lower() in have and have[c.lower()] is not None} or key
         file = where[0][0] if where else t["table_name"]
         why = "it is not in the live table now" if where else "its table is not among the container's live tables"
         out.append({"kind": MISSING, "file": file, "key": key,

@@ -160,11 +160,13 @@ def test_audit_findings_say_who_promoted_their_row_and_the_rows_the_live_tables_
     assert got[0]["promoted_by"]["job_id"] == "job-a" and got[0]["promoted_by"]["origin"] == "lapA:/ws"
     assert got[1]["promoted_by"] is None and {k: got[1][k] for k in findings[1]} == findings[1]
     miss = missing_rows([(label, df)], team)          # m=32 is nowhere; m=64 only for another GPU kind
-    assert [(m["kind"], m["file"], m["key"]) for m in miss] == [
-        ("missing_row", label, {"m": "32", "n": "512", "k": "7168"}),
-        ("missing_row", label, {"m": "64", "n": "512", "k": "7168"})]
+    assert [(m["kind"], m["file"], m["key"]) for m in miss] == [     # keyed as the table's other findings
+        ("missing_row", label, {"gfx": "gfx950", "cu_num": "256", "M": "32", "N": "512", "K": "7168"}),
+        ("missing_row", label, {"gfx": "gfx950", "cu_num": "256", "M": "64", "N": "512", "K": "7168"})]
     assert "job-a (lapA:/ws)" in miss[0]["detail"] and miss[0]["promoted_by"]["job_uid"] == "a"
-    assert missing_rows([("aiter/configs/other_tuned_gemm.csv", df)], team[:1])[0]["detail"].count("not among") == 1
+    (elsewhere,) = missing_rows([("aiter/configs/other_tuned_gemm.csv", df)], team[:1])
+    assert elsewhere["file"] == T and elsewhere["key"] == {"m": "16", "n": "512", "k": "7168"}
+    assert "not among the container's live tables" in elsewhere["detail"]
 
 
 def test_audit_findings_are_written_once_with_table_key_kind_node_and_aiter(store):
