@@ -21,6 +21,13 @@ class Fleet:
         return ", ".join(sorted({f"{g}/cu_num={c}" for n, (g, c) in self.kinds.items() if n in self.nodes}))
 
 
+def lacks(node, container: str | None) -> str | None:
+    """Why ``node`` is not one to recheck or audit in ``container`` (None: it has it, or none was named)."""
+    if container is None or container in node.containers or node.any_container:
+        return None
+    return f"no container {container} (its containers: {', '.join(node.containers) or 'none'})"
+
+
 def probe_container(node, container: str | None) -> str:
     """The container a node's GPU kind is probed in: ``container`` where the node has it, else its only one
     (every container of a node sees the node's GPUs)."""

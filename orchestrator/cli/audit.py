@@ -85,7 +85,7 @@ def _all_nodes(env, store, node: str, container: str | None, as_json: bool) -> N
     the findings gain "node". Exit: a failed node's code, else 1 with findings, else 0."""
     from ..audit import audit as run_audit
     from ..errors import TuneRemoteError
-    from ..fleet import probe_container, same_kind
+    from ..fleet import lacks, probe_container, same_kind
     from ..inventory import load_inventory
     inventory = load_inventory(env.inventory_path)
     fleet = same_kind(inventory, [node], container)
@@ -94,8 +94,12 @@ def _all_nodes(env, store, node: str, container: str | None, as_json: bool) -> N
                err=True)
     for s in fleet.skipped:
         click.echo(f"note: {s['node']}: skipped, {s['why']}", err=True)
-    findings, failed, tables = [], [], 0
+    findings, failed, tables, audited = [], [], 0, 0
     for n in fleet.nodes:
+        why = lacks(inventory.node(n), container)
+        if why:
+            click.echo(f"note: {n}: skipped, {why}", err=True)
+            continue
         try:
             res = run_audit(inventory_path=env.inventory_path, node=n,
                             container=probe_container(inventory.node(n), container), team=team)
@@ -108,13 +112,13 @@ def _all_nodes(env, store, node: str, container: str | None, as_json: bool) -> N
         for note in res.notes:
             click.echo(f"note: {n}: {note}", err=True)
         findings += [{**f, "node": n} for f in res.findings]
-        tables += len(res.tables)
+        tables, audited = tables + len(res.tables), audited + 1
     if as_json:
         click.echo(json.dumps(findings))
     elif findings:
         click.echo(_table(findings))
     else:
-        click.echo(f"clean: {len(fleet.nodes) - len(failed)} node(s), {tables} table(s)", err=True)
+        click.echo(f"clean: {audited} node(s), {tables} table(s)", err=True)
     if failed:
         raise SystemExit(int(failed[0].exit_code))
     if findings:

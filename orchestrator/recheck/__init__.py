@@ -211,8 +211,9 @@ def run_all_nodes(workspace, inventory_loader: Callable, settings, ui, *, node_a
     with nothing promoted, or that fails, is said and the others go on; ``{"kinds", "rechecks": [summary
     + "node"], "skipped": [{"node", "why"}], "failed": [{"node", "why", "exit_code"}]}``."""
     from ..errors import TuneRemoteError
-    from ..fleet import same_kind
-    fleet = same_kind(inventory_loader(), node_args, container, settings.accept_new_host_key)
+    from ..fleet import lacks, same_kind
+    inventory = inventory_loader()
+    fleet = same_kind(inventory, node_args, container, settings.accept_new_host_key)
     team = None
     if store is not None:
         from ..store.query import promoted_on
@@ -222,6 +223,10 @@ def run_all_nodes(workspace, inventory_loader: Callable, settings, ui, *, node_a
     out = {"kinds": fleet.kind_text(), "nodes": fleet.nodes, "rechecks": [], "skipped": list(fleet.skipped),
            "failed": [], "warnings": []}
     for node in fleet.nodes:
+        why = lacks(inventory.node(node), container)
+        if why:
+            out["skipped"].append({"node": node, "why": why})
+            continue
         ui.event(f"recheck --all-nodes ({out['kinds']}): {node}")
         try:
             res = run_recheck(workspace, inventory_loader, settings, ui, node=node, container=container,

@@ -200,3 +200,30 @@ def test_an_unreachable_store_asked_for_is_exit_3_and_the_default_one_a_warning(
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 2 and err[0].startswith("tune-remote: warning: store sqlite:///") and "read without it" in err[0]
     assert "no job in this workspace promoted a row on n1" in err[1]
+
+
+def test_all_nodes_are_the_inventory_s_nodes_of_the_named_nodes_gpu_kind(monkeypatch):
+    from orchestrator import fleet
+    from orchestrator.errors import ConnectError
+    from orchestrator.inventory_model import ContainerSpec, Inventory, NodeSpec
+    nodes = {n: NodeSpec(name=n, host=n, containers={f"{n}-c": ContainerSpec(name=f"{n}-c")})
+             for n in ("a", "b", "c", "d", "e")}
+    inv = Inventory(path="inv.yaml", nodes=nodes, groups={"pair": ("a", "c")})
+    kinds = {"a": ("gfx950", 256), "b": ("gfx950", 256), "c": ("gfx942", 80), "e": ("gfx942", 80)}
+    asked = []
+
+    def kind(_inv, name, container, _accept):
+        asked.append((name, fleet.probe_container(_inv.node(name), container)))
+        if name == "d":
+            return None, ConnectError("ssh d: connection refused", hint="check the node")
+        return kinds[name], None
+    monkeypatch.setattr(fleet, "_kind", kind)
+    got = fleet.same_kind(inv, ["a"])
+    assert got.nodes == ["a", "b"] and got.kind_text() == "gfx950/cu_num=256"
+    assert got.skipped == [{"node": "d", "why": "GPU kind unknown: ssh d: connection refused (hint: check the node)"}]
+    assert sorted(asked) == [(n, f"{n}-c") for n in "abcde"]            # every node probed, in its container
+    assert fleet.same_kind(inv, ["pair"]).nodes == ["a", "b", "c", "e"]  # a group: the kinds of its nodes
+    with pytest.raises(ConnectError):                                   # the named node's own error
+        fleet.same_kind(inv, ["d"])
+    assert fleet.lacks(nodes["a"], "a-c") is None and fleet.lacks(nodes["a"], None) is None
+    assert fleet.lacks(nodes["a"], "x") == "no container x (its containers: a-c)"
