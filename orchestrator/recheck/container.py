@@ -105,9 +105,12 @@ class Recheck:
                                            "already": res.get("already")})
                 self.ui.event(f"demoted {len(res.get('demoted') or [])} slower_now row(s) from {live} "
                               f"(backup {res.get('backup')})")
+        apart: dict[tuple, int] = {}
         for r, why in elsewhere:
-            notes.append(f"{r.variant} {_key_text(r)}: the team's store says job {r.job_id} ({r.origin}) promoted "
-                         f"it into {r.table}; {why}: not rechecked")
+            apart[(r.job_id, r.origin, r.table, why)] = apart.get((r.job_id, r.origin, r.table, why), 0) + 1
+        for (job_id, origin, table, why), n in apart.items():
+            notes.append(f"{n} row(s) the team's store says job {job_id} ({origin}) promoted into {table}: {why}, "
+                         "not rechecked")
         at_promotion = {r.job_id: r.facts for r in rows + [r for r, _ in elsewhere]}
         doc = {"id": self.rid, "node": self.node, "container": self.container, "gpu": gpu_phys,
                "repeats": self.repeats, "time": time.time(), "node_dir": node_dir,
@@ -123,7 +126,6 @@ class Recheck:
                                 f"--undo {self.rid}")
             doc["demotion"] = demotion
         return doc
-
 
     def record(self, r: Promoted) -> dict:
         """A row's record: what it is and where it came from (the laptop: ``origin``, the store's job uid)."""
@@ -159,10 +161,6 @@ class Recheck:
 
 
 MISSING_KEYS = ("variant", "live", "key", "job_id", "origin", "promoted_at", "source", "why")
-
-
-def _key_text(r: Promoted) -> str:
-    return " ".join(f"{k}={v}" for k, v in r.key.items())
 
 
 def restore(target, settings, ui, tables: list[dict]) -> list[dict]:

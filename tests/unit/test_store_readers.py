@@ -118,6 +118,12 @@ def test_a_second_laptop_s_recheck_sees_the_first_s_rows_with_their_provenance(t
     b = _demo(tmp_path / "b", url, "--aa")           # an A/A node: laptop B promotes nothing of its own
     assert a.node == b.node and a.remote.promotion["promoted"] and not (b.remote.promotion or {}).get("promoted")
     capsys.readouterr()
+    store = Store.open(url)
+    with store.engine.begin() as conn:           # and a row A promoted into a table B's node does not read
+        store.upsert(conn, schema.events, [{
+            "kind": "promotion", "natural": "x|model_configs", "job_uid": job_uid(a), "node": a.node,
+            "table_name": "dsv3_a8w8_blockscale_tuned_gemm.csv", "row_key": "m=3,n=512,k=7168", "gfx": "gfx950",
+            "cu_num": 256, "at": 1.0, "detail": None}], ["kind", "natural"], update=False)
     # without a store: exactly as before (laptop B's workspace promoted nothing there)
     assert main(["--workspace", str(tmp_path / "b"), "--store", "none", "recheck", "--node", b.node]) == 2
     assert "no job in this workspace promoted a row on demo" in capsys.readouterr().err
@@ -126,20 +132,25 @@ def test_a_second_laptop_s_recheck_sees_the_first_s_rows_with_their_provenance(t
     out = json.loads(capsys.readouterr().out)
     doc = json.loads((tmp_path / "b" / out["recheck"] / "recheck.json").read_text())
     promoted = len(a.remote.promotion["promoted"])
-    assert len(doc["rows"]) == promoted
+    assert len(doc["rows"]) == promoted + 1
+    (other,) = [m for m in out["missing"] if m["live"] == "dsv3_a8w8_blockscale_tuned_gemm.csv"]
+    assert other["key"] == {"m": "3", "n": "512", "k": "7168"} and other["job_id"] == a.job_id
+    assert other["why"] == f"its table is not the live table of a8w8_blockscale here ({b.remote.live_csv})"
+    out["missing"].remove(other)
     assert {(r["job_id"], r["origin"], r["source"]) for r in doc["rows"]} == \
         {(a.job_id, f"{__import__('socket').gethostname()}:{(tmp_path / 'a').resolve()}", "store")}
     live = b.remote.live_csv
     held = pd.read_csv(live)
     here = {(int(m), int(n), int(k)) for m, n, k in zip(held["M"], held["N"], held["K"])}
-    gone = {(int(r["key"]["m"]), int(r["key"]["n"]), int(r["key"]["k"])) for r in doc["rows"]} - here
+    gone = {(int(r["key"]["m"]), int(r["key"]["n"]), int(r["key"]["k"])) for r in doc["rows"]
+            if r["live"] == live} - here
     assert gone and {(int(m["key"]["m"]), int(m["key"]["n"]), int(m["key"]["k"])) for m in out["missing"]} == gone
     assert all(m["why"] == "not in the live table now" and m["live"] == live for m in out["missing"])
     assert any("the team's store says job" in n for n in doc["notes"])
     with Store.open(url).engine.connect() as conn:      # the verdicts are in the store as the recheck ends
         n = conn.execute(sa.select(sa.func.count()).select_from(schema.events)
                          .where(schema.events.c.kind == "recheck")).scalar()
-    assert n == promoted
+    assert n == promoted + 1
 
 
 def test_audit_findings_say_who_promoted_their_row_and_the_rows_the_live_tables_lack():
