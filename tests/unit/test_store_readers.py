@@ -211,6 +211,11 @@ def test_an_unreachable_store_asked_for_is_exit_3_and_the_default_one_a_warning(
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 2 and err[0].startswith("tune-remote: warning: store sqlite:///") and "read without it" in err[0]
     assert "no job in this workspace promoted a row on n1" in err[1]
+    (tmp_path / "xdg2").write_text("")         # another default store (a warning is given once per process)
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg2"))
+    assert main(["--inventory", str(tmp_path / "none.yaml"), "audit", "--node", "n1"]) == ExitCode.USAGE
+    err = capsys.readouterr().err.strip().splitlines()           # the audit goes on without it: to the inventory
+    assert len(err) == 2 and "read without it" in err[0] and "inventory" in err[1]
 
 
 def test_all_nodes_are_the_inventory_s_nodes_of_the_named_nodes_gpu_kind(monkeypatch):
