@@ -16,7 +16,7 @@ import sqlalchemy as sa
 import yaml
 
 from orchestrator.outcome.keys import norm_key_value
-from orchestrator.sim import SimSpec
+from orchestrator.sim import SimSpec, upgrade
 from tests.e2e.test_reliability_e2e import LOG, TR, VARIANT, desc
 
 pytestmark = pytest.mark.e2e
@@ -112,3 +112,19 @@ def test_a_second_laptop_rechecks_and_audits_the_rows_the_first_promoted(make_no
         (n1.alias, "m={},n={},k={}".format(*k)) for k in (suspicious, removed)}     # each once, audited twice
     assert all(json.loads(e["detail"])["aiter"]["version"] for e in audits)
     assert len([e for e in ev if e["kind"] == "recheck" and e["node"] == n1.alias]) == len(keys)
+
+    # an upgrade on node 1; B's recheck --demote removes A's rows that are slower now: the store records the
+    # demotion (the team's rows released), so a later audit does not call them missing
+    upgrade.apply(c1.inst, "0.1.20.post1")
+    team_before = len(json.loads(_cli(tmp_path, inv, tmp_path / "b", "--store", url, "rows", "--json").stdout))
+    cp = _cli(tmp_path, inv, tmp_path / "b", "--store", url, "--json", "recheck", "--node", n1.alias, "--demote")
+    assert cp.returncode == 0, desc(cp)
+    rc = json.loads(cp.stdout)
+    doc = json.loads((tmp_path / "b" / rc["recheck"] / "recheck.json").read_text())
+    demoted = {_mnk(r["key"]) for r in doc["rows"] if r.get("verdict") == "slower_now"}
+    assert demoted and rc["demoted"] == len(demoted), doc["counts"]
+    team_after = len(json.loads(_cli(tmp_path, inv, tmp_path / "b", "--store", url, "rows", "--json").stdout))
+    assert team_after == team_before - len(demoted)
+    cp = _cli(tmp_path, inv, tmp_path / "b", "--store", url, "audit", "--node", n1.alias, "--json")
+    found = json.loads(cp.stdout)
+    assert {_mnk(f["key"]) for f in found if f["kind"] == "missing_row"} == {removed}, found
