@@ -15,19 +15,23 @@ TABLE_DIRS = ("aiter/configs", "aiter/configs/model_configs")
 
 @dataclass
 class Audit:
-    findings: list            # {"kind", "file", "key", "detail"} each
+    findings: list            # {"kind", "file", "key", "detail"} each (+ "promoted_by" with the team's store)
     tables: list              # (label, DataFrame) audited
     notes: list = field(default_factory=list)   # what the reader should know (tables an env variable names, ...)
+    facts: dict = field(default_factory=dict)   # --node: the node's gfx, cu_num, AITER version and commit
 
 
 def audit(files=(), cu_nums=(), *, inventory_path=None, node: str | None = None,
-          container: str | None = None) -> Audit:
+          container: str | None = None, team: list | None = None) -> Audit:
     """The findings of ``files`` (``cu_nums``: the serving GPU's), or of the live tables of ``node``'s
-    container (its GPUs give the cu_num, its level-0 guard the errRatio bound)."""
+    container (its GPUs give the cu_num, its level-0 guard the errRatio bound). ``team``: the rows the team's
+    store says are live on ``node`` (``store.query.promoted_on``; None: no store): each finding says which
+    job and laptop promoted its row (``promoted_by``), and a row the store lists that the live tables lack is
+    a ``missing_row`` finding."""
     from .parsing.audit import UPSTREAM_GUARD_ERR_BOUND, audit_tables
-    merged_as, bound, whose, notes = None, UPSTREAM_GUARD_ERR_BOUND, "upstream's level-0 guard", []
+    merged_as, bound, whose, notes, facts = None, UPSTREAM_GUARD_ERR_BOUND, "upstream's level-0 guard", [], {}
     if node:
-        tables, cu_nums, gfx, merged_as, node_bound, notes = live_tables(inventory_path, node, container)
+        tables, cu_nums, gfx, merged_as, node_bound, notes, facts = live_tables(inventory_path, node, container)
         if node_bound is not None:
             bound, whose = node_bound, "the node's level-0 guard"
     else:
@@ -36,7 +40,11 @@ def audit(files=(), cu_nums=(), *, inventory_path=None, node: str | None = None,
         gfxs = {LEGACY_CU_NUM_TO_GFX.get(c) for c in cu_nums}     # rows of another gfx: the wheel's, for other GPUs
         gfx = gfxs.pop() if len(gfxs) == 1 else None
     findings = audit_tables(tables, cu_nums, gfx, merged_as, err_bound=bound, bound_from=f"{whose} bound")
-    return Audit(findings, tables, notes)
+    if node and team is not None:
+        from .audit_team import missing_rows, provenance
+        team = [t for t in team if t["node"] == node and t.get("container") in (None, facts["container"])]
+        findings = provenance(findings, team) + missing_rows(tables, team)
+    return Audit(findings, tables, notes, facts)
 
 
 @contextmanager
@@ -116,7 +124,9 @@ def live_tables(inventory_path, node: str, container: str | None):
         if text is None:
             raise JobError(f"{ref.label}: {p} did not come back (too big or gone)", hint="audit a copy of it offline")
         tables.append((label, read_tuned_csv(text) if text.strip() else pd.DataFrame()))
-    return tables, sorted(cu), facts.get("gfx"), merged_as, guard_err_bound(guard_text), notes
+    kind = {"gfx": facts.get("gfx"), "cu_num": facts.get("cu_num"), "version": facts.get("version"),
+            "git_commit": facts.get("git_commit"), "container": ref.container}
+    return tables, sorted(cu), facts.get("gfx"), merged_as, guard_err_bound(guard_text), notes, kind
 
 
 def inline_text(meta: dict) -> str | None:

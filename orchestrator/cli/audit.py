@@ -9,6 +9,7 @@ import click
 from ..audit import tuned_table   # noqa: F401  re-exported: csv diff/merge (cli/offline.py) read tables with it
 from ..errors import ExitCode, UsageError
 from .base import cli
+from .readers import ask, gone, store_of
 
 
 @cli.command()
@@ -17,12 +18,17 @@ from .base import cli
 @click.option("--container", default=None, metavar="NAME", help="with --node: the container (if it has several)")
 @click.option("--cu-num", "cu_nums", type=click.IntRange(1), multiple=True, metavar="N",
               help="offline: the serving GPU's cu_num (repeatable); its gfx's rows for another cu_num are findings")
+@click.option("--all-nodes", is_flag=True,
+              help="with --node: every inventory node of its GPU kind (gfx, cu_num), each probed and audited")
 @click.option("--json", "as_json", is_flag=True, help='print a JSON list of {"kind", "file", "key", "detail"}')
 @click.pass_obj
-def audit(env, files, node, container, cu_nums, as_json):
+def audit(env, files, node, container, cu_nums, all_nodes, as_json):
     """Tuned tables checked for copied us, unparsable FlyDSL names, duplicate keys across merged files,
     foreign cu_num rows and errRatio over upstream's level-0 guard (errRatio > 0.2; with --node, the bound of the
-    node's own op_tests/tuning_tests/test_csv_validation.py). Exit 0 clean, 1 findings, 2 bad input."""
+    node's own op_tests/tuning_tests/test_csv_validation.py). With --node and the team's store (docs/store.md):
+    each finding says which job and laptop promoted its row ("promoted_by"), a row the store lists as promoted
+    there that the live tables lack is a missing_row finding, and the findings are written to the store.
+    Exit 0 clean, 1 findings, 2 bad input."""
     from ..audit import audit as run_audit
     if bool(files) == bool(node):
         raise UsageError("give tuned CSV files or --node, not both" if files else "nothing to audit",
@@ -31,8 +37,16 @@ def audit(env, files, node, container, cu_nums, as_json):
         raise UsageError("--container applies to --node", hint="tune-remote audit --node NODE --container NAME")
     if node and cu_nums:
         raise UsageError("--cu-num is for files: with --node the node's GPUs give it", hint="drop --cu-num")
+    if all_nodes and not node:
+        raise UsageError("--all-nodes applies to --node", hint="tune-remote audit --node NODE --all-nodes")
+    store = store_of(env) if node else None
+    if all_nodes:
+        return _all_nodes(env, store, node, container, as_json)
+    team = ask(env, store, promoted_on, [node]) if store is not None else None
     res = run_audit(files, cu_nums, inventory_path=env.inventory_path if node else None, node=node,
-                    container=container)
+                    container=container, team=team)
+    if team is not None:
+        write(store, res, node)
     for n in res.notes:
         click.echo(f"note: {n}", err=True)
     if as_json:
@@ -45,12 +59,86 @@ def audit(env, files, node, container, cu_nums, as_json):
         raise SystemExit(ExitCode.JOB_FAILED)
 
 
+def promoted_on(store, nodes):
+    from ..store.query import promoted_on as query
+    return query(store, nodes)
+
+
+def write(store, res, node: str) -> None:
+    """The findings into the store (events of kind audit); a store gone away: one warning, the audit's
+    output is whole anyway."""
+    import time
+
+    from ..audit_team import variant_of
+    from ..store.events import record_audit
+    f = res.facts
+    try:
+        record_audit(store, res.findings, node=node, gfx=f.get("gfx"), cu_num=f.get("cu_num"), at=time.time(),
+                     aiter={"version": f.get("version"), "commit": f.get("git_commit")},
+                     variants={label: variant_of(label) for label, _ in res.tables})
+    except Exception as exc:  # noqa: BLE001  the store's failure is never the audit's
+        gone(store.url, exc, f"the {len(res.findings)} finding(s) of {node} are not in it")
+
+
+def _all_nodes(env, store, node: str, container: str | None, as_json: bool) -> None:
+    """Every node of the GPU kind of ``node``: each audited (a node that fails is said, the others go on);
+    the findings gain "node". Exit: a failed node's code, else 1 with findings, else 0."""
+    from ..audit import audit as run_audit
+    from ..errors import TuneRemoteError
+    from ..fleet import lacks, probe_container, same_kind
+    from ..inventory import load_inventory
+    inventory = load_inventory(env.inventory_path)
+    fleet = same_kind(inventory, [node], container)
+    team = ask(env, store, promoted_on, fleet.nodes) if store is not None else None
+    click.echo(f"note: --all-nodes: {len(fleet.nodes)} node(s) of {fleet.kind_text()}: " + ", ".join(fleet.nodes),
+               err=True)
+    for s in fleet.skipped:
+        click.echo(f"note: {s['node']}: skipped, {s['why']}", err=True)
+    findings, failed, tables, audited = [], [], 0, 0
+    for n in fleet.nodes:
+        why = lacks(inventory.node(n), container)
+        if why:
+            click.echo(f"note: {n}: skipped, {why}", err=True)
+            continue
+        try:
+            res = run_audit(inventory_path=env.inventory_path, node=n,
+                            container=probe_container(inventory.node(n), container), team=team)
+        except TuneRemoteError as exc:
+            failed.append(exc)
+            click.echo(f"note: {n}: failed, {exc.one_line()}", err=True)
+            continue
+        if team is not None:
+            write(store, res, n)
+        for note in res.notes:
+            click.echo(f"note: {n}: {note}", err=True)
+        findings += [{**f, "node": n} for f in res.findings]
+        tables, audited = tables + len(res.tables), audited + 1
+    if as_json:
+        click.echo(json.dumps(findings))
+    elif findings:
+        click.echo(_table(findings))
+    else:
+        click.echo(f"clean: {audited} node(s), {tables} table(s)", err=True)
+    if failed:
+        raise SystemExit(int(failed[0].exit_code))
+    if findings:
+        raise SystemExit(ExitCode.JOB_FAILED)
+
+
 def _table(findings: list[dict]) -> str:
-    rows = [(f["kind"], f["file"], " ".join(f"{k}={v}" for k, v in f["key"].items()), f["detail"]) for f in findings]
-    head = ("kind", "file", "key", "detail")
-    width = [max(len(r[i]) for r in rows + [head]) for i in range(3)]
+    """kind, file, key, detail (node first with --all-nodes; "promoted by" where the team's store knew it)."""
+    nodes = any("node" in f for f in findings)
+    whose = any(f.get("promoted_by") for f in findings)
+    rows = [(*([f["node"]] if nodes else []), f["kind"], f["file"], " ".join(f"{k}={v}" for k, v in f["key"].items()),
+             *([_whose(f.get("promoted_by"))] if whose else []), f["detail"]) for f in findings]
+    head = (*(["node"] if nodes else []), "kind", "file", "key", *(["promoted by"] if whose else []), "detail")
+    width = [max(len(r[i]) for r in rows + [head]) for i in range(len(head) - 1)]
     fmt = "  ".join(f"{{:{w}}}" for w in width) + "  {}"
     return "\n".join(fmt.format(*r).rstrip() for r in [head] + rows)
+
+
+def _whose(p: dict | None) -> str:
+    return f"job {p['job_id']} ({p['origin']})" if p else "-"
 
 
 def node_ctx(env, node: str, container: str | None):

@@ -27,7 +27,7 @@ OPTION_GROUPS = {
         GLOBAL,
     ],
     "tune-remote recheck": [
-        {"name": "Where", "options": ["--node", "--container", "--accept-new-host-key"]},
+        {"name": "Where", "options": ["--node", "--container", "--all-nodes", "--accept-new-host-key"]},
         {"name": "What", "options": ["--variant", "--repeats"]},
         {"name": "Outcome", "options": ["--demote", "--undo", "--help"]},
         GLOBAL,

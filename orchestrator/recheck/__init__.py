@@ -13,14 +13,14 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ..errors import JobError, UsageError
 from ..state import Workspace
 from ..variants import get_variant
 from .judge import VERDICTS
-from .rows import Promoted, all_jobs, containers_of, promoted_rows
+from .rows import Promoted, all_jobs, containers_in_store, containers_of, from_store, merged, promoted_rows
 
 __all__ = ["VERDICTS", "NoFreeGpu", "NothingToRecheck", "RecheckResult", "run_recheck", "undo"]
 
@@ -44,6 +44,9 @@ class RecheckResult:
     demoted: int = 0                               # rows removed from live tables (--demote)
     versions: dict = field(default_factory=dict)   # {"now": facts, "at_promotion": {job_id: facts}}
     undo: str | None = None                        # the command that restores what --demote removed
+    node: str = ""
+    missing: list = field(default_factory=list)    # rows promoted there (workspace or store) not in the live table
+    warning: str | None = None                     # the store could not be written
 
 
 def _workspace(workspace) -> Workspace:
@@ -69,28 +72,38 @@ def _target(jobs, node: str, container: str, inventory_loader: Callable, setting
     return target, close
 
 
-def _pick(jobs, node: str, container: str | None, variant: str | None) -> tuple[str, list[Promoted]]:
+def _pick(jobs, node: str, container: str | None, variant: str | None,
+          team: list[dict] | None = None) -> tuple[str, list[Promoted]]:
+    """The container and its rows: the workspace's jobs' and (``team``: ``store.query.promoted_on``'s, None
+    without a store) the rows the team's store says any laptop promoted there."""
     if container is None:
-        have = containers_of(jobs, node)
+        have = sorted(set(containers_of(jobs, node)) | set(containers_in_store(team or [], node)))
         if len(have) > 1:
             raise UsageError(f"jobs promoted rows on {len(have)} containers of {node}: say which",
                              hint="add --container NAME (one of: " + ", ".join(have) + ")")
         container = have[0] if have else None
     rows = promoted_rows(jobs, node, container, variant) if container else []
+    if team is not None and container:
+        rows = merged(rows, from_store(team, node, container, variant))
     if not rows:
         where = f"{node}/{container}" if container else node
-        raise NothingToRecheck(f"no job in this workspace promoted a row on {where}"
+        whose = "no job in this workspace" if team is None else "no job in this workspace or the team's store"
+        raise NothingToRecheck(f"{whose} promoted a row on {where}"
                                + (f" for {variant}" if variant else "") + " (or every promotion was rolled back)",
-                               hint="recheck looks at the jobs of --workspace DIR; promote with `tune-remote run "
-                                    "--promote proven` or `tune-remote promote JOB`")
+                               hint="recheck looks at the jobs of --workspace DIR and the store's (--store URL); "
+                                    "promote with `tune-remote run --promote proven` or `tune-remote promote JOB`")
     return container, rows
 
 
 def run_recheck(workspace, inventory_loader: Callable, settings, ui, *, node: str, container: str | None = None,
-                variant: str | None = None, repeats: int | None = None, demote: bool = False) -> RecheckResult:
+                variant: str | None = None, repeats: int | None = None, demote: bool = False,
+                store=None, team: list[dict] | None = None) -> RecheckResult:
     """Measure every promoted live row of ``node``/``container`` with and without it; write
     ``<ws>/recheck-<id>/``; with ``demote`` remove the ``slower_now`` rows. Never prompts.
-    ``inventory_loader()`` -> the Inventory (called only when the node is not the demo's)."""
+    ``inventory_loader()`` -> the Inventory (called only when the node is not the demo's). ``store``: the
+    team's store (None: the workspace's rows only): the rows any laptop promoted there are rechecked too
+    (``team``: its ``promoted_on`` answer, when the caller asked it already), the verdicts and demotions are
+    written to it as the recheck ends."""
     from .container import Recheck
     repeats = DEFAULT_REPEATS if repeats is None else int(repeats)
     if repeats < 1:
@@ -99,27 +112,54 @@ def run_recheck(workspace, inventory_loader: Callable, settings, ui, *, node: st
     if variant is not None:
         get_variant(variant)
     jobs = all_jobs(ws)
-    container, rows = _pick(jobs, node, container, variant)
+    if store is not None and team is None:
+        from ..store.query import promoted_on
+        team = promoted_on(store, [node])
+    container, rows = _pick(jobs, node, container, variant, team if store is not None else None)
+    if store is not None:
+        here = origin(ws)
+        rows = [r if r.origin else replace(r, origin=here) for r in rows]
     rid = ws.claim(f"recheck-{time.strftime('%Y%m%d-%H%M%S')}-{node}"[:81])
     path = ws.root / rid
     with ws.keeping(rid):
         target, close = _target(jobs, node, container, inventory_loader, settings)
         try:
             doc = Recheck(ws, target, settings, ui, rid=rid, node=node, container=container,
-                          repeats=repeats).run(rows, demote=demote, path=path)
+                          repeats=repeats, team=store is not None).run(rows, demote=demote, path=path)
         finally:
             close()
     from .report import write
     write(path, doc)
+    warning = record(store, path) if store is not None else None
     ui.event(f"recheck {rid}: " + ", ".join(f"{k} {v}" for k, v in doc["counts"].items()) + f" -> {path}")
     dem = doc.get("demotion") or {}
     return RecheckResult(path=path, counts=doc["counts"], id=rid, rows=doc["rows"],
                          demoted=sum(len(t.get("demoted") or []) for t in dem.get("tables") or []),
                          versions={"now": doc["now"], "at_promotion": doc["at_promotion"]},
-                         undo=dem.get("undo") if dem.get("tables") else None)
+                         undo=dem.get("undo") if dem.get("tables") else None, node=node,
+                         missing=doc.get("missing") or [], warning=warning)
 
 
-def undo(workspace, inventory_loader: Callable, settings, ui, *, node: str, recheck_id: str) -> dict:
+def origin(ws: Workspace) -> str:
+    """This laptop and workspace, as the store names a job's (``host:workspace``)."""
+    import socket
+    return f"{socket.gethostname()}:{Path(ws.root).resolve()}"
+
+
+def record(store, path: Path) -> str | None:
+    """The recheck's verdicts and demotions into the team's store; a store gone away: the warning to give
+    (the recheck's directory keeps them: `tune-remote store import WORKSPACE` writes them later)."""
+    from ..store.events import sync_recheck
+    try:
+        sync_recheck(store, path)
+    except Exception as exc:  # noqa: BLE001  the store's failure is never the recheck's
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+        return (f"the team's store: {first}; the recheck's records stay in {path} (`tune-remote store import "
+                "WORKSPACE` writes them)")
+    return None
+
+
+def undo(workspace, inventory_loader: Callable, settings, ui, *, node: str, recheck_id: str, store=None) -> dict:
     """Restore the live tables and modules a ``recheck --demote`` changed (the node's ``rollback`` op on each
     demotion record); ``{"restored": [...], "already": bool}``. Repeating it changes nothing."""
     ws = _workspace(workspace)
@@ -146,7 +186,9 @@ def undo(workspace, inventory_loader: Callable, settings, ui, *, node: str, rech
     doc["demotion"]["undone"] = answers
     from .report import write
     write(d, doc)
-    return {"restored": [a.get("live") for a in answers], "already": all(a.get("already") for a in answers)}
+    warning = record(store, d) if store is not None else None
+    out = {"restored": [a.get("live") for a in answers], "already": all(a.get("already") for a in answers)}
+    return {**out, "warning": warning} if warning else out
 
 
 def summary(res: RecheckResult) -> dict:
@@ -155,4 +197,53 @@ def summary(res: RecheckResult) -> dict:
            "csv": str(res.path / "recheck.csv"), "report": str(res.path / "report.md")}
     if res.demoted or res.undo:
         out.update(demoted=res.demoted, undo=res.undo)
+    if res.missing:
+        out["missing"] = res.missing
+    return out
+
+
+def run_all_nodes(workspace, inventory_loader: Callable, settings, ui, *, node_args, container: str | None = None,
+                  variant: str | None = None, repeats: int | None = None, demote: bool = False,
+                  store=None, team_of: Callable | None = None) -> dict:
+    """``recheck --all-nodes``: every inventory node of the GPU kinds of ``node_args`` (fleet.py), each
+    rechecked as ``run_recheck`` does (the workspace's rows and, with ``store``, every laptop's: ``team_of(nodes)``
+    asks it, None when it cannot say). A node
+    with nothing promoted, or that fails, is said and the others go on; ``{"kinds", "rechecks": [summary
+    + "node"], "skipped": [{"node", "why"}], "failed": [{"node", "why", "exit_code"}]}``."""
+    from ..errors import TuneRemoteError
+    from ..fleet import lacks, same_kind
+    inventory = inventory_loader()
+    fleet = same_kind(inventory, node_args, container, settings.accept_new_host_key)
+    team = None
+    if store is not None:
+        from ..store.query import promoted_on
+        team = team_of(fleet.nodes) if team_of is not None else promoted_on(store, fleet.nodes)
+        if team is None:           # the store could not say (team_of warned): the workspace's rows only
+            store = None
+    out = {"kinds": fleet.kind_text(), "nodes": fleet.nodes, "rechecks": [], "skipped": list(fleet.skipped),
+           "failed": [], "warnings": []}
+    for node in fleet.nodes:
+        why = lacks(inventory.node(node), container)
+        if why:
+            out["skipped"].append({"node": node, "why": why})
+            continue
+        ui.event(f"recheck --all-nodes ({out['kinds']}): {node}")
+        try:
+            res = run_recheck(workspace, inventory_loader, settings, ui, node=node, container=container,
+                              variant=variant, repeats=repeats, demote=demote, store=store,
+                              team=[t for t in team or [] if t["node"] == node] if store is not None else None)
+        except NothingToRecheck:
+            out["skipped"].append({"node": node, "why": "nothing promoted there"
+                                   + (" (workspace or the team's store)" if store is not None else "")})
+            continue
+        except TuneRemoteError as exc:
+            out["failed"].append({"node": node, "why": exc.one_line(), "exit_code": int(exc.exit_code)})
+            continue
+        out["rechecks"].append({"node": node, **summary(res)})
+        if res.warning:
+            out["warnings"].append(res.warning)
+    if not out["rechecks"] and not out["failed"]:
+        raise NothingToRecheck(f"nothing promoted on the {len(fleet.nodes)} node(s) of {out['kinds']} ("
+                               + ", ".join(fleet.nodes) + ")" + ("" if store is not None else " by this workspace"),
+                               hint="recheck looks at the jobs of --workspace DIR and the team's store (--store URL)")
     return out

@@ -23,9 +23,11 @@ class Recheck:
     """The recheck ``rid`` of ``rows`` on one container, over a node session (no job: nothing of it is left
     running on the node when the laptop goes; a lost connection says to run the command again)."""
 
-    def __init__(self, ws: Workspace, target, settings, ui, *, rid: str, node: str, container: str, repeats: int):
+    def __init__(self, ws: Workspace, target, settings, ui, *, rid: str, node: str, container: str, repeats: int,
+                 team: bool = False):
         self.ws, self.target, self.settings, self.ui = ws, target, settings, ui
         self.rid, self.node, self.container, self.repeats = rid, node, container, repeats
+        self.team = team       # with the team's store: the rows not in the live table are listed (``missing``)
         self.session = NodeSession(target, settings, ui, node=node)
 
     def discover(self, variants: list[str]) -> Facts:
@@ -54,10 +56,13 @@ class Recheck:
         gpu_phys = int(facts.free_gpus[0])
         gpu = str(hip_devices(facts, [gpu_phys])[0])
         node_dir = f"{facts.workdir or f'{facts.aiter_root}/tune_logs'}/.tune-remote/{self.rid}"
+        rows, elsewhere = self.resolve(rows)
         groups: dict[tuple, list[Promoted]] = {}
         for r in rows:
             groups.setdefault((r.variant, r.live), []).append(r)
         records, notes, demotion, metrics, bench_env = [], [], {"tables": []}, {}, {}
+        for r, why in elsewhere:
+            records.append({**self.record(r), "why": why})
         for (variant, live), group in groups.items():
             self.ui.event(f"{variant}: {len(group)} row(s) of {live}, {self.repeats} run(s) per arm "
                           f"on GPU {gpu_phys}")
@@ -72,16 +77,24 @@ class Recheck:
             judged = judge_rows({k: (v["with"], v["without"]) for k, v in m.samples.items()}, hib)
             for r in group:
                 j = judged.get(r.ident()) or {}
-                rec = {"variant": variant, "live": live, "key": r.key, "kernelName": m.kernels.get(r.ident()),
-                       "job_id": r.job_id, "promoted_at": r.at, **j}
+                rec = {**self.record(r), "kernelName": m.kernels.get(r.ident()), **j}
                 if r in m.not_live:
                     rec["why"] = "not in the live table now"
                 elif not j.get("verdict"):
                     rec["why"] = "not measured"
                 records.append(rec)
-            if m.not_live:
-                notes.append(f"{len(m.not_live)} row(s) the workspace's jobs promoted into {live} are not in it "
+            mine = [r for r in m.not_live if not r.table]
+            if mine:
+                notes.append(f"{len(mine)} row(s) the workspace's jobs promoted into {live} are not in it "
                              "now (replaced or removed since): not rechecked")
+            theirs: dict[tuple, int] = {}
+            for r in m.not_live:
+                if r.table:
+                    theirs[(r.job_id, r.origin)] = theirs.get((r.job_id, r.origin), 0) + 1
+            for (job_id, origin), n in theirs.items():
+                notes.append(f"{n} row(s) the team's store says job {job_id} ({origin}) promoted into {live} are "
+                             "not in it now (the container recreated, the rows replaced or removed): not rechecked "
+                             "(listed under `missing` in recheck.json)")
             slower = [r for r in group if (judged.get(r.ident()) or {}).get("verdict") == "slower_now"]
             if demote and slower:
                 bdir = backup_dir(node_dir, variant, sum(t["variant"] == variant for t in demotion["tables"]))
@@ -92,17 +105,62 @@ class Recheck:
                                            "already": res.get("already")})
                 self.ui.event(f"demoted {len(res.get('demoted') or [])} slower_now row(s) from {live} "
                               f"(backup {res.get('backup')})")
-        at_promotion = {r.job_id: r.facts for r in rows}
+        apart: dict[tuple, int] = {}
+        for r, why in elsewhere:
+            apart[(r.job_id, r.origin, r.table, why)] = apart.get((r.job_id, r.origin, r.table, why), 0) + 1
+        for (job_id, origin, table, why), n in apart.items():
+            notes.append(f"{n} row(s) the team's store says job {job_id} ({origin}) promoted into {table}: {why}, "
+                         "not rechecked")
+        at_promotion = {r.job_id: r.facts for r in rows + [r for r, _ in elsewhere]}
         doc = {"id": self.rid, "node": self.node, "container": self.container, "gpu": gpu_phys,
                "repeats": self.repeats, "time": time.time(), "node_dir": node_dir,
                "metrics": metrics, "bench_env": bench_env, "now": facts_summary(facts),
                "at_promotion": at_promotion, "rows": records,
                "counts": counts([r.get("verdict") for r in records]), "notes": notes}
+        missing = [{k: v for k, v in rec.items() if k in MISSING_KEYS} for rec in records
+                   if rec.get("why") and rec.get("why") != "not measured"]
+        if missing and self.team:
+            doc["missing"] = missing
         if demote:
             demotion["undo"] = (f"tune-remote recheck --node {self.node} --container {self.container} "
                                 f"--undo {self.rid}")
             doc["demotion"] = demotion
         return doc
+
+    def record(self, r: Promoted) -> dict:
+        """A row's record: what it is and where it came from (the laptop: ``origin``, the store's job uid)."""
+        rec = {"variant": r.variant, "live": r.live or r.table, "key": r.key, "job_id": r.job_id, "promoted_at": r.at}
+        if r.origin:
+            rec["origin"] = r.origin
+        if r.table:
+            rec["source"] = "store"
+        if r.job_uid and r.origin:
+            rec["job_uid"] = r.job_uid
+        return rec
+
+    def resolve(self, rows: list[Promoted]) -> tuple[list[Promoted], list[tuple[Promoted, str]]]:
+        """The store's rows (promoted by another laptop: no live path known here) get the live table their
+        variant has on this container now (its ``AITER_CONFIG_*`` first path, else the default table); a row
+        whose table is not that one comes back apart, with why."""
+        from dataclasses import replace
+        env = {**(self.session.facts.env or {}), **self.target.container.env}
+        root = self.session.facts.aiter_root
+        out, apart = [], []
+        for r in rows:
+            if r.live:
+                out.append(r)
+                continue
+            variant = self.session.variant(r.variant)
+            first = (env.get(variant.config_env) or "").split(":")[0]
+            live = (first if first.startswith("/") else f"{root}/{first}") if first else f"{root}/{variant.tuned_csv}"
+            if Path(live).name == r.table:
+                out.append(replace(r, live=live))
+            else:
+                apart.append((r, f"its table is not the live table of {r.variant} here ({live})"))
+        return out, apart
+
+
+MISSING_KEYS = ("variant", "live", "key", "job_id", "origin", "promoted_at", "source", "why")
 
 
 def restore(target, settings, ui, tables: list[dict]) -> list[dict]:

@@ -77,3 +77,45 @@ def export_csv(rows: list[dict]) -> str:
     w.writeheader()
     w.writerows(body)
     return buf.getvalue()
+
+
+LIFE = ("promotion", "rollback", "demotion", "demotion_undone")
+
+
+def promoted_on(store, nodes, *, table_name: str | None = None) -> list[dict]:
+    """The rows the store says are live on ``nodes`` (promoted there by any laptop): for each (node, table,
+    key) the newest promotion whose job was not rolled back since (its last later change) and that no recheck
+    demoted after it (unless that demotion was undone); one dict each with the provenance: job, laptop and
+    workspace (``origin``), container, variant, GPU kind, AITER and ROCm versions, when."""
+    e, j = schema.events, schema.jobs
+    q = (sa.select(e.c.kind, e.c.natural, e.c.job_uid, e.c.table_name, e.c.row_key, e.c.node, e.c.at,
+                   j.c.job_id, j.c.origin, j.c.container, j.c.variant, j.c.gfx, j.c.cu_num, j.c.gpu_model,
+                   j.c.aiter_version, j.c.aiter_commit, j.c.rocm_version)
+         .outerjoin(j, j.c.uid == e.c.job_uid)
+         .where(e.c.kind.in_(LIFE), e.c.node.in_(list(nodes))))
+    if table_name is not None:
+        q = q.where(e.c.table_name == table_name)
+    with store.engine.connect() as conn:
+        events = [dict(m) for m in conn.execute(q).mappings()]
+    changes: dict[str, list] = {}          # job uid -> [(at, kind)] of its later changes (rows not named)
+    undone = {ev["natural"] for ev in events if ev["kind"] == "demotion_undone"}
+    demoted: dict[tuple, float] = {}       # (node, table, key) -> when a recheck last demoted it
+    for ev in events:
+        if ev["row_key"] is None and ev["kind"] in ("promotion", "rollback"):
+            changes.setdefault(ev["job_uid"], []).append((ev["at"] or 0.0, ev["kind"]))
+        elif ev["kind"] == "demotion" and ev["natural"] not in undone:
+            k = (ev["node"], ev["table_name"], ev["row_key"])
+            demoted[k] = max(demoted.get(k, 0.0), ev["at"] or 0.0)
+    rolled_back = {uid for uid, ch in changes.items() if max(ch)[1] == "rollback"}
+    live: dict[tuple, dict] = {}
+    for ev in events:
+        if ev["kind"] != "promotion" or ev["row_key"] is None or ev["job_uid"] in rolled_back:
+            continue
+        k = (ev["node"], ev["table_name"], ev["row_key"])
+        at = ev["at"] or 0.0
+        if k in demoted and demoted[k] >= at:
+            continue
+        if k not in live or at >= (live[k]["promoted_at"] or 0.0):
+            d = {c: ev[c] for c in ev if c not in ("kind", "natural", "at")}
+            live[k] = {**d, "promoted_at": ev["at"]}
+    return sorted(live.values(), key=lambda d: (d["node"] or "", d["table_name"] or "", d["row_key"]))
