@@ -15,6 +15,7 @@ from ..outcome import budget
 from ..parsing.untuned import read_shapes_csv
 from ..parsing.sources import split_log_sources  # noqa: F401  (re-exported: cli/, campaign/ import it here)
 from ..shapelib import shapelog
+from ..shapelib.shaperules import miss_weights
 from .shape_rules import dedupe, dp_shared_contract, runtime_lookups, snap
 
 
@@ -150,6 +151,13 @@ def _order(shape: dict, columns: tuple[str, ...]) -> dict:
     return {c: shape[c] for c in columns if c in shape}
 
 
+def once_per_process(facts) -> bool:
+    """The node's AITER logs a GEMM miss once per shape per process (probed in its gemm_op_a8w8.py source:
+    ``_log_CKGEMM_miss_once``, issue 36); not probed: False (a line per lookup, today's weighting)."""
+    probes = (facts.get("probes") if isinstance(facts, dict) else getattr(facts, "probes", None)) or {}
+    return probes.get("miss_log_once") is True
+
+
 def _drop_unsupported(ctx: ShapeSearch, got: list[dict], refused: list[dict], name: str) -> list[dict]:
     """Leave out the shapes AITER's own online tuner found no config for ('Fmoe tuning not support for
     (...)', aiter#3202): this AITER cannot tune them, so the tuner would only burn its time on them."""
@@ -187,8 +195,10 @@ def find(ctx: ShapeSearch) -> tuple[list[dict], list[str]]:
         if not paths:
             continue
         if where == "local":
-            res = shapelog.parse_files(paths, variant.name, keep_meta=True).to_json()
+            parsed = shapelog.parse_files(paths, variant.name, keep_meta=True)
+            res = parsed.to_json()
             res["missing"] = []
+            res["workers"] = parsed.workers_dict()
         else:
             res = ctx.call("shapes", {"logs": paths, "variant": variant.name, "meta": True},
                            host=(where == "node"), timeout=3600)
@@ -199,10 +209,10 @@ def find(ctx: ShapeSearch) -> tuple[list[dict], list[str]]:
         for w in res.get("warnings") or []:
             ctx.note(w)
         got = []
-        counts = (res.get("counts") or {}).get(variant.name) or []
+        counts = miss_weights(res, variant.name, once_per_process(ctx.facts))
         for i, shape in enumerate((res.get("shapes") or {}).get(variant.name, [])):
             meta = shape.get("_meta") or {}
-            looked_up.append((shape, counts[i] if i < len(counts) else 1))   # an older helper: 1 each
+            looked_up.append((shape, counts[i]))
             consulted_file = meta.get("file")
             if variant.family == "moe" and ("gfx" in meta or "cu_num" in meta):
                 tuple_gfx.append("gfx" in meta)   # the [fused_moe] tuple's form, read from the log (C-20)
@@ -221,6 +231,9 @@ def find(ctx: ShapeSearch) -> tuple[list[dict], list[str]]:
         described.append(f"{len(paths)} {where} log(s): {len(got)} untuned {variant.name} shapes "
                          f"({res.get('lines', 0)} lines)")
         found.extend(got)
+    if looked_up and once_per_process(ctx.facts):
+        ctx.note("this AITER logs a miss once per shape per process (_log_CKGEMM_miss_once in its "
+                 "gemm_op_a8w8.py): a logged shape's weight is the processes that logged it, not its lines")
     if tuple_gfx:
         probe_moe_tuple(ctx.facts, tuple_gfx)
     servers = getattr(ctx.facts, "servers", None)
