@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
+from ..shapelib.shaperules import miss_weights
 from .store import shape_key
 
 
@@ -65,10 +66,9 @@ def read_target(target, label: str, paths: list[str], previous: dict, variant: s
         out.logs[entry["path"]] = {"inode": entry["inode"], "offset": entry["offset"], "size": entry["size"]}
         if entry.get("rotated"):
             out.rotated.append(entry["path"])
-    counts = ans.get("counts") or {}
+    once = out.facts.get("miss_log_once") is True     # issue 36: processes, not lines, where AITER logs once
     for v, shapes in (ans.get("shapes") or {}).items():
-        n = counts.get(v) or []
-        out.shapes[v] = [(s, int(n[i]) if i < len(n) else 1) for i, s in enumerate(shapes)]
+        out.shapes[v] = list(zip(shapes, miss_weights(ans, v, once)))
     out.round_trips = target.round_trips() - before
     return out
 

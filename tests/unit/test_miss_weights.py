@@ -74,3 +74,15 @@ def test_the_probe_reads_the_runtime_source(tmp_path):
     (ops / "gemm_op_a8w8.py").write_text("def _log_CKGEMM_miss_once(M, N, K, tuned_file): ...\n")
     (tmp_path / "aiter" / "utility" / "untuned_shapes.py").write_text("def record(tuned_file, row): ...\n")
     assert miss_log_facts(str(tmp_path)) == {"miss_log_once": True, "capture_csv": True}
+
+
+def test_the_node_shapes_op_answers_workers_and_the_shapes_aiters_online_tuner_refused(tmp_path):
+    from orchestrator.nodeside.node_helper import op_shapes
+    tup = ("(256, 4, 7168, 256, 256, 8, 'ActivationType.Silu', 'torch.bfloat16', 'torch.float8_e4m3fn', "
+           "'torch.float8_e4m3fn', 'QuantType.per_Token', True, False)")
+    log = tmp_path / "server.log"
+    log.write_text(f"[aiter] [fused_moe] using 2stage default for {tup} \n[aiter] Fmoe tuning not support for {tup}\n"
+                   f"(Worker_TP0 pid=7) {MISS.format(**A)}\n(Worker_TP1 pid=8) {MISS.format(**A)}\n")
+    ans = op_shapes({"logs": [str(log)]})
+    assert [s["token"] for s in ans["unsupported"]["moe_2stages"]] == [4] and ans["refused"] == {"moe_2stages": 1}
+    assert ans["workers"]["a8w8_blockscale"] == [2] and ans["counts"]["a8w8_blockscale"] == [2]
