@@ -9,7 +9,9 @@ laptop. Answer: ``{"logs": [{"path", "inode", "size", "start", "offset", "rotate
 "shapes": {variant: [shape]}, "counts": {variant: [n]}, "misses", "hits", "lines", "bytes", "warnings",
 "facts": {"aiter_version", "rocm_version", "gfx", "miss_log_once", "capture_csv"} (with ``facts``)}``, and
 ``workers`` (per shape the processes that logged it). A capture CSV of AITER's (``*_untuned_*.csv`` with a
-header, AITER_TUNE_GEMM=1) is read like a log: the rows appended since the last offset, through its header.
+header, AITER_TUNE_GEMM=1) is read like a log: the rows appended since the last offset, through its header;
+a directory stands for the capture CSVs in it (each answered as its own log; ``within`` in the directory's
+spec gives their inodes/offsets).
 Stdlib only, Python >= 3.8.
 """
 
@@ -108,8 +110,25 @@ def facts():
     return out
 
 
+def capture_dir_specs(spec):
+    """A watched directory (AITER_TUNE_GEMM_DIR, issue 36) stands for the capture CSVs in it, sorted, each read
+    from where ``spec["within"]`` (path -> inode/offset) says the last cycle stopped; a file that appeared
+    since is read from its start. None when ``spec`` is not a directory."""
+    path = spec.get("path")
+    if not isinstance(path, str) or not os.path.isdir(path):
+        return None
+    within = spec.get("within") or {}
+    names = sorted(n for n in os.listdir(path) if capture_name(n) is not None
+                   and os.path.isfile(os.path.join(path, n)))
+    return [dict(within.get(os.path.join(path, n)) or {}, path=os.path.join(path, n)) for n in names]
+
+
 def op_log_tail(req):
-    specs = [s if isinstance(s, dict) else {"path": s} for s in (req.get("logs") or [])]
+    specs = []
+    for s in req.get("logs") or []:
+        s = s if isinstance(s, dict) else {"path": s}
+        inside = capture_dir_specs(s)
+        specs.extend([s] if inside is None else inside)
     parser = RecordParser(req.get("variant"), False)
     scanner = LineScanner(parser)
     logs = [tail_one(s, scanner) for s in specs]

@@ -7,7 +7,7 @@ from __future__ import annotations
 from orchestrator.nodeside import logtail
 from orchestrator.sim.growlog import append_misses
 
-from tests.unit.test_watch import V, _next, _shape, _tail, _watch
+from tests.unit.test_watch import V, _next, _tail, _watch
 
 
 def test_a_capture_csv_adds_the_rows_appended_since_and_waits_for_a_partial_row(tmp_path):
@@ -62,3 +62,21 @@ def test_the_watch_weighs_by_processes_where_the_node_logs_once_per_process(tmp_
     assert launcher.launched[0][1] == [(72, 512, 7168), (72, 7168, 2048)]
     ans = logtail.op_log_tail({"logs": [{"path": str(log)}], "variant": V})
     assert ans["counts"][V] == [3, 3] and ans["workers"][V] == [2, 1]
+
+
+def test_a_watched_capture_directory_follows_every_capture_file_in_it(tmp_path):
+    cap = tmp_path / "tuning"
+    cap.mkdir()
+    (cap / "a8w8_blockscale_untuned_gemm.csv").write_bytes(b"M,N,K\n64,1536,7168\n")
+    (cap / "notes.txt").write_text("not a capture file\n")
+    w, launcher, _ui, _h = _watch(tmp_path / "w", cap)
+    w.cycle()
+    with open(cap / "a8w8_blockscale_untuned_gemm.csv", "ab") as fh:
+        fh.write(b"8,4096,512\n32,40")                          # a whole row, and one being appended
+    (cap / "a8w8_blockscale_untuned_gemm.host.9.csv").write_bytes(b"M,N,K\n16,2112,7168\n")   # a new shard
+    w.cycle()
+    with open(cap / "a8w8_blockscale_untuned_gemm.csv", "ab") as fh:
+        fh.write(b"96,512\n")
+    w.cycle()
+    assert [shapes for _job, shapes in launcher.launched] == [
+        [(64, 1536, 7168)], [(8, 4096, 512), (16, 2112, 7168)], [(32, 4096, 512)]]
