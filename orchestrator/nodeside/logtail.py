@@ -134,7 +134,7 @@ def op_log_tail(req):
     logs = [tail_one(s, scanner) for s in specs]
     result = parser.finish()
     answer = {"logs": logs, "shapes": result.shapes, "counts": getattr(result, "counts", {}),
-              "workers": result.workers_dict(),      # processes per shape (issue 36: once-per-process logs)
+              "workers": dict(getattr(result, "workers", {})),      # processes per shape (issue 36: once-per-process logs)
               "misses": result.misses, "hits": result.hits, "lines": result.lines,
               "bytes": sum(entry["bytes"] for entry in logs), "warnings": list(result.warnings)}
     if req.get("facts"):

@@ -93,8 +93,8 @@ def op_shapes(req):
             "missing": missing, "files": paths, "ranges": getattr(result, "ranges", None),
             # issue 36: per shape the processes that logged it (the weight where AITER logs once per process),
             # and the shapes AITER's own online tuner refused ('Fmoe tuning not support', aiter#3202)
-            "workers": result.workers_dict(), "unsupported": dict(result.unsupported),
-            "refused": dict(result.refused)}
+            "workers": dict(getattr(result, "workers", {})),
+            "unsupported": dict(getattr(result, "unsupported", {})), "refused": dict(getattr(result, "refused", {}))}
 
 
 def op_profile(req):

@@ -236,7 +236,11 @@ def find(ctx: ShapeSearch) -> tuple[list[dict], list[str]]:
                  "gemm_op_a8w8.py): a logged shape's weight is the processes that logged it, not its lines")
     if tuple_gfx:
         probe_moe_tuple(ctx.facts, tuple_gfx)
-    servers = getattr(ctx.facts, "servers", None)
+    servers = list(getattr(ctx.facts, "servers", None) or [])
+    if req.serve_cmd:   # and the server --serve-cmd starts, read from its line and the container's environment
+        from ..serving import serve_cmd_server
+        started = serve_cmd_server(req.serve_cmd, {**(ctx.facts.env or {}), **ctx.session.target.container.env})
+        servers += [started] if started else []
     if servers:     # a server here that would never read what this job tunes is named (issue 36)
         from .servers import server_notes
         for msg in server_notes(servers, variant.family, variant.config_env, ctx.tuned_csv(variant),

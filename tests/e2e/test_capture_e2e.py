@@ -50,3 +50,29 @@ def test_the_simulated_servers_capture_is_what_run_tunes_and_misses_weigh_by_pro
     assert "miss lines once per process (gemm_op_a8w8.py)" in state["facts"]["probed"]
     assert "a logged shape's weight is the processes that logged it" in \
         (tmp_path / "ws" / "caplog" / "report.md").read_text()
+
+
+def test_a_serve_cmd_that_starts_vllm_without_aiters_path_is_named_in_the_plan_and_the_report(node, tmp_path,
+                                                                                              capsys, monkeypatch):
+    # the stock rocm/vllm image never sets VLLM_ROCM_USE_AITER (vllm#56945): the serving check would measure a
+    # server that never reads the tuned rows
+    monkeypatch.setenv("TUNE_REMOTE_POLL_S", "0.2")
+    c = next(iter(node.containers.values()))
+    inv = tmp_path / "inv.yaml"
+    inv.write_text(yaml.safe_dump({"nodes": {node.alias: {"ssh_config": str(node.ssh_config_file),
+                                                          "containers": {c.name: {}}}}}))
+    base = ["--inventory", str(inv), "--workspace", str(tmp_path / "ws"), "run", "--node", node.alias,
+            "--container", c.name, "--variant", "a8w8_blockscale", "--nk", "7168,2048", "--m-preset", "16,64"]
+    serve = "vllm serve /models/dsv3 --tensor-parallel-size 8 || python3 -m aiter._sim.serve --nk 7168,2048"
+    capsys.readouterr()
+    assert main([*base, "--serve-cmd", serve, "--dry-run"]) == 0
+    said = [line for line in capsys.readouterr().err.splitlines()
+            if "the vLLM server --serve-cmd starts runs without VLLM_ROCM_USE_AITER=1" in line]
+    assert len(said) == 1 and "vllm#56945" in said[0]
+    assert main([*base, "--serve-cmd", "VLLM_ROCM_USE_AITER=1 " + serve, "--dry-run"]) == 0
+    assert "--serve-cmd starts runs without" not in capsys.readouterr().err
+    code = main([*base, "-q", "--serve-cmd", serve, "--serve-repeats", "1", "--repeats", "1", "--promote", "none",
+                 "--yes", "--job-id", "sv"])
+    assert code == 0, capsys.readouterr().err
+    md = (tmp_path / "ws" / "sv" / "report.md").read_text()
+    assert "the vLLM server --serve-cmd starts runs without VLLM_ROCM_USE_AITER=1" in md
