@@ -161,19 +161,26 @@ def once_per_process(facts) -> bool:
 def _drop_unsupported(ctx: ShapeSearch, got: list[dict], refused: list[dict], name: str) -> list[dict]:
     """Leave out the shapes AITER's own online tuner found no config for ('Fmoe tuning not support for
     (...)', aiter#3202): this AITER cannot tune them, so the tuner would only burn its time on them."""
+    kept, msg = leave_out_refused(got, refused, name)
+    if msg:
+        ctx.note(msg)
+        ctx.ui.event(msg)
+    return kept
+
+
+def leave_out_refused(got: list[dict], refused: list[dict], name: str) -> tuple[list[dict], str | None]:
+    """(``got`` without the shapes AITER's online tuner refused, the line that names them or None): the one rule
+    of the shapes step and of ``tune-remote shapes``."""
     if not refused:
-        return got
+        return got, None
     ids = {budget.exact_key(s) for s in refused}
     kept = [s for s in got if budget.exact_key(s) not in ids]
     shown = "; ".join(", ".join(f"{k} {v}" for k, v in s.items() if k in ("token", "model_dim", "inter_dim",
                                                                            "expert", "topk", "q_type"))
                       for s in refused[:3])
     more = f" and {len(refused) - 3} more" if len(refused) > 3 else ""
-    msg = (f"{len(refused)} {name} shape(s) cannot be tuned by this AITER: its online tuner found no config for "
-           f"them ('Fmoe tuning not support' in the log, aiter#3202); not tuned: {shown}{more}")
-    ctx.note(msg)
-    ctx.ui.event(msg)
-    return kept
+    return kept, (f"{len(refused)} {name} shape(s) cannot be tuned by this AITER: its online tuner found no config "
+                  f"for them ('Fmoe tuning not support' in the log, aiter#3202); not tuned: {shown}{more}")
 
 
 def collect(ctx: Ctx) -> tuple[list[dict], list[str]]:
