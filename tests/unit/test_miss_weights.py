@@ -41,12 +41,20 @@ def test_ranking_follows_the_processes_where_aiter_logs_once_per_process(tmp_pat
     assert shapes == [B, A] and weights == [4, 1]
 
 
-def test_the_dense_path_counts_processes_as_the_line_path_does(tmp_path):
+def test_the_dense_path_counts_processes_as_the_line_path_does(tmp_path, monkeypatch):
     path = _log(tmp_path, dense=True)
+    with open(path, "a") as fh:          # lines without a process: each one a process, on the counted path too
+        fh.write((MISS.format(m=8, n=8, k=8) + "\n") * 3000)
     plain = shapelog.parse_stream(open(path).read().splitlines(), "a8w8_blockscale")
-    dense = shapelog.parse_files([path], "a8w8_blockscale", chunk_bytes=1 << 12)
-    assert dense.counts == plain.counts == {"a8w8_blockscale": [4000, 1600]}
-    assert dense.workers == plain.workers == {"a8w8_blockscale": [1, 4]}
+    from orchestrator.shapelib.shaperecords import RecordParser
+    applied = []
+    real = RecordParser.apply_effect
+    monkeypatch.setattr(RecordParser, "apply_effect", lambda self, eff, times: applied.append(times) or
+                        real(self, eff, times))
+    dense = shapelog.parse_files([path], "a8w8_blockscale", chunk_bytes=1 << 18)
+    assert sum(applied) > 5000                          # most lines went through the counted (dense) path
+    assert dense.counts == plain.counts == {"a8w8_blockscale": [4000, 1600, 3000]}
+    assert dense.workers == plain.workers == {"a8w8_blockscale": [1, 4, 3000]}
 
 
 def test_lines_without_a_process_prefix_count_one_process_each_and_sglang_echoes_once(tmp_path):
