@@ -154,8 +154,12 @@ def profile_from_facts(facts: dict) -> AiterProfile:
     if probes.get("moe_quant_count"):
         changes["moe_quant_max"] = int(probes["moe_quant_count"]) - 1
         probed.append("MoE quant types (op_test l_quant)")
+    # issue 36 (AITER's own shape capture, #5268): how often a miss is logged, read in the runtime's source
+    if probes.get("miss_log_once") is not None:
+        probed.append("miss lines once per process (gemm_op_a8w8.py)" if probes["miss_log_once"]
+                      else "miss lines per lookup (gemm_op_a8w8.py)")
     all_behaviours = ("gfx column", "tuner flags", "benchmark output form", "tuning-test CSV checks",
-                      "MoE tuple form", "GeluTanh activation", "MoE quant types")
+                      "MoE tuple form", "GeluTanh activation", "MoE quant types", "miss lines")
     assumed = [b for b in all_behaviours if not any(p.startswith(b) for p in probed)]
     assumed += ["--timeout default and counting", "MoE block-scale bypass rule", "partial-result exit code",
                 "duplicate-key merge rule"]

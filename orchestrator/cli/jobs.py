@@ -22,8 +22,10 @@ from .base import ACCEPT_NEW_HOST_KEY, JOB_ARG, Env, carried, cli, resolve_job, 
 @click.option("--log", "logs", multiple=True, metavar="PATH",
               help="server log inside the container; node:PATH on the node's host; local:PATH here (repeatable). "
                    "Also AITER's own shape capture: a *_untuned_*.csv the runtime appends its misses to, or "
-                   "its directory (start the server with AITER_TUNE_GEMM=1 AITER_TUNE_GEMM_DIR=DIR, e.g. "
-                   "docker run -e ... for vLLM/SGLang; weight = processes that missed)")
+                   "its directory (start the server with AITER_TUNE_GEMM=1 AITER_TUNE_GEMM_DIR=DIR: vLLM "
+                   "'docker run -e AITER_TUNE_GEMM=1 -e AITER_TUNE_GEMM_DIR=/tuning/m -e VLLM_ROCM_USE_AITER=1 "
+                   "... vllm serve', SGLang the same two before 'python -m sglang.launch_server'; weight = "
+                   "processes that missed)")
 @click.option("--shapes-csv", type=click.Path(dir_okay=False), help="shapes in AITER's untuned CSV format")
 @click.option("--nk", multiple=True, metavar="N,K", help="an (N,K) pair to sweep M over (repeatable)")
 @click.option("--model", "model", type=click.Path(dir_okay=False, exists=True), default=None,

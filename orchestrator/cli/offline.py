@@ -60,6 +60,14 @@ def shapes(env, logs, variant, csv_out, as_json, model, tp, m_preset, gfx, ep, f
         found = {k: v for k, v in res.shapes.items()}
         counts = {k: list(v) for k, v in res.counts.items()}
         warnings = list(res.warnings)
+        from ..steps.shape_sources import leave_out_refused
+        for v, refused in res.unsupported.items():     # aiter#3202: AITER's own tuner could not tune them
+            kept, msg = leave_out_refused(found.get(v) or [], refused, v)
+            if msg:
+                keep = [i for i, s in enumerate(found.get(v) or []) if s in kept]
+                found[v] = kept
+                counts[v] = [counts[v][i] for i in keep if i < len(counts.get(v) or [])]
+                warnings.append(msg)
         gate = get_variant(variant).log_gate_env if variant else None
         if gate and not (res.misses.get(variant) or res.hits.get(variant)):   # e.g. A6W6 (after-v0.1.20 §3)
             warnings.append(f"the logs have no {variant} lookup lines: AITER prints them only with {gate}=1 in "

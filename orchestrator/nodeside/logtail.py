@@ -7,11 +7,19 @@ the answer's ``offset`` stops after the last newline, so a line being written is
 The bytes go through the shape-log scanner (grep-style dense/sparse blocks, shapescan.py), never to the
 laptop. Answer: ``{"logs": [{"path", "inode", "size", "start", "offset", "rotated", "missing", "bytes"}],
 "shapes": {variant: [shape]}, "counts": {variant: [n]}, "misses", "hits", "lines", "bytes", "warnings",
-"facts": {"aiter_version", "rocm_version", "gfx"} (with ``facts``)}``. Stdlib only, Python >= 3.8.
+"facts": {"aiter_version", "rocm_version", "gfx", "miss_log_once", "capture_csv"} (with ``facts``)}``, and
+``workers`` (per shape the processes that logged it). A capture CSV of AITER's (``*_untuned_*.csv`` with a
+header, AITER_TUNE_GEMM=1) is read like a log: the rows appended since the last offset, through its header;
+a directory stands for the capture CSVs in it (each answered as its own log; ``within`` in the directory's
+spec gives their inodes/offsets).
+Stdlib only, Python >= 3.8.
 """
 
 import os
 
+import io
+
+from ..shapelib.shapecsv import capture_name, looks_like_capture, parse_capture
 from ..shapelib.shaperecords import RecordParser
 from ..shapelib.shapescan import LineScanner
 
@@ -51,7 +59,22 @@ def tail_one(spec, scanner):
             out["rotated"], start = True, 0
         out.update(inode=st.st_ino, size=st.st_size, start=start)
         end = _last_newline_end(f, start, st.st_size)
-        if end > start:
+        header = b""
+        if capture_name(path) is not None:
+            f.seek(0)
+            header = f.readline(1 << 16)
+        if header.endswith(b"\n") and looks_like_capture(path, header):
+            # AITER's own capture CSV (AITER_TUNE_GEMM=1, issue 36): the header names the columns of every
+            # row, so it is read each time; the rows appended since are added (a partial last row waits)
+            start = max(start, len(header))
+            if end > start:
+                f.seek(start)
+                parse_capture(io.BytesIO(header + f.read(end - start)), path, scanner.p)
+                scanner.p.r.lines -= 1
+                scanner.p.r.bytes -= len(header)
+                scanner.p.reset_file()
+            end = max(end, start)
+        elif end > start:
             f.seek(start)
             scanner.file(f, CHUNK_BYTES, limit=end - start)
             scanner.p.reset_file()
@@ -72,6 +95,9 @@ def facts():
         info = discovery._dist_info(norm, dist)
         if discovery._is_amd_aiter_pkg(info["package_dir"]):
             out["aiter_version"] = info["version"]
+            # issue 36: how the runtime logs a miss (once per shape per process?), read in its source
+            from .probe import miss_log_facts
+            out.update(miss_log_facts(os.path.dirname(info["package_dir"])))
             break
     tool = which_tool("rocminfo")
     if tool is not None:
@@ -84,13 +110,31 @@ def facts():
     return out
 
 
+def capture_dir_specs(spec):
+    """A watched directory (AITER_TUNE_GEMM_DIR, issue 36) stands for the capture CSVs in it, sorted, each read
+    from where ``spec["within"]`` (path -> inode/offset) says the last cycle stopped; a file that appeared
+    since is read from its start. None when ``spec`` is not a directory."""
+    path = spec.get("path")
+    if not isinstance(path, str) or not os.path.isdir(path):
+        return None
+    within = spec.get("within") or {}
+    names = sorted(n for n in os.listdir(path) if capture_name(n) is not None
+                   and os.path.isfile(os.path.join(path, n)))
+    return [dict(within.get(os.path.join(path, n)) or {}, path=os.path.join(path, n)) for n in names]
+
+
 def op_log_tail(req):
-    specs = [s if isinstance(s, dict) else {"path": s} for s in (req.get("logs") or [])]
+    specs = []
+    for s in req.get("logs") or []:
+        s = s if isinstance(s, dict) else {"path": s}
+        inside = capture_dir_specs(s)
+        specs.extend([s] if inside is None else inside)
     parser = RecordParser(req.get("variant"), False)
     scanner = LineScanner(parser)
     logs = [tail_one(s, scanner) for s in specs]
     result = parser.finish()
     answer = {"logs": logs, "shapes": result.shapes, "counts": getattr(result, "counts", {}),
+              "workers": dict(getattr(result, "workers", {})),      # processes per shape (issue 36: once-per-process logs)
               "misses": result.misses, "hits": result.hits, "lines": result.lines,
               "bytes": sum(entry["bytes"] for entry in logs), "warnings": list(result.warnings)}
     if req.get("facts"):

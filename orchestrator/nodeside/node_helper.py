@@ -90,7 +90,11 @@ def op_shapes(req):
     result = shapelog.parse_files(paths, variant=req.get("variant"), **kw)
     return {"shapes": result.shapes, "counts": getattr(result, "counts", {}), "hits": result.hits, "misses": result.misses,
             "warnings": list(result.warnings), "lines": result.lines, "bytes": result.bytes,
-            "missing": missing, "files": paths, "ranges": getattr(result, "ranges", None)}
+            "missing": missing, "files": paths, "ranges": getattr(result, "ranges", None),
+            # issue 36: per shape the processes that logged it (the weight where AITER logs once per process),
+            # and the shapes AITER's own online tuner refused ('Fmoe tuning not support', aiter#3202)
+            "workers": dict(getattr(result, "workers", {})),
+            "unsupported": dict(getattr(result, "unsupported", {})), "refused": dict(getattr(result, "refused", {}))}
 
 
 def op_profile(req):

@@ -181,11 +181,33 @@ def op_probe(req):
         elif os.path.isdir(os.path.join(root, "op_tests")):
             out["tuning_tests"] = False  # a checkout with op_tests but no tuning_tests
         # an install without op_tests/ says nothing: the version decides
+    if root:
+        out.update(miss_log_facts(root))
     fmoe = req.get("fmoe_csv")
     if fmoe:
         text = read_file_text(fmoe)
         if text is not None and "ActivationType.GeluTanh" in text:
             out["moe_gelutanh"] = True
+    return out
+
+
+# --- issue 36: AITER's own shape capture (#5268), probed in the runtime's source ---------------------------
+MISS_ONCE_MARKS = ("_log_CKGEMM_miss_once", "_log_quant_type_miss_once", "_log_GEMM_miss_once")
+
+
+def miss_log_facts(root):
+    """``miss_log_once``: the GEMM lookups log a miss once per shape per process (upstream's
+    ``_log_CKGEMM_miss_once``, op_tests/tuning_tests/test_untuned_shapes.py): True / False (the runtime's
+    gemm_op_a8w8.py has no such logger) / absent (no source to read). ``capture_csv``: the runtime has
+    aiter/utility/untuned_shapes.py (AITER_TUNE_GEMM=1 records every family's misses)."""
+    out = {}
+    pkg = os.path.join(root, "aiter")
+    src = read_file_text(os.path.join(pkg, "ops", "gemm_op_a8w8.py"))
+    if src is not None:
+        out["miss_log_once"] = any(m in src for m in MISS_ONCE_MARKS)
+    if os.path.isdir(os.path.join(pkg, "utility")):
+        rec = read_file_text(os.path.join(pkg, "utility", "untuned_shapes.py"))
+        out["capture_csv"] = rec is not None and "def record(" in rec
     return out
 
 

@@ -10,7 +10,7 @@ from .shapefmt import (
     CACHE_MAX, MISSING, NEW_RECORD_MARKERS, NEW_RECORD_START, SGLANG_PREFIX_END, VLLM_PREFIX_START,
     find_tuple_end, is_candidate, shape_tuple_key, variant_from_tuned_file)
 from .shaperules import ShapeLogResult, MessageRules
-from .text import ANSI_RE
+from .text import ANSI_RE, process_of
 
 _CACHE_CHARS = 8 << 20    # the memo's keys (message texts) together: memory O(1) whatever the messages
 
@@ -151,8 +151,10 @@ class RecordParser(MessageRules):
             return None
         counts = tuple((name, v, n) for name in ("misses", "hits", "dumps", "notes", "refused")
                        for v, n in getattr(r, name).items())
-        adds = tuple((table, v, shape) for table in ("shapes", "hit_shapes", "unsupported")
-                     for v, shapes in getattr(r, table).items() for shape in shapes)
+        who = dict(((v, i), w) for v, i, w in r._worker_seen)
+        adds = tuple((table, v, shape, who.get((v, i)) if table == "shapes" else None)
+                     for table in ("shapes", "hit_shapes", "unsupported")
+                     for v, shapes in getattr(r, table).items() for i, shape in enumerate(shapes))
         return (len(s._recent), counts, adds)
 
     def apply_effect(self, effect, times):
@@ -163,18 +165,21 @@ class RecordParser(MessageRules):
             counter = getattr(r, name)
             counter[v] = counter.get(v, 0) + n * times
         for add in adds:
-            if add[2] is None:                   # (counts list, index, None): a shape already added
+            if add[2] is None:                   # (counts list, index, None, workers): a shape already added
                 add[0][add[1]] += times
+                if add[3] is not None:           # lines without a process: each one a process
+                    add[3][add[1]] += times
             else:
-                r._add(add[0], add[1], dict(add[2]), times=times)
+                r._add(add[0], add[1], dict(add[2]), times=times, who=add[3])
 
     def count_slots(self, adds):
         """``adds`` of a line whose shapes are in the result now, as (counts list, index, None): counting
         another sighting is then one list increment (the dense path's hot loop)."""
         r, out = self.r, []
-        for table, v, shape in adds:
-            if table == "shapes":
-                out.append((r.counts[v], r._seen[(table, v)][shape_tuple_key(shape)], None))
+        for table, v, shape, who in adds:
+            if table == "shapes":   # a line naming its process was counted for it already: lines only
+                out.append((r.counts[v], r._seen[(table, v)][shape_tuple_key(shape)], None,
+                            r.workers[v] if who is None else None))
         return tuple(out)
 
     @property
@@ -253,7 +258,7 @@ class RecordParser(MessageRules):
             self._cache_chars += len(message)
         return got
 
-    def _emit(self, counter, table, parsed):
+    def _emit(self, counter, table, parsed, prefix=None):
         variant, shape, meta, key = parsed
         if self.want is not None and variant not in self.want:
             return
@@ -263,7 +268,7 @@ class RecordParser(MessageRules):
             shape["_meta"] = dict(meta)
         else:
             shape = dict(shape)
-        self.r._add(table, variant, shape, key)
+        self.r._add(table, variant, shape, key, who=process_of(prefix))
 
 
 # --------------------------------------------------------------------------------------------

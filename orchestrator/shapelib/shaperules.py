@@ -40,9 +40,13 @@ class ShapeLogResult(object):
         self.ranges = {"counted": 0, "scanned": 0, "processes": 1}   # shapepar (parse_files)
         self._seen = {}                              # (table, variant) -> {key: index in the table}
         self.counts = collections.OrderedDict()      # variant -> [lookups of shapes[variant][i]]
+        # variant -> [processes that logged shapes[variant][i]]: the weight where AITER logs a miss once per
+        # shape per process (a line without a process prefix counts as one process of its own)
+        self.workers = collections.OrderedDict()
+        self._worker_seen = set()                    # (variant, index, process)
 
     # -- building ------------------------------------------------------------------------
-    def _add(self, table, variant, shape, key=None, times=1):
+    def _add(self, table, variant, shape, key=None, times=1, who=None):
         seen = self._seen.setdefault((table, variant), {})
         if key is None:
             key = shape_tuple_key(shape)
@@ -50,13 +54,24 @@ class ShapeLogResult(object):
         if at is not None:
             if table == "shapes":
                 self.counts[variant][at] += times
+                self._worker(variant, at, who, times)
             return False
         rows = getattr(self, table).setdefault(variant, [])
         seen[key] = len(rows)
         rows.append(shape)
         if table == "shapes":
             self.counts.setdefault(variant, []).append(times)
+            self.workers.setdefault(variant, []).append(0)
+            self._worker(variant, seen[key], who, times)
         return True
+
+    def _worker(self, variant, at, who, times):
+        """``times`` lines of shape ``at`` from process ``who`` (None: each line a process of its own)."""
+        if who is None:
+            self.workers[variant][at] += times
+        elif (variant, at, who) not in self._worker_seen:
+            self._worker_seen.add((variant, at, who))
+            self.workers[variant][at] += 1
 
     @staticmethod
     def _inc(counter, variant, n=1):
@@ -77,6 +92,11 @@ class ShapeLogResult(object):
             d["unsupported"] = {v: list(s) for v, s in self.unsupported.items()}
             d["refused"] = dict(self.refused)
         return d
+
+    def workers_dict(self):
+        """{variant: [processes that logged each shape]}: what the node ops answer as ``workers`` beside
+        ``counts`` (the laptop weighs by it where the node's AITER logs a miss once per process)."""
+        return {v: list(c) for v, c in self.workers.items()}
 
     def _dict(self):
         return {
@@ -105,7 +125,7 @@ class ShapeLogResult(object):
     @classmethod
     def from_dict(cls, d):
         r = cls()
-        for name in ("shapes", "counts", "hit_shapes", "hits", "misses", "dumps", "notes", "unsupported",
+        for name in ("shapes", "counts", "workers", "hit_shapes", "hits", "misses", "dumps", "notes", "unsupported",
                      "refused"):
             getattr(r, name).update(d.get(name) or {})
         r.dispatch = list(d.get("dispatch") or [])
@@ -119,6 +139,16 @@ class ShapeLogResult(object):
     def __repr__(self):
         return "ShapeLogResult(%s, lines=%d, bytes=%d)" % (
             ", ".join("%s:%d" % (v, len(s)) for v, s in self.shapes.items()), self.lines, self.bytes)
+
+
+def miss_weights(answer, variant, once_per_process):
+    """Each shape's weight in a shapes / log_tail answer: where the node's AITER logs a miss once per shape per
+    process (probed: ``miss_log_once``), the processes that logged it (``workers``: a line's count there says
+    nothing about how often the shape ran); elsewhere its lines (``counts``, today's weighting). A list aligned
+    with ``answer["shapes"][variant]``; an answer without the asked-for list (an older helper) gives 1 each."""
+    n = len((answer.get("shapes") or {}).get(variant) or [])
+    got = (answer.get("workers" if once_per_process else "counts") or {}).get(variant) or []
+    return [int(got[i]) if i < len(got) else 1 for i in range(n)]
 
 
 class MessageRules(object):
@@ -136,7 +166,7 @@ class MessageRules(object):
         if parsed is None:
             self._warn_count("gemm_unparsed", "%d 'not found tuned config' line(s) were not understood", line)
             return
-        self._emit(self.r.misses, "shapes", parsed)
+        self._emit(self.r.misses, "shapes", parsed, line[:start])
 
     def _parse_gemm_miss(self, message):
         m = BATCH_MISS.match(message)
@@ -217,7 +247,7 @@ class MessageRules(object):
         if m:
             shape = {"m": int(m.group(1)), "n": int(m.group(2)), "k": int(m.group(3))}
             self._emit(self.r.misses, "shapes", (A6W6_VARIANT, shape, {"file": m.group(4).strip()},
-                                                 shape_tuple_key(shape)))
+                                                 shape_tuple_key(shape)), line[:start])
             return
         h = A6W6_HIT.match(message)
         if h:
@@ -283,7 +313,7 @@ class MessageRules(object):
         if kind == "unsupported":
             self._emit(self.r.refused, "unsupported", parsed)
             return
-        self._emit(self.r.misses, "shapes", parsed)
+        self._emit(self.r.misses, "shapes", parsed, prefix)
 
     @staticmethod
     def _parse_moe_message(message):
@@ -301,7 +331,7 @@ class MessageRules(object):
         if parsed is None:
             self._warn_count("dump_unparsed", "%d [GEMM_shape_dump] line(s) without a csv_row: M,N,K", line)
             return
-        self._emit(self.r.dumps, "shapes", parsed)
+        self._emit(self.r.dumps, "shapes", parsed, line[:start])
 
     def _parse_dump(self, message):
         m = DUMP.match(message)

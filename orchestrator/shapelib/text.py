@@ -26,6 +26,24 @@ AITER_TAG = r"\[aiter(?: [A-Z]+)?\]"                              # AITER: [aite
 LINE_PREFIX_RE = re.compile(r"^(?:%s\s*)?(?:%s\s*)?(?:%s\s?)?" % (VLLM_PREFIX, SGLANG_PREFIX, AITER_TAG))
 
 
+_VLLM_WHO = re.compile(r"\((\w+ pid=\d+)\)")
+_SGLANG_WHO = re.compile(r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)?((?: +[A-Z]{2,3}\d+)+) *\]")
+
+
+def process_of(prefix):
+    """The serving process a record's prefix names, or None: vLLM's ``(Worker_TP4_EP4 pid=892) `` ->
+    ``Worker_TP4_EP4 pid=892``; SGLang's ``[2026-02-17 23:52:11 TP4] `` -> ``TP4`` (``DP0 TP4``...: the rank
+    tags, not the time). A bare ``[aiter] `` names none. Used where AITER logs a miss once per shape per
+    process: a shape's weight is then the processes that logged it, not its lines."""
+    if not prefix:
+        return None
+    m = _VLLM_WHO.search(prefix)
+    if m:
+        return m.group(1)
+    m = _SGLANG_WHO.match(prefix.lstrip())
+    return m.group(1).strip() if m else None
+
+
 def strip_prefix(line):
     """``line`` without a leading vLLM / SGLang prefix and ``[aiter]`` tag (ANSI escapes must be gone)."""
     return LINE_PREFIX_RE.sub("", line, count=1)

@@ -23,13 +23,15 @@ def server_notes(servers: list | None, family: str, config_env: str | None, tabl
     out = []
     for s in servers or []:
         env, pid, kind = s.get("env") or {}, s.get("pid"), s.get("kind")
-        who = f"the {'vLLM' if kind == 'vllm' else 'SGLang'} server in this container (pid {pid})"
+        who = s.get("label") or f"the {'vLLM' if kind == 'vllm' else 'SGLang'} server in this container (pid {pid})"
         if kind == "vllm":
             half = "VLLM_ROCM_USE_AITER_MOE" if family == "moe" else "VLLM_ROCM_USE_AITER_LINEAR"
             if str(env.get("VLLM_ROCM_USE_AITER", "")).strip() not in ("1", "true", "True"):
                 out.append(f"{who} runs without VLLM_ROCM_USE_AITER=1: it never calls AITER's tuned path, so it "
                            "would never read the rows tuned here (the stock rocm/vllm image leaves it unset, "
-                           "vllm#56945); restart it with VLLM_ROCM_USE_AITER=1")
+                           "vllm#56945); " + ("put VLLM_ROCM_USE_AITER=1 in front of it in --serve-cmd: the "
+                                               "serving check measures a server that ignores the tuned rows"
+                                               if s.get("label") else "restart it with VLLM_ROCM_USE_AITER=1"))
                 continue
             if _off(env, half):
                 out.append(f"{who} runs with {half}={env[half]}: it never calls AITER's tuned "

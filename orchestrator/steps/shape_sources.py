@@ -15,6 +15,7 @@ from ..outcome import budget
 from ..parsing.untuned import read_shapes_csv
 from ..parsing.sources import split_log_sources  # noqa: F401  (re-exported: cli/, campaign/ import it here)
 from ..shapelib import shapelog
+from ..shapelib.shaperules import miss_weights
 from .shape_rules import dedupe, dp_shared_contract, runtime_lookups, snap
 
 
@@ -150,22 +151,36 @@ def _order(shape: dict, columns: tuple[str, ...]) -> dict:
     return {c: shape[c] for c in columns if c in shape}
 
 
+def once_per_process(facts) -> bool:
+    """The node's AITER logs a GEMM miss once per shape per process (probed in its gemm_op_a8w8.py source:
+    ``_log_CKGEMM_miss_once``, issue 36); not probed: False (a line per lookup, today's weighting)."""
+    probes = (facts.get("probes") if isinstance(facts, dict) else getattr(facts, "probes", None)) or {}
+    return probes.get("miss_log_once") is True
+
+
 def _drop_unsupported(ctx: ShapeSearch, got: list[dict], refused: list[dict], name: str) -> list[dict]:
     """Leave out the shapes AITER's own online tuner found no config for ('Fmoe tuning not support for
     (...)', aiter#3202): this AITER cannot tune them, so the tuner would only burn its time on them."""
+    kept, msg = leave_out_refused(got, refused, name)
+    if msg:
+        ctx.note(msg)
+        ctx.ui.event(msg)
+    return kept
+
+
+def leave_out_refused(got: list[dict], refused: list[dict], name: str) -> tuple[list[dict], str | None]:
+    """(``got`` without the shapes AITER's online tuner refused, the line that names them or None): the one rule
+    of the shapes step and of ``tune-remote shapes``."""
     if not refused:
-        return got
+        return got, None
     ids = {budget.exact_key(s) for s in refused}
     kept = [s for s in got if budget.exact_key(s) not in ids]
     shown = "; ".join(", ".join(f"{k} {v}" for k, v in s.items() if k in ("token", "model_dim", "inter_dim",
                                                                            "expert", "topk", "q_type"))
                       for s in refused[:3])
     more = f" and {len(refused) - 3} more" if len(refused) > 3 else ""
-    msg = (f"{len(refused)} {name} shape(s) cannot be tuned by this AITER: its online tuner found no config for "
-           f"them ('Fmoe tuning not support' in the log, aiter#3202); not tuned: {shown}{more}")
-    ctx.note(msg)
-    ctx.ui.event(msg)
-    return kept
+    return kept, (f"{len(refused)} {name} shape(s) cannot be tuned by this AITER: its online tuner found no config "
+                  f"for them ('Fmoe tuning not support' in the log, aiter#3202); not tuned: {shown}{more}")
 
 
 def collect(ctx: Ctx) -> tuple[list[dict], list[str]]:
@@ -187,8 +202,10 @@ def find(ctx: ShapeSearch) -> tuple[list[dict], list[str]]:
         if not paths:
             continue
         if where == "local":
-            res = shapelog.parse_files(paths, variant.name, keep_meta=True).to_json()
+            parsed = shapelog.parse_files(paths, variant.name, keep_meta=True)
+            res = parsed.to_json()
             res["missing"] = []
+            res["workers"] = parsed.workers_dict()
         else:
             res = ctx.call("shapes", {"logs": paths, "variant": variant.name, "meta": True},
                            host=(where == "node"), timeout=3600)
@@ -199,10 +216,10 @@ def find(ctx: ShapeSearch) -> tuple[list[dict], list[str]]:
         for w in res.get("warnings") or []:
             ctx.note(w)
         got = []
-        counts = (res.get("counts") or {}).get(variant.name) or []
+        counts = miss_weights(res, variant.name, once_per_process(ctx.facts))
         for i, shape in enumerate((res.get("shapes") or {}).get(variant.name, [])):
             meta = shape.get("_meta") or {}
-            looked_up.append((shape, counts[i] if i < len(counts) else 1))   # an older helper: 1 each
+            looked_up.append((shape, counts[i]))
             consulted_file = meta.get("file")
             if variant.family == "moe" and ("gfx" in meta or "cu_num" in meta):
                 tuple_gfx.append("gfx" in meta)   # the [fused_moe] tuple's form, read from the log (C-20)
@@ -221,9 +238,16 @@ def find(ctx: ShapeSearch) -> tuple[list[dict], list[str]]:
         described.append(f"{len(paths)} {where} log(s): {len(got)} untuned {variant.name} shapes "
                          f"({res.get('lines', 0)} lines)")
         found.extend(got)
+    if looked_up and once_per_process(ctx.facts):
+        ctx.note("this AITER logs a miss once per shape per process (_log_CKGEMM_miss_once in its "
+                 "gemm_op_a8w8.py): a logged shape's weight is the processes that logged it, not its lines")
     if tuple_gfx:
         probe_moe_tuple(ctx.facts, tuple_gfx)
-    servers = getattr(ctx.facts, "servers", None)
+    servers = list(getattr(ctx.facts, "servers", None) or [])
+    if req.serve_cmd:   # and the server --serve-cmd starts, read from its line and the container's environment
+        from ..serving import serve_cmd_server
+        started = serve_cmd_server(req.serve_cmd, {**(ctx.facts.env or {}), **ctx.session.target.container.env})
+        servers += [started] if started else []
     if servers:     # a server here that would never read what this job tunes is named (issue 36)
         from .servers import server_notes
         for msg in server_notes(servers, variant.family, variant.config_env, ctx.tuned_csv(variant),

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
+from ..shapelib.shaperules import miss_weights
 from .store import shape_key
 
 
@@ -42,8 +43,8 @@ class TargetRead:
 def read_target(target, label: str, paths: list[str], previous: dict, variant: str | None,
                 timeout: float = 600, profiles: list | None = None) -> TargetRead:
     """One ``log_tail`` call: each log from where ``previous`` (path -> inode/offset) says it was read to."""
-    specs = [{"path": p, **{k: v for k, v in (previous.get(p) or {}).items() if k in ("inode", "offset")}}
-             for p in paths]
+    specs = [{"path": p, **{k: v for k, v in (previous.get(p) or {}).items() if k in ("inode", "offset")},
+              **_within(p, previous)} for p in paths]
     before = target.round_trips()
     tail = {"logs": specs, "variant": variant, "facts": True}
     prof = None
@@ -65,12 +66,19 @@ def read_target(target, label: str, paths: list[str], previous: dict, variant: s
         out.logs[entry["path"]] = {"inode": entry["inode"], "offset": entry["offset"], "size": entry["size"]}
         if entry.get("rotated"):
             out.rotated.append(entry["path"])
-    counts = ans.get("counts") or {}
+    once = out.facts.get("miss_log_once") is True     # issue 36: processes, not lines, where AITER logs once
     for v, shapes in (ans.get("shapes") or {}).items():
-        n = counts.get(v) or []
-        out.shapes[v] = [(s, int(n[i]) if i < len(n) else 1) for i, s in enumerate(shapes)]
+        out.shapes[v] = list(zip(shapes, miss_weights(ans, v, once)))
     out.round_trips = target.round_trips() - before
     return out
+
+
+def _within(path: str, previous: dict) -> dict:
+    """Where the files of a watched capture directory (AITER_TUNE_GEMM_DIR, issue 36) were read to: the node
+    answers each file as its own log, kept by its path."""
+    inside = {p: {k: v for k, v in e.items() if k in ("inode", "offset")} for p, e in previous.items()
+              if p.startswith(path.rstrip("/") + "/")}
+    return {"within": inside} if inside else {}
 
 
 def _shares(out: TargetRead, prof: dict) -> None:

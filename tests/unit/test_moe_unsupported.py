@@ -54,3 +54,15 @@ def test_dense_and_forked_paths_give_the_line_by_line_answer(tmp_path):
         for key in ("shapes", "counts", "unsupported", "refused", "misses"):
             assert got[key] == want[key], (procs, key)
     assert want["refused"] == {"moe_2stages": 12000}
+
+
+def test_the_shapes_command_leaves_a_refused_shape_out_and_says_why(tmp_path, capsys):
+    from orchestrator.cli import main
+    log = tmp_path / "server.log"
+    log.write_text("".join(_lines()))
+    capsys.readouterr()
+    assert main(["shapes", str(log), "--variant", "moe_2stages", "--json"]) == 0
+    out = capsys.readouterr()
+    import json
+    assert [s["token"] for s in json.loads(out.out)["moe_2stages"]] == [32]
+    assert "1 moe_2stages shape(s) cannot be tuned by this AITER" in out.err and "aiter#3202" in out.err

@@ -4,10 +4,16 @@ the live configuration (whatever table and module AITER picks without overrides)
 figures the way vLLM's benchmark_serving.py does. Throughput follows the kernels' time: tuned rows that
 engage make it faster. With ``VLLM_TORCH_PROFILER_DIR`` (or ``--profile-dir``) it also writes a torch.profiler
 trace of one decode step, and with ``--kernel-trace-dir`` a rocprofv3 kernel-trace CSV of it (``_sim/profiler.py``);
-``--other-us`` adds GPU time no AITER op holds (attention, norms) to every layer, in the figures and the trace."""
+``--other-us`` adds GPU time no AITER op holds (attention, norms) to every layer, in the figures and the trace.
+
+``--workers N`` serves as vLLM's multiproc executor does: N worker processes (TP ranks), each its own AITER
+(lookup caches, once-per-process miss lines, AITER_TUNE_GEMM rows), their log lines re-printed with vLLM's
+``(Worker_TP<r> pid=<pid>) `` prefix; ``--nk0 N,K`` shapes only rank 0 runs, ``--steps S`` decode steps (each
+one looks every shape up again); the figures are rank 0's."""
 
 import argparse
 import os
+import subprocess
 import sys
 
 import aiter
@@ -25,18 +31,31 @@ def main(argv=None):
     ap.add_argument("--other-us", type=float, default=0.0, help="GPU time per layer outside AITER's GEMMs")
     ap.add_argument("--profile-dir", default=os.environ.get("VLLM_TORCH_PROFILER_DIR"))
     ap.add_argument("--kernel-trace-dir", default=None)
+    ap.add_argument("--workers", type=int, default=1)
+    ap.add_argument("--nk0", action="append", default=[])
+    ap.add_argument("--steps", type=int, default=1)
+    ap.add_argument("--rank", type=int, default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.fail:
         print("RuntimeError: engine core failed to start", file=sys.stderr)
         return 1
-    layer = []                             # (m, n, k, us): one layer's GEMMs, as the live configuration runs them
-    for nk in args.nk:
-        n, k = (int(x) for x in nk.split(","))
-        for m in (int(x) for x in args.m.split(",")):
-            layer.append((m, n, k, aiter.gemm_a8w8_blockscale(m, n, k)))
-    step_us = sum(us for _, _, _, us in layer) + args.other_us
+    if args.workers > 1 and args.rank is None:
+        step_us = _workers(argv if argv is not None else sys.argv[1:], args.workers)
+        layer = None
+    else:
+        layer = []                         # (m, n, k, us): one layer's GEMMs, as the live configuration runs them
+        for _ in range(max(1, args.steps)):
+            layer = []
+            for nk in args.nk + (args.nk0 if not args.rank else []):
+                n, k = (int(x) for x in nk.split(","))
+                for m in (int(x) for x in args.m.split(",")):
+                    layer.append((m, n, k, aiter.gemm_a8w8_blockscale(m, n, k)))
+        step_us = sum(us for _, _, _, us in layer) + args.other_us
+        if args.rank is not None:
+            print("step_us %r" % step_us)
+            return 0
     step_s = step_us * LAYERS / 1e6
-    if args.profile_dir or args.kernel_trace_dir:
+    if layer and (args.profile_dir or args.kernel_trace_dir):
         _profile(layer, args)
     tok_s = TOKENS_PER_STEP / step_s
     duration = REQUESTS * 128 / tok_s
@@ -52,6 +71,26 @@ def main(argv=None):
     print("%-40s %-10.2f" % ("Mean TPOT (ms):", step_s * 1000))
     print("==================================================")
     return 0
+
+
+def _workers(argv, n):
+    """Run the ranks one after the other (each a fresh process), re-print their log lines with vLLM's worker
+    prefix; -> rank 0's step time."""
+    step_us = 0.0
+    for rank in range(n):
+        proc = subprocess.Popen([sys.executable, "-m", "aiter._sim.serve", *argv, "--rank", str(rank)],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
+        out, err = proc.communicate()
+        tag = "(Worker_TP%d pid=%d) " % (rank, proc.pid)
+        for line in err.splitlines():
+            print(tag + line, file=sys.stderr)
+        for line in out.splitlines():
+            if line.startswith("step_us ") and rank == 0:
+                step_us = float(line.split()[1])
+        if proc.returncode:
+            print(tag + "worker exited %d" % proc.returncode, file=sys.stderr)
+    sys.stderr.flush()
+    return step_us
 
 
 def _profile(layer, args):

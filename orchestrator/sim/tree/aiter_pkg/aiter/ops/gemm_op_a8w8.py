@@ -1,6 +1,7 @@
 """aiter/ops/gemm_op_a8w8.py (simulated): CK a8w8 GEMMs; returns the kernel time in us (perf model)."""
 
 import functools
+import os
 
 from .. import logger
 from .._sim import measured_us as bench_us
@@ -9,6 +10,7 @@ from ..jit.utils.chip_info import get_cu_num, get_gfx
 from ._tuned import module_table, python_table
 
 
+#@ if !head
 @functools.lru_cache(maxsize=1024)
 def get_CKGEMM_config(M, N, K, tuned_file=None):
     if tuned_file is None:
@@ -47,6 +49,79 @@ def get_GEMM_config_with_quant_type(M, N, K, q_dtype_w, tuned_file=None):
             f"shape is M:{M}, N:{N}, K:{K}, q_dtype_w:{q_dtype_w}, not found tuned config in {tuned_file}, will use default config!"
         )
     return config
+#@ endif
+#@ if head
+# HEAD (#5268, op_tests/tuning_tests/test_untuned_shapes.py): the lookup is cached apart from its miss line,
+# which is logged once per shape per process (_log_*_miss_once), while the miss is recorded for
+# AITER_TUNE_GEMM on every lookup (aiter/utility/untuned_shapes.py deduplicates per process)
+from ..utility.untuned_shapes import record as _record_untuned_shape  # noqa: E402
+
+
+def _quant_keyed(tuned_file):
+    """The a8w8 table carries q_dtype_w (since #1782): its untuned rows keep that column."""
+    return os.path.basename(str(tuned_file)) == "a8w8_tuned_gemm.csv"
+
+
+@functools.lru_cache(maxsize=1024)
+def _get_CKGEMM_config_cached(M, N, K, tuned_file):
+    config, padded_M = python_table(tuned_file, ("M", "N", "K")).find_padded(M, N, K)
+    if config is not None and AITER_LOG_TUNED_CONFIG:
+        logger.info(
+            f"shape is M:{M}, N:{N}, K:{K}, found padded_M: {padded_M}, N:{N}, K:{K} is tuned on cu_num = {get_cu_num()} in {tuned_file} , kernel name is {config['kernelName']}!"
+        )
+    return config
+
+
+@functools.lru_cache(maxsize=None)
+def _log_CKGEMM_miss_once(M, N, K, tuned_file):
+    logger.info(
+        f"shape is M:{M}, N:{N}, K:{K}, not found tuned config in {tuned_file}, will use default config!"
+    )
+
+
+def get_CKGEMM_config(M, N, K, tuned_file=None):
+    if tuned_file is None:
+        tuned_file = AITER_CONFIGS.AITER_CONFIG_GEMM_A8W8_FILE
+    config = _get_CKGEMM_config_cached(M, N, K, tuned_file)
+    if config is None:
+        _log_CKGEMM_miss_once(M, N, K, tuned_file)
+        row = {"M": M, "N": N, "K": K}
+        if _quant_keyed(tuned_file):
+            row["q_dtype_w"] = "torch.int8"
+        _record_untuned_shape(tuned_file, row)
+    return config
+
+
+@functools.lru_cache(maxsize=1024)
+def _get_GEMM_config_with_quant_type_cached(M, N, K, q_dtype_w, tuned_file):
+    config, padded_M = python_table(tuned_file, ("M", "N", "K", "q_dtype_w")).find_padded(
+        M, N, K, extra=(str(q_dtype_w),))
+    if config is not None and AITER_LOG_TUNED_CONFIG:
+        msg = f"shape M:{M}, N:{N}, K:{K} q_dtype_w:{q_dtype_w}, found padded_M: {padded_M}, N:{N}, K:{K} is tuned, in {tuned_file}!"
+        if "libtype" in config:
+            msg += f" libtype is {config['libtype']}!"
+        if "kernelName" in config:
+            msg += f" kernelName is {config['kernelName']} (kernelId {config.get('kernelId')})!"
+        logger.info(msg)
+    return config
+
+
+@functools.lru_cache(maxsize=None)
+def _log_quant_type_miss_once(M, N, K, q_dtype_w, tuned_file):
+    logger.info(
+        f"shape is M:{M}, N:{N}, K:{K}, q_dtype_w:{q_dtype_w}, not found tuned config in {tuned_file}, will use default config!"
+    )
+
+
+def get_GEMM_config_with_quant_type(M, N, K, q_dtype_w, tuned_file=None):
+    if tuned_file is None:
+        tuned_file = AITER_CONFIGS.AITER_CONFIG_GEMM_A8W8_FILE
+    config = _get_GEMM_config_with_quant_type_cached(M, N, K, q_dtype_w, tuned_file)
+    if config is None:
+        _log_quant_type_miss_once(M, N, K, q_dtype_w, tuned_file)
+        _record_untuned_shape(tuned_file, {"M": M, "N": N, "K": K, "q_dtype_w": str(q_dtype_w)})
+    return config
+#@ endif
 
 
 # a row whose libtype has its own module is served through it (aiter/jit/optCompilerConfig.json: the CSV
