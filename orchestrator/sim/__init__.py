@@ -54,6 +54,8 @@ LEGACY_ONLY = ("csrc/ck_gemm_a8w8_blockscale_bpreshuffle",)
 # besides the tuners a release does not ship yet (each variant's `since`: unshipped_tuners): v0.1.30 ships the
 # MXFP8 op_test with its tuner (aiter-december-2026.md); the newest simulated profile has them
 NEWEST_ONLY = ("op_tests/tuning_tests", "op_tests/test_gemm_a8w8_mxfp8_bpreshuffle.py")
+# what only the head profile ships (aiter-december-2026.md: forms unmerged or only in some releases)
+HEAD_ONLY = ("aiter/utility/untuned_shapes.py",)   # AITER's own shape capture (#5268)
 _MARKETING = {"gfx950": "AMD Instinct MI355X", "gfx942": "AMD Instinct MI300X"}
 
 
@@ -279,7 +281,8 @@ def install(host_dir, spec: SimSpec | None = None, target_dir: str | None = None
         meta_h, meta_t = root_h / "aiter_meta", f"{root_t}/aiter_meta"
     pkg_h = root_h / "aiter"
 
-    _copy_tree(TREE / "aiter_pkg" / "aiter", pkg_h, profile)
+    _copy_tree(TREE / "aiter_pkg" / "aiter", pkg_h, profile,
+               skip=() if profile == "head" else tuple(s[len("aiter/"):] for s in HEAD_ONLY))
     for module in NODE_MODULES:
         shutil.copyfile(module, pkg_h / "_sim" / module.name)
     (pkg_h / "install_mode").write_text(spec.install_mode)

@@ -19,3 +19,10 @@ def test_head_node_has_the_newest_files(tmp_path):
     assert list(Path(head.aiter_root).parent.glob("pylib/amd_aiter-0.1.30+rocm10.1.dist-info"))
     for rel in ("op_tests/tuning_tests", "op_tests/test_gemm_a8w8_mxfp8_bpreshuffle.py"):
         assert (Path(head.aiter_root) / rel).exists() and (Path(new.aiter_root) / rel).exists()
+
+
+def test_only_head_ships_the_capture_module(tmp_path):
+    head = install(tmp_path / "h", SimSpec(profile="head"))
+    new = install(tmp_path / "n", SimSpec(profile="newest"))
+    assert (Path(head.package_dir) / "utility" / "untuned_shapes.py").exists()
+    assert not (Path(new.package_dir) / "utility" / "untuned_shapes.py").exists()
