@@ -25,6 +25,7 @@ def _request(ctx: Ctx, variant: KernelVariant, root: str, meta: str, gfx: str, t
         "op_test": f"{root}/{variant.bench.script}" if variant.bench else None,
         "fmoe_csv": f"{root}/{variant.tuned_csv}" if variant.family == "moe" else None,
         "help_timeout": HELP_TIMEOUT_S,
+        "aiter_core": f"{root}/aiter/jit/core.py",      # its merge's duplicate-key rule is probed (issue 36)
     }
 
 
