@@ -118,3 +118,24 @@ def test_a_duplicate_whose_us_is_not_a_number_is_skipped_even_where_the_merge_re
     (tmp_path / "model_x.csv").write_text(HEAD + "gfx950,256,2,7168,,theirs2\n")
     res = staging_mod.op_promote(_req(tmp_path, merge_rule="resolve"))
     assert res["skipped_duplicates"] == [["gfx950", "256", "2", "7168"]]
+
+
+def test_audit_on_a_resolving_node_says_which_row_wins_instead_of_a_finding():
+    import pandas as pd
+
+    from orchestrator.parsing.audit import audit_tables, shadowed_rows
+    row = {"gfx": "gfx950", "cu_num": 256, "M": 16, "N": 1536, "K": 7168, "us": 7.0, "kernelName": "a8w8_ck_1"}
+    main_t = pd.DataFrame([row, {**row, "M": 32, "us": 4.0}])
+    model = pd.DataFrame([{**row, "us": 6.0}, {**row, "M": 32, "us": 4.0}])
+    tables = [("aiter/configs/a8w8_tuned_gemm.csv", main_t), ("aiter/configs/model_configs/x_a8w8_tuned_gemm.csv", model)]
+    assert [f["kind"] for f in audit_tables(tables)] == ["duplicate_key"] * 2        # a raising node: as before
+    assert audit_tables(tables, merge_rule="resolve") == []
+    assert shadowed_rows(tables) == [
+        "shadowed: aiter/configs/a8w8_tuned_gemm.csv: gfx=gfx950 cu_num=256 M=16 N=1536 K=7168 (us 7) is ineffective: "
+        "AITER's merge keeps the row of aiter/configs/model_configs/x_a8w8_tuned_gemm.csv (us 6, lowest us)",
+        "shadowed: aiter/configs/model_configs/x_a8w8_tuned_gemm.csv: gfx=gfx950 cu_num=256 M=32 N=1536 K=7168 (us 4) "
+        "is ineffective: AITER's merge keeps the row of aiter/configs/a8w8_tuned_gemm.csv (us 4, the first of equal us)"]
+    bad = [tables[0], (tables[1][0], model.assign(us=["n/a", 4.0]))]
+    found = audit_tables(bad, merge_rule="resolve")
+    assert [(f["kind"], f["key"]["M"]) for f in found] == [("duplicate_key", "16")]
+    assert "not a number makes AITER's merge raise" in found[0]["detail"]
