@@ -80,6 +80,13 @@ def test_head_node_probes_a_resolving_merge_and_promotion_says_which_row_wins(hn
     report = (ws / "h1" / "report.md").read_text()
     assert "duplicate-key merge rule (aiter/jit/core.py's merge run on two tables" in report
 
+    # the export names the node's AITER as 0.1.30 (the pip version 0.1.30+rocm10.1 in its provenance)
+    capsys.readouterr()
+    assert main(["--inventory", str(inv), "--workspace", str(ws), "--json", "export", "h1", "--model-config",
+                 "mine"]) == 0
+    md = (ws / "h1" / "export" / "mine_a8w8_blockscale_tuned_gemm.md").read_text()
+    assert "AITER 0.1.30;" in md and "- AITER: version 0.1.30+rocm10.1, commit " in md, md
+
     # audit: a duplicate key is no fault on this node; which row wins is said, on stderr
     capsys.readouterr()
     rc = main(["--inventory", str(inv), "audit", "--node", hnode.alias, "--json"])
