@@ -77,6 +77,10 @@ def test_head_node_probes_a_resolving_merge_and_promotion_says_which_row_wins(hn
     assert "promoted but shadowed: ['gfx950', '256', '128', '4096', '512']" in notes and "(us 0.001)" in notes
     assert "AITER's merge keeps the promoted row" in notes
     assert user.read_text() == USER_TABLE               # the user's table is never touched
+    # a fresh process reads the same list as the server: the shadowed row is not engaged, and why is said
+    eng = {s["key"]["m"]: s for s in st["steps"]["promote"]["info"]["engaged"]["shapes"]}
+    assert eng[1024]["engaged"] and not eng[128]["engaged"]
+    assert "another table AITER merges holds this key with a lower us" in eng[128]["reason"]
     report = (ws / "h1" / "report.md").read_text()
     assert "duplicate-key merge rule (aiter/jit/core.py's merge run on two tables" in report
 

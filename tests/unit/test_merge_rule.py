@@ -139,3 +139,13 @@ def test_audit_on_a_resolving_node_says_which_row_wins_instead_of_a_finding():
     found = audit_tables(bad, merge_rule="resolve")
     assert [(f["kind"], f["key"]["M"]) for f in found] == [("duplicate_key", "16")]
     assert "not a number makes AITER's merge raise" in found[0]["detail"]
+
+
+def test_a_shadowed_row_is_not_engaged_and_says_why_on_a_resolving_node():
+    from orchestrator.steps.engage import not_engaged_reason
+    hit = {"hit": True, "padded_m": None, "kernel": "theirs_256x16"}
+    args = dict(skipped=False, now=97.0, h=hit, lk=(64, 7168, 2048), own=None, loaded=set(), near_after=True,
+                promoted_kernel="ours_256x32")
+    assert "a file read before the live table holds this key" in not_engaged_reason(**args)
+    why = not_engaged_reason(**args, merge_resolves=True)
+    assert "holds this key with a lower us, and its merge keeps that row (shadowed)" in why
