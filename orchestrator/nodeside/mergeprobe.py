@@ -10,12 +10,15 @@ Which one a node has is read by executing that method on two scratch tables, as 
 pandas). Everything it writes is under a fresh temporary directory, removed afterwards. Stdlib, Python >= 3.8.
 """
 
+import hashlib
 import json
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
+
+from .common import read_file_text
 
 RULES = ("raise", "resolve", "keep")
 
@@ -91,14 +94,51 @@ def classify(out):
         ",".join(m16) or "nothing", not out.get("sources_unchanged"))
 
 
-def merge_rule(core, python=None, timeout=60.0):
-    """(rule or None, problem or None) of the AITER whose aiter/jit/core.py is ``core``."""
+def _stat(path):
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return [os.path.realpath(path), st.st_size, getattr(st, "st_mtime_ns", st.st_mtime), st.st_ino]
+
+
+def _cache_file(cache_dir, core, python):
+    """Where the rule of this core.py under this interpreter is kept (the probe imports pandas: ~1.7 s a
+    discover on a loaded host), keyed by both files' path, size, mtime and inode; None: no cache."""
+    if not cache_dir:
+        return None
+    exe = python if os.path.sep in python else (shutil.which(python) or python)
+    key = hashlib.sha256(json.dumps([1, _stat(exe), _stat(core)], default=str).encode()).hexdigest()[:32]
+    return os.path.join(cache_dir, "merge-rule-%s.txt" % key)
+
+
+def merge_rule(core, python=None, timeout=60.0, cache_dir=None):
+    """(rule or None, problem or None) of the AITER whose aiter/jit/core.py is ``core``; a rule told is kept
+    in ``cache_dir`` and read again while core.py and the interpreter are unchanged."""
     if not os.path.isfile(core):
         return None, None          # nothing to run (a trimmed install): the version decides
+    python = python or sys.executable
+    cached = _cache_file(cache_dir, core, python)
+    kept = (read_file_text(cached) or "").strip() if cached else ""
+    if kept in RULES:
+        return kept, None
+    rule, problem = _run(core, python, timeout)
+    if rule and cached:
+        from . import files  # noqa: PLC0415
+        try:
+            if not os.path.isdir(cache_dir):
+                os.makedirs(cache_dir, 0o700)
+            files.atomic_write(cached, rule.encode("utf-8"))
+        except OSError:
+            pass            # best effort: the next discover runs the merge again
+    return rule, problem
+
+
+def _run(core, python, timeout):
     tmp = tempfile.mkdtemp(prefix="tune-remote-merge-")
     try:
         env = dict(os.environ, TMPDIR=tmp)
-        proc = subprocess.run([python or sys.executable, "-c", _SCRIPT, core, tmp], cwd=tmp, env=env,
+        proc = subprocess.run([python, "-c", _SCRIPT, core, tmp], cwd=tmp, env=env,
                               stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               timeout=timeout)
         lines = proc.stdout.decode("utf-8", "replace").strip().splitlines()

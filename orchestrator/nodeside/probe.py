@@ -186,7 +186,7 @@ def op_probe(req):
     core = req.get("aiter_core")
     if core:        # the duplicate-key merge rule: the node's own merge run on two scratch tables (issue 36)
         from . import mergeprobe  # noqa: PLC0415
-        out["merge_rule"], problem = mergeprobe.merge_rule(core, req.get("python"))
+        out["merge_rule"], problem = mergeprobe.merge_rule(core, req.get("python"), cache_dir=HELP_CACHE)
         if problem:
             out["merge_rule_problem"] = problem
     fmoe = req.get("fmoe_csv")

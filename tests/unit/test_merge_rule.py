@@ -149,3 +149,15 @@ def test_a_shadowed_row_is_not_engaged_and_says_why_on_a_resolving_node():
     assert "a file read before the live table holds this key" in not_engaged_reason(**args)
     why = not_engaged_reason(**args, merge_resolves=True)
     assert "holds this key with a lower us, and its merge keeps that row (shadowed)" in why
+
+
+def test_a_told_rule_is_kept_while_core_py_and_the_interpreter_are_unchanged(tmp_path):
+    inst = install(tmp_path / "h", SimSpec(profile="head"))
+    core = Path(inst.aiter_root) / "aiter" / "jit" / "core.py"
+    cache = tmp_path / "cache"
+    assert mergeprobe.merge_rule(str(core), sys.executable, cache_dir=str(cache)) == ("resolve", None)
+    (kept,) = cache.iterdir()
+    kept.write_text("raise")             # the cache is what the next call reads...
+    assert mergeprobe.merge_rule(str(core), sys.executable, cache_dir=str(cache)) == ("raise", None)
+    core.write_text(core.read_text() + "\n")     # ...until core.py changes
+    assert mergeprobe.merge_rule(str(core), sys.executable, cache_dir=str(cache)) == ("resolve", None)
