@@ -35,7 +35,7 @@ for node in tree.body:
             if isinstance(f, ast.FunctionDef) and f.name == "update_config_files":
                 fn = f
 if fn is None:
-    print(json.dumps({"why": "aiter/jit/core.py has no AITER_CONFIG.update_config_files"}))
+    print(json.dumps({"absent": True}))
     sys.exit(0)
 log = logging.getLogger("tune-remote-merge-probe")
 log.disabled = True
@@ -76,8 +76,8 @@ print(json.dumps(out))
 def classify(out):
     """(rule or None, why): ``raise`` (a duplicate makes the merge raise), ``resolve`` (the merged copy keeps
     the lowest-us row, the sources untouched), ``keep`` (both rows kept), None (not told apart: why)."""
-    if out.get("why"):
-        return None, out["why"]
+    if out.get("absent"):       # no AITER_CONFIG.update_config_files: no merge to probe (the version decides)
+        return None, None
     raised, merged = out.get("raised"), out.get("merged")
     if raised:
         if "duplicate" in raised.lower():
