@@ -1,13 +1,15 @@
 """The node's duplicate-key merge rule, probed by running its own merge (issue 36, aiter#5184).
 
 AITER merges the tables an ``AITER_CONFIG_*`` list (or configs/ + model_configs/) names in
-``AITER_CONFIG.update_config_files`` (aiter/jit/core.py). Up to v0.1.30 a duplicate key makes it rewrite the
-sources and raise ("... saved back to source config files. Please re-run."); the form upstream's
-op_tests/tuning_tests/test_config_merge_fallback.py asks for resolves duplicates in the merged copy (lowest
-``us``, the first source on ties) and leaves the sources byte-identical; before v0.1.12 it kept both rows.
-Which one a node has is read by executing that method on two scratch tables, as upstream's own test does
-(the method alone, out of an AST of core.py: nothing imports aiter, no GPU, no torch; the real one imports
-pandas). Everything it writes is under a fresh temporary directory, removed afterwards. Stdlib, Python >= 3.8.
+``AITER_CONFIG.update_config_files`` (aiter/jit/core.py). From v0.1.12 a duplicate key makes it rewrite the
+sources and raise ("... saved back to source config files. Please re-run."); the stored core.py at c4452f2c
+still does. The fix of #5184 the December reference describes (op_tests/tuning_tests/test_config_merge_fallback.py,
+stored at c4452f2c, and a resolution test) resolves duplicates in the merged copy (lowest ``us``, the first
+source on ties) and leaves the sources byte-identical; it is not in any stored core.py (unmerged), so a node may
+have either. Which one is read by executing that method on two scratch tables, as upstream's own test does (the
+method alone, out of an AST of core.py: nothing imports aiter, no GPU, no torch; the real one imports pandas).
+What it writes goes under a fresh temporary directory (TMPDIR), removed afterwards; an AITER that writes
+``/tmp/aiter_configs/`` literally gets only a probe-named file there, removed at once. Stdlib, Python >= 3.8.
 """
 
 import hashlib
