@@ -59,9 +59,10 @@ class AiterProfile:
     moe_blockscale_bypass: str     # "none" | "small" (token*topk <= 128) | "all" (v0.1.10)
     tuner_flags: frozenset         # optional common tuner flags this version accepts
     merge_rejects_duplicates: bool  # config merge raises on duplicate keys across files (v0.1.12+, §5.1)
-    # the merge's duplicate-key rule (issue 36): "raise" (v0.1.12..v0.1.30: rewrites the sources and raises),
-    # "resolve" (the form of upstream's test_config_merge_fallback.py: the merged copy keeps the lowest-us row,
-    # the first source on ties; sources untouched), "keep" (both rows kept); probed by running the node's merge
+    # the merge's duplicate-key rule (issue 36): "raise" (v0.1.12 on, every stored upstream core.py: rewrites the
+    # sources and raises), "resolve" (the unmerged fix of aiter#5184, test_config_merge_fallback.py: the merged
+    # copy keeps the lowest-us row, the first source on ties; sources untouched), "keep" (both rows kept);
+    # probed by running the node's own merge (nodeside/mergeprobe.py), the version only when that cannot tell
     merge_rule: str = "raise"
     moe_quant_max: int = 7         # highest op_tests/test_moe_2stage.py `-q` (l_quant 8 a16wi4, 9 MXFP8 at HEAD)
     dev_build: bool = False
