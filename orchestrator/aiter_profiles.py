@@ -59,6 +59,11 @@ class AiterProfile:
     moe_blockscale_bypass: str     # "none" | "small" (token*topk <= 128) | "all" (v0.1.10)
     tuner_flags: frozenset         # optional common tuner flags this version accepts
     merge_rejects_duplicates: bool  # config merge raises on duplicate keys across files (v0.1.12+, §5.1)
+    # the merge's duplicate-key rule (issue 36): "raise" (v0.1.12 on, every stored upstream core.py: rewrites the
+    # sources and raises), "resolve" (the unmerged fix of aiter#5184, test_config_merge_fallback.py: the merged
+    # copy keeps the lowest-us row, the first source on ties; sources untouched), "keep" (both rows kept);
+    # probed by running the node's own merge (nodeside/mergeprobe.py), the version only when that cannot tell
+    merge_rule: str = "raise"
     moe_quant_max: int = 7         # highest op_tests/test_moe_2stage.py `-q` (l_quant 8 a16wi4, 9 MXFP8 at HEAD)
     dev_build: bool = False
     probed: Tuple[str, ...] = ()   # behaviours read from the node
@@ -66,6 +71,11 @@ class AiterProfile:
 
     def has_flag(self, flag: str) -> bool:
         return flag in self.tuner_flags
+
+    @property
+    def merge_resolves_duplicates(self) -> bool:
+        """A duplicate key across the merged tables is no fault here: the merge keeps the lowest-us row."""
+        return self.merge_rule == "resolve"
 
 
 _FLAG_SINCE: dict = {
@@ -107,6 +117,7 @@ def profile_for(version: Version | None, *, dev_build: bool = False) -> AiterPro
         moe_blockscale_bypass=bypass,
         tuner_flags=frozenset(f for f, since in _FLAG_SINCE.items() if v >= since),
         merge_rejects_duplicates=v >= (0, 1, 12),
+        merge_rule="raise" if v >= (0, 1, 12) else "keep",
         moe_quant_max=9 if v >= NEWEST_FROM else 7,
         dev_build=dev_build,
     )
@@ -129,7 +140,8 @@ def profile_from_facts(facts: dict) -> AiterProfile:
     of the variant's tuned CSV), ``tuner_help`` (the tune script's --help text), ``op_test_src_flags``
     (option strings in the op_test source), ``op_test_markdown`` (the op_test prints to_markdown
     tables), ``tuning_tests`` (op_tests/tuning_tests/test_csv_validation.py exists), ``moe_tuple_gfx``
-    (the MoE tuple in the server log starts with 'gfx…')."""
+    (the MoE tuple in the server log starts with 'gfx…'), ``merge_rule`` (what the node's config merge does
+    with a duplicate key: ``raise``/``resolve``/``keep``)."""
     raw = facts.get("version_raw") or facts.get("version")
     dev = is_dev_build(raw)
     base = profile_for(parse_version(raw), dev_build=dev)
@@ -158,11 +170,20 @@ def profile_from_facts(facts: dict) -> AiterProfile:
     if probes.get("miss_log_once") is not None:
         probed.append("miss lines once per process (gemm_op_a8w8.py)" if probes["miss_log_once"]
                       else "miss lines per lookup (gemm_op_a8w8.py)")
+    # --- the duplicate-key merge rule (issue 36; nodeside/mergeprobe.py runs the node's own merge) ---
+    rule = probes.get("merge_rule")
+    if rule in ("raise", "resolve", "keep"):
+        changes.update(merge_rule=rule, merge_rejects_duplicates=rule == "raise")
+        probed.append("duplicate-key merge rule (aiter/jit/core.py's merge run on two tables: "
+                      + {"raise": "a duplicate key rewrites the sources and raises",
+                         "resolve": "the lowest-us row wins in the merged copy, sources untouched",
+                         "keep": "both rows kept"}[rule] + ")")
+    # --- end of the merge rule ---
     all_behaviours = ("gfx column", "tuner flags", "benchmark output form", "tuning-test CSV checks",
-                      "MoE tuple form", "GeluTanh activation", "MoE quant types", "miss lines")
+                      "MoE tuple form", "GeluTanh activation", "MoE quant types", "miss lines",
+                      "duplicate-key merge rule")
     assumed = [b for b in all_behaviours if not any(p.startswith(b) for p in probed)]
-    assumed += ["--timeout default and counting", "MoE block-scale bypass rule", "partial-result exit code",
-                "duplicate-key merge rule"]
+    assumed += ["--timeout default and counting", "MoE block-scale bypass rule", "partial-result exit code"]
     basis = ("dev build %s: version number is only a lower bound" % raw) if dev else \
         ("version %s" % (format_version(parse_version(raw)) if parse_version(raw) else "unknown"))
     assumed = [f"{a} (from {basis})" for a in assumed]

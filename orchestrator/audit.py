@@ -24,22 +24,27 @@ class Audit:
 def audit(files=(), cu_nums=(), *, inventory_path=None, node: str | None = None,
           container: str | None = None, team: list | None = None) -> Audit:
     """The findings of ``files`` (``cu_nums``: the serving GPU's), or of the live tables of ``node``'s
-    container (its GPUs give the cu_num, its level-0 guard the errRatio bound). ``team``: the rows the team's
-    store says are live on ``node`` (``store.query.promoted_on``; None: no store): each finding says which
-    job and laptop promoted its row (``promoted_by``), and a row the store lists that the live tables lack is
-    a ``missing_row`` finding."""
-    from .parsing.audit import UPSTREAM_GUARD_ERR_BOUND, audit_tables
+    container (its GPUs give the cu_num, its level-0 guard the errRatio bound, its probed merge rule whether a
+    duplicate key is a fault). ``team``: the rows the team's store says are live on ``node``
+    (``store.query.promoted_on``; None: no store): each finding says which job and laptop promoted its row
+    (``promoted_by``), and a row the store lists that the live tables lack is a ``missing_row`` finding."""
+    from .parsing.audit import UPSTREAM_GUARD_ERR_BOUND, audit_tables, shadowed_rows
     merged_as, bound, whose, notes, facts = None, UPSTREAM_GUARD_ERR_BOUND, "upstream's level-0 guard", [], {}
+    rule = "raise"          # offline: the rule of every AITER from v0.1.12 to v0.1.30
     if node:
         tables, cu_nums, gfx, merged_as, node_bound, notes, facts = live_tables(inventory_path, node, container)
+        rule = facts["merge_rule"]
         if node_bound is not None:
             bound, whose = node_bound, "the node's level-0 guard"
+        if rule == "resolve":       # probed (issue 36): a duplicate key is no fault there, which row wins is said
+            notes = notes + shadowed_rows(tables, merged_as)
     else:
         from .parsing.csvtools import LEGACY_CU_NUM_TO_GFX
         tables = [(p, tuned_table(p)) for p in files]
         gfxs = {LEGACY_CU_NUM_TO_GFX.get(c) for c in cu_nums}     # rows of another gfx: the wheel's, for other GPUs
         gfx = gfxs.pop() if len(gfxs) == 1 else None
-    findings = audit_tables(tables, cu_nums, gfx, merged_as, err_bound=bound, bound_from=f"{whose} bound")
+    findings = audit_tables(tables, cu_nums, gfx, merged_as, err_bound=bound, bound_from=f"{whose} bound",
+                            merge_rule=rule)
     if node and team is not None:
         from .audit_team import missing_rows, provenance
         team = [t for t in team if t["node"] == node and t.get("container") in (None, facts["container"])]
@@ -87,14 +92,17 @@ def config_env_tables(env_vars: dict, root: str) -> tuple[dict, list[str]]:
 def live_tables(inventory_path, node: str, container: str | None):
     """The tuned tables of the container's AITER (``aiter/configs`` and its ``model_configs``) and those its
     ``AITER_CONFIG_*`` variables name, the cu_num and gfx of its GPUs, and which set AITER merges each env table
-    with, the errRatio bound of the node's level-0 guard (None: it ships none, or none with that check) and the
-    notes: discover, then two manifest round trips (the listing, then the files and the guard inline)."""
+    with, the errRatio bound of the node's level-0 guard (None: it ships none, or none with that check), the
+    notes and the node's probed duplicate-key merge rule: discover, then two manifest round trips (the listing, then the files and the guard inline)."""
     import pandas as pd
 
     from .parsing.audit import GUARD_FILE, guard_err_bound
     from .parsing.csvtools import read_tuned_csv
     with node_session(inventory_path, node, container) as (session, ref):
-        facts = session.call("discover", session.discover_request())
+        # the merge's duplicate-key rule rides along (nodeside/mergeprobe.py: the node's own merge, run on two
+        # scratch tables); None: not told, today's rule
+        merge = {"aiter_core": "{root}/aiter/jit/core.py", "python": session.target.container.python}
+        facts = session.call("discover", session.discover_request(riders={"probe": merge}))
         root = facts.get("aiter_root")
         if not root:
             raise JobError(f"no aiter installation found in {ref.label}",
@@ -124,8 +132,9 @@ def live_tables(inventory_path, node: str, container: str | None):
         if text is None:
             raise JobError(f"{ref.label}: {p} did not come back (too big or gone)", hint="audit a copy of it offline")
         tables.append((label, read_tuned_csv(text) if text.strip() else pd.DataFrame()))
+    rule = (((facts.get("riders") or {}).get("probe") or {}).get("answer") or {}).get("merge_rule") or "raise"
     kind = {"gfx": facts.get("gfx"), "cu_num": facts.get("cu_num"), "version": facts.get("version"),
-            "git_commit": facts.get("git_commit"), "container": ref.container}
+            "git_commit": facts.get("git_commit"), "container": ref.container, "merge_rule": rule}
     return tables, sorted(cu), facts.get("gfx"), merged_as, guard_err_bound(guard_text), notes, kind
 
 

@@ -144,13 +144,15 @@ def op_probe(req):
     """Capabilities of this AITER install, read from what it ships (never imports aiter here).
 
     request: {"aiter_root", "meta_root", "python", "tuned_csv", "tune_script", "op_test",
-              "fmoe_csv", "help_timeout"}; every path absolute, each optional.
+              "fmoe_csv", "help_timeout", "aiter_core"}; every path absolute, each optional.
     answer:  {"tuned_header": [..] or null, "tuner_help": text or null, "tuner_help_cached": true when
               read from HELP_CACHE, "tuner_help_problem",
               "op_test_src_flags": [..] or null, "op_test_markdown": bool or null,
               "tuning_tests": bool or null, "moe_gelutanh": bool or null, "moe_quant_count": l_quant
               entries of a MoE op_test (absent elsewhere),
-              "tune_script_exists": bool or null}"""
+              "tune_script_exists": bool or null,
+              "merge_rule": "raise" | "resolve" | "keep" or null (with ``aiter_core``: nodeside/mergeprobe.py),
+              "merge_rule_problem": why it could not be told (absent when it could)}"""
     out = {"tuned_header": None, "tuner_help": None, "tuner_help_problem": None,
            "op_test_src_flags": None, "op_test_markdown": None, "tuning_tests": None,
            "moe_gelutanh": None, "tune_script_exists": None}
@@ -183,6 +185,12 @@ def op_probe(req):
         # an install without op_tests/ says nothing: the version decides
     if root:
         out.update(miss_log_facts(root))
+    core = req.get("aiter_core")
+    if core:        # the duplicate-key merge rule: the node's own merge run on two scratch tables (issue 36)
+        from . import mergeprobe  # noqa: PLC0415
+        out["merge_rule"], problem = mergeprobe.merge_rule(core, req.get("python"), cache_dir=HELP_CACHE)
+        if problem:
+            out["merge_rule_problem"] = problem
     fmoe = req.get("fmoe_csv")
     if fmoe:
         text = read_file_text(fmoe)

@@ -75,6 +75,27 @@ def _common(key, cols, other_cols):
     return tuple(v for c, v in zip(cols, key) if c in other_cols)
 
 
+def _us_index(header):
+    low = [h.strip().lower() for h in header]
+    return low.index("us") if "us" in low else None
+
+
+def _merge_winner(rows):
+    """The (file, us) a resolving merge keeps of one key's rows, in merge order: the lowest us, the first on
+    ties (upstream's test_config_merge_fallback.py); None when a us is missing or not a number (it raises)."""
+    best = None
+    for f, us in rows:
+        try:
+            v = float(us)
+        except (TypeError, ValueError):
+            return None
+        if v != v:
+            return None
+        if best is None or v < best[2]:
+            best = (f, us, v)
+    return best[:2]
+
+
 def _read_record(path):
     try:
         with open(path) as fh:
@@ -103,6 +124,8 @@ def op_promote(req):
     request: {"live", "staging", "backup_dir", "key_columns": [lower], "keys": [[text]], "gfx", "cu_num",
               "others": [glob of tables AITER merges with this one], "modules": [module names],
               "package_dir", "jit_dir_env", "mode" (kept in the round, for the report),
+              "merge_rule" (the node's probed duplicate-key rule: "resolve" promotes a key another table holds
+              and says which row the merge keeps, ``shadowed``/``overrides``; else such keys are skipped),
               "built_dir" (optional: the after arm's JIT dir, whose modules are reused when the promoted
               table equals the staging table)}
     An unrolled-back record of this backup_dir: the keys asked for that it does not hold yet are
@@ -127,9 +150,15 @@ def op_promote(req):
     gfx, cu_num = req.get("gfx"), req.get("cu_num")
     prefix = tuple(v for c, v in (("gfx", gfx), ("cu_num", cu_num)) if c in s_cols)
     wanted = set(prefix + tuple(key_text(v) for v in k) for k in req.get("keys") or [])
-    # keys another table already covers: AITER >= 0.1.12 raises on a duplicate key when it merges them
-    taken = []          # (the key columns shared with another table, its keys on them)
-    others = sorted(set(p for pattern in req.get("others") or [] for p in glob.glob(pattern)))
+    # keys another table already covers: where the node's merge raises on a duplicate key (v0.1.12+, probed)
+    # they are skipped; where it resolves them (merge_rule "resolve") they are promoted and said shadowed or not
+    resolve = req.get("merge_rule") == "resolve"
+    taken = []          # (file, the key columns shared with it, {its key on them: its us text})
+    others = []
+    for pattern in req.get("others") or []:     # the merge's order: the live table first, then these in order
+        for p in sorted(glob.glob(pattern)):
+            if p not in others:
+                others.append(p)
     for other in others:
         if "untuned" in os.path.basename(other) or os.path.realpath(other) == os.path.realpath(live) or not os.path.isfile(other):
             continue
@@ -139,19 +168,39 @@ def op_promote(req):
         except HelperError:
             continue
         common = [c for c in s_cols if c in o_cols]
-        taken.append((common, set(_common(o_key(r), o_cols, common) for r in o_rows)))
-    chosen, skipped = {}, []
+        o_us = _us_index(o_head)
+        held = {}
+        for r in o_rows:
+            held.setdefault(_common(o_key(r), o_cols, common), r[o_us] if o_us is not None and o_us < len(r) else "")
+        taken.append((other, common, held))
+    s_us = _us_index(s_head)
+    chosen, skipped, shadowed, overrides = {}, [], [], []
     for r in s_rows:
         k = s_key(r)
         if k in wanted and k not in done_before:    # a later promotion adds the rows not promoted yet
-            if any(_common(k, s_cols, common) in keys for common, keys in taken):
+            clash = [(f, held[_common(k, s_cols, common)]) for f, common, held in taken
+                     if _common(k, s_cols, common) in held]
+            if clash and not resolve:
                 skipped.append(list(k))
-            else:
-                chosen[k] = r  # the newest staging row of a key wins, as in AITER's sortResults
+                continue
+            if clash:
+                ours = r[s_us] if s_us is not None and s_us < len(r) else ""
+                winner = _merge_winner([(live, ours)] + clash)
+                if winner is None:          # a missing or non-numeric us: that merge raises too
+                    skipped.append(list(k))
+                    continue
+                shadowed[:] = [x for x in shadowed if x["key"] != list(k)]
+                overrides[:] = [x for x in overrides if x["key"] != list(k)]
+                if winner[0] == live:
+                    overrides.append({"key": list(k), "us": ours, "over": [{"file": f, "us": u} for f, u in clash]})
+                else:
+                    shadowed.append({"key": list(k), "us": ours, "by": winner[0], "by_us": winner[1]})
+            chosen[k] = r  # the newest staging row of a key wins, as in AITER's sortResults
     if not chosen and old is not None:     # the rest is covered by other tables, or has no row
         return dict(old, already=True)
     if not chosen:  # nothing to change: the live table and modules stay exactly as they are
-        return {"live": live, "promoted": [], "skipped_duplicates": skipped, "already": False, "nothing": True}
+        return {"live": live, "promoted": [], "skipped_duplicates": skipped, "already": False, "nothing": True,
+                "merge_rule": req.get("merge_rule")}
     existed = os.path.isfile(live)
     if existed:
         l_head, l_rows = _read(live)
@@ -194,17 +243,20 @@ def op_promote(req):
     now = [list(k) for k in chosen]
     this = {"time": epoch_s(), "mode": req.get("mode"), "backup": backup, "existed": existed, "promoted": now,
             "replaced": replaced, "added": len(added), "skipped_duplicates": skipped, "modules": modules,
-            "reused_modules": reused}
+            "reused_modules": reused, "shadowed": shadowed, "overrides": overrides}
     if old is None:
         record = {"live": live, "backup": backup, "existed": existed, "promoted": now, "replaced": replaced,
                   "added": len(added), "skipped_duplicates": skipped, "modules": modules, "time": this["time"],
-                  "rolled_back": False, "rounds": [this]}
+                  "rolled_back": False, "rounds": [this], "merge_rule": req.get("merge_rule"),
+                  "shadowed": shadowed, "overrides": overrides}
     else:
         # a later promotion of the same job: the record keeps the FIRST backup and the modules as they were
         # before the first promotion (what rollback restores); this one's backup and moves are in its round
         record = dict(old, promoted=old.get("promoted", []) + now, replaced=old.get("replaced", 0) + replaced,
                       added=old.get("added", 0) + len(added), skipped_duplicates=skipped,
-                      rounds=_rounds(old) + [this])
+                      rounds=_rounds(old) + [this], merge_rule=req.get("merge_rule"),
+                      shadowed=(old.get("shadowed") or []) + shadowed,
+                      overrides=(old.get("overrides") or []) + overrides)
     atomic_write(rec_path, (json.dumps(record, indent=1) + "\n").encode("utf-8"))
     return dict(record, already=False, promoted_now=now)
 

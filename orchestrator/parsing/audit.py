@@ -9,7 +9,9 @@
   not parse (``aiter/ops/flydsl/moe_kernels.py``): the MoE runtime raises ``Invalid FlyDSL kernel name``. Every
   ``kernelName*`` column of every table is read.
 * ``duplicate_key``: a key held twice in the tables AITER merges for one variant (the main table and its
-  ``model_configs`` siblings): the merge resolves them, writes the fix and raises (aiter#5184).
+  ``model_configs`` siblings): the merge resolves them, writes the fix and raises (aiter#5184). On a node whose
+  merge resolves duplicates in the merged copy (probed, issue 36) only a duplicate without a numeric us is one;
+  the others are ``shadowed_rows`` (which row wins), not findings.
 * ``foreign_cu_num``: a row for a cu_num the node does not have (never looked up there).
 * ``err_ratio``: errRatio over the upstream bound: the CLI passes upstream's level-0 guard's
   (``op_tests/tuning_tests/test_csv_validation.py`` flags only ``errRatio > 0.2``; the node's own guard where it
@@ -182,12 +184,26 @@ def _foreign(label: str, df: pd.DataFrame, keys: list[str], cu_nums: set[int], g
     return out
 
 
-def _duplicates(tables: list[tuple[str, pd.DataFrame]], merged_as: dict | None = None) -> list[dict]:
+def _merge_sets(tables, merged_as):
     groups: dict[str, list[tuple[str, pd.DataFrame]]] = {}
     for label, df in tables:
         groups.setdefault((merged_as or {}).get(label) or merge_group(label), []).append((label, df))
+    return groups.values()
+
+
+def _duplicates(tables: list[tuple[str, pd.DataFrame]], merged_as: dict | None = None,
+                merge_rule: str = "raise") -> list[dict]:
+    """Duplicate keys across (and within) the tables of one merge. Where the node's merge raises on them (the
+    default), each later row is a finding; where it resolves them (``merge_rule`` "resolve", probed), only a key
+    whose rows lack a numeric us is (that merge raises on it): the rest is said by ``shadowed_rows``."""
+    if merge_rule == "resolve":
+        return [f for _, rows in _held_twice(tables, merged_as) if _winner(rows) is None
+                for label, row, keys, _ in rows[1:]
+                for f in [_finding("duplicate_key", label, row, keys,
+                                   "key also in " + rows[0][0] + ": a duplicate whose us is missing or not a number "
+                                   "makes AITER's merge raise")]]
     out = []
-    for members in groups.values():
+    for members in _merge_sets(tables, merged_as):
         seen: dict[tuple, str] = {}
         for label, df in members:
             keys = [k for k in key_columns(df) if k != "_tag"]
@@ -203,13 +219,52 @@ def _duplicates(tables: list[tuple[str, pd.DataFrame]], merged_as: dict | None =
     return out
 
 
+def _held_twice(tables, merged_as):
+    """(key, [(label, row, keys, us)] in merge order) of every key one merge holds more than once."""
+    for members in _merge_sets(tables, merged_as):
+        held: dict[tuple, list] = {}
+        for label, df in members:
+            keys = [k for k in key_columns(df) if k != "_tag"]
+            for _, row in df.iterrows():
+                kt = tuple((k, key_text(row[k])) for k in keys if k != "gfx")
+                us = pd.to_numeric(row["us"], errors="coerce") if "us" in df.columns else float("nan")
+                held.setdefault(kt, []).append((label, row, keys, us))
+        yield from ((kt, rows) for kt, rows in held.items() if len(rows) > 1)
+
+
+def _winner(rows):
+    """The index of the row a resolving merge keeps (lowest us, the first on ties), None if a us is not a number."""
+    if any(pd.isna(r[3]) for r in rows):
+        return None
+    return min(range(len(rows)), key=lambda i: (rows[i][3], i))
+
+
+def shadowed_rows(tables: Iterable[tuple[str, pd.DataFrame]], merged_as: dict | None = None) -> list[str]:
+    """Where the node's merge resolves duplicate keys (issue 36: the merged copy keeps the lowest-us row, the
+    first source on ties, the tables untouched), a key held twice is no fault: one line per row it makes
+    ineffective, naming the row that wins."""
+    out = []
+    for _, rows in _held_twice([(lb, df) for lb, df in tables if len(df.columns)], merged_as):
+        w = _winner(rows)
+        if w is None:
+            continue
+        label, row, keys, us = rows[w]
+        key = " ".join(f"{k}={v}" for k, v in _key(row, keys).items())
+        for i, (lb, _, _, u) in enumerate(rows):
+            if i != w:
+                out.append(f"shadowed: {lb}: {key} (us {u:g}) is ineffective: AITER's merge keeps the row of "
+                           f"{label} (us {us:g}, {'the first of equal us' if u == us else 'lowest us'})")
+    return out
+
+
 def audit_tables(tables: Iterable[tuple[str, pd.DataFrame]], cu_nums: Iterable[int] = (),
                  gfx: str | None = None, merged_as: dict | None = None, err_bound: float | None = None,
-                 bound_from: str = "the upstream bound") -> list[dict]:
+                 bound_from: str = "the upstream bound", merge_rule: str = "raise") -> list[dict]:
     """Findings ``{"kind", "file", "key", "detail"}`` over ``(label, table)`` pairs; ``cu_nums`` and ``gfx``:
     the node's (no cu_nums: no foreign_cu_num check; no gfx: rows of every gfx are checked); ``merged_as``:
     label -> the set AITER merges it with, where the file name does not say it (an ``AITER_CONFIG_*`` list);
-    ``err_bound``: a GEMM row's errRatio bound (None: the tuner's default 0.05), ``bound_from`` says whose."""
+    ``err_bound``: a GEMM row's errRatio bound (None: the tuner's default 0.05), ``bound_from`` says whose;
+    ``merge_rule``: the node's probed duplicate-key rule ("resolve": duplicates are ``shadowed_rows``, not findings)."""
     tables = [(label, df) for label, df in tables if len(df.columns)]
     cus = {int(c) for c in cu_nums}
     out: list[dict] = []
@@ -219,5 +274,5 @@ def audit_tables(tables: Iterable[tuple[str, pd.DataFrame]], cu_nums: Iterable[i
             out += check(label, df, keys)
         out += _err_ratio(label, df, keys, err_bound, bound_from)
         out += _foreign(label, df, keys, cus, gfx)
-    out += _duplicates(tables, merged_as)
+    out += _duplicates(tables, merged_as, merge_rule)
     return out

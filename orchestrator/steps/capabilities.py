@@ -25,6 +25,7 @@ def _request(ctx: Ctx, variant: KernelVariant, root: str, meta: str, gfx: str, t
         "op_test": f"{root}/{variant.bench.script}" if variant.bench else None,
         "fmoe_csv": f"{root}/{variant.tuned_csv}" if variant.family == "moe" else None,
         "help_timeout": HELP_TIMEOUT_S,
+        "aiter_core": f"{root}/aiter/jit/core.py",      # its merge's duplicate-key rule is probed (issue 36)
     }
 
 
@@ -48,9 +49,13 @@ def probe(ctx: Ctx, variant: KernelVariant) -> AiterProfile:
     answer = riders.call(ctx, "probe", req, timeout=HELP_TIMEOUT_S + 60)
     answer.pop("ok", None)
     problem = answer.pop("tuner_help_problem", None)
+    merge_problem = answer.pop("merge_rule_problem", None)
     facts.probes = {k: v for k, v in answer.items() if v is not None}
     if problem:
         ctx.job.note(f"could not read the tuner's --help ({problem}); its flags are assumed from the version")
+    if merge_problem:
+        ctx.job.note(f"could not tell the node's duplicate-key merge rule ({merge_problem}); it is assumed from "
+                     "the version")
     if answer.get("tune_script_exists") is False:     # refused before anything runs: exit 2 (issue 36)
         have = parse_version(facts.version)
         need = f"needs AITER >= {format_version(variant.since)}" if variant.since and (

@@ -68,7 +68,7 @@ def time_says_stale(now, before, after, noise_pct, hit: bool) -> bool:
 
 
 def not_engaged_reason(skipped: bool, now, h: dict | None, lk: tuple | None, own: str | None, loaded: set,
-                       near_after: bool, promoted_kernel: str | None = None) -> str:
+                       near_after: bool, promoted_kernel: str | None = None, merge_resolves: bool = False) -> str:
     """Why a promoted shape is not engaged ("" when it is), from what AITER said first (issue 37: its lookup
     line, the kernel that line names against the promoted row's, the module it loaded), the time last."""
     if skipped:
@@ -82,6 +82,10 @@ def not_engaged_reason(skipped: bool, now, h: dict | None, lk: tuple | None, own
         return f"served through the padded-M bucket M={h['padded_m']}, not its own row"
     found = (h or {}).get("kernel")
     if found and promoted_kernel and " + " not in promoted_kernel and found != promoted_kernel:
+        if merge_resolves:      # the node's merge keeps the lowest-us row of a key (probed, issue 36)
+            return (f"the lookup found another row (kernel {found}), not the promoted one ({promoted_kernel}): "
+                    "another table AITER merges holds this key with a lower us, and its merge keeps that row "
+                    "(shadowed)")
         return (f"the lookup found another row (kernel {found}), not the promoted one ({promoted_kernel}): a "
                 "file read before the live table holds this key (AITER_CONFIG_* order, model_configs/)")
     if own and own not in loaded:
@@ -134,6 +138,9 @@ def _request(ctx: Ctx, calls: list, run_as: dict, prepared: dict) -> dict:
     # AITER_LOG_TUNED_CONFIG exists from v0.1.6 on (older than every supported profile)
     env = {"HIP_VISIBLE_DEVICES": str(remote.bench_gpu or job.facts.tune_gpus[0]),
            "AITER_LOG_TUNED_CONFIG": "1"}
+    configured = {**(job.facts.env or {}), **ctx.target.container.env}.get(ctx.variant.config_env)
+    if configured:      # the tables the server's AITER reads (a list it merges): the fresh process reads them too
+        env[ctx.variant.config_env] = configured
     cmds = [Cmd((ctx.target.container.python,
                  run_as.get(c.script) or prepared.get(id(c), {}).get("script") or f"{root}/{c.script}",
                  *c.args), env=env, cwd=root) for c in calls]
@@ -180,7 +187,8 @@ def check(ctx: Ctx, promoted_keys: list[list], comparison_rows: dict[tuple, dict
         h = hits.get(lk) if lk else None
         near_after = not time_says_stale(now, before, after, cmp.get("noise_pct"), bool(h and h["hit"]))
         own = _own_module(ctx, h)
-        reason = not_engaged_reason(k in skipped_keys, now, h, lk, own, loaded, near_after, cmp.get("kernel"))
+        reason = not_engaged_reason(k in skipped_keys, now, h, lk, own, loaded, near_after, cmp.get("kernel"),
+                                    ctx.profile.merge_resolves_duplicates)
         engaged = not reason
         out["engaged"] += int(engaged)
         out["shapes"].append({"key": {c: s[c] for c in cols}, "engaged": engaged, "reason": reason,

@@ -90,6 +90,7 @@ def promote(ctx: Ctx, mode: str, then=None) -> dict:
         "package_dir": job.facts.package_dir,
         "jit_dir_env": ({**(job.facts.env or {}), **ctx.target.container.env}.get("AITER_JIT_DIR")),
         "mode": mode,
+        "merge_rule": ctx.profile.merge_rule,    # probed: does a duplicate key across the merged tables raise?
         # the after arm built these modules from the staging table: reused when the promoted table equals it
         "built_dir": ((job.remote.get("bench_env") or {}).get("after") or {}).get("AITER_JIT_DIR"),
     }
@@ -138,11 +139,10 @@ def later(ctx: Ctx, mode: str) -> dict:
     if res.get("already") or res.get("nothing") or not now:
         return res
     info = ctx.job.step_state("promote").info
-    info.update({k: res.get(k) for k in ("added", "replaced", "skipped_duplicates", "backup", "modules")})
+    info.update({k: res.get(k) for k in ("added", "replaced", "skipped_duplicates", "backup", "modules",
+                                         "shadowed", "overrides")})
     info.update(mode=mode, promoted=len(res.get("promoted") or []))
-    for k in res.get("skipped_duplicates") or []:
-        ctx.job.note(f"not promoted: {k} already has a row in another table AITER merges (model_configs/ "
-                     "or AITER_CONFIG list); a duplicate key makes AITER >= 0.1.12 raise")
+    duplicate_notes(ctx, res)
     rounds = res.get("rounds") or [res]
     later_change(ctx, f"promote --rows {mode}", f"{len(now)} more row(s) promoted ({info['promoted']} in all, "
                  f"promotion {len(rounds)} of the job; backup of the live table before it: "
@@ -153,6 +153,27 @@ def later(ctx: Ctx, mode: str) -> dict:
         info.pop("engaged", None)
         ctx.job.note(f"engaged-at-runtime check after `tune-remote promote` failed: {exc.one_line()}")
     return res
+
+
+def duplicate_notes(ctx: Ctx, res: dict) -> None:
+    """What promotion did about keys another merged table holds, by the node's probed merge rule (issue 36):
+    where a duplicate raises, they were not promoted; where the merge resolves it, which row AITER keeps."""
+    resolve = ctx.profile.merge_resolves_duplicates
+    for k in res.get("skipped_duplicates") or []:
+        ctx.job.note(f"not promoted: {k} already has a row in another table AITER merges (model_configs/ "
+                     "or AITER_CONFIG list); " + (
+                         "one of the rows has no numeric us, which makes AITER's merge raise" if resolve else
+                         f"a duplicate key makes AITER {ctx.job.facts.version}'s merge raise"))
+    rounds = res.get("rounds") or [res]
+    last = rounds[-1] if res.get("promoted_now") else {}
+    for x in last.get("shadowed") or []:
+        ctx.job.note(f"promoted but shadowed: {x['key']} also has a row in {x['by']} (us {x['by_us']}); AITER's "
+                     f"merge keeps that row (lowest us), so the promoted one (us {x['us']}) is ineffective while "
+                     "that table is merged")
+    for x in last.get("overrides") or []:
+        files = ", ".join(f"{o['file']} (us {o['us']})" for o in x["over"])
+        ctx.job.note(f"promoted: {x['key']} also has a row in {files}; AITER's merge keeps the promoted row "
+                     f"(us {x['us']}, lowest) and that row is shadowed")
 
 
 def later_change(ctx: Ctx, command: str, what: str) -> None:
@@ -191,11 +212,10 @@ def run(ctx: Ctx) -> None:
     ran = then[0]
     if ahead and len(then) > 1:         # for the report step's JIT profile (in memory; a resume asks again)
         ctx.prefetched["jit_logs"] = (ahead[0], then[1])
-    info.update({k: res.get(k) for k in ("added", "replaced", "skipped_duplicates", "backup", "modules")})
+    info.update({k: res.get(k) for k in ("added", "replaced", "skipped_duplicates", "backup", "modules",
+                                         "shadowed", "overrides")})
     info["promoted"] = len(res.get("promoted") or [])
-    for k in res.get("skipped_duplicates") or []:
-        ctx.job.note(f"not promoted: {k} already has a row in another table AITER merges (model_configs/ "
-                     "or AITER_CONFIG list); a duplicate key makes AITER >= 0.1.12 raise")
+    duplicate_notes(ctx, res)
     ctx.ui.event(f"promoted {info['promoted']} row(s) ({mode}) into {ctx.job.remote.live_csv}"
                  + (f" (backup {res['backup']})" if res.get("backup") else ""))
     if info["promoted"]:
@@ -242,7 +262,8 @@ def promote_summary(job: JobState, res: dict) -> dict:
            "promotions": len(rounds),
            "backup": (rounds[-1].get("backup") if rounds else None),
            "rollback_restores": (res.get("backup") or "(no table: rollback removes it)") if rounds else None,
-           "skipped_duplicates": res.get("skipped_duplicates") or []}
+           "skipped_duplicates": res.get("skipped_duplicates") or [],
+           "shadowed": res.get("shadowed") or []}     # promoted rows a resolving merge ranks below another's
     if res.get("promoted_now") and eng:
         out["engaged"] = f"{eng.get('engaged', 0)}/{eng.get('total', 0)}"
     return out

@@ -1,6 +1,6 @@
 """``python -m tests.fake_remote up|down|status|clean``: a simulated AITER node for people.
 
-    up     [--name demo] [--profile current|legacy|newest ...] [--install-mode develop|install] [--pip-name aiter]
+    up     [--name demo] [--profile current|legacy|newest|head ...] [--install-mode develop|install] [--pip-name aiter]
            [--proxy] [--json]
            Start (or re-show) node ``trtest-<name>``: sshd on 127.0.0.1:<free port> (daemonized), one
            container per --profile (first ``trtest-<name>-aiter-dev``, then ``-aiter-<profile>``).
