@@ -2,6 +2,8 @@
 
 from pathlib import Path
 
+import pytest
+
 from orchestrator.sim import PROFILES, SimSpec, install, is_newest, preprocess
 
 
@@ -26,3 +28,10 @@ def test_only_head_ships_the_capture_module(tmp_path):
     new = install(tmp_path / "n", SimSpec(profile="newest"))
     assert (Path(head.package_dir) / "utility" / "untuned_shapes.py").exists()
     assert not (Path(new.package_dir) / "utility" / "untuned_shapes.py").exists()
+
+
+@pytest.mark.parametrize("profile", sorted(PROFILES))
+def test_the_package_says_its_profiles_version(tmp_path, profile):
+    inst = install(tmp_path / profile, SimSpec(profile=profile))
+    src = (Path(inst.package_dir) / "__init__.py").read_text()
+    assert src.count("__version__ = ") == 1 and f'__version__ = "{PROFILES[profile]}"' in src

@@ -3,8 +3,14 @@
 import logging
 import os
 
-#@ if current
+#@ if current !newest
 __version__ = "0.1.20"
+#@ endif
+#@ if newest !head
+__version__ = "0.1.29"
+#@ endif
+#@ if head
+__version__ = "0.1.30"
 #@ endif
 #@ if legacy
 __version__ = "0.1.11"
