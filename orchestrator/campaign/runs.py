@@ -98,12 +98,6 @@ def start_campaign(workspace: Workspace, inventory: Callable, settings: Settings
     return job
 
 
-def target_for(job: JobState, inventory_path: str, accept_new: bool) -> Target:
-    """A single job's target: the demo's simulated node, or the inventory's node and container."""
-    from .single import job_target
-    return job_target(job, lambda: load_inventory(inventory_path), accept_new)
-
-
 def resume(workspace: Workspace, inventory_path: str, job_id: str, settings: Settings, console: Console, *,
            relaunch: bool, retry: bool, nodes=()) -> JobState:
     """``tune-remote resume``: re-attach (``relaunch``: a lost job launched again; ``retry``: a laptop step that
