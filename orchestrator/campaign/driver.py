@@ -139,10 +139,20 @@ def create_sub_jobs(job: JobState, workspace: Workspace, plan: dict, name=None) 
     return subs
 
 
-def drive(job: JobState, workspace: Workspace, runner: Runner, settings: Settings, ui, only: tuple = ()) -> str:
+def planned(job: JobState) -> bool:
+    """Its target jobs are made: a campaign's sub-jobs; a single job is its own one target job."""
+    return not job.is_campaign or bool(job.request.campaign.sub_jobs)
+
+
+def drive(job: JobState, workspace: Workspace, runner: Runner, settings: Settings, ui, only: tuple = (),
+          owner: str | None = None, announce: bool = False) -> str:
     """Run (or resume) every unfinished sub-job: targets in parallel, a target's variants in order.
     ``only``: the nodes to drive (resume --node); the others are left as they are, and the job-wide
-    steps (moving a lost target's shapes, promotion across a GPU kind) wait for a resume of the whole job."""
+    steps (moving a lost target's shapes, promotion across a GPU kind) wait for a resume of the whole job.
+    A single job is its own target job, carried in this thread with the command's ``ui`` (``owner`` takes it
+    once connected, ``announce`` says where its state is); what stops it stops the command."""
+    if not job.is_campaign:
+        return runner.run(job, workspace, settings, ui, owner=owner, announce=announce)
     subws = sub_workspace(workspace, job)
     ids = job.request.campaign.sub_jobs
     by_target: dict[str, list[str]] = {}

@@ -8,43 +8,18 @@ from pathlib import Path
 
 from ..context import Ctx, Settings
 from ..errors import JobError, TuneRemoteError, UsageError
-from ..inventory import load_inventory
 from ..state import JobState, Status, Workspace
 from .driver import check_nodes
-from .runs import target_for
+from .reach import Reach, campaign_runner, select, single_target
 
 
-class Reach:
-    """How a job's targets are reached from this machine: the workspace, the inventory, the host-key choice."""
-
-    def __init__(self, workspace: Workspace, inventory_path: str, ui, accept_new_host_key: bool = False):
-        self.workspace, self.inventory_path, self.ui, self.accept = workspace, inventory_path, ui, accept_new_host_key
-
-    def inventory(self):
-        return load_inventory(self.inventory_path)
-
-    def targets(self):
-        """The same reach as status/logs/cancel/fetch take it (campaign/reach.py), with this command's ui."""
-        from . import reach
-        return reach.Reach(self.workspace, self.inventory, bool(getattr(self.ui, "quiet", False)))
-
-    def select(self, job: JobState, nodes=(), variant: str | None = None) -> tuple[Workspace, list[JobState]]:
-        """A campaign's sub-jobs on ``nodes`` (all when empty) and of ``variant`` (all when None)."""
-        from . import reach
-        return reach.select(self.targets(), job, nodes, variant)
-
-    def runner(self, job: JobState):
-        """The campaign's runner (its targets' connections); it and its source are closed afterwards."""
-        from . import reach
-        return reach.campaign_runner(self.targets(), job, self.accept)
-
-    def on_target(self, job: JobState, workspace: Workspace, fn, target=None):
-        """``fn(ctx)`` on a single job's target (``target``: made already), which is closed afterwards."""
-        target = target or target_for(job, self.inventory_path, self.accept)
-        try:
-            return fn(Ctx(job=job, workspace=workspace, target=target, settings=Settings(), ui=self.ui))
-        finally:
-            target.close()
+def _on_target(reach: Reach, job: JobState, workspace: Workspace, fn, target=None):
+    """``fn(ctx)`` on a single job's target (``target``: made already), which is closed afterwards."""
+    target = target or single_target(reach, job, reach.accept_new_host_key)
+    try:
+        return fn(Ctx(job=job, workspace=workspace, target=target, settings=Settings(), ui=reach.ui()))
+    finally:
+        target.close()
 
 
 def finished(workspace: Workspace, job_id: str, what: str, nodes=()) -> JobState:
@@ -65,7 +40,7 @@ def finished(workspace: Workspace, job_id: str, what: str, nodes=()) -> JobState
 def slower_not_promoted(reach: Reach, job: JobState, nodes=()) -> int:
     """Rows proven slower than what they replace and not promoted yet (what ``promote --rows all`` asks about)."""
     if job.is_campaign:
-        subws, subs = reach.select(job, nodes)
+        subws, subs = select(reach, job, nodes)
         dirs = [subws.job_dir(s.job_id) for s in subs]
     else:
         dirs = [reach.workspace.job_dir(job.job_id)]
@@ -82,10 +57,10 @@ def _slower(path: Path) -> int:
 def _changed(reach: Reach, job: JobState, fn, what: str):
     """``fn(ctx)`` on a single job's target, its report refreshed; one process changes a job's outcome at a time."""
     reach.workspace.own(job.job_id, what)
-    target = target_for(job, reach.inventory_path, reach.accept)
+    target = single_target(reach, job, reach.accept_new_host_key)
     try:
         from ..steps.report import refresh_after   # lazily: pandas and jinja2 (test_lazy_imports)
-        return reach.on_target(job, reach.workspace, lambda ctx: refresh_after(ctx, fn(ctx)), target)
+        return _on_target(reach, job, reach.workspace, lambda ctx: refresh_after(ctx, fn(ctx)), target)
     finally:
         reach.workspace.save(job)
 
@@ -114,15 +89,15 @@ def rollback(reach: Reach, job: JobState, nodes=()) -> tuple[dict, bool]:
 def _on_targets(reach: Reach, job: JobState, nodes, what: str, rows: str = "proven") -> dict:
     """promote / rollback on a campaign's targets (outcome.py), one row per target."""
     from . import outcome as camp
-    subws, subs = reach.select(job, nodes)
+    subws, subs = select(reach, job, nodes)
     if job.request.campaign.slurm:
         raise UsageError(f"job {job.job_id} ran on a Slurm allocation, which ended with it: its compute nodes "
                          f"cannot be reached to {what} any more",
                          hint="each target's record and backups are in <its job dir>/promotion* on its node")
     reach.workspace.own(job.job_id, what)     # one process changes a campaign's targets at a time
-    with reach.runner(job) as runner:
+    with campaign_runner(reach, job, reach.accept_new_host_key) as runner:
         if what == "promote":
-            out = camp.promote(job, reach.workspace, subws, subs, runner, rows, reach.ui)
+            out = camp.promote(job, reach.workspace, subws, subs, runner, rows, reach.ui())
         else:
             if not any((s.remote.promotion or {}).get("promoted") or s.remote.peer_promotions for s in subs):
                 raise UsageError(f"job {job.job_id} never promoted anything"
@@ -149,7 +124,7 @@ def export(reach: Reach, job_id: str, model_config: str, dest: str | None, nodes
         raise UsageError(f"job {job_id} is still running", hint=f"tune-remote status {job_id}")
     if job.is_campaign:
         from . import outcome as camp
-        subws, subs = reach.select(job, nodes)
+        subws, subs = select(reach, job, nodes)
 
         def guards_for(variant_subs):       # on the first target whose AITER ships them; a Slurm allocation ended
             s = next((s for s in variant_subs if (s.facts.get("probes") or {}).get("tuning_tests")), None)
@@ -169,9 +144,9 @@ def _guards(reach: Reach, job: JobState, workspace: Workspace, where: bool = Fal
     def guards(file_name, text):
         from ..steps.provenance import run_guards
         try:
-            target = target_for(job, reach.inventory_path, False)
+            target = single_target(reach, job)
         except TuneRemoteError as exc:          # the node left the inventory since
             return {"error": exc.one_line(), **({"on": f"{job.node}/{job.container}"} if where else {})}
-        ran = reach.on_target(job, workspace, lambda ctx: run_guards(ctx, file_name, text), target)
+        ran = _on_target(reach, job, workspace, lambda ctx: run_guards(ctx, file_name, text), target)
         return {**ran, "on": f"{job.node}/{job.container}"} if where and ran else ran
     return guards

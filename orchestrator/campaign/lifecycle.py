@@ -1,7 +1,8 @@
-"""A campaign's lifecycle, whatever its targets' source: targets, plan, confirmation, sub-jobs, the source's
-release of what the plan left out, drive, close (``carry``: run, and resume after a crash); a campaign of one
-target (``carry_one``: the job of old); ``cancel`` and ``status`` of a saved campaign. The CLI parses options, answers ``Console`` and prints; the source is found by
-the kind saved in the job (sources.py), so nothing here names one.
+"""A job's lifecycle, whatever its targets' source: targets, plan, confirmation, target jobs, the source's
+release of what the plan left out, drive, close (``carry``: run, and resume after a crash); a single job is a
+campaign of one from the one-node source (single.py), its own target job. ``cancel`` and ``status`` of a saved
+campaign. The CLI parses options, answers ``Console`` and prints; the source is found by the kind saved in the
+job (sources.py), so nothing here names one.
 """
 
 from __future__ import annotations
@@ -37,17 +38,8 @@ PENDING_DRIVE_WAIT_S = 900.0
 
 
 def source_env(workspace: Workspace, job: JobState, inventory: Callable[[], Inventory], ui,
-               accept_new_host_key: bool = False) -> SourceEnv:
-    return SourceEnv(job, inventory, lambda: workspace.save(job), ui, accept_new_host_key)
-
-
-def carry_one(workspace: Workspace, job: JobState, target, settings: Settings, ui, owner: str,
-              announce: bool = False) -> str:
-    """A campaign of one target (run, demo, watch; resume of one): the target's job is the job itself, the one
-    of old (its own directory and files; no campaign job over it, no plan: its own discover settles the node),
-    on ``target`` (connected early by preconnect.py, or the demo's), carried by the one drive (engine.drive)."""
-    from ..engine import drive
-    return drive(job, workspace, target, settings, ui, owner=owner, announce=announce)
+               accept_new_host_key: bool = False, target=None) -> SourceEnv:
+    return SourceEnv(job, inventory, lambda: workspace.save(job), ui, accept_new_host_key, target)
 
 
 def start(workspace: Workspace, job: JobState, kind: str, options: dict, inventory: Callable[[], Inventory],
@@ -65,17 +57,22 @@ def start(workspace: Workspace, job: JobState, kind: str, options: dict, invento
 
 
 def carry(workspace: Workspace, job: JobState, inventory: Callable[[], Inventory], settings: Settings,
-          console: Console, dry_run: bool = False, only: tuple = ()) -> None:
-    """Targets, plan, sub-jobs, drive: whatever of it is not done yet (run, and resume after a crash).
-    ``only``: the nodes to drive (resume --node)."""
-    if not dry_run:
-        workspace.own(job.job_id, "run")   # one driver per job and its sub-jobs (R-05)
+          console: Console, dry_run: bool = False, only: tuple = (), target=None, owner: str = "run",
+          announce: bool = False) -> None:
+    """Targets, plan, target jobs, drive: whatever of it is not done yet (run, and resume after a crash), of a
+    campaign or of a single job (a campaign of one: planned, its own target job). ``only``: the nodes to drive
+    (resume --node); ``target``: the one the command made (a single job's: connected early by preconnect.py,
+    the demo's, a watch's); ``owner``: the command driving it (R-05); ``announce``: a single job says where its
+    state is (a campaign says it with its plan)."""
+    over = job.is_campaign      # a campaign job over its target jobs; a single job is its own: its drive owns
+    if over and not dry_run:    # it once connected (nothing half-made on a refused connection), run_job judges it
+        workspace.own(job.job_id, owner)   # one driver per job and its sub-jobs (R-05)
     ui = console.ui
-    source = open_source(source_env(workspace, job, inventory, ui, settings.accept_new_host_key))
+    source = open_source(source_env(workspace, job, inventory, ui, settings.accept_new_host_key, target))
     runner = None
     try:
-        if job.request.get("detach") and not job.request.campaign.sub_jobs \
-                and not source.started(DETACH_PATIENCE_S):
+        planned = driver.planned(job)
+        if job.request.get("detach") and not planned and not source.started(DETACH_PATIENCE_S):
             plan = source.pending_plan(job)     # queued: planned now when it can be (docs/internals.md)
             if isinstance(plan, dict):
                 _ship(workspace, job, source, plan, console)
@@ -85,14 +82,13 @@ def carry(workspace: Workspace, job: JobState, inventory: Callable[[], Inventory
             ui.event(f"job {job.job_id}: targets asked for and queued ({plan}); `tune-remote resume "
                      f"{job.job_id}` plans and launches once they run, `tune-remote status` shows the queue")
             return
-        planned = bool(job.request.campaign.sub_jobs)
         if planned and source.adopt(job, workspace, wait_s=PENDING_DRIVE_WAIT_S):
             workspace.save(job)             # planned while queued: the grants and launches the nodes saw
         refs = source.targets()
         runner = source.runner(settings.accept_new_host_key)
         if planned and source.adopt(job, workspace, wait_s=PENDING_DRIVE_WAIT_S):
             workspace.save(job)             # and those of the targets granted while it waited
-        if not job.request.campaign.sub_jobs:
+        if not planned:
             job.node = ",".join(dict.fromkeys(r.node for r in refs))
             job.container = ",".join(dict.fromkeys(r.container for r in refs))
             plan = driver.make_plan(job, runner, refs, job.request["variants"], settings, ui, workspace)
@@ -119,16 +115,12 @@ def carry(workspace: Workspace, job: JobState, inventory: Callable[[], Inventory
             workspace.save(job)
             ui.event(f"job {job.job_id}: {len(subs)} target job(s) on {len(refs)} target(s); "
                      f"state in {workspace.job_dir(job.job_id)}")
-        driver.drive(job, workspace, runner, settings, ui, only=only)
+        driver.drive(job, workspace, runner, settings, ui, only=only, owner=owner, announce=announce)
     except ConnectionLost:
         raise                                   # the nodes go on; resume re-attaches
     except BaseException as exc:
-        if source.ended_by_cancel(exc, job.state == Status.RUNNING):   # `cancel` ended the targets under it
-            job.state, job.error = Status.CANCELLED, "cancelled by the user"
-        if job.state == Status.RUNNING and not isinstance(exc, (KeyboardInterrupt, SystemExit)):
-            job.state, job.error = Status.FAILED, exc.one_line() if isinstance(exc, TuneRemoteError) else str(exc)
-        if job.state in TERMINAL and workspace.exists(job.job_id):
-            workspace.save(job)
+        if over:                                # a single job's verdict is its own (engine.run_job)
+            _judge(workspace, job, source, exc)
         raise
     finally:
         if runner is not None:
@@ -136,6 +128,17 @@ def carry(workspace: Workspace, job: JobState, inventory: Callable[[], Inventory
         if job.state in TERMINAL or dry_run:
             source.release()                    # the source gives back what it holds (Slurm: the holders end)
         source.close()
+
+
+def _judge(workspace: Workspace, job: JobState, source, exc: BaseException) -> None:
+    """What stopped the campaign, in its job's state: cancelled under it, else failed (an interrupt leaves it
+    running for a resume)."""
+    if source.ended_by_cancel(exc, job.state == Status.RUNNING):   # `cancel` ended the targets under it
+        job.state, job.error = Status.CANCELLED, "cancelled by the user"
+    if job.state == Status.RUNNING and not isinstance(exc, (KeyboardInterrupt, SystemExit)):
+        job.state, job.error = Status.FAILED, exc.one_line() if isinstance(exc, TuneRemoteError) else str(exc)
+    if job.state in TERMINAL and workspace.exists(job.job_id):
+        workspace.save(job)
 
 
 def _ship(workspace: Workspace, job: JobState, source, plan: dict, console: Console) -> None:

@@ -14,6 +14,7 @@ from ..errors import UsageError
 from ..inventory import Inventory
 from ..state import JobState, Workspace
 from ..ui import Ui
+from .single import job_target
 from .targets import TargetRef
 
 # driver and lifecycle (they import pandas) load where a campaign needs them: `status` of single jobs stays light
@@ -21,22 +22,20 @@ from .targets import TargetRef
 
 @dataclass
 class Reach:
-    """What reaching a job's nodes takes: the workspace, the inventory (read when asked), the ui's quietness."""
+    """What reaching a job's nodes takes: the workspace, the inventory (read when asked), the ui's quietness
+    and the host-key choice of a command that changes a node (promote, rollback)."""
     workspace: Workspace
     inventory: Callable[[], Inventory]
     quiet: bool = False
+    accept_new_host_key: bool = False
 
     def ui(self) -> Ui:
         return Ui(quiet=self.quiet)
 
 
 def single_target(reach: Reach, job: JobState, accept_new: bool = False) -> Target:
-    """A single job's one target: the demo's simulated node, or its inventory node's container."""
-    if job.request.demo_dir:
-        from ..demo import demo_target
-        return demo_target(job.request.demo_dir)
-    node = reach.inventory().node(job.node)
-    return Target(node, node.container(job.container), accept_new_host_key=accept_new)
+    """A single job's one target: the demo's simulated node, or its inventory node's container (single.py)."""
+    return job_target(job, reach.inventory, accept_new)
 
 
 def job_nodes(reach: Reach, job: JobState) -> list[str]:

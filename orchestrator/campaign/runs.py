@@ -1,7 +1,8 @@
 """What ``run``, ``resume`` and ``demo`` do, below the CLI: the options checked (checks.py), the typed request made
-(``JobRequest.of_run``), the job made and carried through the lifecycle (lifecycle.py): one target as the job of
-old (its own directory, no campaign job over it), several as a campaign. Each returns the job for the caller to
-print (None: a dry run's plan, shown through the console); nothing here prints."""
+(``JobRequest.of_run``), the job made and carried through the lifecycle (lifecycle.py): several targets as a
+campaign, one as a campaign of one (the one-node source, single.py: the job of old, its own directory, no
+campaign job over it). Each returns the job for the caller to print (None: a dry run's plan, shown through
+the console); nothing here prints."""
 from __future__ import annotations
 
 import time
@@ -9,7 +10,7 @@ from typing import Callable
 
 from ..context import Settings, Target
 from ..errors import JobError, UsageError
-from ..inventory import load_inventory
+from ..inventory import load_inventory, resolve_inventory_path
 from ..records import DEMO_KEYS, JobRequest
 from ..state import TERMINAL, JobState, Status, Workspace, check_job_id, new_job_id
 from ..variants import VARIANTS, get_variant
@@ -61,8 +62,8 @@ def run(workspace: Workspace, inventory_path: str, settings: Settings, console: 
                              hint=f"use `tune-remote resume {job_id}` or choose another --job-id")
         with workspace.keeping(claimed):
             if campaign:
-                kind, source = ("slurm", {"cluster": slurm, "nodes": slurm_nodes, "dry_run": dry_run}) if slurm \
-                    else ("inventory", {})
+                kind, source = (("slurm", {"cluster": slurm, "nodes": slurm_nodes, "dry_run": dry_run}) if slurm
+                                else ("inventory", {}))
                 job = start_campaign(workspace, lambda: inv, settings, console, job_id, nodes, container,
                                      variants, request, kind, source, dry_run)
                 return None if dry_run else job
@@ -71,7 +72,7 @@ def run(workspace: Workspace, inventory_path: str, settings: Settings, console: 
             from ..engine import load_steps
             load_steps()                  # the first steps' modules, while the node starts the helper
             target, pre = pre.target(), None
-            return one(workspace, job, target, settings, console.ui)
+            return one(workspace, job, target, settings, console.ui, inventory=lambda: inv)
     except BaseException:
         if pre is not None:
             pre.abandon()
@@ -79,10 +80,13 @@ def run(workspace: Workspace, inventory_path: str, settings: Settings, console: 
 
 
 def one(workspace: Workspace, job: JobState, target: Target, settings: Settings, ui, owner: str | None = None,
-        announce: bool = True) -> JobState:
-    """A job of one target (run, demo, watch; resume of one): a campaign of one (lifecycle.carry_one)."""
-    from .lifecycle import carry_one
-    carry_one(workspace, job, target, settings, ui, owner or ("resume" if job.rev else "run"), announce)
+        announce: bool = True, inventory: Callable | None = None) -> JobState:
+    """A job of one target (run, demo, watch) on ``target`` (connected early by preconnect.py, the demo's, a
+    watch's): a campaign of one, through the lifecycle."""
+    from . import lifecycle
+    inventory = inventory or (lambda: load_inventory(resolve_inventory_path(None)))   # never read: the target is given
+    lifecycle.carry(workspace, job, inventory, settings, Console(ui=ui, show=ui.event), target=target,
+                    owner=owner or ("resume" if job.rev else "run"), announce=announce)
     return job
 
 
@@ -92,15 +96,6 @@ def start_campaign(workspace: Workspace, inventory: Callable, settings: Settings
     job = lifecycle.new_job(job_id, nodes, container, variants, request)
     lifecycle.start(workspace, job, kind, options, inventory, settings, console, dry_run)
     return job
-
-
-def target_for(job: JobState, inventory_path: str, accept_new: bool) -> Target:
-    """A single job's target: the demo's simulated node, or the inventory's node and container."""
-    if job.request.demo_dir:
-        from ..demo import demo_target
-        return demo_target(job.request.demo_dir)
-    node = load_inventory(inventory_path).node(job.node)
-    return Target(node, node.container(job.container), accept_new_host_key=accept_new)
 
 
 def resume(workspace: Workspace, inventory_path: str, job_id: str, settings: Settings, console: Console, *,
@@ -131,11 +126,10 @@ def resume(workspace: Workspace, inventory_path: str, job_id: str, settings: Set
     if job.state in TERMINAL:
         return job
     job.request.detach = False      # a detached job: this resume drives it to the end
-    if campaign:
-        from . import lifecycle
-        lifecycle.carry(workspace, job, lambda: load_inventory(inventory_path), settings, console, only=tuple(nodes))
-        return job
-    return one(workspace, job, target_for(job, inventory_path, settings.accept_new_host_key), settings, console.ui)
+    from . import lifecycle
+    lifecycle.carry(workspace, job, lambda: load_inventory(inventory_path), settings, console, only=tuple(nodes),
+                    owner="resume", announce=True)
+    return job
 
 
 def retry_failed(job: JobState) -> None:

@@ -3,7 +3,8 @@
 A campaign saves its source's kind in ``request.campaign.source`` (``inventory``, ``slurm``, ``demo``);
 ``run``, ``resume``, ``cancel``, ``status``, ``logs`` and ``fetch`` all reach its targets through
 ``open_source(kind, ...)``, never by asking which keys the request holds. A job saved before the kind was
-(no ``source`` key) gets it from those keys once (``source_kind``). Adding a source: one module with a
+(no ``source`` key) gets it from those keys once (``source_kind``); a single job (no campaign record) is a
+campaign of one from the one-node source (single.py). Adding a source: one module with a
 ``TargetSource`` subclass, and one line in ``SOURCES`` (docs/internals.md, "The target-source seam").
 """
 
@@ -20,11 +21,15 @@ SOURCES = {
     "inventory": ".targets:InventorySource",
     "slurm": ".slurm:SlurmSource",
     "demo": ".demo:DemoSource",
+    "single": ".single:SingleSource",
 }
 
 
 def source_kind(job: JobState) -> str:
-    """The kind saved with the campaign; for a job saved before it was, derived from the request's keys."""
+    """The kind saved with the campaign; for a job saved before it was, derived from the request's keys; a
+    single job's: ``single``, its one target."""
+    if not job.is_campaign:
+        return "single"
     camp = job.request.campaign
     if camp is not None and camp.source:
         return camp.source

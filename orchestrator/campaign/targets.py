@@ -41,7 +41,8 @@ class Runner(Protocol):
 
     def keep_only(self, nodes: set[str]) -> None: ...   # the plan is made: let the other nodes go
 
-    def run(self, sub: JobState, workspace: Workspace, settings: Settings) -> str: ...
+    def run(self, sub: JobState, workspace: Workspace, settings: Settings, ui=None, owner: str | None = None,
+            announce: bool = False) -> str: ...
 
     def cancel(self, sub: JobState, workspace: Workspace, grace_s: float) -> dict: ...
 
@@ -51,12 +52,14 @@ class Runner(Protocol):
 @dataclass
 class SourceEnv:
     """What a source may use: the campaign job (its ``request.campaign`` is the source's saved state), the
-    inventory (read on first use), a way to save the job, the UI and the host-key policy."""
+    inventory (read on first use), a way to save the job, the UI, the host-key policy, and the target the
+    command made already (a single job's: single.py)."""
     job: JobState
     inventory: Callable[[], Inventory]
     save: Callable[[], None]
     ui: object = None
     accept_new_host_key: bool = False
+    target: Target | None = None
 
     @property
     def state(self) -> Campaign:
@@ -225,10 +228,15 @@ class PooledRunner:
         """The GPUs a scheduler granted on the target's node (used as they are), else None (probed free)."""
         return None
 
-    def run(self, sub: JobState, workspace: Workspace, settings: Settings) -> str:
+    def run(self, sub: JobState, workspace: Workspace, settings: Settings, ui=None, owner: str | None = None,
+            announce: bool = False) -> str:
+        """``sub`` carried on its target (``engine.drive``): with ``ui`` (a single job's, the command's), else its
+        row of the live view, else quiet; ``owner``/``announce``: a single job's, which its drive owns."""
         from ..engine import drive
         target = self.open(TargetRef(sub.node, sub.container))
-        return drive(sub, workspace, target, settings, self.ui_for(sub) if self.ui_for else Ui(quiet=True))
+        if ui is None:
+            ui = self.ui_for(sub) if self.ui_for else Ui(quiet=True)
+        return drive(sub, workspace, target, settings, ui, owner=owner, announce=announce)
 
     def cancel(self, sub: JobState, workspace: Workspace, grace_s: float) -> dict:
         target = self.open(TargetRef(sub.node, sub.container))

@@ -12,7 +12,7 @@ from rich.text import Text
 from rich_click import RichGroup
 
 from .. import __version__
-from ..context import Settings, Target
+from ..context import Settings
 from ..errors import ExitCode, TuneRemoteError
 from ..inventory import resolve_inventory_path
 from ..state import JobState, Status, Workspace, check_job_id, resolve_workspace
@@ -159,11 +159,6 @@ def resolve_job(env: Env, text: str) -> str:
 
 def run_settings(yes: bool, accept_new: bool) -> Settings:
     return Settings(yes=yes, accept_new_host_key=accept_new, interactive=sys.stdin.isatty() and sys.stderr.isatty())
-
-
-def target_for(env: Env, job: JobState, accept_new: bool) -> Target:
-    from ..campaign.runs import target_for
-    return target_for(job, env.inventory_path, accept_new)
 
 
 def carried(env: Env, settings: Settings, carry) -> JobState | None:

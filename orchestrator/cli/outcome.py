@@ -13,8 +13,8 @@ from .control import NODE_OPTION
 
 
 def _reach(env: Env, accept_new_host_key: bool = False):
-    from ..campaign.later import Reach
-    return Reach(env.workspace, env.inventory_path, env.ui(), accept_new_host_key)
+    from .pick import reach
+    return reach(env, accept_new_host_key)
 
 
 def _said(env: Env, what: str, payload: dict, several: bool, words) -> None:

@@ -9,11 +9,11 @@ from ..state import JobState, Workspace
 from .base import Env
 
 
-def reach(env: Env):
-    """The command's workspace, inventory and quietness, as ``campaign/reach.py`` takes them."""
+def reach(env: Env, accept_new_host_key: bool = False):
+    """The command's workspace, inventory, quietness and host-key choice, as ``campaign/reach.py`` takes them."""
     from ..campaign import reach as where
     from ..inventory import load_inventory
-    return where.Reach(env.workspace, lambda: load_inventory(env.inventory_path), env.quiet)
+    return where.Reach(env.workspace, lambda: load_inventory(env.inventory_path), env.quiet, accept_new_host_key)
 
 
 def job_nodes(env: Env, job: JobState) -> list[str]:

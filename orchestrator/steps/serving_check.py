@@ -40,6 +40,15 @@ def serve_line(cmd: str, root: str) -> str:
     return f"( {render(Cmd(('sh', '-c', cmd), cwd=root))} ); echo \"[tune-remote] serve command exit status $?\""
 
 
+_EXIT_STATUS = re.compile(r"serve command exit status (\d+)")
+
+
+def exit_status(text: str) -> str | None:
+    """The exit status ``serve_line`` wrote into a serve run's output (its first), else None."""
+    m = _EXIT_STATUS.search(text)
+    return m.group(1) if m else None
+
+
 def before_line(request, root: str) -> str:
     """The pipeline's serve_before step: every run of the serve command, then the accuracy command, each
     after its marker line (a failure of one is reported, never fatal)."""
@@ -115,8 +124,8 @@ def _figures(texts: list[str], side: str, failed: list[str]) -> list[dict]:
         if got:
             out.append(got)
         else:
-            st = re.search(r"serve command exit status (\d+)", text)
-            failed.append(f"{side} run {n}: " + (f"exit status {st.group(1)}" if st and st.group(1) != "0"
+            st = exit_status(text)
+            failed.append(f"{side} run {n}: " + (f"exit status {st}" if st not in (None, "0")
                                                   else "no recognised figures"))
     return out
 
@@ -143,8 +152,8 @@ def after(ctx: Ctx, rollback) -> None:
     for f in failed:
         job.note(f"serving measurement failed: {f} of --serve-cmd (left out, never counted as zero)")
     if not b or not a:
-        status = [f"{side}: exit status {m.group(1)}" for side, text in (("before", before_text), ("after", after_text))
-                  for m in [re.search(r"serve command exit status (\d+)", text)] if m]
+        status = [f"{side}: exit status {st}" for side, text in (("before", before_text), ("after", after_text))
+                  for st in [exit_status(text)] if st is not None]
         job.note("serving comparison missing: the --serve-cmd printed no recognised figures "
                  f"({'before' if not b else 'after'} run; {', '.join(status) or 'no exit status'}); "
                  "expected vLLM/SGLang serving-benchmark lines like 'Request throughput (req/s): N'")

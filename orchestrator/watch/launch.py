@@ -105,7 +105,8 @@ class Launcher:
             job = JobState(job_id=job_id, node=wt.node, container=wt.container, variant=variant,
                            created=time.time(), request=request)
         job.request.detach = False
-        one(self.ws, job, wt.open(), self.settings, self.ui, owner="watch", announce=False)
+        one(self.ws, job, wt.open(), self.settings, self.ui, owner="watch", announce=False,
+            inventory=self.inventory)
         return job
 
     def _campaign(self, job, job_id, variant, shapes, targets: list[WatchTarget]) -> JobState:

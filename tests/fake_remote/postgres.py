@@ -19,7 +19,8 @@ import socket
 import subprocess
 from pathlib import Path
 
-from .provision import STATE_ROOT, TestbedUnavailable, _pid_alive, _pid_cmdline, is_root, poll
+from .procs import stale_daemons
+from .provision import STATE_ROOT, TestbedUnavailable, is_root, poll
 
 PG_PACKAGES = ("postgresql",)
 PG_BINARIES = ("initdb", "postgres", "pg_isready", "createdb")
@@ -126,16 +127,7 @@ class PostgresServer:
 def sweep_stale_servers(root: Path = STATE_ROOT) -> list[int]:
     """Stop the postmasters of servers whose pytest session died (``-D <root>/pytest-<pid>/...``)."""
     stopped = []
-    prefix = f"{root}/pytest-"
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        argv = _pid_cmdline(int(proc.name))
-        if not argv or Path(argv[0]).name != "postgres" or "-D" not in argv[:-1]:
-            continue
-        data = argv[argv.index("-D") + 1]
-        owner = data[len(prefix):].split("/", 1)[0] if data.startswith(prefix) else ""
-        if owner.isdigit() and not _pid_alive(int(owner)):
-            os.kill(int(proc.name), signal.SIGQUIT)
-            stopped.append(int(proc.name))
+    for pid, _ in stale_daemons(("postgres",), "-D", root):
+        os.kill(pid, signal.SIGQUIT)
+        stopped.append(pid)
     return stopped

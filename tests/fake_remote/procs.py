@@ -31,6 +31,23 @@ def cmdline(pid: int) -> list[str]:
         return []
 
 
+def stale_daemons(names: tuple[str, ...], flag: str, root) -> list[tuple[int, list[str]]]:
+    """(pid, argv) of each process named one of ``names`` whose ``flag`` argument lies under
+    ``<root>/pytest-<pid>/`` of a pytest session that is gone (a test bed daemon it left behind)."""
+    prefix, out = f"{root}/pytest-", []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        argv = cmdline(int(entry))
+        if not argv or os.path.basename(argv[0]) not in names or flag not in argv[:-1]:
+            continue
+        path = argv[argv.index(flag) + 1]
+        owner = path[len(prefix):].split("/", 1)[0] if path.startswith(prefix) else ""
+        if owner.isdigit() and not alive(int(owner)):
+            out.append((int(entry), argv))
+    return out
+
+
 def children_map() -> dict[int, list[int]]:
     kids: dict[int, list[int]] = {}
     for entry in os.listdir("/proc"):

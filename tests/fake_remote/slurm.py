@@ -28,7 +28,8 @@ import subprocess
 from pathlib import Path
 
 from .node import ContainerSpec, Node
-from .provision import STATE_ROOT, TestbedUnavailable, _pid_alive, _pid_cmdline, is_root, poll
+from .procs import stale_daemons
+from .provision import STATE_ROOT, TestbedUnavailable, is_root, poll
 
 SLURM_BINARIES = ("slurmctld", "slurmd", "sbatch", "squeue", "scontrol", "scancel", "munged", "munge")
 SLURM_PACKAGES = ("slurmctld", "slurmd", "slurm-client", "munge")
@@ -261,19 +262,8 @@ def sweep_stale_clusters(root: Path = STATE_ROOT) -> list[str]:
     """Stop the Slurm daemons of clusters whose pytest session died. Found by their command line
     (``-f <root>/pytest-<pid>/.../slurm.conf``): their directory may already be swept with their nodes."""
     stopped = []
-    prefix = f"{root}/pytest-"
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        argv = _pid_cmdline(int(proc.name))
-        if not argv or Path(argv[0]).name not in ("slurmctld", "slurmd") or "-f" not in argv:
-            continue
-        conf = argv[argv.index("-f") + 1] if argv.index("-f") + 1 < len(argv) else ""
-        if not conf.startswith(prefix):
-            continue
-        owner_pid = conf[len(prefix):].split("/", 1)[0]
-        if owner_pid.isdigit() and not _pid_alive(int(owner_pid)):
-            os.kill(int(proc.name), signal.SIGTERM)
-            stopped.append(f"{Path(argv[0]).name}[{proc.name}]")
+    for pid, argv in stale_daemons(("slurmctld", "slurmd"), "-f", root):
+        os.kill(pid, signal.SIGTERM)
+        stopped.append(f"{Path(argv[0]).name}[{pid}]")
     return stopped
 
