@@ -132,7 +132,7 @@ def resume(env: Env, job_id, yes, accept_new_host_key, relaunch, retry, nodes):
 
 @cli.command()
 @click.option("--variant", default="a8w8_blockscale", show_default=True, help="variant to demo")
-@click.option("--profile", type=click.Choice(["current", "legacy", "newest"]), default="current", show_default=True)
+@click.option("--profile", type=click.Choice(["current", "legacy", "newest", "head"]), default="current", show_default=True)
 @click.option("--repeats", type=click.IntRange(1), default=3, show_default=True, help="benchmark runs per arm")
 @click.option("--noise", type=click.FloatRange(0, 50), default=0.0, show_default=True, metavar="PCT",
               help="simulated run-to-run benchmark noise, uniform +-PCT %")

@@ -24,7 +24,7 @@ def only_job(ws: Path) -> Path:
     return job
 
 
-@pytest.mark.parametrize("profile,version", [("current", "0.1.20"), ("legacy", "0.1.11")])
+@pytest.mark.parametrize("profile,version", [("current", "0.1.20"), ("legacy", "0.1.11"), ("head", "0.1.30")])
 def test_demo_runs_to_a_report_that_matches_the_perf_model(ws, capsys, profile, version):
     assert main(["--workspace", str(ws), "demo", "--profile", profile]) == 0
     job = only_job(ws)
