@@ -150,7 +150,8 @@ def op_probe(req):
               "op_test_src_flags": [..] or null, "op_test_markdown": bool or null,
               "tuning_tests": bool or null, "moe_gelutanh": bool or null, "moe_quant_count": l_quant
               entries of a MoE op_test (absent elsewhere),
-              "tune_script_exists": bool or null}"""
+              "tune_script_exists": bool or null, "moe_objective" (with "moe_tuner_src": the fused-MoE
+              tuner's objective), "moe_padded_tiers" (with "moe_runtime": aiter/fused_moe.py's token tiers)}"""
     out = {"tuned_header": None, "tuner_help": None, "tuner_help_problem": None,
            "op_test_src_flags": None, "op_test_markdown": None, "tuning_tests": None,
            "moe_gelutanh": None, "tune_script_exists": None}
@@ -186,7 +187,50 @@ def op_probe(req):
         text = read_file_text(fmoe)
         if text is not None and "ActivationType.GeluTanh" in text:
             out["moe_gelutanh"] = True
+    # ---- fused-MoE facts (issue 36, helper moe): the tuner's objective and the runtime's token lookup
+    if req.get("moe_tuner_src") and script:
+        objective = moe_objective(read_file_text(script))
+        if objective:
+            out["moe_objective"] = objective
+    if req.get("moe_runtime"):
+        tiers = moe_padded_tiers(read_file_text(req["moe_runtime"]))
+        if tiers:
+            out["moe_padded_tiers"] = tiers
     return out
+
+
+# What a fused-MoE tuner's `us` means, read from its source (never imported): "stage_sum" = us1 + us2 as the
+# kernels ran (v0.1.11 and older); "stage_sum+quant" = us1 + us2 with every non-fused stage-1 kernel charged
+# the extra quant(+sort) launch stage 2 needs (inline `us_quant_sort` since v0.1.12, the named
+# `add_intermediate_quant_cost` of test_fmoe_tune_objective.py, 1c87c39f). A file without FmoeTuner: None.
+MOE_OBJECTIVE_MARKS = ("add_intermediate_quant_cost", "us_quant_sort")
+
+
+def moe_objective(src):
+    if not src or "class FmoeTuner" not in src:
+        return None
+    return "stage_sum+quant" if any(m in src for m in MOE_OBJECTIVE_MARKS) else "stage_sum"
+
+
+_TIERS_RE = re.compile(r"^_PADDED_M_TIERS\s*=\s*\[([\d,\s]+)\]", re.M)
+_PADDED_FN = re.compile(r"^def get_padded_M\(\w+\):\n((?:[ \t]+.*\n|[ \t]*\n)+)", re.M)
+
+
+def moe_padded_tiers(src):
+    """fused_moe.get_padded_M as tiers: nextPow2(M) below the first, above it the largest tier <= M. Read from
+    the source: ``_PADDED_M_TIERS = [32768, 131072]`` (v0.1.14+), else the constants the function assigns
+    (v0.1.12: ``padded_m = 32768``; v0.1.11: 1024/2048/16384). None when the file or the function is not there."""
+    if not src:
+        return None
+    m = _TIERS_RE.search(src)
+    if m:
+        tiers = sorted(int(t) for t in m.group(1).replace(" ", "").split(",") if t)
+        return tiers or None
+    fn = _PADDED_FN.search(src)
+    if not fn:
+        return None
+    tiers = sorted({int(v) for v in re.findall(r"padded_m\s*=\s*(\d+)\b", fn.group(1))})
+    return tiers or None
 
 
 def op_paths_exist(req):
