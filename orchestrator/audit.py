@@ -21,22 +21,43 @@ class Audit:
 
 
 def audit(files=(), cu_nums=(), *, inventory_path=None, node: str | None = None,
-          container: str | None = None) -> Audit:
+          container: str | None = None, workspace=None) -> Audit:
     """The findings of ``files`` (``cu_nums``: the serving GPU's), or of the live tables of ``node``'s
     container (its GPUs give the cu_num, its level-0 guard the errRatio bound)."""
     from .parsing.audit import UPSTREAM_GUARD_ERR_BOUND, audit_tables
     merged_as, bound, whose, notes = None, UPSTREAM_GUARD_ERR_BOUND, "upstream's level-0 guard", []
+    objectives = None
     if node:
         tables, cu_nums, gfx, merged_as, node_bound, notes = live_tables(inventory_path, node, container)
         if node_bound is not None:
             bound, whose = node_bound, "the node's level-0 guard"
+        if workspace is not None:
+            objectives = promoted_objectives(workspace, node, container)
     else:
         from .parsing.csvtools import LEGACY_CU_NUM_TO_GFX
         tables = [(p, tuned_table(p)) for p in files]
         gfxs = {LEGACY_CU_NUM_TO_GFX.get(c) for c in cu_nums}     # rows of another gfx: the wheel's, for other GPUs
         gfx = gfxs.pop() if len(gfxs) == 1 else None
-    findings = audit_tables(tables, cu_nums, gfx, merged_as, err_bound=bound, bound_from=f"{whose} bound")
+    findings = audit_tables(tables, cu_nums, gfx, merged_as, err_bound=bound, bound_from=f"{whose} bound",
+                            objectives=objectives, skipped=notes)
     return Audit(findings, tables, notes)
+
+
+def promoted_objectives(ws, node: str, container: str | None) -> dict:
+    """{table label: {row key: the fused-MoE objective of the job that promoted it}} from the workspace's
+    promotion records (issue 36: copied_us never compares a MoE us across the tuner's objective change)."""
+    from .recheck.rows import all_jobs, promoted_rows
+    from .shapelib.text import key_text
+    out: dict = {}
+    for r in promoted_rows(all_jobs(ws), node, container):
+        obj = (r.facts or {}).get("moe_objective") if "token" in r.key else None
+        if obj is None:
+            continue
+        label = r.live.rsplit("/aiter/configs/", 1)[-1]
+        label = r.live if label == r.live else "aiter/configs/" + label
+        key = frozenset((k, key_text(v)) for k, v in r.node_key().items() if k != "gfx")
+        out.setdefault(label, {})[key] = obj
+    return out
 
 
 @contextmanager

@@ -32,7 +32,7 @@ def audit(env, files, node, container, cu_nums, as_json):
     if node and cu_nums:
         raise UsageError("--cu-num is for files: with --node the node's GPUs give it", hint="drop --cu-num")
     res = run_audit(files, cu_nums, inventory_path=env.inventory_path if node else None, node=node,
-                    container=container)
+                    container=container, workspace=env.workspace if node else None)
     for n in res.notes:
         click.echo(f"note: {n}", err=True)
     if as_json:

@@ -188,8 +188,10 @@ def op_probe(req):
         if text is not None and "ActivationType.GeluTanh" in text:
             out["moe_gelutanh"] = True
     # ---- fused-MoE facts (issue 36, helper moe): the tuner's objective and the runtime's token lookup
-    if req.get("moe_tuner_src") and script:
-        objective = moe_objective(read_file_text(script))
+    src = req.get("moe_tuner_src")      # true: the tune script's own source; a path: that file (no --help run)
+    src = script if src is True else src
+    if src:
+        objective = moe_objective(read_file_text(src))
         if objective:
             out["moe_objective"] = objective
     if req.get("moe_runtime"):
