@@ -52,3 +52,37 @@ def test_head_node_probes_objective_and_tiers_and_tunes_what_the_runtime_looks_u
                  for k, v in zip(HEAD.strip().split(","), [str(t), *FP4.split(",")])}
         want = flydsl_moe.charged(pm.tune_result("moe_2stages", shape), shape)
         assert float(rows[t]["us"]) == want["us"] > pm.tune_result("moe_2stages", shape)["us"]
+
+
+def test_recheck_says_a_promoted_moe_rows_us_was_measured_under_another_objective(make_node, tmp_path, capsys,
+                                                                                   monkeypatch):
+    """A job that promoted MoE rows recorded its tuner's objective; when the node's tuner now has another (as
+    after an upgrade from v0.1.11: the recorded probe is set back to what a v0.1.11 tuner answers), recheck
+    says so in one line and judges by its end-to-end benchmark only."""
+    monkeypatch.setenv("TUNE_REMOTE_POLL_S", "0.2")
+    node = make_node("current")
+    c = next(iter(node.containers.values()))
+    inv = tmp_path / "inv.yaml"
+    inv.write_text(yaml.safe_dump({"nodes": {node.alias: {"ssh_config": str(node.ssh_config_file),
+                                                          "containers": {c.name: {}}}}}))
+    shapes = tmp_path / "fp4.csv"
+    shapes.write_text(HEAD + f"256,{FP4}\n1024,{FP4}\n")
+    ws = tmp_path / "ws"
+    base = ["--inventory", str(inv), "--workspace", str(ws), "-q"]
+    code = main([*base, "run", "--node", node.alias, "--container", c.name, "--variant", "moe_2stages",
+                 "--shapes-csv", str(shapes), "--yes", "--promote", "all", "--job-id", "m1"])
+    assert code == 0, capsys.readouterr().err
+    path = ws / "m1" / "state.json"
+    state = json.loads(path.read_text())
+    assert state["facts"]["probes"]["moe_objective"] == "stage_sum+quant"
+    assert state["remote"]["promotion"]["promoted"]
+    state["facts"]["probes"]["moe_objective"] = "stage_sum"
+    path.write_text(json.dumps(state))
+    capsys.readouterr()
+    code = main([*base, "recheck", "--node", node.alias, "--container", c.name, "--json"])
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    doc = json.loads((ws / json.loads(out.out)["recheck"] / "recheck.json").read_text())
+    lines = [n for n in doc["notes"] if "us measured under another objective: not compared" in n]
+    assert len(lines) == 1 and "promoted by job m1" in lines[0] and "(stage_sum then, stage_sum+quant now)" in lines[0]
+    assert {r.get("objective_then") for r in doc["rows"]} == {"stage_sum"}
