@@ -66,6 +66,10 @@ class AiterProfile:
     merge_rule: str = "raise"
     moe_quant_max: int = 7         # highest op_tests/test_moe_2stage.py `-q` (l_quant 8 a16wi4, 9 MXFP8 at HEAD)
     dev_build: bool = False
+    # fused-MoE (issue 36, helper moe): what the tuner's `us` means (nodeside/probe.py moe_objective) and the
+    # runtime's token tiers (fused_moe.get_padded_M: nextPow2 below the first, floor to a tier above)
+    moe_objective: str = "stage_sum+quant"
+    moe_padded_tiers: Tuple[int, ...] = (32768, 131072)
     probed: Tuple[str, ...] = ()   # behaviours read from the node
     assumed: Tuple[str, ...] = ()  # behaviours taken from the version number
 
@@ -120,7 +124,23 @@ def profile_for(version: Version | None, *, dev_build: bool = False) -> AiterPro
         merge_rule="raise" if v >= (0, 1, 12) else "keep",
         moe_quant_max=9 if v >= NEWEST_FROM else 7,
         dev_build=dev_build,
+        moe_objective=moe_objective_for(v),
+        moe_padded_tiers=moe_tiers_for(v),
     )
+
+
+def moe_objective_for(v: Version) -> str:
+    """The version's fused-MoE tuner objective (ROCm/aiter deefb11e, v0.1.12: non-fused stage-1 kernels of
+    per_1x32 rows charged the quant+sort launch; older: us1 + us2 as run). Only a fallback: the probe reads it."""
+    return "stage_sum+quant" if v >= (0, 1, 12) else "stage_sum"
+
+
+def moe_tiers_for(v: Version) -> Tuple[int, ...]:
+    """fused_moe.get_padded_M by version (v0.1.14 446260d1: tiers 32768/131072; v0.1.12 0d38e26f: 32768;
+    older: 1024/2048/16384). Only a fallback: the probe reads the node's fused_moe.py."""
+    if v >= (0, 1, 14):
+        return (32768, 131072)
+    return (32768,) if v >= (0, 1, 12) else (1024, 2048, 16384)
 
 
 # ------------------------------------------------------------------------------------ capabilities
@@ -179,9 +199,16 @@ def profile_from_facts(facts: dict) -> AiterProfile:
                          "resolve": "the lowest-us row wins in the merged copy, sources untouched",
                          "keep": "both rows kept"}[rule] + ")")
     # --- end of the merge rule ---
+    # ---- fused-MoE facts (issue 36, helper moe)
+    if probes.get("moe_objective"):
+        changes["moe_objective"] = str(probes["moe_objective"])
+        probed.append("MoE tuner objective (tuner source)")
+    if probes.get("moe_padded_tiers"):
+        changes["moe_padded_tiers"] = tuple(int(t) for t in probes["moe_padded_tiers"])
+        probed.append("MoE token lookup (fused_moe.py get_padded_M)")
     all_behaviours = ("gfx column", "tuner flags", "benchmark output form", "tuning-test CSV checks",
                       "MoE tuple form", "GeluTanh activation", "MoE quant types", "miss lines",
-                      "duplicate-key merge rule")
+                      "duplicate-key merge rule", "MoE tuner objective", "MoE token lookup")
     assumed = [b for b in all_behaviours if not any(p.startswith(b) for p in probed)]
     assumed += ["--timeout default and counting", "MoE block-scale bypass rule", "partial-result exit code"]
     basis = ("dev build %s: version number is only a lower bound" % raw) if dev else \

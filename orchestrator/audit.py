@@ -22,7 +22,7 @@ class Audit:
 
 
 def audit(files=(), cu_nums=(), *, inventory_path=None, node: str | None = None,
-          container: str | None = None, team: list | None = None) -> Audit:
+          container: str | None = None, team: list | None = None, workspace=None) -> Audit:
     """The findings of ``files`` (``cu_nums``: the serving GPU's), or of the live tables of ``node``'s
     container (its GPUs give the cu_num, its level-0 guard the errRatio bound, its probed merge rule whether a
     duplicate key is a fault). ``team``: the rows the team's store says are live on ``node``
@@ -31,6 +31,7 @@ def audit(files=(), cu_nums=(), *, inventory_path=None, node: str | None = None,
     from .parsing.audit import UPSTREAM_GUARD_ERR_BOUND, audit_tables, shadowed_rows
     merged_as, bound, whose, notes, facts = None, UPSTREAM_GUARD_ERR_BOUND, "upstream's level-0 guard", [], {}
     rule = "raise"          # offline: the rule of every AITER from v0.1.12 to v0.1.30
+    objectives = None
     if node:
         tables, cu_nums, gfx, merged_as, node_bound, notes, facts = live_tables(inventory_path, node, container)
         rule = facts["merge_rule"]
@@ -38,18 +39,37 @@ def audit(files=(), cu_nums=(), *, inventory_path=None, node: str | None = None,
             bound, whose = node_bound, "the node's level-0 guard"
         if rule == "resolve":       # probed (issue 36): a duplicate key is no fault there, which row wins is said
             notes = notes + shadowed_rows(tables, merged_as)
+        if workspace is not None:
+            objectives = promoted_objectives(workspace, node, container)
     else:
         from .parsing.csvtools import LEGACY_CU_NUM_TO_GFX
         tables = [(p, tuned_table(p)) for p in files]
         gfxs = {LEGACY_CU_NUM_TO_GFX.get(c) for c in cu_nums}     # rows of another gfx: the wheel's, for other GPUs
         gfx = gfxs.pop() if len(gfxs) == 1 else None
     findings = audit_tables(tables, cu_nums, gfx, merged_as, err_bound=bound, bound_from=f"{whose} bound",
-                            merge_rule=rule)
+                            merge_rule=rule, objectives=objectives, skipped=notes)
     if node and team is not None:
         from .audit_team import missing_rows, provenance
         team = [t for t in team if t["node"] == node and t.get("container") in (None, facts["container"])]
         findings = provenance(findings, team) + missing_rows(tables, team)
     return Audit(findings, tables, notes, facts)
+
+
+def promoted_objectives(ws, node: str, container: str | None) -> dict:
+    """{table label: {row key: the fused-MoE objective of the job that promoted it}} from the workspace's
+    promotion records (issue 36: copied_us never compares a MoE us across the tuner's objective change)."""
+    from .recheck.rows import all_jobs, promoted_rows
+    from .shapelib.text import key_text
+    out: dict = {}
+    for r in promoted_rows(all_jobs(ws), node, container):
+        obj = (r.facts or {}).get("moe_objective") if "token" in r.key else None
+        if obj is None:
+            continue
+        label = r.live.rsplit("/aiter/configs/", 1)[-1]
+        label = r.live if label == r.live else "aiter/configs/" + label
+        key = frozenset((k, key_text(v)) for k, v in r.node_key().items() if k != "gfx")
+        out.setdefault(label, {})[key] = obj
+    return out
 
 
 @contextmanager

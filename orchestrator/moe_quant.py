@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from .aiter_profiles import AiterProfile
+from .aiter_profiles import AiterProfile, profile_from_facts
 
 
 # MoE quant index of op_tests/test_moe_2stage.py `-q` (aiter-formats.md §4.6 l_quant), keyed by
@@ -63,3 +63,32 @@ def moe_bypassed(shape: dict, profile: AiterProfile) -> bool:
     if profile.moe_blockscale_bypass == "all":
         return True
     return int(shape["token"]) * int(shape["topk"]) <= 128
+
+
+# ---- the fused-MoE tuner's objective (issue 36): what a MoE row's `us` means ------------------------------
+OBJECTIVE_SKIP = "us measured under another objective: not compared"
+OBJECTIVES = {"stage_sum": "stage1 + stage2 as run",
+              "stage_sum+quant": "stage1 + stage2, non-fused stage-1 kernels charged the extra quant launch"}
+
+
+def objective_of(facts) -> str | None:
+    """The objective a node's fused-MoE tuner had when ``facts`` (a job's facts, or a dict of them) were taken:
+    probed from the tuner's source, else the version's (aiter_profiles ``moe_objective``); None without a version
+    or probe (a table nobody tuned through tune-remote)."""
+    get = facts.get if hasattr(facts, "get") else (lambda k, d=None: getattr(facts, k, d))
+    probes = get("probes") or {}
+    if probes.get("moe_objective"):
+        return str(probes["moe_objective"])
+    if not (get("version") or get("version_raw")):
+        return None
+    return profile_from_facts({"version": get("version"), "version_raw": get("version_raw"), "probes": {}}).moe_objective
+
+
+def comparable(a: str | None, b: str | None) -> bool:
+    """Two MoE ``us`` compare only under one objective; an unknown side (None) says nothing: compared as before."""
+    return a is None or b is None or a == b
+
+
+def skip_line(what: str, a: str, b: str) -> str:
+    """The one line said where a comparison is skipped."""
+    return f"{what}: {OBJECTIVE_SKIP} ({a} then, {b} now)"

@@ -44,7 +44,8 @@ def audit(env, files, node, container, cu_nums, all_nodes, as_json):
         return _all_nodes(env, store, node, container, as_json)
     team = ask(env, store, promoted_on, [node]) if store is not None else None
     res = run_audit(files, cu_nums, inventory_path=env.inventory_path if node else None, node=node,
-                    container=container, team=team)
+                    container=container, team=team,
+                    workspace=env.workspace if node else None)
     if team is not None:
         write(store, res, node)
     for n in res.notes:

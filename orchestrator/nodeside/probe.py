@@ -152,7 +152,9 @@ def op_probe(req):
               entries of a MoE op_test (absent elsewhere),
               "tune_script_exists": bool or null,
               "merge_rule": "raise" | "resolve" | "keep" or null (with ``aiter_core``: nodeside/mergeprobe.py),
-              "merge_rule_problem": why it could not be told (absent when it could)}"""
+              "merge_rule_problem": why it could not be told (absent when it could), "moe_objective" (with
+              "moe_tuner_src": the fused-MoE tuner's objective), "moe_padded_tiers" (with "moe_runtime":
+              aiter/fused_moe.py's token tiers)}"""
     out = {"tuned_header": None, "tuner_help": None, "tuner_help_problem": None,
            "op_test_src_flags": None, "op_test_markdown": None, "tuning_tests": None,
            "moe_gelutanh": None, "tune_script_exists": None}
@@ -196,6 +198,17 @@ def op_probe(req):
         text = read_file_text(fmoe)
         if text is not None and "ActivationType.GeluTanh" in text:
             out["moe_gelutanh"] = True
+    # ---- fused-MoE facts (issue 36, helper moe): the tuner's objective and the runtime's token lookup
+    src = req.get("moe_tuner_src")      # true: the tune script's own source; a path: that file (no --help run)
+    src = script if src is True else src
+    if src:
+        objective = moe_objective(read_file_text(src))
+        if objective:
+            out["moe_objective"] = objective
+    if req.get("moe_runtime"):
+        tiers = moe_padded_tiers(read_file_text(req["moe_runtime"]))
+        if tiers:
+            out["moe_padded_tiers"] = tiers
     return out
 
 
@@ -217,6 +230,40 @@ def miss_log_facts(root):
         rec = read_file_text(os.path.join(pkg, "utility", "untuned_shapes.py"))
         out["capture_csv"] = rec is not None and "def record(" in rec
     return out
+
+
+# What a fused-MoE tuner's `us` means, read from its source (never imported): "stage_sum" = us1 + us2 as the
+# kernels ran (v0.1.11 and older); "stage_sum+quant" = us1 + us2 with every non-fused stage-1 kernel charged
+# the extra quant(+sort) launch stage 2 needs (inline `us_quant_sort` since v0.1.12, the named
+# `add_intermediate_quant_cost` of test_fmoe_tune_objective.py, 1c87c39f). A file without FmoeTuner: None.
+MOE_OBJECTIVE_MARKS = ("add_intermediate_quant_cost", "us_quant_sort")
+
+
+def moe_objective(src):
+    if not src or "class FmoeTuner" not in src:
+        return None
+    return "stage_sum+quant" if any(m in src for m in MOE_OBJECTIVE_MARKS) else "stage_sum"
+
+
+_TIERS_RE = re.compile(r"^_PADDED_M_TIERS\s*=\s*\[([\d,\s]+)\]", re.M)
+_PADDED_FN = re.compile(r"^def get_padded_M\(\w+\):\n((?:[ \t]+.*\n|[ \t]*\n)+)", re.M)
+
+
+def moe_padded_tiers(src):
+    """fused_moe.get_padded_M as tiers: nextPow2(M) below the first, above it the largest tier <= M. Read from
+    the source: ``_PADDED_M_TIERS = [32768, 131072]`` (v0.1.14+), else the constants the function assigns
+    (v0.1.12: ``padded_m = 32768``; v0.1.11: 1024/2048/16384). None when the file or the function is not there."""
+    if not src:
+        return None
+    m = _TIERS_RE.search(src)
+    if m:
+        tiers = sorted(int(t) for t in m.group(1).replace(" ", "").split(",") if t)
+        return tiers or None
+    fn = _PADDED_FN.search(src)
+    if not fn:
+        return None
+    tiers = sorted({int(v) for v in re.findall(r"padded_m\s*=\s*(\d+)\b", fn.group(1))})
+    return tiers or None
 
 
 def op_paths_exist(req):

@@ -105,7 +105,16 @@ def _finding(kind: str, label: str, row: pd.Series, keys: list[str], detail: str
     return {"kind": kind, "file": label, "key": _key(row, keys), "detail": detail}
 
 
-def _copied_us(label: str, df: pd.DataFrame, keys: list[str]) -> list[dict]:
+def row_objective_key(row, keys: list[str]) -> frozenset:
+    """A row's key as ``objectives`` holds it: {(column, key text)} of every key column but gfx and _tag."""
+    return frozenset((k, key_text(row[k])) for k in keys if k not in ("gfx", "_tag"))
+
+
+def _copied_us(label: str, df: pd.DataFrame, keys: list[str], objectives: dict | None = None,
+               skipped: list | None = None) -> list[dict]:
+    """``objectives``: {row_objective_key: the fused-MoE objective it was tuned under} (issue 36): rows of one
+    shape tuned under two objectives never count as one measurement copied (their us mean different things);
+    ``skipped`` gets one line per table where that happened."""
     bucket = "token" if "token" in df.columns else "M" if "M" in df.columns else None
     if bucket is None or "us" not in df.columns:
         return []
@@ -116,14 +125,24 @@ def _copied_us(label: str, df: pd.DataFrame, keys: list[str]) -> list[dict]:
     frame = df[ok].assign(_us=us[ok])
     groups = frame.groupby([frame[k].astype(object).map(key_text) for k in rest] + ["_us"], sort=False) \
         if rest else frame.groupby("_us", sort=False)
+    apart = 0
     for _, g in groups:
         buckets = list(dict.fromkeys(key_text(b) for b in g[bucket]))
         if len(buckets) < COPIED_MIN:
             continue
+        if objectives and bucket == "token":
+            seen = {objectives.get(row_objective_key(row, keys)) for _, row in g.iterrows()} - {None}
+            if len(seen) > 1:
+                apart += len(g)
+                continue
         for _, row in g.iterrows():
             out.append(_finding("copied_us", label, row, keys,
                                 f"us {row['_us']:g} in {len(buckets)} {bucket} buckets "
                                 f"({', '.join(buckets)}) of one shape: one measurement copied"))
+    if apart and skipped is not None:
+        from ..moe_quant import OBJECTIVE_SKIP
+        skipped.append(f"copied_us: {apart} row(s) of {label} share a us across token buckets tuned under "
+                       f"different objectives: {OBJECTIVE_SKIP}")
     return out
 
 
@@ -259,19 +278,22 @@ def shadowed_rows(tables: Iterable[tuple[str, pd.DataFrame]], merged_as: dict | 
 
 def audit_tables(tables: Iterable[tuple[str, pd.DataFrame]], cu_nums: Iterable[int] = (),
                  gfx: str | None = None, merged_as: dict | None = None, err_bound: float | None = None,
-                 bound_from: str = "the upstream bound", merge_rule: str = "raise") -> list[dict]:
+                 bound_from: str = "the upstream bound", merge_rule: str = "raise", objectives: dict | None = None,
+                 skipped: list | None = None) -> list[dict]:
     """Findings ``{"kind", "file", "key", "detail"}`` over ``(label, table)`` pairs; ``cu_nums`` and ``gfx``:
     the node's (no cu_nums: no foreign_cu_num check; no gfx: rows of every gfx are checked); ``merged_as``:
     label -> the set AITER merges it with, where the file name does not say it (an ``AITER_CONFIG_*`` list);
     ``err_bound``: a GEMM row's errRatio bound (None: the tuner's default 0.05), ``bound_from`` says whose;
-    ``merge_rule``: the node's probed duplicate-key rule ("resolve": duplicates are ``shadowed_rows``, not findings)."""
+    ``merge_rule``: the node's probed duplicate-key rule ("resolve": duplicates are ``shadowed_rows``, not findings);
+    ``objectives``: label -> {row key: the MoE objective it was tuned under} (copied_us never compares across one),
+    ``skipped`` gets the line said where it did not."""
     tables = [(label, df) for label, df in tables if len(df.columns)]
     cus = {int(c) for c in cu_nums}
     out: list[dict] = []
     for label, df in tables:
         keys = key_columns(df)
-        for check in (_copied_us, _unparsable):
-            out += check(label, df, keys)
+        out += _copied_us(label, df, keys, (objectives or {}).get(label), skipped)
+        out += _unparsable(label, df, keys)
         out += _err_ratio(label, df, keys, err_bound, bound_from)
         out += _foreign(label, df, keys, cus, gfx)
     out += _duplicates(tables, merged_as, merge_rule)

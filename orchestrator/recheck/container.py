@@ -10,7 +10,10 @@ from ..context import owner
 from ..records import Facts
 from ..session import NodeSession
 from ..state import Workspace, atomic_write
-from .judge import counts, judge_rows
+from ..moe_quant import objective_of
+from ..outcome.keys import norm_key_value
+from ..variants import get_variant
+from .judge import counts, judge_rows, objective_notes
 from .rows import Promoted
 
 
@@ -111,6 +114,12 @@ class Recheck:
         for (job_id, origin, table, why), n in apart.items():
             notes.append(f"{n} row(s) the team's store says job {job_id} ({origin}) promoted into {table}: {why}, "
                          "not rechecked")
+        then, lines = objective_notes(rows, self.moe_objective(rows, facts), lambda v: get_variant(v).family)
+        for rec in records:      # MoE rows tuned under another objective (issue 36): their us is never compared
+            key = (rec["variant"], rec["live"], tuple(norm_key_value(v) for v in rec["key"].values()))
+            if key in then:
+                rec["objective_then"] = then[key]
+        notes += lines
         at_promotion = {r.job_id: r.facts for r in rows + [r for r, _ in elsewhere]}
         doc = {"id": self.rid, "node": self.node, "container": self.container, "gpu": gpu_phys,
                "repeats": self.repeats, "time": time.time(), "node_dir": node_dir,
@@ -158,6 +167,15 @@ class Recheck:
             else:
                 apart.append((r, f"its table is not the live table of {r.variant} here ({live})"))
         return out, apart
+
+    def moe_objective(self, rows: list[Promoted], facts: Facts) -> str | None:
+        """The node's fused-MoE tuner's objective now (its source, one probe round trip; only with MoE rows)."""
+        moe = [r for r in rows if get_variant(r.variant).family == "moe"]
+        if not moe:
+            return None
+        script = f"{facts.meta_root or facts.aiter_root}/{get_variant(moe[0].variant).tune_script}"
+        got = self.session.call("probe", {"moe_tuner_src": script}).get("moe_objective")
+        return got or objective_of(facts)
 
 
 MISSING_KEYS = ("variant", "live", "key", "job_id", "origin", "promoted_at", "source", "why")

@@ -40,3 +40,22 @@ def counts(verdicts: Sequence[str | None]) -> dict[str, int]:
         key = v if v in out else "not_measured"
         out[key] = out.get(key, 0) + 1
     return out
+
+
+def objective_notes(rows, now: str | None, family_of) -> tuple[dict, list[str]]:
+    """The MoE ``us`` rule (issue 36): a promoted MoE row whose tuner had another objective than the node's
+    tuner now (``now``, probed) keeps its ``us`` out of every comparison; the verdict above is the end-to-end
+    benchmark of both arms now, never the table's ``us``. Returns ({ident: the objective at promotion} of
+    those rows, one line per promoting job)."""
+    from ..moe_quant import comparable, skip_line
+    then: dict = {}
+    by_job: dict = {}
+    for r in rows:
+        obj = (r.facts or {}).get("moe_objective")
+        if family_of(r.variant) != "moe" or comparable(obj, now):
+            continue
+        then[r.ident()] = obj
+        by_job.setdefault((r.job_id, obj), []).append(r)
+    lines = [skip_line(f"{len(rs)} MoE row(s) promoted by job {job}", obj, now)
+             for (job, obj), rs in sorted(by_job.items())]
+    return then, lines

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ..errors import UsageError
+from ..moe_quant import objective_of
 from ..outcome.keys import norm_key_value
 from ..state import JobState, Workspace
 from ..variants import get_variant
@@ -56,7 +57,7 @@ def all_jobs(ws: Workspace) -> list[JobState]:
 def facts_of(job: JobState) -> dict:
     f = job.facts
     return {"version": f.version, "version_raw": f.get("version_raw"), "rocm": f.get("rocm_version"),
-            "gfx": f.gfx, "gpu": f.get("gpu_name"), "cu_num": f.cu_num}
+            "gfx": f.gfx, "gpu": f.get("gpu_name"), "cu_num": f.cu_num, "moe_objective": objective_of(f)}
 
 
 def _records(job: JobState) -> list[dict]:

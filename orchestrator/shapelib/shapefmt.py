@@ -244,12 +244,18 @@ def next_pow2(x):
     return 1 << max(0, int(x) - 1).bit_length()
 
 
-def moe_bucket(token, dp_shared=False):
-    """The token a fused-MoE lookup asks its table for: fused_moe.get_padded_M's nextPow2 below 32768 (a token
-    at or above it is kept: newer AITER floors it to a tier, 32768 or 131072, older ones look it up exactly
-    first; not probed yet), or the DP shared-expert path's (nextPow2, from 16 up: the tuner contract
-    ``--token-bucket-contract dp_shared``)."""
+def moe_bucket(token, dp_shared=False, tiers=None):
+    """The token a fused-MoE lookup asks its table for: fused_moe.get_padded_M's nextPow2 below 32768, or the DP
+    shared-expert path's (nextPow2, from 16 up: the tuner contract ``--token-bucket-contract dp_shared``).
+    ``tiers``: the node's get_padded_M tiers (probed: aiter_profiles ``moe_padded_tiers``): nextPow2 below the
+    first, above it the largest tier <= token (v0.1.14+: 32768/131072; v0.1.12: 32768; v0.1.11: 1024/2048/16384).
+    Without them a token at or above 32768 is kept as it is (the rule unknown)."""
     t = int(token)
+    if tiers and not dp_shared:
+        tiers = sorted(int(x) for x in tiers)
+        if t < tiers[0]:
+            return next_pow2(t)
+        return max(x for x in tiers if x <= t)
     if dp_shared:
         return max(DP_SHARED_MIN, next_pow2(t)) if t < MOE_PADDED_MAX else t
     return next_pow2(t) if t < MOE_PADDED_MAX else t

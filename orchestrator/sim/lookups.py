@@ -21,13 +21,16 @@ def padded_m_candidates(m: int, n: int, k: int) -> list:
     return [m, pad0(m), pad1(m)]
 
 
+MOE_TIERS = {"legacy": (32768,), "current": (32768, 131072)}   # the sim tree's fused_moe.get_padded_M per profile
+
+
 def moe_padded_token(token: int, profile: str = "current") -> int:
-    """fused_moe get_padded_M: nextPow2 below 32768; tiers above (current) or 32768 (legacy)."""
-    if token <= 32768:
+    """fused_moe get_padded_M: nextPow2 below 32768, above it the largest tier at or below the token: 32768 or
+    131072 (current, newest, head: ROCm/aiter 446260d1, v0.1.14+), 32768 only (legacy: v0.1.12's form)."""
+    tiers = MOE_TIERS["legacy" if profile == "legacy" else "current"]
+    if token < tiers[0]:
         p = 1
         while p < token:
             p <<= 1
         return p
-    if profile == "legacy":
-        return 32768
-    return 131072 if token >= 131072 else 32768
+    return max(t for t in tiers if t <= token)

@@ -26,6 +26,8 @@ def _request(ctx: Ctx, variant: KernelVariant, root: str, meta: str, gfx: str, t
         "fmoe_csv": f"{root}/{variant.tuned_csv}" if variant.family == "moe" else None,
         "help_timeout": HELP_TIMEOUT_S,
         "aiter_core": f"{root}/aiter/jit/core.py",      # its merge's duplicate-key rule is probed (issue 36)
+        # fused-MoE facts (issue 36): the tuner's objective from its source, the runtime's token tiers
+        **({"moe_tuner_src": True, "moe_runtime": f"{root}/aiter/fused_moe.py"} if variant.family == "moe" else {}),
     }
 
 

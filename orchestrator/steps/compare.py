@@ -53,11 +53,46 @@ def tuned_outcome(ctx: Ctx) -> dict:
            "kernels": _kernels(df, cols, keys, job.shapes)}
     backup = job.remote.tuned_backup
     bpath = ctx.job_dir / "backup" / Path(backup).name if backup else None
+    old = None
     if bpath is not None and bpath.is_file():
         old = read_tuned_csv(str(bpath))
         out["rows_before"] = len(old)
         out.update(_key_changes(ctx, old, full))
+    if variant.family == "moe":
+        moe_objectives(ctx, out, old, full, keys)
     return out
+
+
+def moe_objectives(ctx: Ctx, out: dict, old, new, keys: list[str]) -> None:
+    """The MoE us rule (issue 36): the job records its tuner's objective (probed, else the version's); a row of
+    the kernels table kept from before this job (same kernel as in the backup) whose earlier job of this
+    workspace tuned it under another objective shows no us beside this job's: one note says so."""
+    from ..moe_quant import comparable, objective_of, skip_line
+    job = ctx.job
+    now = ctx.profile.moe_objective
+    out["moe_objective"] = now
+    kept: set = set()
+    if old is not None:
+        cols, st = key_statuses(old, new)
+        at = [cols.index(c) for c in keys if c in cols]
+        kept = {tuple(norm_key_value(vals[i]) for i in at) for status, vals in st.values() if status == "same"}
+    then: dict = {}
+    for j in sorted(ctx.workspace.jobs(), key=lambda j: j.created or 0):
+        if j.job_id == job.job_id or (j.node, j.container, j.variant) != (job.node, job.container, job.variant):
+            continue
+        obj = objective_of(j.facts)
+        for s in j.shapes or []:
+            then[tuple(norm_key_value(s.get(c)) for c in keys)] = obj
+    skipped: dict = {}
+    for k in out.get("kernels") or []:
+        key = tuple(norm_key_value(k.get(c)) for c in keys)
+        was_kept = key in kept
+        k["objective"] = then.get(key) if was_kept else now
+        if was_kept and not comparable(k["objective"], now):
+            k["us_other_objective"], k["us"] = k.get("us"), None
+            skipped[k["objective"]] = skipped.get(k["objective"], 0) + 1
+    for obj, n in skipped.items():
+        job.note(skip_line(f"{n} MoE row(s) kept from before this job", obj, now))
 
 
 def _kernels(df, cols: dict, keys: list[str], shapes: list[dict]) -> list[dict]:

@@ -25,12 +25,14 @@ def dp_shared_contract(req) -> bool:
 
 
 def runtime_lookups(shapes: list[dict], family: str, max_m: int | None = None,
-                    padded: bool = False, dp_shared: bool = False) -> tuple[list[dict], list[str]]:
+                    padded: bool = False, dp_shared: bool = False,
+                    tiers: tuple | None = None) -> tuple[list[dict], list[str]]:
     """The shapes the runtime will really look up: MoE tokens snapped to AITER's power-of-two buckets
     (a row for token 96 is never read: the runtime asks for 128; review C-09); with ``padded`` (GEMMs whose
     lookup falls back to getPaddedM) M snapped up to the padded-M grid and deduplicated: a row at M=16 is
     what every M in 1..16 without its own row reads, so 1, 2, 4, 8, 16 are one tuning, not five; M/token
-    above the server's batch limit (--max-m) dropped. Returns (shapes, notes)."""
+    above the server's batch limit (--max-m) dropped; ``tiers``: the node's MoE token tiers (``moe_tiers``), a
+    token at or above the first floored to its tier. Returns (shapes, notes)."""
     notes: list[str] = []
     out = shapes
     if padded and family == "gemm":
@@ -50,8 +52,8 @@ def runtime_lookups(shapes: list[dict], family: str, max_m: int | None = None,
         out = []
         for s in shapes:
             t = int(s["token"])
-            if moe_bucket(t, dp_shared) != t:
-                snapped[t] = moe_bucket(t, dp_shared)
+            if moe_bucket(t, dp_shared, tiers) != t:
+                snapped[t] = moe_bucket(t, dp_shared, tiers)
                 s = {**s, "token": snapped[t]}
             out.append(s)
         out = dedupe(out)
@@ -59,7 +61,9 @@ def runtime_lookups(shapes: list[dict], family: str, max_m: int | None = None,
             pairs = ", ".join(f"{a}->{b}" for a, b in sorted(snapped.items())[:6])
             rule = (f"the DP shared-expert path looks up nextPow2(token) from {DP_SHARED_MIN} up (--token-bucket-"
                     "contract dp_shared), so tokens below it are one tuning" if dp_shared else
-                    f"AITER looks up nextPow2(token) below {MOE_PADDED_MAX}")
+                    f"AITER looks up nextPow2(token) below {tiers[0] if tiers else MOE_PADDED_MAX}"
+                    + (f", above it the tier {'/'.join(map(str, tiers))} at or below the token (the node's "
+                       "fused_moe.get_padded_M)" if tiers else ""))
             notes.append(f"{len(snapped)} MoE token value(s) snapped to the runtime's power-of-two buckets "
                          f"({pairs}{', ...' if len(snapped) > 6 else ''}): {rule}, so rows for other tokens are "
                          "never read (ROCm/aiter#5125)")
@@ -83,11 +87,20 @@ def dedupe(shapes: list[dict]) -> list[dict]:
     return out
 
 
-def snap(shape: dict, variant, req: JobRequest) -> dict:
+def moe_tiers(session) -> tuple | None:
+    """The node's fused_moe.get_padded_M tiers: probed from its fused_moe.py, else the version's (the profile
+    says which, aiter_profiles ``moe_padded_tiers``); None without a session."""
+    try:
+        return tuple(session.profile.moe_padded_tiers)
+    except Exception:   # noqa: BLE001  (no facts settled yet: the rule stays unknown)
+        return None
+
+
+def snap(shape: dict, variant, req: JobRequest, tiers: tuple | None = None) -> dict:
     """A logged shape as the runtime looks it up (the same snapping ``runtime_lookups`` does)."""
     s = {k: v for k, v in shape.items() if k != "_meta"}
     if variant.family == "moe" and "token" in s:
-        s["token"] = moe_bucket(s["token"], dp_shared_contract(req))
+        s["token"] = moe_bucket(s["token"], dp_shared_contract(req), tiers)
     elif variant.family == "gemm" and req.padded_m and variant.padded_m_lookup and "m" in s:
         s["m"] = padded_m(s["m"])
     return s

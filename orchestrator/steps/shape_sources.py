@@ -16,7 +16,7 @@ from ..parsing.untuned import read_shapes_csv
 from ..parsing.sources import split_log_sources  # noqa: F401  (re-exported: cli/, campaign/ import it here)
 from ..shapelib import shapelog
 from ..shapelib.shaperules import miss_weights
-from .shape_rules import dedupe, dp_shared_contract, runtime_lookups, snap
+from .shape_rules import dedupe, dp_shared_contract, moe_tiers, runtime_lookups, snap
 
 
 class ShapeSearch:
@@ -294,7 +294,7 @@ def find(ctx: ShapeSearch) -> tuple[list[dict], list[str]]:
         shapes.extend(expand(bases, "gemm", sweep_preset(preset)))
     shapes, notes = runtime_lookups(dedupe(shapes), variant.family, req.max_m,
                                     padded=bool(req.padded_m) and variant.padded_m_lookup,
-                                    dp_shared=dp_shared_contract(req))
+                                    dp_shared=dp_shared_contract(req), tiers=moe_tiers(ctx.session))
     for n in notes:
         ctx.note(n)
         ctx.ui.event(n)
@@ -306,7 +306,8 @@ def find(ctx: ShapeSearch) -> tuple[list[dict], list[str]]:
             if key not in known:
                 shapes.append(shape)
     if looked_up or shares is not None:   # the most-missed first (P-07): a budget, a cancel or a failure leaves the rarest untuned
-        pairs = [(_order(snap(sh, variant, req), variant.key_columns), n) for sh, n in looked_up]
+        pairs = [(_order(snap(sh, variant, req, moe_tiers(ctx.session)), variant.key_columns), n)
+                 for sh, n in looked_up]
         exact, family = budget.miss_counts(pairs)
         time = {k: v[2] for k, v in shares.items()} if shares is not None else None
         shapes, missed = budget.rank(shapes, exact, family, time)
@@ -345,7 +346,7 @@ def profile_shares(ctx: ShapeSearch, described: list[str]) -> dict:
         rows = ranked(res).get(variant.name, [])
         for r in rows:
             shape = _order(snap({c: x for c, x in r.items() if c not in ("gpu_us", "time_share", "calls")},
-                                variant, req), variant.key_columns)
+                                variant, req, moe_tiers(ctx.session)), variant.key_columns)
             key = budget.exact_key(shape)
             _, us, share = out.get(key, (shape, 0.0, 0.0))
             out[key] = (shape, us + r["gpu_us"], share + r["time_share"])

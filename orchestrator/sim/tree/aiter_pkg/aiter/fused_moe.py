@@ -12,7 +12,6 @@ from ._sim import LEGACY
 from ._sim.frame import norm, read_csv
 from ._sim import flydsl_moe
 from ._sim import measured_us as bench_us
-from ._sim.lookups import moe_padded_token
 from .jit.core import AITER_CONFIGS, get_module
 from .jit.utils.chip_info import get_cu_num, get_gfx
 
@@ -73,6 +72,35 @@ ActivationType = _EnumType("ActivationType", [("No", -1), ("Silu", 0), ("Gelu", 
 QuantType = _EnumType("QuantType", [("No", 0), ("per_Tensor", 1), ("per_Token", 2), ("per_1x32", 3),
                                     ("per_1x128", 4), ("per_128x128", 5), ("per_256x128", 6),
                                     ("per_1024x128", 7)])
+
+def nextPow2(n):
+    if n <= 1:
+        return 1
+    return 1 << (n - 1).bit_length()
+
+
+#@ if current
+_PADDED_M_TIERS = [32768, 131072]
+
+
+def get_padded_M(M):
+    if M < _PADDED_M_TIERS[0]:
+        return nextPow2(M)
+    for tier in reversed(_PADDED_M_TIERS):
+        if M >= tier:
+            return tier
+    return _PADDED_M_TIERS[0]
+#@ endif
+#@ if legacy
+def get_padded_M(M):
+    padded_m = M
+    if M < 32768:
+        padded_m = nextPow2(padded_m)
+    else:
+        padded_m = 32768
+    return padded_m
+#@ endif
+
 
 _MOE_SHAPE_COLS = ("token", "model_dim", "inter_dim", "expert", "topk", "act_type", "dtype", "q_dtype_a",
                    "q_dtype_w", "q_type", "use_g1u1", "doweight_stage1")
@@ -144,6 +172,19 @@ def get_2stage_cfgs(token, model_dim, inter_dim, expert, topk, dtype, q_dtype_a,
                 lv = list(vals)
                 lv[5] = "__ignore__"
                 cfg = loose.get(head + tuple(lv))
+#@ if current
+            # tier fallback: a token above the first tier not found tries the smaller tiers, largest first
+            if cfg is None and token > _PADDED_M_TIERS[0]:
+                idx = _PADDED_M_TIERS.index(token) if token in _PADDED_M_TIERS else -1
+                for fallback_tier in reversed(_PADDED_M_TIERS[:idx]):
+                    fv = [norm(fallback_tier)] + list(vals[1:])
+                    cfg = exact.get(head + tuple(fv)) if isinstance(activation, str) else None
+                    if cfg is None:
+                        fv[5] = "__ignore__"
+                        cfg = loose.get(head + tuple(fv))
+                    if cfg is not None:
+                        break
+#@ endif
     if cfg is None:
         run_1stage, block_m, use_nt = _run_1stage_heuristic(token, topk, expert, q_type)
         ksplit = 0
@@ -202,7 +243,7 @@ def fused_moe(token, model_dim, inter_dim, expert, topk, dtype, q_dtype_a, q_dty
         q_dtype_a = dtype
     if q_dtype_w is None:
         q_dtype_w = dtype
-    padded = moe_padded_token(int(token), "legacy" if LEGACY else "current")
+    padded = get_padded_M(int(token))
     act_arg = activation if not LEGACY else activation
     cfg = get_2stage_cfgs(padded, model_dim, inter_dim, expert, topk, dtype, q_dtype_a, q_dtype_w, q_type,
                           bool(use_g1u1), act_arg, bool(doweight_stage1))
