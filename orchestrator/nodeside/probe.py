@@ -12,6 +12,7 @@ import subprocess
 import sys
 
 from .common import read_file_text
+from .kernellist import kernel_list_digest
 
 # the tuner's --help costs a torch + aiter import on a real node (10-30 s): its text is kept in the pushed
 # helper's own directory (<base>/helper-<version>/cache, never beside a checkout's sources), keyed by what
@@ -150,7 +151,8 @@ def op_probe(req):
               "op_test_src_flags": [..] or null, "op_test_markdown": bool or null,
               "tuning_tests": bool or null, "moe_gelutanh": bool or null, "moe_quant_count": l_quant
               entries of a MoE op_test (absent elsewhere),
-              "tune_script_exists": bool or null}"""
+              "tune_script_exists": bool or null, "kernel_list": sha256 of the tuner's kernel-list sources
+              (nodeside/kernellist.py) or null}"""
     out = {"tuned_header": None, "tuner_help": None, "tuner_help_problem": None,
            "op_test_src_flags": None, "op_test_markdown": None, "tuning_tests": None,
            "moe_gelutanh": None, "tune_script_exists": None}
@@ -161,6 +163,7 @@ def op_probe(req):
         out["tune_script_exists"] = os.path.isfile(script)
     if script and os.path.isfile(script):
         _tuner_help(out, req, script)
+        out["kernel_list"] = kernel_list_digest(script)
     test = req.get("op_test")
     if test:
         src = read_file_text(test)
