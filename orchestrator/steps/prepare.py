@@ -16,7 +16,7 @@ from ..variants import KernelVariant
 from ..workflow import LOG_STEP_NAMES
 from ..outcome.keys import norm_key_value
 from . import moetuners, serving_check, tuneargs
-from .shapes import reused, reused_key_set
+from .reused import reused, reused_key_set
 from .bench import announced, check_moe_quant, plan_bench, prepare_ops
 
 DEFAULT_REPEATS = 3  # benchmark runs per arm (run --repeats)

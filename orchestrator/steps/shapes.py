@@ -18,16 +18,6 @@ from .shape_sources import collect
 PLAN_HOOKS: list = []   # f(ctx, shapes, described) -> the shapes to tune: --reuse proven (store/plan.py)
 
 
-def reused(job) -> list[dict]:
-    """The job's shapes whose rows came from the team's store (``info.reused``: key, provenance, row): not
-    tuned, staged as candidates and measured like the tuned ones (docs/store.md)."""
-    return list((job.step_state("shapes").info.get("reused") or []) if "shapes" in job.steps else [])
-
-
-def reused_key_set(job, key_columns) -> set[tuple]:
-    return {tuple(norm_key_value((r.get("key") or {}).get(c)) for c in key_columns) for r in reused(job)}
-
-
 def _model_config_keys(variant: KernelVariant, root: str, cu_num, gfx) -> dict:
     return {"patterns": [f"{root}/aiter/configs/model_configs/*{Path(variant.tuned_csv).stem}*.csv"],
             "key_columns": list(variant.key_columns), "cu_num": cu_num, "gfx": gfx}
