@@ -94,7 +94,7 @@ from ..steps import shapes as _shapes_step  # noqa: E402  (the hook's seam)
 if plan_hook not in _shapes_step.PLAN_HOOKS:
     _shapes_step.PLAN_HOOKS.append(plan_hook)
 
-REUSE_HELP = ("proven (default): a shape the team's store holds a proven row for (same GPU kind and table, "
+REUSE_HELP = ("proven: a shape the team's store holds a proven row for (same GPU kind and table, "
               "the same kernel list on the node) is not tuned again; its row is measured on this node with the "
               "others and promoted only where proven; the plan says whose it is (docs/store.md). none: tune "
               "every shape")
