@@ -5,7 +5,9 @@ samples, and the bytes a sample takes.
 The store is filled through the schema of orchestrator/store (Alembic-migrated, as `--store` opens it):
 1,000 jobs of 100 rows each (10 GPU kinds x 5 tables), every row promoted (team_rows), every row a result
 with 2 arms x 50 samples. Then, in a fresh process as a plan would: open the store (connect, check the
-schema revision) and ask `store.query.proven` for 119 keys (the demo's job size), half of them held.
+schema revision) and ask `store.query.proven` for 119 keys (the demo's job size), half of them held, with the
+validator's question (the same kernel-list fingerprint, else the exact AITER version: 3 of 4 jobs carry a
+fingerprint, their versions spread over three releases), the held rows' tuned rows coming back with them.
 
 Run: python benchmarks/store_bench.py [--scale 0.1] [--url postgresql://...]  (default: a fresh SQLite file)
 """
@@ -28,6 +30,8 @@ sys.path.insert(0, str(ROOT))
 KINDS = [("gfx950", 256), ("gfx942", 304), ("gfx942", 80), ("gfx950", 128), ("gfx942", 228),
          ("gfx90a", 110), ("gfx950", 64), ("gfx942", 152), ("gfx1201", 64), ("gfx950", 32)]
 TABLES = [f"variant{i}_tuned_gemm.csv" for i in range(5)]
+FP = "f" * 64        # the kernel-list fingerprint the plan asks with (nodeside/kernellist.py)
+ASK = {"aiter": "0.1.20", "kernel_list": FP}     # the validator's question: the same list, else this version
 
 
 def key(i: int) -> str:
@@ -45,7 +49,8 @@ def fill(url: str, rows: int, per_result: int) -> dict:
         conn.execute(sa.insert(schema.jobs), [
             {"uid": f"{j:040d}", "job_id": f"job-{j}", "origin": "bench:/ws", "node": f"node{j % 50}",
              "variant": "a8w8_blockscale", "created": float(j), "state": "succeeded", "gfx": KINDS[j % 10][0],
-             "cu_num": KINDS[j % 10][1], "aiter_version": "0.1.20"} for j in range(jobs)])
+             "cu_num": KINDS[j % 10][1], "aiter_version": ("0.1.19", "0.1.20", "0.1.21")[j % 3],
+             "kernel_list": None if j % 4 == 3 else FP} for j in range(jobs)])   # a quarter: revision-0001 records
         for lo in range(0, rows, 20000):
             batch = range(lo, min(rows, lo + 20000))
             tr = [{"job_uid": f"{i // 100:040d}", "table_name": TABLES[i // 100 // 10 % 5],
@@ -106,14 +111,14 @@ t1 = time.perf_counter()
 store = Store.open(sys.argv[1])
 t2 = time.perf_counter()
 sys.path.insert(0, sys.argv[2])
-from store_bench import KINDS, TABLES, key
+from store_bench import ASK, KINDS, TABLES, key
 keys = [key(i) for i in range(0, 119 * 2, 2)]
-got = proven(store, gfx=KINDS[0][0], cu_num=KINDS[0][1], table_name=TABLES[0], row_keys=keys)
+got = proven(store, gfx=KINDS[0][0], cu_num=KINDS[0][1], table_name=TABLES[0], row_keys=keys, **ASK)
 t3 = time.perf_counter()
 warm = []
 for _ in range(20):
     a = time.perf_counter()
-    proven(store, gfx=KINDS[0][0], cu_num=KINDS[0][1], table_name=TABLES[0], row_keys=keys)
+    proven(store, gfx=KINDS[0][0], cu_num=KINDS[0][1], table_name=TABLES[0], row_keys=keys, **ASK)
     warm.append(time.perf_counter() - a)
 print(json.dumps({"import_s": t1 - t0, "open_s": t2 - t1, "first_query_s": t3 - t2, "warm_query_s": sorted(warm)[10],
                   "asked": len(keys), "held": len(got)}))

@@ -29,6 +29,13 @@ E2E_FIXTURES = {"testbed", "make_node", "node", "shared_node", "slurm_cluster", 
 _BED_TIMINGS: dict = {}
 
 
+@pytest.fixture(autouse=True)
+def _own_default_store(tmp_path_factory, monkeypatch):
+    """Each test starts with an empty default store (issue 39: `--reuse proven` is the default, so a job
+    would otherwise be offered the rows an earlier test's job promoted on the same simulated GPU kind)."""
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path_factory.mktemp("xdg")))
+
+
 def testbed_unavailable(reason: str):
     """Skip (locally) or fail (CI=true) because the e2e test bed cannot run here."""
     if is_ci():

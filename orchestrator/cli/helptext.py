@@ -34,7 +34,8 @@ OPTION_GROUPS = {
     ],
     "tune-remote watch": [
         {"name": "What to watch", "options": ["--node", "--container", "--log", "--variant", "--name"]},
-        {"name": "What to tune", "options": ["--min-misses", "--budget", "--retune", "--repeats", "--promote"]},
+        {"name": "What to tune", "options": ["--min-misses", "--budget", "--retune", "--repeats", "--promote",
+                                             "--reuse"]},
         {"name": "When", "options": ["--interval", "--once", "--accept-new-host-key", "--help"]},
         GLOBAL,
     ],

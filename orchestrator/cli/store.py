@@ -15,6 +15,7 @@ from pathlib import Path
 import click
 
 from ..state import Workspace
+from . import watchloop  # noqa: F401  (watch registered before its --reuse below)
 from .base import Env, cli
 
 RETRY_S = 30.0          # after a failed write: the next try at most this often (a dead database costs a job nothing)
@@ -72,38 +73,36 @@ Workspace.observers.append(observe)
 
 
 def plan_hook(ctx, shapes: list[dict], described: list[str]) -> list[dict]:
-    """The shapes step's hook under --reuse proven: the shapes the team's store holds are not tuned again."""
+    """The shapes step's hook: this command's --reuse (default proven, also for commands without the option:
+    watch's jobs, a campaign's targets) and --store, handed to the store's plan (store/plan.py)."""
     env = Env.last
-    if getattr(env, "reuse", None) != "proven":     # this command's --reuse, not an earlier one's
+    mode = getattr(env, "reuse", None) or "proven"
+    if mode != "proven":
         return shapes
-    url = _url(env)
-    if url is None:
-        return shapes
-    from ..store import shown
-    from ..store.live import opened
-    from ..store.plan import reuse_proven
-    try:
-        store = opened(url)
-    except Exception as exc:  # noqa: BLE001  the default store: the plan goes on without it
-        warn(f"store {shown(url)}: {exc}; --reuse proven: every shape is tuned")
-        return shapes
-    return reuse_proven(store, ctx, shapes, described)
+    if _simulated(ctx.job) and not _explicit(env):
+        return shapes       # (before _url: a demo on the default store costs no SQLAlchemy import)
+    from ..store.plan import plan_hook as hook
+    return hook(ctx, shapes, described, mode=mode, url=_url(env), explicit=_explicit(env), warn=warn)
 
 
 def _reuse(ctx: click.Context, _param, value) -> None:
     ctx.find_object(Env).reuse = value
-    if value == "proven":
-        from ..steps import shapes as shapes_step
-        if plan_hook not in shapes_step.PLAN_HOOKS:
-            shapes_step.PLAN_HOOKS.append(plan_hook)
 
 
-REUSE_HELP = ("proven: a shape the team's store holds a proven row for (same GPU kind, table and AITER version) "
-              "is not tuned again, the plan says whose it is (docs/store.md); none: tune every shape")
-for _name in ("run", "demo"):
-    cli.commands[_name].params.append(click.Option(["--reuse"], type=click.Choice(["proven", "none"]),
-                                                   default="none", show_default=True, help=REUSE_HELP,
-                                                   expose_value=False, callback=_reuse))
+from ..steps import shapes as _shapes_step  # noqa: E402  (the hook's seam)
+
+if plan_hook not in _shapes_step.PLAN_HOOKS:
+    _shapes_step.PLAN_HOOKS.append(plan_hook)
+
+REUSE_HELP = ("proven: a shape the team's store holds a proven row for (same GPU kind and table, "
+              "the same kernel list on the node) is not tuned again; its row is measured on this node with the "
+              "others and promoted only where proven; the plan says whose it is (docs/store.md). none: tune "
+              "every shape")
+for _name in ("run", "demo", "watch"):
+    if _name in cli.commands:
+        cli.commands[_name].params.append(click.Option(["--reuse"], type=click.Choice(["proven", "none"]),
+                                                       default="proven", show_default=True, help=REUSE_HELP,
+                                                       expose_value=False, callback=_reuse))
 
 
 @cli.group("store")

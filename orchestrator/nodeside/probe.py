@@ -12,6 +12,7 @@ import subprocess
 import sys
 
 from .common import read_file_text
+from .kernellist import kernel_list_digest
 
 # the tuner's --help costs a torch + aiter import on a real node (10-30 s): its text is kept in the pushed
 # helper's own directory (<base>/helper-<version>/cache, never beside a checkout's sources), keyed by what
@@ -154,7 +155,8 @@ def op_probe(req):
               "merge_rule": "raise" | "resolve" | "keep" or null (with ``aiter_core``: nodeside/mergeprobe.py),
               "merge_rule_problem": why it could not be told (absent when it could), "moe_objective" (with
               "moe_tuner_src": the fused-MoE tuner's objective), "moe_padded_tiers" (with "moe_runtime":
-              aiter/fused_moe.py's token tiers)}"""
+              aiter/fused_moe.py's token tiers), "kernel_list": sha256 of the tuner's kernel-list sources
+              (nodeside/kernellist.py) or null}"""
     out = {"tuned_header": None, "tuner_help": None, "tuner_help_problem": None,
            "op_test_src_flags": None, "op_test_markdown": None, "tuning_tests": None,
            "moe_gelutanh": None, "tune_script_exists": None}
@@ -165,6 +167,7 @@ def op_probe(req):
         out["tune_script_exists"] = os.path.isfile(script)
     if script and os.path.isfile(script):
         _tuner_help(out, req, script)
+        out["kernel_list"] = kernel_list_digest(script)
     test = req.get("op_test")
     if test:
         src = read_file_text(test)

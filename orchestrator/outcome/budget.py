@@ -147,8 +147,13 @@ def seconds_per_shape(workspace, variant: str, family: str, gfx: str | None) -> 
         start = (sub.get("tune") or {}).get("started")
         end = (sub.get("after") or {}).get("started")
         gpus = len(j.facts.tune_gpus or j.facts.free_gpus or []) or 1
-        if start and end and end > start:
-            rates.append((end - start) * gpus / sum(shape_cost(s) for s in j.shapes))
+        held = [r.get("key") or {} for r in ((j.steps["shapes"].info.get("reused") or [])
+                                             if "shapes" in j.steps else [])]    # rows from the team's store
+        keyed = {tuple(sorted((c, str(v)) for c, v in k.items())) for k in held}
+        tuned = [s for s in j.shapes
+                 if tuple(sorted((c, str(s.get(c))) for c in held[0])) not in keyed] if held else j.shapes
+        if start and end and end > start and tuned:
+            rates.append((end - start) * gpus / sum(shape_cost(s) for s in tuned))
     if rates:
         rates.sort()
         return rates[len(rates) // 2], f"measured: median of {len(rates)} earlier {variant} job(s) here"

@@ -14,7 +14,9 @@ from ..parsing.untuned import write_untuned_csv
 from ..remote.shell import Cmd, quote, render
 from ..variants import KernelVariant
 from ..workflow import LOG_STEP_NAMES
+from ..outcome.keys import norm_key_value
 from . import moetuners, serving_check, tuneargs
+from .reused import reused, reused_key_set
 from .bench import announced, check_moe_quant, plan_bench, prepare_ops
 
 DEFAULT_REPEATS = 3  # benchmark runs per arm (run --repeats)
@@ -224,14 +226,20 @@ def run(ctx: Ctx) -> None:
     # already; only promotion changes the live table) and the bench scripts' argparse checks. The checks
     # below refuse the job after it: by then only the job dir holds new files (atomic copies of one table)
     checked = [c for c in calls if c.checked]
+    # shapes whose rows the team's store offers (steps/shapes.py reused): not in the tuner's list; their rows
+    # go into the staging table, so the benchmarks and the verdict treat them as the tuner's own (issue 39)
+    held = reused_key_set(job, variant.key_columns)
+    to_tune = [s for s in job.shapes if tuple(norm_key_value(s.get(c)) for c in variant.key_columns) not in held]
+    offer = {"offer": {"key_columns": [c.lower() for c in variant.key_columns],
+                       "rows": [r["row"] for r in reused(job) if r.get("row")]}} if held else {}
     answers = ctx.call_batch([
         ("write_files", {"files": [{"path": remote.untuned_csv, "backup_dir": None,
-                                    "content": write_untuned_csv(job.shapes, variant.name)}]}),
+                                    "content": write_untuned_csv(to_tune, variant.name)}]}),
         ("manifest", {"paths": [script_path, *bench_scripts, live]}),
         ("disk_free", {"paths": [job_dir, live]}),
         ("backup", {"paths": [live], "backup_dir": f"{job_dir}/backup"}),
-        ("stage", {"live": live, "staging": staging}),
-        *([("stage", {"live": live, "staging": fly_staging})] if fly_staging else []),
+        ("stage", {"live": live, "staging": staging, **offer}),
+        *([("stage", {"live": live, "staging": fly_staging, **offer})] if fly_staging else []),
         *prepare_ops(checked, root, f"{job_dir}/patched", missing_ok=True)])
     files, free = answers[1]["files"], answers[2]
     if files.get(script_path) is None:
@@ -240,6 +248,10 @@ def run(ctx: Ctx) -> None:
                        hint="this AITER install has no csrc/; use a develop (source) install of aiter")
     check_space(ctx, live, (files.get(live) or {}).get("size") or 0, free["free"])
     backup = answers[3]["backups"].get(live)
+    if held:
+        kept = answers[4].get("kept") or 0
+        job.note(f"{answers[4].get('offered') or 0} row(s) from the team's store staged as candidates"
+                 + (f"; {kept} key(s) keep the row this node's table holds already" if kept else ""))
     prepared = dict(zip(map(id, checked), answers[6 if fly_staging else 5:]))
     remote.update({"live_csv": live, "tuned_csv": staging, "tuned_backup": backup})
     ts = time.strftime("%Y%m%d_%H%M%S", time.localtime(job.created))
@@ -297,8 +309,9 @@ def run(ctx: Ctx) -> None:
     watched = [Cmd((ctx.target.container.python, ctx.target.helper.path, "_stall",
                     f"{stall:g}", str(STALL_RELAUNCHES), table, *table_opts, "--", render(cmd)))
                for cmd, table in tuners]
-    steps.append({"name": "tune", "log": logs["tune"], "line": _sequence(watched),
-                  "marker": "Tuning not Finished"})
+    line = _sequence(watched) if to_tune else \
+        "echo " + quote("[tune-remote] no shape to tune: every row of this job comes from the team's store")
+    steps.append({"name": "tune", "log": logs["tune"], "line": line, "marker": "Tuning not Finished"})
     remote.stall_timeout_s = stall
     if bench_cmds:
         # interleaved: after 1, before 2, after 2, ... (the first before ran ahead of tuning); the first

@@ -15,7 +15,7 @@ from ..variants import KernelVariant, get_variant
 from .shape_sources import collect
 
 
-PLAN_HOOKS: list = []   # f(ctx, shapes, described) -> the shapes to tune: run --reuse proven (cli/store.py)
+PLAN_HOOKS: list = []   # f(ctx, shapes, described) -> the shapes to tune: --reuse proven (store/plan.py)
 
 
 def _model_config_keys(variant: KernelVariant, root: str, cu_num, gfx) -> dict:
@@ -138,10 +138,24 @@ def run(ctx: Ctx) -> None:
     timed = {k: (t, us) for k, t, us in zip(map(budget.exact_key, shapes), info.get("time_share") or [],
                                              info.get("gpu_us") or [])} if "time_share" in info else None
     shapes = drop_tuned_in_model_configs(ctx, shapes)
+    info.pop("reused", None)            # a re-run of the step asks again
+    offered = shapes
     for hook in PLAN_HOOKS:
         shapes = hook(ctx, shapes, described)
+    tuned = {id(s) for s in shapes}
+    held = [s for s in offered if id(s) not in tuned] if "reused" in info else []
     if shapes:
         shapes = plan_time(ctx, shapes, described, missed, timed)
+    elif held:
+        info["estimate_s"] = 0.0
+        described.append("estimated tuning time: 0 s (every shape's row comes from the team's store)")
+    if held:        # kept in the job: benchmarked and judged with the tuned ones (their arrays aligned)
+        shapes = shapes + held
+        if missed:
+            info["misses"] = [missed.get(budget.exact_key(s), 0) for s in shapes]
+        if timed is not None:
+            info["time_share"] = [timed.get(budget.exact_key(s), (0.0, 0.0))[0] for s in shapes]
+            info["gpu_us"] = [timed.get(budget.exact_key(s), (0.0, 0.0))[1] for s in shapes]
     if not shapes:
         raise JobError(f"no {variant.name} shapes to tune",
                        hint="the logs had no untuned shapes of this variant; check --variant, or give "

@@ -15,8 +15,8 @@ from sqlalchemy import event
 from ..errors import ConnectError, TuneRemoteError, UsageError
 from . import schema
 
-HEAD = "0001"                  # the newest revision in migrations/versions (a test checks it is Alembic's head)
-KNOWN = ("0001",)              # every revision this code can read or migrate from
+HEAD = "0002"                  # the newest revision in migrations/versions (a test checks it is Alembic's head)
+KNOWN = ("0001", "0002")          # every revision this code can read or migrate from
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
 
 

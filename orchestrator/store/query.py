@@ -42,23 +42,37 @@ def team_rows(store, *, variant: str | None = None, gpu: str | None = None, aite
     return out
 
 
-def proven(store, *, gfx: str, cu_num: int, table_name: str, row_keys, aiter: str | None = None) -> dict:
+def proven(store, *, gfx: str, cu_num: int, table_name: str, row_keys, aiter: str | None = None,
+           kernel_list: str | None = None) -> dict:
     """The plan's question: which of ``row_keys`` the team already holds a row for on this GPU kind (gfx and
-    cu_num) and table, tuned on AITER ``aiter`` (None: any); ``{row_key: provenance}``. One indexed look-up
-    per 500 keys (team_rows' primary key)."""
-    t, j, res = schema.team_rows, schema.jobs, schema.results
+    cu_num) and table, tuned where the variant's kernel list was this one; ``{row_key: provenance and the
+    tuned row}``. The validator: the row's job recorded the same kernel-list fingerprint (``kernel_list``,
+    probed on the node: nodeside/kernellist.py), whatever its AITER version; a job recorded without one (a
+    revision-0001 record) or this job without one: the exact AITER version ``aiter`` (None and no
+    fingerprint: any). One indexed look-up per 500 keys (team_rows' primary key)."""
+    t, j, res, r = schema.team_rows, schema.jobs, schema.results, schema.tuned_rows
     keys, out = list(dict.fromkeys(row_keys)), {}
+    if kernel_list is not None:
+        valid = sa.or_(j.c.kernel_list == kernel_list,
+                       sa.and_(j.c.kernel_list.is_(None), j.c.aiter_version == aiter))
+    else:
+        valid = j.c.aiter_version == aiter if aiter is not None else None
     with store.engine.connect() as conn:
         for i in range(0, len(keys), 500):
-            q = (sa.select(t.c.row_key, j.c.job_id, j.c.origin, j.c.node, j.c.aiter_version, res.c.speedup_pct,
-                           res.c.verdict)
+            q = (sa.select(t.c.row_key, j.c.job_id, j.c.origin, j.c.node, j.c.aiter_version, j.c.kernel_list,
+                           res.c.speedup_pct, res.c.verdict, r.c.row)
                  .join(j, j.c.uid == t.c.job_uid)
                  .outerjoin(res, sa.and_(res.c.job_uid == t.c.job_uid, res.c.row_key == t.c.row_key))
+                 .outerjoin(r, sa.and_(r.c.job_uid == t.c.job_uid, r.c.table_name == t.c.table_name,
+                                       r.c.row_key == t.c.row_key))
                  .where(t.c.gfx == gfx, t.c.cu_num == cu_num, t.c.table_name == table_name,
                         t.c.row_key.in_(keys[i:i + 500])))
-            if aiter is not None:
-                q = q.where(j.c.aiter_version == aiter)
-            out.update({m["row_key"]: dict(m) for m in conn.execute(q).mappings()})
+            if valid is not None:
+                q = q.where(valid)
+            for m in conn.execute(q).mappings():
+                d = dict(m)
+                d["row"] = json.loads(d["row"]) if d["row"] else None
+                out[d["row_key"]] = d
     return out
 
 

@@ -24,6 +24,9 @@ jobs = Table(
     Column("gfx", String(40)), Column("cu_num", Integer), Column("gpu_model", String(120)),
     Column("pci_device_id", String(20)), Column("aiter_version", String(60)), Column("aiter_commit", String(60)),
     Column("rocm_version", String(60)), Column("tuner_command", Text),
+    # sha256 of the variant's kernel-list sources on the node (nodeside/kernellist.py; revision 0002): the
+    # validator of a reuse. None: a record of revision 0001, or a node whose tuner directory was unreadable
+    Column("kernel_list", String(64)),
 )
 
 tuned_rows = Table(

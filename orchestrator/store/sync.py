@@ -56,7 +56,7 @@ def job_record(workspace, job) -> dict:
             "gfx": f.get("gfx"), "cu_num": int(cu) if isinstance(cu, (int, float)) else None,
             "gpu_model": f.get("gpu_name"), "pci_device_id": f.get("gpu_device_id"),
             "aiter_version": f.get("version"), "aiter_commit": f.get("git_commit"),
-            "rocm_version": f.get("rocm_version"),
+            "rocm_version": f.get("rocm_version"), "kernel_list": (f.get("probes") or {}).get("kernel_list"),
             "tuner_command": shlex.join(str(a) for a in r["tune_argv"]) if r.get("tune_argv") else None}
 
 
@@ -137,7 +137,10 @@ def sync_job(store, workspace, job) -> dict:
             lost = write_promotions(store, conn, job, uid, rec, table, prom, later)
     for p, d in parts.items():
         _SEEN[(store.url, uid, p)] = d
-    return {"lost": lost}
+    # a key held by the very job whose row this job reused and promoted again: the team keeps that row
+    same = {(row_key(r.get("key") or {}, keys), r.get("job_id"))
+            for r in (job.steps["shapes"].info.get("reused") or [] if "shapes" in job.steps else [])}
+    return {"lost": [x for x in lost if (x["row_key"], x["held_by"]) not in same]}
 
 
 def write_comparison(store, conn, job, jd: Path, uid: str, comp: dict, keys) -> None:

@@ -51,8 +51,11 @@ def _job(ws: Path) -> dict:
 
 def test_two_laptops_one_store_a_crash_mid_job_and_an_import(postgres, tmp_path):
     url = postgres.url
-    a = _cli("--store", url, "--workspace", str(tmp_path / "a"), "demo", "-q", "--repeats", "2", cwd=tmp_path)
-    b = _cli("--store", url, "--workspace", str(tmp_path / "b"), "demo", "-q", "--repeats", "2", cwd=tmp_path)
+    # (--reuse none: both tune every shape, whichever plans after the other's promotion)
+    a = _cli("--store", url, "--workspace", str(tmp_path / "a"), "demo", "-q", "--repeats", "2", "--reuse", "none",
+             cwd=tmp_path)
+    b = _cli("--store", url, "--workspace", str(tmp_path / "b"), "demo", "-q", "--repeats", "2", "--reuse", "none",
+             cwd=tmp_path)
     (_, err_a), (_, err_b) = _done(a), _done(b)
     ja, jb = _job(tmp_path / "a"), _job(tmp_path / "b")
     promoted = len(ja["remote"]["promotion"]["promoted"])
@@ -71,22 +74,31 @@ def test_two_laptops_one_store_a_crash_mid_job_and_an_import(postgres, tmp_path)
     two = _counts(url, tmp_path)
     assert two["jobs"] == 2 and two["team_rows"] == promoted
 
-    # a third laptop plans the team's proven shapes as such and tunes only the rest
+    # a third laptop (the default: --reuse proven) plans the team's proven shapes as such and tunes only the
+    # rest; the team's rows are staged, measured on its node and promoted only where proven
     _, err_r = _done(_cli("--store", url, "--workspace", str(tmp_path / "r"), "demo", "-q", "--repeats", "1",
-                          "--reuse", "proven", cwd=tmp_path))
+                          cwd=tmp_path))
     jr = _job(tmp_path / "r")
-    assert len(jr["shapes"]) == len(ja["shapes"]) - promoted > 0 and jr["state"] == "succeeded"
-    assert len(jr["steps"]["shapes"]["info"]["reused"]) == promoted
-    saved = ja["steps"]["shapes"]["info"]["estimate_s"] - jr["steps"]["shapes"]["info"]["estimate_s"]
-    print(f"tuner time the third laptop did not spend: {saved:.0f} s of "
-          f"{ja['steps']['shapes']['info']['estimate_s']:.0f} s planned ({promoted} of {len(ja['shapes'])} shapes)")
-    assert saved > 0
+    reused = jr["steps"]["shapes"]["info"]["reused"]
+    assert len(jr["shapes"]) == len(ja["shapes"]) and len(reused) == promoted and jr["state"] == "succeeded"
+    (untuned,) = (tmp_path / "r").glob("*/untuned/*.csv")
+    assert len(untuned.read_text().splitlines()) - 1 == len(ja["shapes"]) - promoted > 0
+    assert {r["origin"] for r in reused} <= {r["origin"] for r in rows} and "promoted first by job" not in err_r
+    assert len(jr["remote"]["promotion"]["promoted"]) > 0
+
+    plan_a, plan_r = ja["steps"]["shapes"]["info"]["estimate_s"], jr["steps"]["shapes"]["info"]["estimate_s"]
+    print(f"second laptop: {promoted} of {len(ja['shapes'])} shapes reused, the tuner ran on "
+          f"{len(ja['shapes']) - promoted}; planned tuner time {plan_r:.0f} s (the first laptop's {plan_a:.0f} s: "
+          f"{plan_a - plan_r:.0f} s not spent); "
+          f"{len(jr['remote']['promotion']['promoted'])} rows promoted here after this node's measurement")
+    assert plan_r < plan_a
     _done(_cli("--store", url, "store", "import", str(tmp_path / "r"), cwd=tmp_path))   # counted apart below
     two = _counts(url, tmp_path)
     assert two["jobs"] == 3
 
     # a database crashed mid-job: the job goes on, its records are written once the database is back
-    c = _cli("--store", url, "--workspace", str(tmp_path / "c"), "demo", "-q", "--repeats", "2", cwd=tmp_path)
+    c = _cli("--store", url, "--workspace", str(tmp_path / "c"), "demo", "-q", "--repeats", "2", "--reuse", "none",
+             cwd=tmp_path)
     poll(lambda: list((tmp_path / "c").glob("*/state.json")), timeout=120, what="job c saved once")
     postgres.kill()
     _, err_c = _done(c)

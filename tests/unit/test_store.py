@@ -149,7 +149,10 @@ def test_two_laptops_promoting_one_key_at_once_one_wins_the_other_is_told(tmp_pa
 
 def test_a_second_laptop_is_told_the_team_rows_it_promoted_second_and_rows_shows_the_first(one, capsys):
     d, url, job = one
-    assert main(["-q", "--workspace", str(d / "ws2"), "--store", url, "demo", "--repeats", "2"]) == 0
+    # (--reuse none: the second laptop tunes the same keys itself; with the default it would promote the
+    # first one's very rows, which tells nobody anything: test_reuse_proven_is_the_default...)
+    assert main(["-q", "--workspace", str(d / "ws2"), "--store", url, "demo", "--repeats", "2",
+                 "--reuse", "none"]) == 0
     err = capsys.readouterr().err
     assert "the team's row was promoted first by job " + job.job_id in err
     assert main(["--store", url, "rows", "--json", "--gpu", "MI355X"]) == 0
@@ -248,19 +251,49 @@ def test_a_recheck_s_demotion_releases_the_team_row_and_audit_findings_are_kept(
     assert store.counts()["events"] == after["events"] + 1
 
 
-def test_reuse_proven_plans_only_the_shapes_the_team_does_not_hold(one, tmp_path, capsys):
+def _untuned(job_dir) -> list[str]:
+    (path,) = (job_dir / "untuned").glob("*.csv")
+    return path.read_text().splitlines()[1:]
+
+
+def test_reuse_proven_is_the_default_and_measures_the_team_s_rows_before_promoting_them(one, tmp_path, capsys):
+    """The second laptop does not tune the team's proven shapes: their rows go into its staging table as if
+    its tuner had written them, the benchmarks measure them with the rest and only proven ones are promoted;
+    the plan names the job, node and laptop each row came from."""
     d, _, job = one
     url = f"sqlite:///{tmp_path / 'team.sqlite'}"
     assert main(["--store", url, "store", "import", str(d / "ws")]) == 0
-    assert main(["-q", "--workspace", str(tmp_path / "ws"), "--store", url, "demo", "--repeats", "1",
-                 "--reuse", "proven"]) == 0
-    capsys.readouterr()
-    second = Workspace(tmp_path / "ws").jobs()[0]
-    held = len(job.remote.promotion["promoted"])
-    assert len(second.shapes) == len(job.shapes) - held > 0
-    assert len(second.steps["shapes"].info["reused"]) == held
-    assert any(f"{held} shape(s) have a proven row" in n and job.job_id in n for n in second.notes)
+    assert main(["-q", "--workspace", str(tmp_path / "ws"), "--store", url, "demo", "--repeats", "1"]) == 0
+    err = capsys.readouterr().err
+    ws = Workspace(tmp_path / "ws")
+    second = ws.jobs()[0]
+    held = set(map(tuple, job.remote.promotion["promoted"]))
+    reused = second.steps["shapes"].info["reused"]
+    assert len(second.shapes) == len(job.shapes) and len(reused) == len(held) > 0       # every shape in the job
+    assert len(_untuned(ws.job_dir(second.job_id))) == len(job.shapes) - len(held)       # the tuner's list: the rest
     assert second.steps["shapes"].info["estimate_s"] < job.steps["shapes"].info["estimate_s"]
-    # --reuse none (the default) tunes every shape again
-    assert main(["-q", "--workspace", str(tmp_path / "ws3"), "--store", url, "demo", "--repeats", "1"]) == 0
-    assert len(Workspace(tmp_path / "ws3").jobs()[0].shapes) == len(job.shapes)
+    origin = reused[0]["origin"]
+    assert origin.endswith(str(d / "ws")) and {r["job_id"] for r in reused} == {job.job_id}
+    assert any(f"{len(held)} shape(s) have a proven row" in n and f"from job {job.job_id} on demo ({origin})" in n
+               and "same a8w8_blockscale kernel list" in n for n in second.notes)
+    # the staging table holds the team's rows (their kernels) for the reused keys, as the tuner's would
+    import csv
+    staged = {(r["M"], r["N"], r["K"]): r["kernelName"] for r in
+              csv.DictReader(open(ws.job_dir(second.job_id) / "a8w8_blockscale_tuned_gemm.csv"))}
+    for r in reused:
+        assert staged[tuple(str(r["key"][c]) for c in "mnk")] == r["row"]["kernelName"]
+    # measured on this node: every reused key has both arms and a verdict; promoted only where proven
+    comp = {tuple(x[c] for c in "mnk"): x for x in json.load(open(ws.job_dir(second.job_id) / "comparison.json"))["rows"]}
+    keys = [tuple(r["key"][c] for c in "mnk") for r in reused]
+    assert all(comp[k]["before"] and comp[k]["after"] and comp[k]["verdict"] for k in keys)
+    promoted = {tuple(t[2:]) for t in second.remote.promotion["promoted"]}
+    assert all((str(comp[k]["promoted"]).lower() == "true") == (tuple(map(str, k)) in {tuple(map(str, p)) for p in promoted})
+               for k in keys)
+    assert any(str(comp[k]["promoted"]).lower() == "true" for k in keys)
+    assert "promoted first by job" not in err       # the same row promoted again: the team keeps it, nobody told
+    # --reuse none tunes every shape again
+    assert main(["-q", "--workspace", str(tmp_path / "ws3"), "--store", url, "demo", "--repeats", "1",
+                 "--reuse", "none"]) == 0
+    third = Workspace(tmp_path / "ws3").jobs()[0]
+    assert "reused" not in third.steps["shapes"].info
+    assert len(_untuned(Workspace(tmp_path / "ws3").job_dir(third.job_id))) == len(job.shapes)
