@@ -9,7 +9,7 @@ import click
 from ..audit import tuned_table   # noqa: F401  re-exported: csv diff/merge (cli/offline.py) read tables with it
 from ..errors import ExitCode, UsageError
 from .base import cli
-from .readers import ask, gone, store_of
+from .readers import ask, gone, promoted_on, store_of
 
 
 @cli.command()
@@ -47,7 +47,8 @@ def audit(env, files, node, container, cu_nums, all_nodes, as_json):
                     container=container, team=team,
                     workspace=env.workspace if node else None)
     if team is not None:
-        write(store, res, node)
+        from ..audit_team import record_findings
+        record_findings(store, res, node, gone)
     for n in res.notes:
         click.echo(f"note: {n}", err=True)
     if as_json:
@@ -60,68 +61,21 @@ def audit(env, files, node, container, cu_nums, all_nodes, as_json):
         raise SystemExit(ExitCode.JOB_FAILED)
 
 
-def promoted_on(store, nodes):
-    from ..store.query import promoted_on as query
-    return query(store, nodes)
-
-
-def write(store, res, node: str) -> None:
-    """The findings into the store (events of kind audit); a store gone away: one warning, the audit's
-    output is whole anyway."""
-    import time
-
-    from ..audit_team import variant_of
-    from ..store.events import record_audit
-    f = res.facts
-    try:
-        record_audit(store, res.findings, node=node, gfx=f.get("gfx"), cu_num=f.get("cu_num"), at=time.time(),
-                     aiter={"version": f.get("version"), "commit": f.get("git_commit")},
-                     variants={label: variant_of(label) for label, _ in res.tables})
-    except Exception as exc:  # noqa: BLE001  the store's failure is never the audit's
-        gone(store.url, exc, f"the {len(res.findings)} finding(s) of {node} are not in it")
-
-
 def _all_nodes(env, store, node: str, container: str | None, as_json: bool) -> None:
-    """Every node of the GPU kind of ``node``: each audited (a node that fails is said, the others go on);
-    the findings gain "node". Exit: a failed node's code, else 1 with findings, else 0."""
-    from ..audit import audit as run_audit
-    from ..errors import TuneRemoteError
-    from ..fleet import lacks, probe_container, same_kind
-    from ..inventory import load_inventory
-    inventory = load_inventory(env.inventory_path)
-    fleet = same_kind(inventory, [node], container)
-    team = ask(env, store, promoted_on, fleet.nodes) if store is not None else None
-    click.echo(f"note: --all-nodes: {len(fleet.nodes)} node(s) of {fleet.kind_text()}: " + ", ".join(fleet.nodes),
-               err=True)
-    for s in fleet.skipped:
-        click.echo(f"note: {s['node']}: skipped, {s['why']}", err=True)
-    findings, failed, tables, audited = [], [], 0, 0
-    for n in fleet.nodes:
-        why = lacks(inventory.node(n), container)
-        if why:
-            click.echo(f"note: {n}: skipped, {why}", err=True)
-            continue
-        try:
-            res = run_audit(inventory_path=env.inventory_path, node=n,
-                            container=probe_container(inventory.node(n), container), team=team)
-        except TuneRemoteError as exc:
-            failed.append(exc)
-            click.echo(f"note: {n}: failed, {exc.one_line()}", err=True)
-            continue
-        if team is not None:
-            write(store, res, n)
-        for note in res.notes:
-            click.echo(f"note: {n}: {note}", err=True)
-        findings += [{**f, "node": n} for f in res.findings]
-        tables, audited = tables + len(res.tables), audited + 1
+    """Exit: a failed node's code, else 1 with findings, else 0."""
+    from ..audit_team import audit_fleet, record_findings
+    out = audit_fleet(env.inventory_path, node, container,
+                      lambda nodes: ask(env, store, promoted_on, nodes) if store is not None else None,
+                      lambda res, n: record_findings(store, res, n, gone), lambda line: click.echo(f"note: {line}", err=True))
+    findings = out["findings"]
     if as_json:
         click.echo(json.dumps(findings))
     elif findings:
         click.echo(_table(findings))
     else:
-        click.echo(f"clean: {audited} node(s), {tables} table(s)", err=True)
-    if failed:
-        raise SystemExit(int(failed[0].exit_code))
+        click.echo(f"clean: {out['audited']} node(s), {out['tables']} table(s)", err=True)
+    if out["failed"]:
+        raise SystemExit(int(out["failed"][0].exit_code))
     if findings:
         raise SystemExit(ExitCode.JOB_FAILED)
 

@@ -11,8 +11,9 @@ import os
 from .base import Env
 
 
-def explicit(env: Env) -> bool:
-    return bool(env.store_url or os.environ.get("TUNE_REMOTE_STORE"))
+def explicit(env: Env | None) -> bool:
+    """A store asked for (``--store URL`` or ``$TUNE_REMOTE_STORE``), not the default one."""
+    return bool((env is not None and env.store_url) or os.environ.get("TUNE_REMOTE_STORE"))
 
 
 def store_of(env: Env):
@@ -56,3 +57,9 @@ def ask(env: Env, store, question, *args, **kw):
                                    hint="check the database, or run with --store none") from None
         gone(store.url, exc, "the command goes on without the team's store")
         return None
+
+
+def promoted_on(store, nodes):
+    """The store's live promoted rows on ``nodes`` (store.query, loaded only when asked)."""
+    from ..store.query import promoted_on as query
+    return query(store, nodes)

@@ -7,13 +7,8 @@ import click
 
 from ..errors import UsageError
 from .base import ACCEPT_NEW_HOST_KEY, Env, cli
-from .readers import ask, store_of
+from .readers import ask, promoted_on, store_of
 from .store import warn
-
-
-def promoted_on(store, nodes):
-    from ..store.query import promoted_on as query
-    return query(store, nodes)
 
 
 @cli.command()

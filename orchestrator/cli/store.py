@@ -17,6 +17,7 @@ import click
 from ..state import Workspace
 from . import watchloop  # noqa: F401  (watch registered before its --reuse below)
 from .base import Env, cli
+from .readers import explicit
 
 RETRY_S = 30.0          # after a failed write: the next try at most this often (a dead database costs a job nothing)
 _QUIET = {"warned": set(), "failed_at": {}}
@@ -36,7 +37,7 @@ def warn(text: str) -> None:
 def observe(workspace: Workspace, job) -> None:
     """After every save: the job's new records into the store. Never raises (a job outlives its store)."""
     env = Env.last
-    if _simulated(job) and not _explicit(env):
+    if _simulated(job) and not explicit(env):
         return      # a demo's rows are a simulator's: never in the user's own store unless asked (--store URL)
     url = _url(env)     # (imports SQLAlchemy: after the demo's early return, which then costs nothing)
     if url is None or time.monotonic() - _QUIET["failed_at"].get(url, -RETRY_S) < RETRY_S:
@@ -64,11 +65,6 @@ def _simulated(job) -> bool:
     return bool(req.get("demo_dir") or req.get("demo_nodes"))
 
 
-def _explicit(env: Env | None) -> bool:
-    import os
-    return bool((env is not None and env.store_url) or os.environ.get("TUNE_REMOTE_STORE"))
-
-
 Workspace.observers.append(observe)
 
 
@@ -79,10 +75,10 @@ def plan_hook(ctx, shapes: list[dict], described: list[str]) -> list[dict]:
     mode = getattr(env, "reuse", None) or "proven"
     if mode != "proven":
         return shapes
-    if _simulated(ctx.job) and not _explicit(env):
+    if _simulated(ctx.job) and not explicit(env):
         return shapes       # (before _url: a demo on the default store costs no SQLAlchemy import)
     from ..store.plan import plan_hook as hook
-    return hook(ctx, shapes, described, mode=mode, url=_url(env), explicit=_explicit(env), warn=warn)
+    return hook(ctx, shapes, described, mode=mode, url=_url(env), explicit=explicit(env), warn=warn)
 
 
 def _reuse(ctx: click.Context, _param, value) -> None:
