@@ -32,6 +32,15 @@ def shipped(facts: dict, version: str) -> bool:
     return not facts.get("since") or tuple(facts["since"]) <= _version(version)
 
 
+def unshipped_dirs(table: dict, version: str) -> tuple:
+    """Tuner directories no variant this release ships has its tuner in (a directory a shipped variant's
+    tuner shares, as csrc/ck_gemm_a4w4_blockscale holds the CK and the FlyDSL bpreshuffle tuner, stays:
+    the later tuner is left out by ``serve_missing``, which serves only what the release ships)."""
+    dirs = lambda shipped_: {os.path.dirname(f["tune_script"]) for f in table.values()  # noqa: E731
+                             if shipped(f, version) == shipped_}
+    return tuple(sorted(dirs(False) - dirs(True)))
+
+
 def _write(path: str, text: str, mode: int = 0o644) -> None:
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     Path(path).write_text(text)

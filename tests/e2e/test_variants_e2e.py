@@ -434,7 +434,8 @@ def test_a16w16_hipblaslt_rows_are_tuned_but_never_exported(vnode, env, capsys):
     assert f"Left out: {improved} hipBLASLt row(s)" in md, md
 
 
-@pytest.mark.parametrize("variant", [v for v in VARIANTS if (VARIANTS[v].since or (0, 0, 0)) > (0, 1, 20)])
+@pytest.mark.parametrize("variant", [v for v in VARIANTS if (VARIANTS[v].since or (0, 0, 0)) > (0, 1, 20)
+                                     and "gfx950" in (VARIANTS[v].requires_gfx or {"gfx950"})])  # the node's GPU
 def test_a_newer_tuner_is_refused_on_an_aiter_without_it(vnode, env, capsys, variant):
     """Capability gating (tune_script_exists): the current container (0.1.20) has no such tuner."""
     ctr = _container(vnode, "current")

@@ -44,7 +44,13 @@ def nodes(tmp_path_factory):
             "newest": install(base / "new", SimSpec(profile="newest"))}
 
 
-def shapes_for(variant, want="improved", count=2):
+@pytest.fixture(scope="module")
+def node942(tmp_path_factory):
+    """A gfx942 (MI300X, 304 CUs) newest node: a16w8_mxfp8's tuner runs on gfx942 only."""
+    return install(tmp_path_factory.mktemp("tune942") / "n942", SimSpec(profile="newest", gfx="gfx942", cu_num=304))
+
+
+def shapes_for(variant, want="improved", count=2, gfx="gfx950", cu_num=256):
     fam = pm.family(variant)
     if fam == "moe":
         return pm.shapes_with_outcome(variant, want, MOE_BASE, "token", 1, count)
@@ -55,7 +61,7 @@ def shapes_for(variant, want="improved", count=2):
         base["q_dtype_w"] = "torch.int8"
     if variant == "a16w16":
         base.update(bias=False, dtype="torch.bfloat16", outdtype="torch.bfloat16", scaleab=False, bpreshuffle=False)
-    return pm.shapes_with_outcome(variant, want, base, "m", 1, count)
+    return pm.shapes_with_outcome(variant, want, base, "m", 1, count, gfx, cu_num)
 
 
 def untuned_csv(path, variant, shapes):
@@ -75,9 +81,10 @@ MATRIX = [(p, v) for p in ("current", "legacy", "newest") for v in VARIANTS
 
 
 @pytest.mark.parametrize("profile,variant", MATRIX)
-def test_header_and_skip(nodes, tmp_path, profile, variant):
-    inst = nodes[profile]
-    shapes = shapes_for(variant)
+def test_header_and_skip(nodes, node942, tmp_path, profile, variant):
+    gfx = VARIANTS[variant].requires_gfx
+    inst = nodes[profile] if not gfx or "gfx950" in gfx else node942   # a16w8_mxfp8: gfx942 only
+    shapes = shapes_for(variant, gfx=inst.spec.gfx, cu_num=inst.spec.cu_num)
     unt = untuned_csv(tmp_path / "untuned.csv", variant, shapes)
     out = tmp_path / "tuned.csv"
     r = py(inst, *tune_argv(inst, variant, unt, out, "--mp", "2"))
@@ -89,8 +96,9 @@ def test_header_and_skip(nodes, tmp_path, profile, variant):
     want += ",tflops,bw" if variant == "moe_2stages" else ""
     want = ("gfx,cu_num," if profile != "legacy" else "cu_num,") + want
     assert ",".join(header) == want
-    assert len(rows) == 2 and all(r["cu_num"] == "256" for r in rows)
-    assert {float(r["us"]) for r in rows} == {pm.tune_result(variant, s)["us"] for s in shapes}
+    assert len(rows) == 2 and all(r["cu_num"] == str(inst.spec.cu_num) for r in rows)
+    assert {float(r["us"]) for r in rows} == {pm.tune_result(variant, s, inst.spec.gfx, inst.spec.cu_num)["us"]
+                                              for s in shapes}
     assert "Distributing" in r.stdout and "across 2 GPUs" in r.stdout
     # rerun: everything already tuned for this (gfx, cu_num) -> nothing to do
     r2 = py(inst, *tune_argv(inst, variant, unt, out))
