@@ -19,7 +19,38 @@ it needs that taught first, not one more entry.
 
 from __future__ import annotations
 
-from .variant_spec import KernelVariant
+from .variant_spec import BenchSpec, KernelVariant
 
 MX_VARIANTS: list[KernelVariant] = [
+    KernelVariant(
+        # FlyDSL a4w4 (MXFP4, 1x32 e8m0) split-K bpreshuffle GEMM (stored at 9fd2e61f). It writes into the
+        # CK a4w4 tuner's own table (AITER_CONFIG_GEMM_A4W4, a4w4_blockscale_tuned_gemm.csv, same key
+        # gfx,cu_num,M,N,K + libtype): its rows replace the CK rows of the same key, which the benchmark of
+        # the dispatch (gemm_a4w4, whose libtype=="flydsl" branch parses the split from the kernelName)
+        # judges before promotion. An EMPTY untuned CSV makes it tune two built-in smoke shapes instead.
+        name="a4w4_blockscale_bpreshuffle",
+        jit_module="module_gemm_a4w4_blockscale",   # the table it writes also compiles the CK a4w4 module
+        splitk="always",      # its splitK column is 0: the split factor is part of every kernelName
+        libtypes=("flydsl",),
+        family="gemm",
+        padded_m_lookup=True,
+        tune_script="csrc/ck_gemm_a4w4_blockscale/gemm_a4w4_blockscale_bpreshuffle_tune.py",
+        untuned_csv="aiter/configs/a4w4_blockscale_untuned_gemm.csv",
+        tuned_csv="aiter/configs/a4w4_blockscale_tuned_gemm.csv",
+        config_env="AITER_CONFIG_GEMM_A4W4",
+        untuned_columns=("M", "N", "K"),
+        # the tuner checks no gfx itself (candidates need is_flydsl_available()); its operands go through the
+        # CDNA4 (gfx950) w4 shuffles, and the a4w4 dispatch it feeds is gfx950-only
+        requires_gfx=frozenset({"gfx950"}),
+        since=(0, 1, 21),
+        bench=BenchSpec(
+            # the a4w4 op_test times the production dispatch that reads this table (as for a4w4_blockscale)
+            script="op_tests/test_gemm_a4w4.py",
+            style="mnk",
+            output="markdown",
+            metric="us",
+            higher_is_better=False,
+            key_columns={"M": "m", "N": "n", "K": "k"},
+        ),
+    ),
 ]

@@ -51,6 +51,7 @@ SOURCES = {
     "moe_2stages": ["--log", SGLANG],                       # 2 MoE configs, tokens logged
     "a16w16": ["--nk", "6144,2048"],                        # bf16 -> bf16, no bias (the variant's nk_defaults)
     "a8w8_mxfp8_bpreshuffle": ["--nk", "7168,2048"],        # newest only; its default -o is a model table
+    "a4w4_blockscale_bpreshuffle": ["--nk", "7168,2048"],   # newest only; FlyDSL rows into the CK a4w4 table
 }
 M_PRESET = "1,64"
 

@@ -38,6 +38,7 @@ def test_every_gemm_variant_is_named_by_its_tuned_file():
             owner.setdefault(v.tuned_csv, v.name)
     named = {**{v.name: v.tuned_csv for v in VARIANTS.values() if owner.get(v.tuned_csv) == v.name},
              **LOGGED_ONLY_TUNED_CSV}
+    assert owner[VARIANTS["a4w4_blockscale_bpreshuffle"].tuned_csv] == "a4w4_blockscale"
     for name, csv in named.items():
         for path in ("/usr/lib/aiter/" + csv, "/cfg/model_configs/dsv3_" + Path(csv).name):
             assert shapefmt.variant_from_tuned_file(path) == (name, None), path
