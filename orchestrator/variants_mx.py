@@ -53,4 +53,30 @@ MX_VARIANTS: list[KernelVariant] = [
             key_columns={"M": "m", "N": "n", "K": "k"},
         ),
     ),
+    KernelVariant(
+        # gfx950 A6W4 (MXFP6 activations, MXFP4 weights) asm GEMM (stored at 610d1e8e). The shared tuner
+        # csrc/gemm_mixed_mxfp/gemm_mixed_mxfp_tune.py has no __main__ (run_tuner(family)): the script to
+        # run is its A6W4 entry point csrc/gemm_a6w4/gemm_a6w4_tune.py (run_tuner("a6w4"); that file is in
+        # the index without its path, the path is its README's). Key gfx,cu_num,M,N,K (README); its result
+        # rows carry no libtype (a 4-field info tuple) - the header itself is not in the index. A candidate
+        # row is kept only where a paired run beats the default kernel by --min-gain-pct (0.5). The runtime
+        # tries the exact shape, then the 256x256x128-padded one (not getPaddedM). Its sibling A4W6
+        # (csrc/gemm_a4w6/gemm_a4w6_tune.py, AITER_CONFIG_GEMM_A4W6_ASM) would be one more entry like this.
+        name="a6w4",
+        jit_module=None,      # prebuilt .co kernels named in the rows
+        splitk="never",       # the real tuner raises "does not support split-K" when given -k
+        libtypes=(),
+        family="gemm",
+        tune_script="csrc/gemm_a6w4/gemm_a6w4_tune.py",
+        untuned_csv="aiter/configs/a6w4_asm_untuned_gemm.csv",
+        # the default path of AITER_CONFIG_GEMM_A6W4_ASM is not in the index; the runtime merge's family
+        # list names the stem a6w4_asm_tuned_gemm and the manifest test the file a6w4_asm_tuned_gemm.csv
+        tuned_csv="aiter/configs/a6w4_asm_tuned_gemm.csv",
+        config_env="AITER_CONFIG_GEMM_A6W4_ASM",
+        untuned_columns=("M", "N", "K"),
+        requires_gfx=frozenset({"gfx950"}),
+        since=(0, 1, 21),
+        # no op_test of the index benchmarks it; its tuner's --run_config [CSV] times production dispatch
+        bench=None,
+    ),
 ]

@@ -33,6 +33,7 @@ FILE_STEMS = (
     ("a6w6_blockscale_tuned_gemm", "a6w6"),
     ("a8w8_tuned_batched_gemm", "batched_a8w8"),
     ("bf16_tuned_batched_gemm", "batched_bf16"),
+    ("a6w4_asm_tuned_gemm", "a6w4"),
     ("a8w8_tuned_gemm", "a8w8"),
     ("bf16_tuned_gemm", "a16w16"),
 )

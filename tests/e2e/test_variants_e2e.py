@@ -23,6 +23,7 @@ from orchestrator.cli import main
 from orchestrator.sim import logs as simlogs
 from orchestrator.aiter_profiles import help_flags
 from orchestrator.variants import VARIANTS, get_variant, parse_version, profile_for
+from orchestrator.variants_mx import MX_VARIANTS
 from orchestrator.sim import perf_model
 from orchestrator.outcome.compare import norm_key_value as _n
 from tests.expect import assert_comparison_matches_model, tuned_keys
@@ -404,6 +405,43 @@ def test_a6w6_refused_on_an_aiter_without_its_tuner(vnode, env, capsys):
     assert rc != 0
     assert "a6w6 needs AITER >= 0.1.21" in err and "0.1.20" in err and "hint:" in err
     assert len(ctr.launches()) == launches0
+
+
+# ------------------------------------------------------------------------------------------------
+# 6b. the MX tuners without a benchmark tune-remote reads (variants_mx.py): newest only, tune only, each on a
+#     node of its GPU (a6w4 gfx950, a16w8_mxfp8 gfx942 only), served by the simulator from its facts alone
+# ------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("variant", [v.name for v in MX_VARIANTS if v.bench is None])
+def test_an_mx_tuner_without_a_benchmark_tunes_its_own_table(vnode, make_node, env, variant):
+    v = get_variant(variant)
+    if "gfx950" in v.requires_gfx:
+        node, ctr = vnode, _container(vnode, "newest")
+    else:
+        [gfx] = v.requires_gfx
+        node = make_node(ContainerSpec(sim={"profile": "newest", "gfx": gfx, "cu_num": 304}), proxy=False)
+        [ctr] = node.containers.values()
+    launches0 = len(ctr.launches())
+    rc, job = run_cli(env, node, ctr, variant, "--nk", "7168,2048", m_preset="1,16")
+    st = state_of(job)
+    assert rc == 0, (st.get("error"), st.get("notes"))
+    assert st["state"] == "succeeded" and st["facts"]["profile"] == "newest"
+    argv = st["remote"]["tune_argv"]
+    assert argv[1] == f"{st['remote']['meta_root']}/{v.tune_script}"
+    assert "-k" not in argv and "--splitK" not in argv
+    assert st["remote"]["live_csv"].endswith(v.tuned_csv)
+    assert len(ctr.launches()) == launches0 + 1
+    assert [p["name"] for p in st["remote"]["pipeline"]] == ["tune"]
+    assert any("no benchmark" in n for n in st["notes"]), st["notes"]
+    tuned = job / Path(v.tuned_csv).name
+    assert header_of(tuned) == ["gfx", "cu_num", "M", "N", "K", "kernelId", "splitK", "us", "kernelName",
+                                "tflops", "bw", "errRatio"]
+    gfx, cu = st["facts"]["gfx"], int(st["facts"]["cu_num"])
+    keys = tuned_keys(tuned, v, gfx, cu)
+    no_kernel = expected_no_kernel(job, st, v)
+    assert st["shapes"] and len(no_kernel) < len(st["shapes"])
+    for s in st["shapes"]:
+        assert ((_n(s["m"]), _n(s["n"]), _n(s["k"])) in keys) == (s not in no_kernel), s
 
 
 # ------------------------------------------------------------------------------------------------

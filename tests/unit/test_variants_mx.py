@@ -17,6 +17,9 @@ FACTS = {
     "a4w4_blockscale_bpreshuffle": (   # 9fd2e61f: FlyDSL, writes the CK a4w4 table through AITER_CONFIG_GEMM_A4W4
         "csrc/ck_gemm_a4w4_blockscale/gemm_a4w4_blockscale_bpreshuffle_tune.py",
         "aiter/configs/a4w4_blockscale_tuned_gemm.csv", "AITER_CONFIG_GEMM_A4W4", "gfx950", "always", ("flydsl",)),
+    "a6w4": (                          # 610d1e8e: run_tuner("a6w4") of csrc/gemm_mixed_mxfp/gemm_mixed_mxfp_tune.py
+        "csrc/gemm_a6w4/gemm_a6w4_tune.py",
+        "aiter/configs/a6w4_asm_tuned_gemm.csv", "AITER_CONFIG_GEMM_A6W4_ASM", "gfx950", "never", ()),
 }
 
 
