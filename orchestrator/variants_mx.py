@@ -79,4 +79,27 @@ MX_VARIANTS: list[KernelVariant] = [
         # no op_test of the index benchmarks it; its tuner's --run_config [CSV] times production dispatch
         bench=None,
     ),
+    KernelVariant(
+        # gfx942 A16W8 MXFP8 asm GEMM: bf16 activations, MXFP8 weights, decode M <= 64 (stored at 59663079).
+        # Key gfx,cu_num,M,N,K (its README; rows carry no libtype). A row is written only where the kernel
+        # beats BF16 F.linear in CUDA graphs (`us` = its median graph time); other shapes get NO row (and
+        # lose an old one). Any shape with M > 64, K % 32 or N % 16 makes tune() raise. The runtime uses
+        # the row with the smallest tuned M >= M per (gfx, cu_num, N, K) (a bucket, not exact/padded M).
+        # Default tuned table aiter/configs/a16w8_mxfp8_asm_tuned_gemm.csv (header only) merged with
+        # model_configs/*a16w8_mxfp8_asm_tuned_gemm*.csv. Its op_test asserts on any mismatch and prints no
+        # summary table tune-remote reads; its tuner's --run_config [CSV] times production dispatch.
+        name="a16w8_mxfp8",
+        jit_module=None,      # prebuilt .co kernels of hsa/gfx942/a16w8gemm
+        splitk="always",      # split-K kernels are tried at --splitk-values (2,3,4,6,8) without -k
+        libtypes=(),
+        family="gemm",
+        tune_script="csrc/gemm_a16w8_mxfp8/gemm_a16w8_mxfp8_tune.py",
+        untuned_csv="aiter/configs/a16w8_mxfp8_asm_untuned_gemm.csv",
+        tuned_csv="aiter/configs/a16w8_mxfp8_asm_tuned_gemm.csv",
+        config_env="AITER_CONFIG_GEMM_A16W8_MXFP8_ASM",
+        untuned_columns=("M", "N", "K"),
+        requires_gfx=frozenset({"gfx942"}),
+        since=(0, 1, 21),
+        bench=None,
+    ),
 ]

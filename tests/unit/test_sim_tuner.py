@@ -31,6 +31,7 @@ HEADERS = {
     "a8w8_mxfp8_bpreshuffle": "M,N,K,libtype," + RESULT,
     "a4w4_blockscale_bpreshuffle": "M,N,K,libtype," + RESULT,     # the MX tuners (variants_mx.py)
     "a6w4": "M,N,K," + RESULT,
+    "a16w8_mxfp8": "M,N,K," + RESULT,
     "a16w16": "M,N,K,bias,dtype,outdtype,scaleAB,bpreshuffle,libtype,solidx,splitK,us,kernelName,err_ratio,tflops,bw",
     "batched_a8w8": "B,M,N,K,kernelId,splitK,us,kernelName,errRatio,tflops,bw",
     "batched_bf16": "B,M,N,K,kernelId,splitK,us,kernelName,errRatio,tflops,bw",
