@@ -439,9 +439,16 @@ def test_an_mx_tuner_without_a_benchmark_tunes_its_own_table(vnode, make_node, e
     gfx, cu = st["facts"]["gfx"], int(st["facts"]["cu_num"])
     keys = tuned_keys(tuned, v, gfx, cu)
     no_kernel = expected_no_kernel(job, st, v)
-    assert st["shapes"] and len(no_kernel) < len(st["shapes"])
+    # a16w8_mxfp8 writes no row where BF16 is faster ("[bf16-guard] ... DROP"; the sim: outcome "regressed")
+    # and exits 0: the job lists those shapes as tuned to no row, with the no-kernel ones
+    dropped = [s for s in st["shapes"] if variant == "a16w8_mxfp8"
+               and perf_model.outcome(variant, s, gfx, cu) == "regressed"]
+    assert bool(dropped) == (variant == "a16w8_mxfp8")        # M 16 of 7168x2048 on gfx942/304
+    assert st["shapes"] and len(no_kernel) + len(dropped) < len(st["shapes"])
+    assert st["steps"]["compare"]["info"]["tuned"]["no_kernel"] == [s for s in st["shapes"]
+                                                                    if s in no_kernel or s in dropped]
     for s in st["shapes"]:
-        assert ((_n(s["m"]), _n(s["n"]), _n(s["k"])) in keys) == (s not in no_kernel), s
+        assert ((_n(s["m"]), _n(s["n"]), _n(s["k"])) in keys) == (s not in no_kernel + dropped), s
 
 
 # ------------------------------------------------------------------------------------------------

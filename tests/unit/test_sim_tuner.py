@@ -281,3 +281,22 @@ def test_mxfp8_tuner_without_o_writes_the_shipped_model_table(nodes, tmp_path):
         assert live.read_text() == live0
     finally:
         model.write_text(model0)
+
+
+def test_a16w8_mxfp8_bf16_guard_and_shape_limits(node942, nodes, tmp_path):
+    """As upstream (59663079): a shape BF16 wins gets no row and is no failure (exit 0); M > 64 makes the whole
+    run raise; another GPU raises too."""
+    v = "a16w8_mxfp8"
+    kept = shapes_for(v, "improved", 1, "gfx942", 304)
+    bf16 = shapes_for(v, "regressed", 1, "gfx942", 304)
+    unt, out = untuned_csv(tmp_path / "u.csv", v, kept + bf16), tmp_path / "t.csv"
+    r = py(node942, *tune_argv(node942, v, unt, out))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert f"[bf16-guard] M={bf16[0]['m']} N=1536 K=7168" in r.stdout and "action=DROP (BF16 faster)" in r.stdout
+    assert "BF16 is faster for these shapes; they have no tuned row:" in r.stderr
+    assert [int(x["M"]) for x in read_csv(out)[1]] == [kept[0]["m"]]
+    big = untuned_csv(tmp_path / "big.csv", v, [dict(kept[0], m=65)])
+    r = py(node942, *tune_argv(node942, v, big, tmp_path / "t2.csv"))
+    assert r.returncode == 1 and "unsupported shape (65, 1536, 7168): needs 1 <= M <= 64" in r.stderr
+    r = py(nodes["newest"], *tune_argv(nodes["newest"], v, unt, tmp_path / "t3.csv"))
+    assert r.returncode == 1 and "A16W8 MXFP8 tuning requires gfx942, got gfx950" in r.stderr
