@@ -300,3 +300,20 @@ def test_a16w8_mxfp8_bf16_guard_and_shape_limits(node942, nodes, tmp_path):
     assert r.returncode == 1 and "unsupported shape (65, 1536, 7168): needs 1 <= M <= 64" in r.stderr
     r = py(nodes["newest"], *tune_argv(nodes["newest"], v, unt, tmp_path / "t3.csv"))
     assert r.returncode == 1 and "A16W8 MXFP8 tuning requires gfx942, got gfx950" in r.stderr
+
+
+def test_a6w4_gain_guard_falls_back_and_split_k_raises(nodes, tmp_path):
+    """As upstream (610d1e8e): a candidate that does not beat the safe default keeps the default kernel's row;
+    -k makes tune() raise (the whole run exits 1)."""
+    v, inst = "a6w4", nodes["newest"]
+    kept, guard = shapes_for(v, "improved", 1), shapes_for(v, "regressed", 1)
+    unt, out = untuned_csv(tmp_path / "u.csv", v, kept + guard), tmp_path / "t.csv"
+    r = py(inst, *tune_argv(inst, v, unt, out))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert f"[gain-guard] family=A6W4 M={guard[0]['m']} N=1536 K=7168" in r.stdout and "action=FALLBACK" in r.stdout
+    rows = {int(x["M"]): x for x in read_csv(out)[1]}
+    assert rows[guard[0]["m"]]["kernelName"] == "f6f4gemm_bf16_per1x32Fp6Fp4_256x256_s0"
+    assert float(rows[guard[0]["m"]]["us"]) == round(pm.default_us(v, guard[0]), 4)
+    assert float(rows[kept[0]["m"]]["us"]) == pm.tune_result(v, kept[0])["us"]
+    r = py(inst, *tune_argv(inst, v, unt, tmp_path / "t2.csv", "-k"))
+    assert r.returncode == 1 and "A6W4 does not support split-K" in r.stderr
