@@ -35,6 +35,10 @@ MX_VARIANTS: list[KernelVariant] = [
         family="gemm",
         padded_m_lookup=True,
         tune_script="csrc/ck_gemm_a4w4_blockscale/gemm_a4w4_blockscale_bpreshuffle_tune.py",
+        # without --all it skips every shape the table already has a row for, the CK tuner's rows included
+        # (GemmCommonTuner's skip by key): the FlyDSL candidates would never be timed on a shape the CK
+        # a4w4 tuner has tuned. With --all it tunes exactly the job's shapes (their rows updated in place).
+        tune_flags=("--all",),
         untuned_csv="aiter/configs/a4w4_blockscale_untuned_gemm.csv",
         tuned_csv="aiter/configs/a4w4_blockscale_tuned_gemm.csv",
         config_env="AITER_CONFIG_GEMM_A4W4",

@@ -54,9 +54,11 @@ def serve_variant(inst, name: str, facts: dict) -> None:
     tuner = _STUB % ("tuner", name, "tune_main", "tune_main", name)
     _write(host(inst.script(facts["tune_script"])), tuner, 0o755)
     bench = facts.get("bench")
-    if bench and inst.spec.install_mode == "develop":     # an installed wheel ships no op_tests
-        op_test = _STUB % ("op_test", name, "bench_main", "bench_main", name)
-        _write(host(inst.script(bench["script"])), op_test)
+    op_path = host(inst.script(bench["script"])) if bench else None
+    # an installed wheel ships no op_tests; one the tree has (another variant's, as test_gemm_a4w4.py for the
+    # a4w4 bpreshuffle tuner) stays the release's own
+    if op_path and inst.spec.install_mode == "develop" and not os.path.exists(op_path):
+        _write(op_path, _STUB % ("op_test", name, "bench_main", "bench_main", name))
     header = (["cu_num"] if legacy else ["gfx", "cu_num"]) + list(facts["untuned_columns"]) + \
         (["libtype"] if facts["libtypes"] else []) + list(RESULTS)
     for rel, cols in ((facts["untuned_csv"], facts["untuned_columns"]), (facts["tuned_csv"], header)):

@@ -52,7 +52,8 @@ SOURCES = {
     "moe_2stages": ["--log", SGLANG],                       # 2 MoE configs, tokens logged
     "a16w16": ["--nk", "6144,2048"],                        # bf16 -> bf16, no bias (the variant's nk_defaults)
     "a8w8_mxfp8_bpreshuffle": ["--nk", "7168,2048"],        # newest only; its default -o is a model table
-    "a4w4_blockscale_bpreshuffle": ["--nk", "7168,2048"],   # newest only; FlyDSL rows into the CK a4w4 table
+    # newest only; FlyDSL rows into the CK a4w4 table: (N,K) no a4w4_blockscale case has given CK rows
+    "a4w4_blockscale_bpreshuffle": ["--nk", "2112,7168"],
 }
 M_PRESET = "1,64"
 

@@ -39,7 +39,7 @@ def test_mx_entry_facts(name):
     assert (v.tune_script, v.tuned_csv, v.config_env) == (script, tuned, env)
     assert v.requires_gfx == frozenset({gfx}) and v.splitk == splitk and v.libtypes == libtypes
     assert v.untuned_columns == ("M", "N", "K") and v.family == "gemm" and v.since == (0, 1, 21)
-    assert not v.tune_flags and not v.overrides
+    assert v.tune_flags == (("--all",) if name == "a4w4_blockscale_bpreshuffle" else ()) and not v.overrides
 
 
 def test_a4w4_bpreshuffle_shares_the_ck_a4w4_table_and_its_module():
@@ -81,3 +81,15 @@ def test_mx_tuner_command_line(tmp_path, name):
     # splitk "never" (a6w4, whose real tuner raises on -k): the plan warns; its wording is the blockscale
     # bpreshuffle tuner's (maxsplitK = 0), which steps/tuneargs.splitk_note words for every "never" entry
     assert tuneargs.splitk_note([], help_text, name) is None     # never "splitK candidates will be skipped"
+
+
+def test_the_sim_runs_the_shared_tables_default_and_its_flydsl_rows():
+    """Simulated node: an untuned shape of the a4w4 table runs the CK a4w4 default whichever tuner writes the
+    table; a FlyDSL row is timed as the bpreshuffle tuner's kernel (sim ops/gemm_op_a4w4.py)."""
+    from orchestrator.sim import perf_model as pm
+    s = {"m": 16, "n": 2112, "k": 7168}
+    assert pm.table_owner("a4w4_blockscale_bpreshuffle") == "a4w4_blockscale"
+    assert pm.default_us("a4w4_blockscale_bpreshuffle", s) == pm.default_us("a4w4_blockscale", s)
+    assert pm.flops_and_bytes("a4w4_blockscale_bpreshuffle", s) == pm.flops_and_bytes("a4w4_blockscale", s)
+    assert pm.bench_us("a4w4_blockscale_bpreshuffle", s, tuned_from=s) != pm.bench_us("a4w4_blockscale", s,
+                                                                                      tuned_from=s)
