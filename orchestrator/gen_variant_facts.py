@@ -34,7 +34,12 @@ def file_stems() -> list[tuple[str, str]]:
     """(tuned-file stem, variant) for the GEMM families (their log lines name the tuned file) and the
     logged-only GEMMs, longest stem first: the first stem found in a file name wins, so a stem that contains
     another is tried before it (stems of equal length keep the registry's order)."""
-    pairs = [(_stem(v.tuned_csv), v.name) for v in VARIANTS.values() if v.family != "moe"]
+    pairs, tables = [], set()
+    for v in VARIANTS.values():
+        if v.family == "moe" or v.tuned_csv in tables:
+            continue     # a tuner writing another variant's table (a4w4 bpreshuffle): its lines are that one's
+        tables.add(v.tuned_csv)
+        pairs.append((_stem(v.tuned_csv), v.name))
     pairs += [(_stem(csv), name) for name, csv in LOGGED_ONLY_TUNED_CSV.items()]
     stems = [s for s, _ in pairs]
     dup = sorted({s for s in stems if stems.count(s) > 1})

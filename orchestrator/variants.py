@@ -1,6 +1,7 @@
 """THE one place that knows kernel variants and AITER versions: both are data, resolved per node.
 
-Add a kernel variant = add one ``KernelVariant`` entry to ``VARIANTS``.
+Add a kernel variant = add one ``KernelVariant`` entry to ``VARIANTS`` (the MX-format tuners after v0.1.20
+keep theirs in ``variants_mx.py``, which VARIANTS takes in whole).
 Add an AITER version difference = one threshold or probe in ``aiter_profiles.py`` (and, if a
 variant changes, one ``since``/``until`` override on that variant). Steps never branch on a variant's name.
 
@@ -18,6 +19,7 @@ from .aiter_profiles import (  # noqa: F401  (re-exported: versions are data too
     parse_version, profile_for, profile_from_facts,
 )
 from .variant_spec import MOE_KEY, BenchSpec, KernelVariant  # noqa: F401  (re-exported)
+from .variants_mx import MX_VARIANTS
 
 
 # --------------------------------------------------------------------------------------------
@@ -310,6 +312,7 @@ VARIANTS: dict[str, KernelVariant] = {
                 ((0, 0, 0), (0, 1, 10), {"tune_script": "hsa/{gfx}/fmoe_2stages/tune.py"}),
             ),
         ),
+        *MX_VARIANTS,     # the MX-format tuners after v0.1.20 (variants_mx.py)
     ]
 }
 

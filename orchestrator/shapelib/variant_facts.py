@@ -31,8 +31,10 @@ FILE_STEMS = (
     ("a8w8_blockscale_tuned_gemm", "a8w8_blockscale"),
     ("a4w4_blockscale_tuned_gemm", "a4w4_blockscale"),
     ("a6w6_blockscale_tuned_gemm", "a6w6"),
+    ("a16w8_mxfp8_asm_tuned_gemm", "a16w8_mxfp8"),
     ("a8w8_tuned_batched_gemm", "batched_a8w8"),
     ("bf16_tuned_batched_gemm", "batched_bf16"),
+    ("a6w4_asm_tuned_gemm", "a6w4"),
     ("a8w8_tuned_gemm", "a8w8"),
     ("bf16_tuned_gemm", "a16w16"),
 )

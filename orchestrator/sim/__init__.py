@@ -132,10 +132,9 @@ def is_newest(profile: str) -> bool:
 def unshipped_tuners(version: str) -> tuple:
     """The tuner directories of the registry's variants that this AITER release does not ship yet (``since``:
     e.g. csrc/gemm_a16w16 before v0.1.16, csrc/gemm_a6w6 before v0.1.21)."""
-    from .fromfacts import shipped
+    from .fromfacts import unshipped_dirs
     from .variant_table import VARIANTS
-    return tuple(sorted({os.path.dirname(f["tune_script"]) for f in VARIANTS.values()
-                         if not shipped(f, version)}))
+    return unshipped_dirs(VARIANTS, version)
 
 
 # ------------------------------------------------------------------------------------ preprocessing

@@ -32,6 +32,15 @@ def shipped(facts: dict, version: str) -> bool:
     return not facts.get("since") or tuple(facts["since"]) <= _version(version)
 
 
+def unshipped_dirs(table: dict, version: str) -> tuple:
+    """Tuner directories no variant this release ships has its tuner in (a directory a shipped variant's
+    tuner shares, as csrc/ck_gemm_a4w4_blockscale holds the CK and the FlyDSL bpreshuffle tuner, stays:
+    the later tuner is left out by ``serve_missing``, which serves only what the release ships)."""
+    dirs = lambda shipped_: {os.path.dirname(f["tune_script"]) for f in table.values()  # noqa: E731
+                             if shipped(f, version) == shipped_}
+    return tuple(sorted(dirs(False) - dirs(True)))
+
+
 def _write(path: str, text: str, mode: int = 0o644) -> None:
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     Path(path).write_text(text)
@@ -45,9 +54,11 @@ def serve_variant(inst, name: str, facts: dict) -> None:
     tuner = _STUB % ("tuner", name, "tune_main", "tune_main", name)
     _write(host(inst.script(facts["tune_script"])), tuner, 0o755)
     bench = facts.get("bench")
-    if bench and inst.spec.install_mode == "develop":     # an installed wheel ships no op_tests
-        op_test = _STUB % ("op_test", name, "bench_main", "bench_main", name)
-        _write(host(inst.script(bench["script"])), op_test)
+    op_path = host(inst.script(bench["script"])) if bench else None
+    # an installed wheel ships no op_tests; one the tree has (another variant's, as test_gemm_a4w4.py for the
+    # a4w4 bpreshuffle tuner) stays the release's own
+    if op_path and inst.spec.install_mode == "develop" and not os.path.exists(op_path):
+        _write(op_path, _STUB % ("op_test", name, "bench_main", "bench_main", name))
     header = (["cu_num"] if legacy else ["gfx", "cu_num"]) + list(facts["untuned_columns"]) + \
         (["libtype"] if facts["libtypes"] else []) + list(RESULTS)
     for rel, cols in ((facts["untuned_csv"], facts["untuned_columns"]), (facts["tuned_csv"], header)):

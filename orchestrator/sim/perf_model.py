@@ -105,6 +105,13 @@ def family(variant: str) -> str:
     return facts(variant)["family"]
 
 
+def table_owner(variant: str) -> str:
+    """The first variant whose tuned table this one writes (a4w4 bpreshuffle -> a4w4_blockscale): an untuned
+    shape of that table runs its owner's default kernel, whichever tuner wrote the table's rows."""
+    csv = facts(variant)["tuned_csv"]
+    return next((n for n, f in FACTS.items() if f.get("tuned_csv") == csv), variant)
+
+
 def _norm_value(v):
     if isinstance(v, bool):
         return int(v)
@@ -166,7 +173,7 @@ def round_sig(x: float, sig: int = 6) -> float:
 
 
 def _operand_family(variant: str, shape: dict) -> str:
-    if variant == "a4w4_blockscale":
+    if variant in ("a4w4_blockscale", "a4w4_blockscale_bpreshuffle"):
         return "fp4"
     if variant == "a6w6":
         return "fp6"
@@ -210,6 +217,7 @@ def flops_and_bytes(variant: str, shape: dict) -> tuple:
 
 def default_us(variant: str, shape: dict, gfx: str = "gfx950", cu_num: int = 256) -> float:
     """Time of the default (untuned) kernel in microseconds (4 decimals)."""
+    variant = table_owner(variant)
     fam = family(variant)
     flops, nbytes = flops_and_bytes(variant, shape)
     opf = _operand_family(variant, normalize_shape(variant, shape))

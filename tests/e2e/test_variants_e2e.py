@@ -23,6 +23,7 @@ from orchestrator.cli import main
 from orchestrator.sim import logs as simlogs
 from orchestrator.aiter_profiles import help_flags
 from orchestrator.variants import VARIANTS, get_variant, parse_version, profile_for
+from orchestrator.variants_mx import MX_VARIANTS
 from orchestrator.sim import perf_model
 from orchestrator.outcome.compare import norm_key_value as _n
 from tests.expect import assert_comparison_matches_model, tuned_keys
@@ -51,6 +52,8 @@ SOURCES = {
     "moe_2stages": ["--log", SGLANG],                       # 2 MoE configs, tokens logged
     "a16w16": ["--nk", "6144,2048"],                        # bf16 -> bf16, no bias (the variant's nk_defaults)
     "a8w8_mxfp8_bpreshuffle": ["--nk", "7168,2048"],        # newest only; its default -o is a model table
+    # newest only; FlyDSL rows into the CK a4w4 table: (N,K) no a4w4_blockscale case has given CK rows
+    "a4w4_blockscale_bpreshuffle": ["--nk", "2112,7168"],
 }
 M_PRESET = "1,64"
 
@@ -406,6 +409,50 @@ def test_a6w6_refused_on_an_aiter_without_its_tuner(vnode, env, capsys):
 
 
 # ------------------------------------------------------------------------------------------------
+# 6b. the MX tuners without a benchmark tune-remote reads (variants_mx.py): newest only, tune only, each on a
+#     node of its GPU (a6w4 gfx950, a16w8_mxfp8 gfx942 only), served by the simulator from its facts alone
+# ------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("variant", [v.name for v in MX_VARIANTS if v.bench is None])
+def test_an_mx_tuner_without_a_benchmark_tunes_its_own_table(vnode, make_node, env, variant):
+    v = get_variant(variant)
+    if "gfx950" in v.requires_gfx:
+        node, ctr = vnode, _container(vnode, "newest")
+    else:
+        [gfx] = v.requires_gfx
+        node = make_node(ContainerSpec(sim={"profile": "newest", "gfx": gfx, "cu_num": 304}), proxy=False)
+        [ctr] = node.containers.values()
+    launches0 = len(ctr.launches())
+    rc, job = run_cli(env, node, ctr, variant, "--nk", "7168,2048", m_preset="1,16")
+    st = state_of(job)
+    assert rc == 0, (st.get("error"), st.get("notes"))
+    assert st["state"] == "succeeded" and st["facts"]["profile"] == "newest"
+    argv = st["remote"]["tune_argv"]
+    assert argv[1] == f"{st['remote']['meta_root']}/{v.tune_script}"
+    assert "-k" not in argv and "--splitK" not in argv
+    assert st["remote"]["live_csv"].endswith(v.tuned_csv)
+    assert len(ctr.launches()) == launches0 + 1
+    assert [p["name"] for p in st["remote"]["pipeline"]] == ["tune"]
+    assert any("no benchmark" in n for n in st["notes"]), st["notes"]
+    tuned = job / Path(v.tuned_csv).name
+    assert header_of(tuned) == ["gfx", "cu_num", "M", "N", "K", "kernelId", "splitK", "us", "kernelName",
+                                "tflops", "bw", "errRatio"]
+    gfx, cu = st["facts"]["gfx"], int(st["facts"]["cu_num"])
+    keys = tuned_keys(tuned, v, gfx, cu)
+    no_kernel = expected_no_kernel(job, st, v)
+    # a16w8_mxfp8 writes no row where BF16 is faster ("[bf16-guard] ... DROP"; the sim: outcome "regressed")
+    # and exits 0: the job lists those shapes as tuned to no row, with the no-kernel ones
+    dropped = [s for s in st["shapes"] if variant == "a16w8_mxfp8"
+               and perf_model.outcome(variant, s, gfx, cu) == "regressed"]
+    assert bool(dropped) == (variant == "a16w8_mxfp8")        # M 16 of 7168x2048 on gfx942/304
+    assert st["shapes"] and len(no_kernel) + len(dropped) < len(st["shapes"])
+    assert st["steps"]["compare"]["info"]["tuned"]["no_kernel"] == [s for s in st["shapes"]
+                                                                    if s in no_kernel or s in dropped]
+    for s in st["shapes"]:
+        assert ((_n(s["m"]), _n(s["n"]), _n(s["k"])) in keys) == (s not in no_kernel + dropped), s
+
+
+# ------------------------------------------------------------------------------------------------
 # 7. a16w16 (bf16, issue 30): hipBLASLt rows stay on the node; refused where AITER predates its tuner
 # ------------------------------------------------------------------------------------------------
 
@@ -434,7 +481,8 @@ def test_a16w16_hipblaslt_rows_are_tuned_but_never_exported(vnode, env, capsys):
     assert f"Left out: {improved} hipBLASLt row(s)" in md, md
 
 
-@pytest.mark.parametrize("variant", [v for v in VARIANTS if (VARIANTS[v].since or (0, 0, 0)) > (0, 1, 20)])
+@pytest.mark.parametrize("variant", [v for v in VARIANTS if (VARIANTS[v].since or (0, 0, 0)) > (0, 1, 20)
+                                     and "gfx950" in (VARIANTS[v].requires_gfx or {"gfx950"})])  # the node's GPU
 def test_a_newer_tuner_is_refused_on_an_aiter_without_it(vnode, env, capsys, variant):
     """Capability gating (tune_script_exists): the current container (0.1.20) has no such tuner."""
     ctr = _container(vnode, "current")

@@ -29,6 +29,9 @@ HEADERS = {
     "a4w4_blockscale": "M,N,K," + RESULT,
     "a6w6": "M,N,K," + RESULT,
     "a8w8_mxfp8_bpreshuffle": "M,N,K,libtype," + RESULT,
+    "a4w4_blockscale_bpreshuffle": "M,N,K,libtype," + RESULT,     # the MX tuners (variants_mx.py)
+    "a6w4": "M,N,K," + RESULT,
+    "a16w8_mxfp8": "M,N,K," + RESULT,
     "a16w16": "M,N,K,bias,dtype,outdtype,scaleAB,bpreshuffle,libtype,solidx,splitK,us,kernelName,err_ratio,tflops,bw",
     "batched_a8w8": "B,M,N,K,kernelId,splitK,us,kernelName,errRatio,tflops,bw",
     "batched_bf16": "B,M,N,K,kernelId,splitK,us,kernelName,errRatio,tflops,bw",
@@ -44,7 +47,13 @@ def nodes(tmp_path_factory):
             "newest": install(base / "new", SimSpec(profile="newest"))}
 
 
-def shapes_for(variant, want="improved", count=2):
+@pytest.fixture(scope="module")
+def node942(tmp_path_factory):
+    """A gfx942 (MI300X, 304 CUs) newest node: a16w8_mxfp8's tuner runs on gfx942 only."""
+    return install(tmp_path_factory.mktemp("tune942") / "n942", SimSpec(profile="newest", gfx="gfx942", cu_num=304))
+
+
+def shapes_for(variant, want="improved", count=2, gfx="gfx950", cu_num=256):
     fam = pm.family(variant)
     if fam == "moe":
         return pm.shapes_with_outcome(variant, want, MOE_BASE, "token", 1, count)
@@ -55,7 +64,7 @@ def shapes_for(variant, want="improved", count=2):
         base["q_dtype_w"] = "torch.int8"
     if variant == "a16w16":
         base.update(bias=False, dtype="torch.bfloat16", outdtype="torch.bfloat16", scaleab=False, bpreshuffle=False)
-    return pm.shapes_with_outcome(variant, want, base, "m", 1, count)
+    return pm.shapes_with_outcome(variant, want, base, "m", 1, count, gfx, cu_num)
 
 
 def untuned_csv(path, variant, shapes):
@@ -75,9 +84,10 @@ MATRIX = [(p, v) for p in ("current", "legacy", "newest") for v in VARIANTS
 
 
 @pytest.mark.parametrize("profile,variant", MATRIX)
-def test_header_and_skip(nodes, tmp_path, profile, variant):
-    inst = nodes[profile]
-    shapes = shapes_for(variant)
+def test_header_and_skip(nodes, node942, tmp_path, profile, variant):
+    gfx = VARIANTS[variant].requires_gfx
+    inst = nodes[profile] if not gfx or "gfx950" in gfx else node942   # a16w8_mxfp8: gfx942 only
+    shapes = shapes_for(variant, gfx=inst.spec.gfx, cu_num=inst.spec.cu_num)
     unt = untuned_csv(tmp_path / "untuned.csv", variant, shapes)
     out = tmp_path / "tuned.csv"
     r = py(inst, *tune_argv(inst, variant, unt, out, "--mp", "2"))
@@ -89,13 +99,15 @@ def test_header_and_skip(nodes, tmp_path, profile, variant):
     want += ",tflops,bw" if variant == "moe_2stages" else ""
     want = ("gfx,cu_num," if profile != "legacy" else "cu_num,") + want
     assert ",".join(header) == want
-    assert len(rows) == 2 and all(r["cu_num"] == "256" for r in rows)
-    assert {float(r["us"]) for r in rows} == {pm.tune_result(variant, s)["us"] for s in shapes}
+    assert len(rows) == 2 and all(r["cu_num"] == str(inst.spec.cu_num) for r in rows)
+    assert {float(r["us"]) for r in rows} == {pm.tune_result(variant, s, inst.spec.gfx, inst.spec.cu_num)["us"]
+                                              for s in shapes}
     assert "Distributing" in r.stdout and "across 2 GPUs" in r.stdout
-    # rerun: everything already tuned for this (gfx, cu_num) -> nothing to do
+    # rerun: everything already tuned for this (gfx, cu_num) -> nothing to do; with the entry's --all
+    # (a4w4 bpreshuffle: its table's CK rows would else hide every shape) the same shapes again, rows replaced
     r2 = py(inst, *tune_argv(inst, variant, unt, out))
     assert r2.returncode == 0
-    assert "no shapes to be tuned, skip tuning" in r2.stderr
+    assert ("no shapes to be tuned, skip tuning" in r2.stderr) == ("--all" not in VARIANTS[variant].tune_flags)
     assert len(read_csv(out)[1]) == 2
 
 
@@ -270,3 +282,39 @@ def test_mxfp8_tuner_without_o_writes_the_shipped_model_table(nodes, tmp_path):
         assert live.read_text() == live0
     finally:
         model.write_text(model0)
+
+
+def test_a16w8_mxfp8_bf16_guard_and_shape_limits(node942, nodes, tmp_path):
+    """As upstream (59663079): a shape BF16 wins gets no row and is no failure (exit 0); M > 64 makes the whole
+    run raise; another GPU raises too."""
+    v = "a16w8_mxfp8"
+    kept = shapes_for(v, "improved", 1, "gfx942", 304)
+    bf16 = shapes_for(v, "regressed", 1, "gfx942", 304)
+    unt, out = untuned_csv(tmp_path / "u.csv", v, kept + bf16), tmp_path / "t.csv"
+    r = py(node942, *tune_argv(node942, v, unt, out))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert f"[bf16-guard] M={bf16[0]['m']} N=1536 K=7168" in r.stdout and "action=DROP (BF16 faster)" in r.stdout
+    assert "BF16 is faster for these shapes; they have no tuned row:" in r.stderr
+    assert [int(x["M"]) for x in read_csv(out)[1]] == [kept[0]["m"]]
+    big = untuned_csv(tmp_path / "big.csv", v, [dict(kept[0], m=65)])
+    r = py(node942, *tune_argv(node942, v, big, tmp_path / "t2.csv"))
+    assert r.returncode == 1 and "unsupported shape (65, 1536, 7168): needs 1 <= M <= 64" in r.stderr
+    r = py(nodes["newest"], *tune_argv(nodes["newest"], v, unt, tmp_path / "t3.csv"))
+    assert r.returncode == 1 and "A16W8 MXFP8 tuning requires gfx942, got gfx950" in r.stderr
+
+
+def test_a6w4_gain_guard_falls_back_and_split_k_raises(nodes, tmp_path):
+    """As upstream (610d1e8e): a candidate that does not beat the safe default keeps the default kernel's row;
+    -k makes tune() raise (the whole run exits 1)."""
+    v, inst = "a6w4", nodes["newest"]
+    kept, guard = shapes_for(v, "improved", 1), shapes_for(v, "regressed", 1)
+    unt, out = untuned_csv(tmp_path / "u.csv", v, kept + guard), tmp_path / "t.csv"
+    r = py(inst, *tune_argv(inst, v, unt, out))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert f"[gain-guard] family=A6W4 M={guard[0]['m']} N=1536 K=7168" in r.stdout and "action=FALLBACK" in r.stdout
+    rows = {int(x["M"]): x for x in read_csv(out)[1]}
+    assert rows[guard[0]["m"]]["kernelName"] == "f6f4gemm_bf16_per1x32Fp6Fp4_256x256_s0"
+    assert float(rows[guard[0]["m"]]["us"]) == round(pm.default_us(v, guard[0]), 4)
+    assert float(rows[kept[0]["m"]]["us"]) == pm.tune_result(v, kept[0])["us"]
+    r = py(inst, *tune_argv(inst, v, unt, tmp_path / "t2.csv", "-k"))
+    assert r.returncode == 1 and "A6W4 does not support split-K" in r.stderr

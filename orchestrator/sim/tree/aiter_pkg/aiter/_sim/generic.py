@@ -38,8 +38,9 @@ def tune_main(variant, argv=None):
         sim_variant = variant
 
         def _setup_specific_arguments(self):
-            for flag in f["tune_flags"]:
-                self.parser.add_argument(flag, action="store_true")
+            for flag in f["tune_flags"]:      # a variant's own flags; a common one (--all) is base_tuner's
+                if flag not in self.parser._option_string_actions:
+                    self.parser.add_argument(flag, action="store_true")
 
         def tune(self, batch, args):
             if f["requires_gfx"] and get_gfx() not in f["requires_gfx"]:

@@ -63,9 +63,14 @@ def get_GEMM_config(M, N, K, tuned_file=None):
 
 def gemm_a4w4(M, N, K, dtype=None, bpreshuffle=True):
     f = AITER_CONFIGS.AITER_CONFIG_GEMM_A4W4_FILE
-    get_GEMM_config(M, N, K, f)
+    config = get_GEMM_config(M, N, K, f)
+    shape = {"m": M, "n": N, "k": K}
+    if config is not None and config.get("libtype") == "flydsl":
+        # the FlyDSL split-K bpreshuffle kernel its row names (the split parsed from the kernelName), rows of
+        # csrc/ck_gemm_a4w4_blockscale/gemm_a4w4_blockscale_bpreshuffle_tune.py; not the CK module
+        padded = python_table(f, ("M", "N", "K")).find_padded(M, N, K)[1]
+        return bench_us("a4w4_blockscale_bpreshuffle", shape, get_gfx(), get_cu_num(), dict(shape, m=padded))
     mod = get_module("module_gemm_a4w4_blockscale", f)
     row, padded_M = module_table(mod, ("M", "N", "K")).find_padded(M, N, K)
-    shape = {"m": M, "n": N, "k": K}
     tuned_from = dict(shape, m=padded_M) if row is not None else None
     return bench_us("a4w4_blockscale", shape, get_gfx(), get_cu_num(), tuned_from)

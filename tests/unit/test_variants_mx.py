@@ -1,0 +1,95 @@
+"""The MX-format tuners after v0.1.20 (orchestrator/variants_mx.py): each entry's facts as the stored ROCm/aiter
+commits show them, and the tuner command line tune-remote builds from the entry alone."""
+
+from __future__ import annotations
+
+import types
+
+import pytest
+
+from orchestrator.shapelib import shapefmt
+from orchestrator.steps import prepare, tuneargs
+from orchestrator.variants import VARIANTS, get_variant, table_modules
+from orchestrator.variants_mx import MX_VARIANTS
+
+# name -> (tuner, tuned table, config variable, GPU, splitk mode, libtypes): read from the stored commits
+FACTS = {
+    "a4w4_blockscale_bpreshuffle": (   # 9fd2e61f: FlyDSL, writes the CK a4w4 table through AITER_CONFIG_GEMM_A4W4
+        "csrc/ck_gemm_a4w4_blockscale/gemm_a4w4_blockscale_bpreshuffle_tune.py",
+        "aiter/configs/a4w4_blockscale_tuned_gemm.csv", "AITER_CONFIG_GEMM_A4W4", "gfx950", "always", ("flydsl",)),
+    "a6w4": (                          # 610d1e8e: run_tuner("a6w4") of csrc/gemm_mixed_mxfp/gemm_mixed_mxfp_tune.py
+        "csrc/gemm_a6w4/gemm_a6w4_tune.py",
+        "aiter/configs/a6w4_asm_tuned_gemm.csv", "AITER_CONFIG_GEMM_A6W4_ASM", "gfx950", "never", ()),
+    "a16w8_mxfp8": (                   # 59663079: gfx942 asm, a row only where it beats BF16
+        "csrc/gemm_a16w8_mxfp8/gemm_a16w8_mxfp8_tune.py",
+        "aiter/configs/a16w8_mxfp8_asm_tuned_gemm.csv", "AITER_CONFIG_GEMM_A16W8_MXFP8_ASM", "gfx942", "always", ()),
+}
+
+
+def test_the_mx_entries_are_registered_once_each():
+    assert [v.name for v in MX_VARIANTS] == list(FACTS)
+    assert all(VARIANTS[v.name] is v for v in MX_VARIANTS)
+    assert list(VARIANTS)[-len(MX_VARIANTS):] == list(FACTS)
+
+
+@pytest.mark.parametrize("name", list(FACTS))
+def test_mx_entry_facts(name):
+    script, tuned, env, gfx, splitk, libtypes = FACTS[name]
+    v = get_variant(name)
+    assert (v.tune_script, v.tuned_csv, v.config_env) == (script, tuned, env)
+    assert v.requires_gfx == frozenset({gfx}) and v.splitk == splitk and v.libtypes == libtypes
+    assert v.untuned_columns == ("M", "N", "K") and v.family == "gemm" and v.since == (0, 1, 21)
+    assert v.tune_flags == (("--all",) if name == "a4w4_blockscale_bpreshuffle" else ()) and not v.overrides
+
+
+def test_a4w4_bpreshuffle_shares_the_ck_a4w4_table_and_its_module():
+    """Its rows land in the table the CK a4w4 module is compiled from: promotion moves that module aside, and
+    a log line naming the table is the CK variant's (the first that owns it)."""
+    ck, fly = get_variant("a4w4_blockscale"), get_variant("a4w4_blockscale_bpreshuffle")
+    assert (fly.tuned_csv, fly.untuned_csv, fly.config_env) == (ck.tuned_csv, ck.untuned_csv, ck.config_env)
+    assert table_modules(fly.name) == table_modules(ck.name) == ["module_gemm_a4w4_blockscale"]
+    assert shapefmt.variant_from_tuned_file("/x/aiter/configs/a4w4_blockscale_tuned_gemm.csv") == (ck.name, None)
+    assert fly.bench == ck.bench      # the a4w4 op_test times the dispatch that reads both backends' rows
+
+
+def _ctx(tmp_path, name, gfx, request):
+    from orchestrator.context import Ctx, Settings
+    from orchestrator.state import JobState, Workspace
+    from orchestrator.ui import Ui
+    job = JobState(job_id="j", node="n", container="c", variant=name, created=0, request=request,
+                   facts={"version": "0.1.30", "gfx": gfx, "cu_num": 256, "tune_gpus": [0, 1]},
+                   remote={"aiter_root": "/aiter", "meta_root": "/aiter"})
+    target = types.SimpleNamespace(container=types.SimpleNamespace(env={}, python="python3"))
+    return Ctx(job=job, workspace=Workspace(tmp_path / "ws"), target=target, settings=Settings(), ui=Ui(quiet=True))
+
+
+@pytest.mark.parametrize("name", list(FACTS))
+def test_mx_tuner_command_line(tmp_path, name):
+    """-i/-o always given (the tuners' defaults are the shipped tables), the entry's script, no split-K flag
+    unless asked; where the tuner times its split candidates anyway, asking says it changes nothing."""
+    script, _, _, gfx, splitk, _ = FACTS[name]
+    ctx = _ctx(tmp_path, name, gfx, {"nk": ["7168,2048"]})
+    cmd = prepare.tune_command(ctx, ctx.variant, "/j/untuned.csv", "/j/staging.csv")
+    assert list(cmd.argv[:6]) == ["python3", f"/aiter/{script}", "-i", "/j/untuned.csv", "-o", "/j/staging.csv"]
+    assert "--splitK" not in cmd.argv and "-k" not in cmd.argv
+    assert cmd.env["HIP_VISIBLE_DEVICES"] == "0,1" and cmd.cwd == "/aiter"
+    help_text = "usage: tune.py [-h] [-i UNTUNE_FILE] [-o TUNE_FILE] [-k]\n  -k, --splitK  split K\n"
+    note = tuneargs.splitk_note(tuneargs.compose(splitk=True), help_text, name)
+    assert note is not None
+    if splitk == "always":
+        assert "always times its split-K candidates" in note
+    # splitk "never" (a6w4, whose real tuner raises on -k): the plan warns; its wording is the blockscale
+    # bpreshuffle tuner's (maxsplitK = 0), which steps/tuneargs.splitk_note words for every "never" entry
+    assert tuneargs.splitk_note([], help_text, name) is None     # never "splitK candidates will be skipped"
+
+
+def test_the_sim_runs_the_shared_tables_default_and_its_flydsl_rows():
+    """Simulated node: an untuned shape of the a4w4 table runs the CK a4w4 default whichever tuner writes the
+    table; a FlyDSL row is timed as the bpreshuffle tuner's kernel (sim ops/gemm_op_a4w4.py)."""
+    from orchestrator.sim import perf_model as pm
+    s = {"m": 16, "n": 2112, "k": 7168}
+    assert pm.table_owner("a4w4_blockscale_bpreshuffle") == "a4w4_blockscale"
+    assert pm.default_us("a4w4_blockscale_bpreshuffle", s) == pm.default_us("a4w4_blockscale", s)
+    assert pm.flops_and_bytes("a4w4_blockscale_bpreshuffle", s) == pm.flops_and_bytes("a4w4_blockscale", s)
+    assert pm.bench_us("a4w4_blockscale_bpreshuffle", s, tuned_from=s) != pm.bench_us("a4w4_blockscale", s,
+                                                                                      tuned_from=s)
