@@ -77,12 +77,15 @@ class KernelVariant:
     jit_siblings: tuple[tuple[str, str | None], ...] = ()
     # what the tuner does with -k/--splitK: "flag" (tries split-K candidates only with it), "never" (takes -k
     # but hard-codes maxsplitK = 0), "always" (times its split-K candidates anyway); steps/tuneargs.splitk_note
-    splitk: str = "flag"
+    splitk: str = "flag"            # "refuses": its tuner raises on -k (a6w4): run --splitk is refused
     # backends its tuned rows name in the libtype column (the simulated tuner draws its rows from these)
     libtypes: tuple[str, ...] = ("ck",)
     # a model config's quantization kinds (parsing/modelshapes.model_quant: "block_fp8", "fp8", "int8"; "none" =
     # unquantized linears) whose linear layers the runtime serves through this variant (`shapes --model`)
     model_quant: tuple[str, ...] = ()
+    # the largest M its tuner takes (a16w8_mxfp8: an M above 64 makes the whole tuning run raise): the shapes
+    # step drops larger M before anything runs, with a note (steps/shape_rules.runtime_lookups)
+    max_m: int | None = None
     # version overrides: list of (since, until, {field: value}) applied in order
     overrides: tuple[tuple[Version, Version, dict], ...] = ()
 

@@ -72,6 +72,7 @@ def probe(ctx: Ctx, variant: KernelVariant) -> AiterProfile:
     args = list(ctx.job.request.tune_args or [])
     tuneargs.validate(args, answer.get("tuner_help"), script, problem)
     tuneargs.refuse_values(args, variant.refused_tune_args, variant.name)
+    tuneargs.refuse_splitk(args, variant)
     moetuners.check_help(moetuners.mode_of(ctx.job.request), answer.get("tuner_help"), script)
     note = tuneargs.splitk_note(args, answer.get("tuner_help"), variant.name)
     if note:

@@ -10,6 +10,16 @@ from .capabilities import HELP_TIMEOUT_S, probe, probe_template
 from .prepare import hip_devices
 from .shapes import model_config_keys_template
 
+GFX_GPUS = {"gfx950": "an MI355X/MI350X", "gfx942": "an MI300X/MI325X"}
+
+
+def wrong_gfx_hint(variant) -> str:
+    """Where a variant whose kernels exist for some GPUs only can be tuned (it said MI355X for every one)."""
+    gfxs = sorted(variant.requires_gfx)
+    return (f"its kernels are built for {'/'.join(gfxs)} only; tune it on "
+            + " or ".join(GFX_GPUS.get(g, f"a {g} node") for g in gfxs))
+
+
 def _chosen_gpus(ctx: Ctx, facts: dict, gpus) -> list[int]:
     """--gpus are physical ids (rocm-smi's numbering, as discover prints them): each must be a GPU this
     container's HIP runtime can see, else nothing runs."""
@@ -53,7 +63,7 @@ def run(ctx: Ctx) -> None:
     if variant.requires_gfx and gfx not in variant.requires_gfx:
         raise JobError(
             f"{variant.name} needs {'/'.join(sorted(variant.requires_gfx))}, but this GPU is {gfx}",
-            hint="AITER's a4w4 tuner prints 'tuning is not supported in this chip'; tune it on an MI355X/MI350X",
+            hint=wrong_gfx_hint(variant),
         )
     problems = [str(p) for p in facts.problems or []]
     for p in problems:                      # shown and kept in the report, never dropped (C-13)

@@ -24,7 +24,7 @@ def dp_shared_contract(req) -> bool:
                                       "--token-bucket-contract")
 
 
-def runtime_lookups(shapes: list[dict], family: str, max_m: int | None = None,
+def runtime_lookups(shapes: list[dict], family: str, max_m: int | None = None, tuner_max_m: int | None = None,
                     padded: bool = False, dp_shared: bool = False,
                     tiers: tuple | None = None) -> tuple[list[dict], list[str]]:
     """The shapes the runtime will really look up: MoE tokens snapped to AITER's power-of-two buckets
@@ -73,6 +73,13 @@ def runtime_lookups(shapes: list[dict], family: str, max_m: int | None = None,
         if len(kept) != len(out):
             notes.append(f"--max-m {max_m}: {len(out) - len(kept)} shape(s) with {dim} above the server's "
                          "batch limit dropped")
+        out = kept
+    if tuner_max_m:
+        dim = "token" if family == "moe" else "m"
+        kept = [s for s in out if int(s[dim]) <= tuner_max_m]
+        if len(kept) != len(out):
+            notes.append(f"{len(out) - len(kept)} shape(s) with {dim} above {tuner_max_m} dropped: this variant's "
+                         f"tuner takes {dim} <= {tuner_max_m} only (a larger one fails its whole run)")
         out = kept
     return out, notes
 

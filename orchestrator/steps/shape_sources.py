@@ -292,7 +292,7 @@ def find(ctx: ShapeSearch) -> tuple[list[dict], list[str]]:
                 b["q_dtype_w"] = req.q_dtype_w or "torch.int8"
         described.append(f"--nk: {len(bases)} (N,K) pairs")
         shapes.extend(expand(bases, "gemm", sweep_preset(preset)))
-    shapes, notes = runtime_lookups(dedupe(shapes), variant.family, req.max_m,
+    shapes, notes = runtime_lookups(dedupe(shapes), variant.family, req.max_m, variant.max_m,
                                     padded=bool(req.padded_m) and variant.padded_m_lookup,
                                     dp_shared=dp_shared_contract(req), tiers=moe_tiers(ctx.session))
     for n in notes:

@@ -71,6 +71,13 @@ def validate(tune_args: list[str], help_text: str | None, script: str, why_no_he
                              hint="its flags: " + " ".join(sorted(f for f in known if f.startswith("--"))))
 
 
+def refuse_splitk(tune_args: list[str], variant) -> None:
+    """A tuner that raises when given -k/--splitK (``splitk="refuses"``): refused before anything runs."""
+    if variant.splitk == "refuses" and any(f in SPLITK_FLAGS for f in flags_of(list(tune_args))):
+        raise UsageError(f"{variant.name}: its tuner refuses -k/--splitK (it raises 'does not support split-K')",
+                         hint="drop --splitk (and -k/--splitK from --tune-arg)")
+
+
 def splitk_note(tune_args: list[str], help_text: str | None, variant_name: str) -> str | None:
     """The plan's warning when the tuner has -k/--splitK and it is not given (or, where the tuner ignores
     it, that passing it changes nothing)."""
@@ -79,6 +86,8 @@ def splitk_note(tune_args: list[str], help_text: str | None, variant_name: str) 
     given = any(f in SPLITK_FLAGS for f in flags_of(tune_args))
     entry = VARIANTS.get(ALIASES.get(variant_name, variant_name))
     mode = entry.splitk if entry is not None else "flag"   # KernelVariant.splitk
+    if mode == "refuses":
+        return None                       # refused before this (refuse_splitk)
     if mode == "never":
         return (f"--splitk changes nothing for {variant_name}: its tuner hard-codes maxsplitK = 0, every row is "
                 "measured at KBatch 1 (ROCm/aiter#4448)") if given else None

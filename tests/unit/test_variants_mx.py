@@ -7,6 +7,8 @@ import types
 
 import pytest
 
+from orchestrator.errors import UsageError
+
 from orchestrator.shapelib import shapefmt
 from orchestrator.steps import prepare, tuneargs
 from orchestrator.variants import VARIANTS, get_variant, table_modules
@@ -19,7 +21,7 @@ FACTS = {
         "aiter/configs/a4w4_blockscale_tuned_gemm.csv", "AITER_CONFIG_GEMM_A4W4", "gfx950", "always", ("flydsl",)),
     "a6w4": (                          # 610d1e8e: run_tuner("a6w4") of csrc/gemm_mixed_mxfp/gemm_mixed_mxfp_tune.py
         "csrc/gemm_a6w4/gemm_a6w4_tune.py",
-        "aiter/configs/a6w4_asm_tuned_gemm.csv", "AITER_CONFIG_GEMM_A6W4_ASM", "gfx950", "never", ()),
+        "aiter/configs/a6w4_asm_tuned_gemm.csv", "AITER_CONFIG_GEMM_A6W4_ASM", "gfx950", "refuses", ()),
     "a16w8_mxfp8": (                   # 59663079: gfx942 asm, a row only where it beats BF16
         "csrc/gemm_a16w8_mxfp8/gemm_a16w8_mxfp8_tune.py",
         "aiter/configs/a16w8_mxfp8_asm_tuned_gemm.csv", "AITER_CONFIG_GEMM_A16W8_MXFP8_ASM", "gfx942", "always", ()),
@@ -75,11 +77,13 @@ def test_mx_tuner_command_line(tmp_path, name):
     assert cmd.env["HIP_VISIBLE_DEVICES"] == "0,1" and cmd.cwd == "/aiter"
     help_text = "usage: tune.py [-h] [-i UNTUNE_FILE] [-o TUNE_FILE] [-k]\n  -k, --splitK  split K\n"
     note = tuneargs.splitk_note(tuneargs.compose(splitk=True), help_text, name)
-    assert note is not None
-    if splitk == "always":
+    if splitk == "refuses":     # a6w4: its real tuner raises on -k, so run --splitk is refused before anything runs
+        with pytest.raises(UsageError, match="refuses -k"):
+            tuneargs.refuse_splitk(tuneargs.compose(splitk=True), ctx.variant)
+        assert note is None
+    else:
+        tuneargs.refuse_splitk(tuneargs.compose(splitk=True), ctx.variant)
         assert "always times its split-K candidates" in note
-    # splitk "never" (a6w4, whose real tuner raises on -k): the plan warns; its wording is the blockscale
-    # bpreshuffle tuner's (maxsplitK = 0), which steps/tuneargs.splitk_note words for every "never" entry
     assert tuneargs.splitk_note([], help_text, name) is None     # never "splitK candidates will be skipped"
 
 
@@ -93,3 +97,23 @@ def test_the_sim_runs_the_shared_tables_default_and_its_flydsl_rows():
     assert pm.flops_and_bytes("a4w4_blockscale_bpreshuffle", s) == pm.flops_and_bytes("a4w4_blockscale", s)
     assert pm.bench_us("a4w4_blockscale_bpreshuffle", s, tuned_from=s) != pm.bench_us("a4w4_blockscale", s,
                                                                                       tuned_from=s)
+
+
+def test_a16w8_mxfp8_shapes_stop_at_the_m_its_tuner_takes():
+    """Its tuner raises for the whole run on an M above 64: the shapes step drops those before anything runs."""
+    from orchestrator.steps.shape_rules import runtime_lookups
+    from orchestrator.steps.shape_sources import expand
+    from orchestrator.variants import get_variant
+    v = get_variant("a16w8_mxfp8")
+    swept = expand([{"m": 1, "n": 4096, "k": 7168}], v.family, "pow2")
+    shapes, notes = runtime_lookups(swept, v.family, None, v.max_m)
+    assert max(s["m"] for s in swept) > 64 and sorted(s["m"] for s in shapes) == [1, 2, 4, 8, 16, 32, 64]
+    assert any("takes m <= 64 only" in n for n in notes)
+    assert get_variant("a8w8_blockscale").max_m is None
+
+
+def test_the_wrong_gpu_hint_names_the_gpus_the_variant_is_built_for():
+    from orchestrator.steps.discover import wrong_gfx_hint
+    from orchestrator.variants import get_variant
+    assert wrong_gfx_hint(get_variant("a16w8_mxfp8")).endswith("tune it on an MI300X/MI325X")
+    assert wrong_gfx_hint(get_variant("a4w4_blockscale")).endswith("tune it on an MI355X/MI350X")
