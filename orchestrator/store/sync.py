@@ -97,14 +97,29 @@ def tuned_rows(job, job_dir: Path, keys) -> tuple[list[dict], list[str], bytes |
 def promoted_keys(job, order: list[str], keys) -> list[str]:
     """The row keys the job promoted (its promotion record's key tuples: gfx, cu_num, then the key columns in
     the table's order), none once the job's last change was a rollback."""
-    prom = job.remote.promotion or {}
     later = (job.steps.get("promote").info.get("later") if "promote" in job.steps else None) or []
     if later and str(later[-1].get("command", "")).startswith("tune-remote rollback"):
         return []
+    return record_keys(job.remote.promotion or {}, order, keys)
+
+
+def record_keys(prom: dict, order: list[str], keys) -> list[str]:
     out = []
     for t in prom.get("promoted") or []:
         vals = list(t)[2:] if len(t) == len(order) + 2 else list(t)[-len(order):] if order else []
         out.append(row_key(dict(zip(order, vals)), keys))
+    return out
+
+
+def peer_keys(job, order: list[str], keys) -> list[tuple[str, str, float]]:
+    """(source job, row key, when) of the rows a campaign spread onto this job's node from a peer of the same
+    GPU kind (``remote.peer_promotions``), rolled-back ones left out: live there, so the team's store lists
+    them for `recheck`/`audit` from any laptop (events only: the source job holds the team's key)."""
+    out = []
+    for rec in job.remote.peer_promotions or []:
+        if rec.get("promoted") and not rec.get("rolled_back"):
+            at = float(rec.get("time") or job.created or 0)
+            out += [(str(rec.get("from")), k, at) for k in record_keys(rec, order, keys)]
     return out
 
 
@@ -118,9 +133,10 @@ def sync_job(store, workspace, job) -> dict:
     rows, order, raw = tuned_rows(job, jd, keys)
     comp_raw = _read(jd / "comparison.json")
     prom = promoted_keys(job, order, keys)
+    peers = peer_keys(job, order, keys)
     later = (job.steps["promote"].info.get("later") or []) if "promote" in job.steps else []
     parts = {"job": _digest({k: v for k, v in rec.items() if k != "updated"}), "tuned": _digest(raw),
-             "compare": _digest(comp_raw), "promo": _digest(prom, later)}
+             "compare": _digest(comp_raw), "promo": _digest(prom, later, peers)}
     todo = {p for p, d in parts.items() if _SEEN.get((store.url, uid, p)) != d}
     lost: list[dict] = []
     if not todo:
@@ -135,6 +151,12 @@ def sync_job(store, workspace, job) -> dict:
             write_comparison(store, conn, job, jd, uid, json.loads(comp_raw), keys)
         if "promo" in todo and table:
             lost = write_promotions(store, conn, job, uid, rec, table, prom, later)
+            if peers:
+                store.upsert(conn, schema.events, [
+                    {"job_uid": uid, "table_name": table, "gfx": rec["gfx"], "cu_num": rec["cu_num"],
+                     "node": job.node, "kind": "promotion", "natural": f"{uid}|{table}|peer {src}|{k}",
+                     "row_key": k, "at": at, "detail": json.dumps({"spread_from": src})} for src, k, at in peers],
+                    ["kind", "natural"], update=False)
     for p, d in parts.items():
         _SEEN[(store.url, uid, p)] = d
     # a key held by the very job whose row this job reused and promoted again: the team keeps that row

@@ -243,3 +243,26 @@ def test_all_nodes_are_the_inventory_s_nodes_of_the_named_nodes_gpu_kind(monkeyp
         fleet.same_kind(inv, ["d"])
     assert fleet.lacks(nodes["a"], "a-c") is None and fleet.lacks(nodes["a"], None) is None
     assert fleet.lacks(nodes["a"], "x") == "no container x (its containers: a-c)"
+
+
+def test_rows_a_campaign_spread_onto_a_peer_node_are_live_there_in_the_store(tmp_path):
+    """A campaign's spread (remote.peer_promotions of the peer's sub-job) promotes rows on a node whose own
+    job tuned none: the store lists them there for any laptop's recheck/audit (they were missing), a rolled-back
+    spread not; the source job keeps the team's key (no claim, no 'promoted first' warning)."""
+    from orchestrator.store.sync import sync_job
+    url = f"sqlite:///{tmp_path / 'team.sqlite'}"
+    a = _demo(tmp_path / "a", url)
+    b = _demo(tmp_path / "b", url, "--aa")
+    store = Store.open(url)
+    assert not [r for r in promoted_on(store, [b.node]) if r["job_id"] == b.job_id]
+    spread = a.remote.promotion["promoted"][:2]
+    # (both demos' node is "demo": the spread is newer than A's own promotion of those keys there)
+    now = __import__("time").time()
+    b.remote.peer_promotions = [{"from": a.job_id, "promoted": spread, "live": b.remote.live_csv, "time": now},
+                                {"from": "old", "promoted": a.remote.promotion["promoted"][2:4],
+                                 "live": b.remote.live_csv, "time": now, "rolled_back": True}]
+    assert sync_job(store, Workspace(tmp_path / "b"), b) == {"lost": []}
+    mine = [r for r in promoted_on(store, [b.node]) if r["job_id"] == b.job_id]
+    cols = ("m", "n", "k")
+    assert sorted(r["row_key"] for r in mine) == sorted(
+        ",".join(f"{c}={v}" for c, v in zip(cols, [str(x) for x in t[-3:]])) for t in spread)
