@@ -44,7 +44,7 @@ def test_a_second_laptop_rechecks_and_audits_the_rows_the_first_promoted(make_no
     inv = tmp_path / "inventory.yaml"
     inv.write_text(yaml.safe_dump({"nodes": {n.alias: {"ssh_config": str(n.ssh_config_file),
                                                        "containers": {next(iter(n.containers)): {}}}
-                                             for n in (n1, n2, n3)}}))
+                                             for n in (n1, n2, n3)}}, sort_keys=False))   # in this order
     c1 = next(iter(n1.containers.values()))
     url = postgres.url
     cp = _cli(tmp_path, inv, tmp_path / "a", "--store", url, "run", "--node", n1.alias, "--container", c1.name,
