@@ -55,6 +55,42 @@ def audit(files=(), cu_nums=(), *, inventory_path=None, node: str | None = None,
     return Audit(findings, tables, notes, facts)
 
 
+def audit_fleet(inventory_path, node: str, container: str | None, team_of, written, say) -> dict:
+    """`audit --all-nodes`: every node of the GPU kind of ``node``, each audited (a node that fails is said
+    and the others go on); ``team_of(nodes)``: the store's live rows (None: no store); ``written(res, node)``
+    after each node; ``say(line)``: a note. {"findings" (each with "node"), "failed" (errors), "tables",
+    "audited"}."""
+    from .errors import TuneRemoteError
+    from .fleet import lacks, probe_container, same_kind
+    from .inventory import load_inventory
+    inventory = load_inventory(inventory_path)
+    fleet = same_kind(inventory, [node], container)
+    team = team_of(fleet.nodes)
+    say(f"--all-nodes: {len(fleet.nodes)} node(s) of {fleet.kind_text()}: " + ", ".join(fleet.nodes))
+    for s in fleet.skipped:
+        say(f"{s['node']}: skipped, {s['why']}")
+    out: dict = {"findings": [], "failed": [], "tables": 0, "audited": 0}
+    for n in fleet.nodes:
+        why = lacks(inventory.node(n), container)
+        if why:
+            say(f"{n}: skipped, {why}")
+            continue
+        try:
+            res = audit(inventory_path=inventory_path, node=n, container=probe_container(inventory.node(n), container),
+                        team=team)
+        except TuneRemoteError as exc:
+            out["failed"].append(exc)
+            say(f"{n}: failed, {exc.one_line()}")
+            continue
+        if team is not None:
+            written(res, n)
+        for note in res.notes:
+            say(f"{n}: {note}")
+        out["findings"] += [{**f, "node": n} for f in res.findings]
+        out["tables"], out["audited"] = out["tables"] + len(res.tables), out["audited"] + 1
+    return out
+
+
 def promoted_objectives(ws, node: str, container: str | None) -> dict:
     """{table label: {row key: the fused-MoE objective of the job that promoted it}} from the workspace's
     promotion records (issue 36: copied_us never compares a MoE us across the tuner's objective change)."""

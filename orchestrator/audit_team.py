@@ -101,39 +101,3 @@ def record_findings(store, res, node: str, gone) -> None:
     except Exception as exc:  # noqa: BLE001  the store's failure is never the audit's
         gone(store.url, exc, f"the {len(res.findings)} finding(s) of {node} are not in it")
 
-
-def audit_fleet(inventory_path, node: str, container: str | None, team_of, written, say) -> dict:
-    """`audit --all-nodes`: every node of the GPU kind of ``node``, each audited (a node that fails is said
-    and the others go on); ``team_of(nodes)``: the store's live rows (None: no store); ``written(res, node)``
-    after each node; ``say(line)``: a note. {"findings" (each with "node"), "failed" (errors), "tables",
-    "audited"}."""
-    from .audit import audit
-    from .errors import TuneRemoteError
-    from .fleet import lacks, probe_container, same_kind
-    from .inventory import load_inventory
-    inventory = load_inventory(inventory_path)
-    fleet = same_kind(inventory, [node], container)
-    team = team_of(fleet.nodes)
-    say(f"--all-nodes: {len(fleet.nodes)} node(s) of {fleet.kind_text()}: " + ", ".join(fleet.nodes))
-    for s in fleet.skipped:
-        say(f"{s['node']}: skipped, {s['why']}")
-    out: dict = {"findings": [], "failed": [], "tables": 0, "audited": 0}
-    for n in fleet.nodes:
-        why = lacks(inventory.node(n), container)
-        if why:
-            say(f"{n}: skipped, {why}")
-            continue
-        try:
-            res = audit(inventory_path=inventory_path, node=n, container=probe_container(inventory.node(n), container),
-                        team=team)
-        except TuneRemoteError as exc:
-            out["failed"].append(exc)
-            say(f"{n}: failed, {exc.one_line()}")
-            continue
-        if team is not None:
-            written(res, n)
-        for note in res.notes:
-            say(f"{n}: {note}")
-        out["findings"] += [{**f, "node": n} for f in res.findings]
-        out["tables"], out["audited"] = out["tables"] + len(res.tables), out["audited"] + 1
-    return out

@@ -63,7 +63,8 @@ def audit(env, files, node, container, cu_nums, all_nodes, as_json):
 
 def _all_nodes(env, store, node: str, container: str | None, as_json: bool) -> None:
     """Exit: a failed node's code, else 1 with findings, else 0."""
-    from ..audit_team import audit_fleet, record_findings
+    from ..audit import audit_fleet
+    from ..audit_team import record_findings
     out = audit_fleet(env.inventory_path, node, container,
                       lambda nodes: ask(env, store, promoted_on, nodes) if store is not None else None,
                       lambda res, n: record_findings(store, res, n, gone), lambda line: click.echo(f"note: {line}", err=True))

@@ -6,14 +6,7 @@ unreachable is one line and exit 3). The default store never stops these command
 opened or asked, one warning line and the command goes on without it, exactly as before the store existed."""
 from __future__ import annotations
 
-import os
-
 from .base import Env
-
-
-def explicit(env: Env | None) -> bool:
-    """A store asked for (``--store URL`` or ``$TUNE_REMOTE_STORE``), not the default one."""
-    return bool((env is not None and env.store_url) or os.environ.get("TUNE_REMOTE_STORE"))
 
 
 def store_of(env: Env):
@@ -24,6 +17,7 @@ def store_of(env: Env):
     if url is None:
         return None
     from ..store.live import opened
+    from .store import explicit     # here, not at import: cli/store.py adds --reuse to the commands defined before it
     if explicit(env):
         return opened(url)              # opened at start already; an unreachable one never gets here
     try:
@@ -50,6 +44,7 @@ def ask(env: Env, store, question, *args, **kw):
     try:
         return question(store, *args, **kw)
     except (sa.exc.SQLAlchemyError, OSError) as exc:
+        from .store import explicit
         if explicit(env):
             from ..store import StoreUnreachable, shown
             first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]

@@ -9,6 +9,7 @@ directory, the next save (or `store import`) writes them, keyed so that nothing 
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
 
@@ -17,7 +18,6 @@ import click
 from ..state import Workspace
 from . import watchloop  # noqa: F401  (watch registered before its --reuse below)
 from .base import Env, cli
-from .readers import explicit
 
 RETRY_S = 30.0          # after a failed write: the next try at most this often (a dead database costs a job nothing)
 _QUIET = {"warned": set(), "failed_at": {}}
@@ -26,6 +26,11 @@ _QUIET = {"warned": set(), "failed_at": {}}
 def _url(env: Env | None) -> str | None:
     from ..store import resolve_url
     return resolve_url(env.store_url if env is not None else None)
+
+
+def explicit(env: Env | None) -> bool:
+    """A store asked for (``--store URL`` or ``$TUNE_REMOTE_STORE``), not the default one."""
+    return bool((env is not None and env.store_url) or os.environ.get("TUNE_REMOTE_STORE"))
 
 
 def warn(text: str) -> None:
