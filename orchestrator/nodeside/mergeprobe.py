@@ -12,7 +12,6 @@ What it writes goes under a fresh temporary directory (TMPDIR), removed afterwar
 ``/tmp/aiter_configs/`` literally gets only a probe-named file there, removed at once. Stdlib, Python >= 3.8.
 """
 
-import hashlib
 import json
 import os
 import shutil
@@ -20,7 +19,7 @@ import subprocess
 import sys
 import tempfile
 
-from .common import read_file_text
+from . import cache
 
 RULES = ("raise", "resolve", "keep")
 
@@ -96,22 +95,10 @@ def classify(out):
         ",".join(m16) or "nothing", not out.get("sources_unchanged"))
 
 
-def _stat(path):
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return [os.path.realpath(path), st.st_size, getattr(st, "st_mtime_ns", st.st_mtime), st.st_ino]
-
-
 def _cache_file(cache_dir, core, python):
-    """Where the rule of this core.py under this interpreter is kept (the probe imports pandas: ~1.7 s a
-    discover on a loaded host), keyed by both files' path, size, mtime and inode; None: no cache."""
-    if not cache_dir:
-        return None
-    exe = python if os.path.sep in python else (shutil.which(python) or python)
-    key = hashlib.sha256(json.dumps([1, _stat(exe), _stat(core)], default=str).encode()).hexdigest()[:32]
-    return os.path.join(cache_dir, "merge-rule-%s.txt" % key)
+    """The cache name of the rule of this core.py under this interpreter (the probe imports pandas: ~1.7 s a
+    discover on a loaded host), keyed by both files' path, size, mtime and inode."""
+    return "merge-rule-%s.txt" % cache.key_of([1, cache.stat_key(cache.interpreter(python)), cache.stat_key(core)])
 
 
 def merge_rule(core, python=None, timeout=60.0, cache_dir=None):
@@ -120,19 +107,13 @@ def merge_rule(core, python=None, timeout=60.0, cache_dir=None):
     if not os.path.isfile(core):
         return None, None          # nothing to run (a trimmed install): the version decides
     python = python or sys.executable
-    cached = _cache_file(cache_dir, core, python)
-    kept = (read_file_text(cached) or "").strip() if cached else ""
+    name = _cache_file(cache_dir, core, python)
+    kept = (cache.read(cache_dir, name) or "").strip()
     if kept in RULES:
         return kept, None
     rule, problem = _run(core, python, timeout)
-    if rule and cached:
-        from . import files  # noqa: PLC0415
-        try:
-            if not os.path.isdir(cache_dir):
-                os.makedirs(cache_dir, 0o700)
-            files.atomic_write(cached, rule.encode("utf-8"))
-        except OSError:
-            pass            # best effort: the next discover runs the merge again
+    if rule:
+        cache.keep(cache_dir, name, rule)       # best effort: else the next discover runs the merge again
     return rule, problem
 
 

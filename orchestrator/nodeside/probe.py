@@ -3,14 +3,12 @@ flags, tuning_tests), read without importing aiter. ``discover`` runs it, and ot
 ops, as riders: templates resolved here from the facts (run_riders); the laptop uses a rider's answer only
 when the resolved request is the one it would have sent (steps/riders.py), else it asks the op itself."""
 
-import hashlib
-import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 
+from . import cache
 from .common import read_file_text
 from .kernellist import kernel_list_digest
 
@@ -72,45 +70,22 @@ def _header(path):
     return [c.strip() for c in line.split(",")] if line else None
 
 
-def _stat_key(path):
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return [os.path.realpath(path), st.st_size, getattr(st, "st_mtime_ns", st.st_mtime), st.st_ino]
-
-
 def _help_key(python, script, cwd):
     """The --help text's inputs: the interpreter, the script, and every aiter/utility/*.py (base_tuner.py
     defines the common flags since v0.1.6; post_verify.py & co. may add more), by path, size, mtime, inode."""
-    exe = python if os.path.sep in python else (shutil.which(python) or python)
+    exe = cache.interpreter(python)
     utility = os.path.join(cwd, "aiter", "utility")
     try:
         names = sorted(n for n in os.listdir(utility) if n.endswith(".py"))
     except OSError:
         names = []
-    parts = [1, _stat_key(exe), _stat_key(script), cwd] + [_stat_key(os.path.join(utility, n)) for n in names]
-    return hashlib.sha256(json.dumps(parts, default=str).encode()).hexdigest()[:32]
+    return cache.key_of([1, cache.stat_key(exe), cache.stat_key(script), cwd]
+                        + [cache.stat_key(os.path.join(utility, n)) for n in names])
 
 
 def _cached_help(key):
-    if HELP_CACHE is None:
-        return None
-    text = read_file_text(os.path.join(HELP_CACHE, "help-%s.txt" % key))
+    text = cache.read(HELP_CACHE, "help-%s.txt" % key)
     return text if text and "usage:" in text else None
-
-
-def _keep_help(key, text):
-    """Best effort: a cache that cannot be written only costs the next run the --help again."""
-    from . import files  # noqa: PLC0415
-    if HELP_CACHE is None:
-        return
-    try:
-        if not os.path.isdir(HELP_CACHE):
-            os.makedirs(HELP_CACHE, 0o700)
-        files.atomic_write(os.path.join(HELP_CACHE, "help-%s.txt" % key), text.encode("utf-8"))
-    except OSError:
-        pass
 
 
 def _tuner_help(out, req, script):
@@ -132,7 +107,7 @@ def _tuner_help(out, req, script):
         text = proc.stdout.decode("utf-8", "replace")
         if proc.returncode == 0 and "usage:" in text:
             out["tuner_help"] = text
-            _keep_help(key, text)
+            cache.keep(HELP_CACHE, "help-%s.txt" % key, text)
         else:
             err = proc.stderr.decode("utf-8", "replace").strip().splitlines()
             out["tuner_help_problem"] = "%s --help exited %d%s" % (
