@@ -19,6 +19,7 @@ from .aiter_profiles import (  # noqa: F401  (re-exported: versions are data too
     parse_version, profile_for, profile_from_facts,
 )
 from .variant_spec import MOE_KEY, BenchSpec, KernelVariant  # noqa: F401  (re-exported)
+from .variants_fhmoe import FHMOE_VARIANTS
 from .variants_mx import MX_VARIANTS
 
 
@@ -313,6 +314,7 @@ VARIANTS: dict[str, KernelVariant] = {
             ),
         ),
         *MX_VARIANTS,     # the MX-format tuners after v0.1.20 (variants_mx.py)
+        *FHMOE_VARIANTS,  # the FHMoE tuner (variants_fhmoe.py)
     ]
 }
 

@@ -236,6 +236,9 @@ def parse_bench_log(text: str, bench: BenchSpec) -> list[dict]:
         return parse_markdown_tables(text) + parse_pandas_tables(text)
     if bench.output == "perf_lines":
         return parse_perf_lines(text)
+    if bench.output == "fhmoe_lines":     # the FHMoE tuner's --baseline-only lines (parsing/fhmoe.py)
+        from .fhmoe import baseline_rows
+        return baseline_rows(text)
     raise ValueError(f"unknown bench output style {bench.output!r}")
 
 

@@ -125,12 +125,12 @@ VLLM_PREFIX_START = re.compile("^" + VLLM_PREFIX + " ?")
 NEW_RECORD_START = re.compile(r"^(?:\[|%s|[A-Z][a-z]+ |[A-Z]{3,})" % VLLM_PREFIX)
 
 NEEDLES_B = (b"tuned", b"fused_moe", b"GEMM_shape_dump", b"Fp8LinearMethod", b"A6W6 shape",
-              b"tuning not support")
+              b"tuning not support", b"does not cover this")   # the last: FHMoE's raise (shapefhmoe.py)
 
 
 def is_candidate(line):
     return ("tuned" in line or "fused_moe" in line or "GEMM_shape_dump" in line
-            or "Fp8LinearMethod" in line or "tuning not support" in line)
+            or "Fp8LinearMethod" in line or "tuning not support" in line or "does not cover this" in line)
 
 
 def _bool01(tok):

@@ -222,6 +222,8 @@ class RecordParser(MessageRules):
             self._fused_moe(line)
         elif "A6W6 shape " in line:
             self._a6w6(line)
+        elif "does not cover this" in line:
+            self._fhmoe(line)
         elif "is tuned" in line:
             self._gemm_hit(line)
         elif "GEMM_shape_dump" in line:

@@ -12,6 +12,7 @@ from .shapefmt import (
     DISPATCH, DUMP, DUMP_FIXED_TEXT, FMOE_DEFAULT, FMOE_FLY, FMOE_HIT, FMOE_UNSUPPORTED, GEMM_HIT,
     GEMM_MISS, HIT_CU, HIT_FILE, HIT_KERNEL, HIT_PADDED, HIT_Q, dtype_str,
     find_tuple_end, pybool, shape_tuple_key, parse_moe_tuple, variant_from_kernel_name)
+from .shapefhmoe import FHMOE_VARIANT, TUNABLE as FHMOE_TUNABLE, parse_raise
 
 
 # --------------------------------------------------------------------------------------------
@@ -259,6 +260,16 @@ class MessageRules(object):
             self._emit(self.r.hits, "hit_shapes", (A6W6_VARIANT, shape, meta, shape_tuple_key(shape)))
             return
         self._warn_count("a6w6_unparsed", "%d 'A6W6 shape' line(s) were not understood", line)
+
+    def _fhmoe(self, line):
+        """FHMoE raises instead of logging a miss (shapefhmoe.py): HY4 MXFP8 is a shape to tune, DSV4 I384 one
+        this AITER's tune_fhmoe.py cannot tune (refused, like 'Fmoe tuning not support')."""
+        parsed = parse_raise(line)
+        if parsed is None or self._is_echo(line[:line.find("The active FHMoE")], line[line.find("The active FHMoE"):]):
+            return
+        contract, shape, meta = parsed
+        table = (self.r.misses, "shapes") if contract == FHMOE_TUNABLE else (self.r.refused, "unsupported")
+        self._emit(table[0], table[1], (FHMOE_VARIANT, shape, meta, shape_tuple_key(shape)), line[:line.find("The")])
 
     # -- MoE -----------------------------------------------------------------------------
     def _fused_moe(self, line):

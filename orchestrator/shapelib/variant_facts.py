@@ -37,4 +37,5 @@ FILE_STEMS = (
     ("a6w4_asm_tuned_gemm", "a6w4"),
     ("a8w8_tuned_gemm", "a8w8"),
     ("bf16_tuned_gemm", "a16w16"),
+    ("tuned_fhmoe", "fhmoe"),
 )

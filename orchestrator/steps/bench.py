@@ -152,6 +152,9 @@ def plan_bench(variant: KernelVariant, shapes: list[dict]) -> list[BenchCall]:
                     *(("-q", str(q)) if q is not None else ()),
                     "-a", act, "-s", "t" if int(s0["doweight_stage1"]) else "f", "-p", "f", *extra)
             calls.append(BenchCall(bench.script, args, {"-t": [str(t) for t in tokens]}, tuple(group)))
+    elif bench.style == "fhmoe_baseline":   # the FHMoE tuner's --baseline-only, one call (steps/fhmoe_input.py)
+        from .fhmoe_input import bench_args
+        calls.append(BenchCall(bench.script, bench_args(shapes), {}, tuple(shapes)))
     else:  # pragma: no cover - registry is data; a new style must be added here once
         raise ValueError(f"unknown bench style {bench.style!r}")
     return calls

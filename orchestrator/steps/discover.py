@@ -7,6 +7,7 @@ from ..errors import JobError, UsageError
 from ..session import settle_facts
 from ..variants import get_variant
 from .capabilities import HELP_TIMEOUT_S, probe, probe_template
+from .fhmoe_input import refuse_node
 from .prepare import hip_devices
 from .shapes import model_config_keys_template
 
@@ -60,6 +61,7 @@ def run(ctx: Ctx) -> None:
     profile = session.profile
     variant = get_variant(ctx.job.variant).resolve(profile)
     gfx = facts.gfx
+    refuse_node(variant, facts)      # FHMoE: gfx950 with 256 CUs, or nothing runs (exit 2)
     if variant.requires_gfx and gfx not in variant.requires_gfx:
         raise JobError(
             f"{variant.name} needs {'/'.join(sorted(variant.requires_gfx))}, but this GPU is {gfx}",

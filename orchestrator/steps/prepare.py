@@ -15,7 +15,7 @@ from ..remote.shell import Cmd, quote, render
 from ..variants import KernelVariant
 from ..workflow import LOG_STEP_NAMES
 from ..outcome.keys import norm_key_value
-from . import moetuners, serving_check, tuneargs
+from . import fhmoe_input, moetuners, serving_check, tuneargs
 from .reused import reused, reused_key_set
 from .bench import announced, check_moe_quant, plan_bench, prepare_ops
 
@@ -78,6 +78,10 @@ def tune_command(ctx: Ctx, variant: KernelVariant, untuned: str, tuned: str, fly
     gpus = ctx.job.facts.tune_gpus
     mp = len(gpus)
     script = tune_script(ctx, variant)
+    if variant.family == "fhmoe":   # not the common tuner CLI (steps/fhmoe_input.py)
+        return fhmoe_input.tune_command(ctx.target.container.python, f"{ctx.job.remote.meta_root}/{script}",
+                                        untuned, tuned, ctx.job.shapes, hip_devices(ctx.job.facts, gpus),
+                                        ctx.job.remote.aiter_root, list(req.tune_args or []))
     argv = [ctx.target.container.python, f"{ctx.job.remote.meta_root}/{script}",
             "-i", untuned, "-o", tuned, "--mp", str(mp), "--batch", str(req.batch or max(1, mp))]
     if profile.has_flag("--timeout"):
@@ -216,6 +220,7 @@ def run(ctx: Ctx) -> None:
     script = tune_script(ctx, variant)
     script_path = f"{remote.meta_root}/{script}"
     check_moe_quant(variant, job.shapes, ctx.profile.moe_quant_max)
+    fhmoe_input.check_shapes(variant, job.shapes)
     mode = moetuners.mode_of(job.request)
     moetuners.check_shapes(mode, job.shapes)
     fly_staging = moetuners.flydsl_staging(staging) if mode == "both" else None
@@ -232,9 +237,15 @@ def run(ctx: Ctx) -> None:
     to_tune = [s for s in job.shapes if tuple(norm_key_value(s.get(c)) for c in variant.key_columns) not in held]
     offer = {"offer": {"key_columns": [c.lower() for c in variant.key_columns],
                        "rows": [r["row"] for r in reused(job) if r.get("row")]}} if held else {}
+    untuned_text = write_untuned_csv(to_tune, variant.name) if variant.family != "fhmoe" else None
+    if untuned_text is None:    # the FHMoE tuner's -i: the live table + an incumbent row per token it lacks
+        untuned_text, notes = fhmoe_input.tuner_input(fhmoe_input.live_text(ctx.call(
+            "manifest", {"paths": [live], "have": {live: None}, "inline_max": 16 << 20}), live), to_tune)
+        for n in notes:
+            job.note(n)
     answers = ctx.call_batch([
         ("write_files", {"files": [{"path": remote.untuned_csv, "backup_dir": None,
-                                    "content": write_untuned_csv(to_tune, variant.name)}]}),
+                                    "content": untuned_text}]}),
         ("manifest", {"paths": [script_path, *bench_scripts, live]}),
         ("disk_free", {"paths": [job_dir, live]}),
         ("backup", {"paths": [live], "backup_dir": f"{job_dir}/backup"}),
@@ -274,7 +285,8 @@ def run(ctx: Ctx) -> None:
                 to_run = prep["script"]
                 patched.append(f"{call.script}: argparse choices of {', '.join(prep['removed_choices'])} "
                                f"reject values we need; ran a patched copy {to_run} (original untouched)")
-        bench_cmds.append(Cmd((ctx.target.container.python, to_run, *call.args), env=before_env, cwd=root))
+        bench_cmds.append(Cmd((ctx.target.container.python, to_run,
+                               *fhmoe_input.arm_args(call.args, "before", remote)), env=before_env, cwd=root))
         # the engaged-at-runtime check reuses it: a patched copy accepts any subset of these shapes
         remote.setdefault("bench_run_as", {})[call.script] = to_run
     for p in patched:
@@ -318,7 +330,7 @@ def run(ctx: Ctx) -> None:
         # after call builds each module once from the staging table in the private JIT dir, emptied first
         # (a re-run of the step must not reuse a module built from an earlier staging table): no
         # AITER_REBUILD, which would rebuild every module in every call of the first sample (issue 26)
-        first = again = [Cmd(c.argv, env=after_env, cwd=c.cwd) for c in bench_cmds]
+        first = again = [Cmd(fhmoe_input.swap_arm(c.argv, remote), env=after_env, cwd=c.cwd) for c in bench_cmds]
         fly = []
         if fly_staging:     # the flydsl table's own after arm, in its own JIT dir, every sample (issue 30)
             fly_env = {**after_env, "AITER_JIT_DIR": remote["moe_flydsl"]["jit"],

@@ -179,6 +179,9 @@ def leave_out_refused(got: list[dict], refused: list[dict], name: str) -> tuple[
                                                                            "expert", "topk", "q_type"))
                       for s in refused[:3])
     more = f" and {len(refused) - 3} more" if len(refused) > 3 else ""
+    if any((s.get("_meta") or {}).get("contract") for s in refused):   # FHMoE's raise (shapelib/shapefhmoe.py)
+        return kept, (f"{len(refused)} {name} shape(s) cannot be tuned by this AITER: the runtime raised for a "
+                      f"DSV4 I384 token shape, and tune_fhmoe.py tunes the HY4 MXFP8 contract only; not tuned: {shown}{more}")
     return kept, (f"{len(refused)} {name} shape(s) cannot be tuned by this AITER: its online tuner found no config "
                   f"for them ('Fmoe tuning not support' in the log, aiter#3202); not tuned: {shown}{more}")
 
@@ -264,7 +267,7 @@ def find(ctx: ShapeSearch) -> tuple[list[dict], list[str]]:
             ctx.note(msg)
             ctx.ui.event(msg)
     # GEMM: sweep M per (N,K) (powers of two by default); MoE: the (already padded) logged tokens
-    preset = req.m_preset or ("logged" if variant.family == "moe" else "pow2")
+    preset = req.m_preset or ("logged" if variant.family in ("moe", "fhmoe") else "pow2")   # fhmoe: its buckets
     shapes = expand(found, variant.family, preset) if found else []
     if req.shapes_csv:
         rows = read_shapes_csv(req.shapes_csv, variant.name)
