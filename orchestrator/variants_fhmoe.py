@@ -38,7 +38,9 @@ FHMOE_VARIANTS: list[KernelVariant] = [
         # the merge key of tuned_fhmoe (gfx, cu_num + the fused-MoE key: aiter-formats.md §2.1)
         untuned_columns=MOE_KEY,
         requires_gfx=frozenset({"gfx950"}),
-        since=(0, 1, 21),
+        # the reference lists it with v0.1.30 (aiter-december-2026.md); no stored note dates it earlier. Whether a
+        # node has it is probed (its tuner file), never read from the version
+        since=(0, 1, 30),
         bench=BenchSpec(
             script="op_tests/tuners/tune_fhmoe.py",
             style="fhmoe_baseline",

@@ -55,7 +55,8 @@ LEGACY_ONLY = ("csrc/ck_gemm_a8w8_blockscale_bpreshuffle",)
 # MXFP8 op_test with its tuner (aiter-december-2026.md); the newest simulated profile has them
 NEWEST_ONLY = ("op_tests/tuning_tests", "op_tests/test_gemm_a8w8_mxfp8_bpreshuffle.py")
 # what only the head profile ships (aiter-december-2026.md: forms unmerged or only in some releases)
-HEAD_ONLY = ("aiter/utility/untuned_shapes.py",)   # AITER's own shape capture (#5268)
+HEAD_ONLY = ("aiter/utility/untuned_shapes.py",   # AITER's own shape capture (#5268)
+             "aiter/fhmoe.py", "op_tests/tuners")  # FHMoE's runtime as eb326e45 has it, with its tuner
 _MARKETING = {"gfx950": "AMD Instinct MI355X", "gfx942": "AMD Instinct MI300X"}
 
 
@@ -281,7 +282,7 @@ def install(host_dir, spec: SimSpec | None = None, target_dir: str | None = None
     pkg_h = root_h / "aiter"
 
     _copy_tree(TREE / "aiter_pkg" / "aiter", pkg_h, profile,
-               skip=() if profile == "head" else tuple(s[len("aiter/"):] for s in HEAD_ONLY))
+               skip=() if profile == "head" else tuple(s[len("aiter/"):] for s in HEAD_ONLY if s.startswith("aiter/")))
     for module in NODE_MODULES:
         shutil.copyfile(module, pkg_h / "_sim" / module.name)
     (pkg_h / "install_mode").write_text(spec.install_mode)
@@ -289,6 +290,9 @@ def install(host_dir, spec: SimSpec | None = None, target_dir: str | None = None
     if is_newest(profile):
         from .newest import adjust_configs
         adjust_configs(pkg_h / "configs")
+    if profile == "head":     # the FHMoE table as eb326e45 ships it (sim/fhmoe_table.py)
+        from .fhmoe_table import TABLE
+        (pkg_h / "configs" / "tuned_fhmoe.csv").write_text(TABLE)
     if spec.table_defects:
         from .defects import plant
         plant(pkg_h / "configs", spec.table_defects, spec.gfx, spec.cu_num)
@@ -298,7 +302,8 @@ def install(host_dir, spec: SimSpec | None = None, target_dir: str | None = None
     (meta_h / "hsa" / spec.gfx).mkdir(parents=True, exist_ok=True)
     if spec.install_mode == "develop":
         _copy_tree(TREE / "op_tests", root_h / "op_tests", profile,
-                   skip=tuple(s[len("op_tests/"):] for s in skip if s.startswith("op_tests/")))
+                   skip=tuple(s[len("op_tests/"):] for s in (*skip, *(() if profile == "head" else HEAD_ONLY))
+                              if s.startswith("op_tests/")))
         (root_h / "setup.py").write_text(
             "# simulated AITER checkout: `python3 setup.py develop` is not needed, the node is pre-installed\n"
             "import sys\nsys.exit('simulated aiter: nothing to build')\n")
