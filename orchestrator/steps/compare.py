@@ -15,6 +15,7 @@ from ..parsing.csvtools import key_statuses, read_tuned_csv
 from ..state import atomic_write
 from . import moetuners, more_runs
 from .bench import measured_by_call, plan_bench
+from .fhmoe_input import tuner_search
 from .fetch import pull, wanted_files
 from .prepare import SAMPLE_MARK
 
@@ -147,6 +148,9 @@ def run(ctx: Ctx) -> None:
     pull(ctx, wanted_files(ctx, ctx.job_dir))
     info = job.step_state("compare").info
     info["tuned"] = tuned_outcome(ctx)
+    found = tuner_search(ctx)       # FHMoE: its tuner's own M=.. lines, in ms (steps/fhmoe_input.py)
+    if found:
+        info["fhmoe_search"] = found
     from .remote import settle_tuning_results
     settle_tuning_results(ctx)
     logs = job.remote.logs or {}

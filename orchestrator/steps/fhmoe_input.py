@@ -100,6 +100,7 @@ def tuner_input(live_text: str | None, shapes: list[dict]) -> tuple[str, list[st
         notes.append(f"fhmoe token {t}: the live table has no row (the runtime raises for it); the tuner "
                      f"starts from a copy of token {donor}'s row (block_m {row['block_m']}, "
                      f"{row['kernelName1']}, {row['kernelName2']}), the incumbent it must beat")
+    notes.append(MEASURED_BY)
     covered = set(have) | set(tokens)
     lower = sorted({b for t in tokens for b in required_buckets(t)} - covered)
     if lower:
@@ -151,3 +152,26 @@ def swap_arm(argv, remote) -> tuple[str, ...]:
     before, after = arm_args((TABLE, SCRATCH), "before", remote), arm_args((TABLE, SCRATCH), "after", remote)
     swap = dict(zip(before, after))
     return tuple(swap.get(a, a) for a in argv)
+
+
+MEASURED_BY = ("fhmoe: before and after are measured by the tuner itself (tune_fhmoe.py --baseline-only on the "
+               "arm's table: its triton do_bench of the whole two-stage call, ms), not by an independent op_test; "
+               "before = the live rows, or the incumbent copy where the live table has none (the runtime raises there)")
+
+
+def tuner_search(ctx) -> list[dict]:
+    """compare: the tuner's own `M=..: X ms -> Y ms` lines of this job's tune log (parsing/fhmoe.py), each said in
+    one note and kept in the compare step's info (ms: never set beside a us)."""
+    from pathlib import Path
+
+    from ..parsing.fhmoe import tuned_lines
+    if ctx.variant.family != "fhmoe":
+        return []
+    log = ctx.job_dir / "logs" / Path((ctx.job.remote.logs or {}).get("tune", "-")).name
+    found = tuned_lines(log.read_text(encoding="utf-8", errors="replace")) if log.is_file() else []
+    for r in found:
+        what = (f"-> ({', '.join(r['winner'])})" if r["changed"]
+                else "(no candidate beat the incumbent by --min-improvement-pct: row kept)")
+        ctx.job.note(f"fhmoe token {r['token']}: the tuner's own search (measured by the tuner, ms) "
+                     f"{r['before_ms']} ms -> {r['after_ms']} ms {what}")
+    return found
