@@ -97,3 +97,21 @@ def test_a_runtime_raise_is_tuned_measured_promoted_and_reported(make_node, tmp_
     assert main([*base, "-q", "rollback", "f1"]) == 0, capsys.readouterr().err
     assert live_path.read_text() == before
 
+
+
+def test_a_node_the_tuner_raises_on_is_refused_before_anything_runs(make_node, tmp_path, capsys):
+    node = make_node({"profile": "head", "cu_num": 128})      # a gfx950 in a partition mode: 128 CUs
+    c = next(iter(node.containers.values()))
+    inv = tmp_path / "inv.yaml"
+    inv.write_text(yaml.safe_dump({"nodes": {node.alias: {"ssh_config": str(node.ssh_config_file),
+                                                          "containers": {c.name: {}}}}}))
+    log = tmp_path / "server.log"
+    log.write_text(LOG)
+    launches = len(c.launches())
+    code = main(["--inventory", str(inv), "--workspace", str(tmp_path / "ws"), "run", "--node", node.alias,
+                 "--container", c.name, "--variant", "fhmoe", "--log", f"local:{log}", "--yes"])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    said = [line for line in err.splitlines() if "cannot be tuned on this node" in line]
+    assert len(said) == 1 and "cu_num=128" in said[0] and "256 CUs" in said[0], err
+    assert "hint:" in err and len(c.launches()) == launches       # nothing was launched
