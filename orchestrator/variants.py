@@ -313,8 +313,8 @@ VARIANTS: dict[str, KernelVariant] = {
                 ((0, 0, 0), (0, 1, 10), {"tune_script": "hsa/{gfx}/fmoe_2stages/tune.py"}),
             ),
         ),
-        *MX_VARIANTS,     # the MX-format tuners after v0.1.20 (variants_mx.py)
         *FHMOE_VARIANTS,  # the FHMoE tuner (variants_fhmoe.py)
+        *MX_VARIANTS,     # the MX-format tuners after v0.1.20 (variants_mx.py)
     ]
 }
 
