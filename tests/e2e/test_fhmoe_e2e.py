@@ -115,3 +115,22 @@ def test_a_node_the_tuner_raises_on_is_refused_before_anything_runs(make_node, t
     said = [line for line in err.splitlines() if "cannot be tuned on this node" in line]
     assert len(said) == 1 and "cu_num=128" in said[0] and "256 CUs" in said[0], err
     assert "hint:" in err and len(c.launches()) == launches       # nothing was launched
+
+
+@pytest.mark.parametrize("profile", ["head", "newest"])
+def test_variant_auto_plans_fhmoe_only_where_the_tuner_is(make_node, tmp_path, capsys, profile):
+    node = make_node({"profile": profile})
+    c = next(iter(node.containers.values()))
+    inv = tmp_path / "inv.yaml"
+    inv.write_text(yaml.safe_dump({"nodes": {node.alias: {"ssh_config": str(node.ssh_config_file),
+                                                          "containers": {c.name: {}}}}}))
+    log = tmp_path / "server.log"
+    log.write_text(LOG)
+    code = main(["--inventory", str(inv), "--workspace", str(tmp_path / "ws"), "run", "--node", node.alias,
+                 "--container", c.name, "--variant", "auto", "--log", f"local:{log}", "--dry-run"])
+    err = capsys.readouterr().err
+    if profile == "head":
+        assert code == 0 and "fhmoe on gfx950/256" in err and "(1 target(s), 1 shapes)" in err, err
+        assert "DSV4 I384" in err, err
+    else:   # 0.1.29 ships no tune_fhmoe.py: probed (its file), named with the reason, nothing else to tune
+        assert code == 2 and "fhmoe cannot be tuned there" in err and "tune_fhmoe.py" in err, err

@@ -174,3 +174,19 @@ def test_only_the_head_profile_ships_the_tuner_and_runtime(tmp_path):
     inst = sim.install(str(tmp_path / "n"), sim.SimSpec(profile="newest"))
     assert not os.path.exists(f"{inst.aiter_root}/op_tests/tuners/tune_fhmoe.py")
     assert not os.path.exists(f"{inst.aiter_root}/aiter/fhmoe.py")
+
+
+def test_audit_reads_both_kernel_name_columns_of_the_fhmoe_table(tmp_path, capsys):
+    import json
+
+    from orchestrator.cli import main
+    good = tmp_path / "ok" / "tuned_fhmoe.csv"
+    bad = tmp_path / "bad" / "tuned_fhmoe.csv"
+    for p in (good, bad):
+        p.parent.mkdir()
+    good.write_text(TABLE)
+    bad.write_text(TABLE.replace("_t128x128x128_reduce_bnt2_xcd4", "_128x128x128_reduce"))
+    assert main(["audit", str(good), "--json"]) == 0 and json.loads(capsys.readouterr().out) == []
+    assert main(["audit", str(bad), "--json"]) == 1
+    (f,) = json.loads(capsys.readouterr().out)
+    assert f["kind"] == "unparsable_kernel" and f["key"]["token"] == "131072" and "kernelName2" in f["detail"]
