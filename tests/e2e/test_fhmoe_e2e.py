@@ -11,6 +11,7 @@ import csv
 import io
 import json
 import subprocess
+from pathlib import Path
 
 import pytest
 import yaml
@@ -93,6 +94,12 @@ def test_a_runtime_raise_is_tuned_measured_promoted_and_reported(make_node, tmp_
     md = (job / "report.md").read_text()
     assert "measured by the tuner" in md and "the tuner's own search" in md, md
     assert "**Metric:** ms" in md and " us" not in md.split("## Notes")[0], md
+    # recheck cannot time the row's absence (the tuner raises on such a table, as the runtime does): not measured
+    code = main([*base, "recheck", "--node", node.alias, "--container", c.name, "--variant", "fhmoe"])
+    out = json.loads(capsys.readouterr().out)
+    assert code == 0 and out["counts"]["not_measured"] == 1, out
+    ran = " ".join(p.read_text(errors="replace") for p in Path(out["dir"]).rglob("*") if p.is_file())
+    assert "{fhmoe:" not in ran and "missing HY4 FHMoE rows" not in ran      # no benchmark with a table lacking it
     # rollback restores the table the runtime raised on
     assert main([*base, "-q", "rollback", "f1"]) == 0, capsys.readouterr().err
     assert live_path.read_text() == before
