@@ -251,7 +251,11 @@ def run(ctx: Ctx) -> None:
         ("backup", {"paths": [live], "backup_dir": f"{job_dir}/backup"}),
         ("stage", {"live": live, "staging": staging, **offer}),
         *([("stage", {"live": live, "staging": fly_staging, **offer})] if fly_staging else []),
-        *prepare_ops(checked, root, f"{job_dir}/patched", missing_ok=True)])
+        *prepare_ops(checked, root, f"{job_dir}/patched", missing_ok=True),
+        # FHMoE: the staging table (its -o) starts as its -i, which a later tune_fhmoe.py requires of an -o
+        # that exists (_validate_existing_output: each tuned row as in -i); the last op, after every answer read
+        *([("write_files", {"files": [{"path": staging, "backup_dir": None, "content": untuned_text}]})]
+          if variant.family == "fhmoe" else [])])
     files, free = answers[1]["files"], answers[2]
     if files.get(script_path) is None:
         raise JobError(f"tune script {script} not found under {remote.meta_root} "
