@@ -10,7 +10,10 @@ part of the key is decided by the node's table header, never by an AITER version
 
 ``table_key(header, shape_columns=None)``: the key columns as ``header`` spells them. ``shape_columns``
 (a variant's, any case) name the shape part; without them every known GEMM key column present is one.
-``has_cu_num(header)``: whether cu_num is part of that table's key. Stdlib only (node side, Python 3.8).
+``has_cu_num(header)``: whether cu_num is part of that table's key.
+``prefix_columns(values)``: the GPU columns a promotion record's key prefix (staging's gfx/cu_num values,
+as many as that table has) stands for: two are gfx, cu_num; one is gfx where it names one (a cu_num-less
+table such as the MXFP8 BMM one), else cu_num (an older table without gfx). Stdlib only (node side, 3.8).
 """
 
 from __future__ import annotations
@@ -45,3 +48,12 @@ def table_key(header, shape_columns=None) -> list:
 
 def has_cu_num(header) -> bool:
     return "cu_num" in _spelled(header)
+
+
+def prefix_columns(values) -> tuple:
+    values = [str(v) for v in values]
+    if len(values) == 2:
+        return GPU_COLUMNS
+    if len(values) == 1:
+        return ("gfx",) if values[0].lower().startswith("gfx") else ("cu_num",)
+    return () if not values else None

@@ -90,3 +90,13 @@ def test_staging_offers_store_rows_to_a_cu_num_less_table_by_its_key(staging_mod
     text = (tmp_path / "staging.csv").read_text()
     assert "live" in text and text.count("store") == 1 and ",64,512," in text, (res, text)
     assert pd.read_csv(tmp_path / "staging.csv").columns.tolist() == BMM_HEAD.strip().split(",")
+
+
+def test_a_promotion_records_prefix_of_a_cu_num_less_table_is_its_gfx_not_a_cu_num():
+    """Staging's promoted key tuples carry the GPU columns that table has: ("gfx950", b, m, n, k, block) for
+    the MXFP8 BMM table. recheck read a one-value prefix as cu_num ("cu_num": "gfx950")."""
+    from orchestrator.shapelib.tablekey import prefix_columns
+    assert prefix_columns(["gfx950"]) == ("gfx",)
+    assert prefix_columns(["256"]) == ("cu_num",)
+    assert prefix_columns(["gfx950", "256"]) == ("gfx", "cu_num")
+    assert prefix_columns([]) == () and prefix_columns(["a", "b", "c"]) is None
