@@ -57,3 +57,11 @@ def prefix_columns(values) -> tuple:
     if len(values) == 1:
         return ("gfx",) if values[0].lower().startswith("gfx") else ("cu_num",)
     return () if not values else None
+
+
+def no_cu_num_note(label) -> str:
+    """What audit cannot tell in a table whose key has no cu_num (the runtime looks its rows up on every CU
+    count of the gfx)."""
+    return (f"{label} has no cu_num column: audit cannot tell a row tuned on another GPU of the same gfx "
+            "(MI350P, 128 CUs, vs MI355X, 256 CUs) from one of this node's; no foreign_cu_num check there "
+            "(ROCm/aiter PR #5668, open, would add cu_num to its key)")

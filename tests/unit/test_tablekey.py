@@ -100,3 +100,14 @@ def test_a_promotion_records_prefix_of_a_cu_num_less_table_is_its_gfx_not_a_cu_n
     assert prefix_columns(["256"]) == ("cu_num",)
     assert prefix_columns(["gfx950", "256"]) == ("gfx", "cu_num")
     assert prefix_columns([]) == () and prefix_columns(["a", "b", "c"]) is None
+
+
+def test_audit_says_what_it_cannot_tell_in_a_table_without_cu_num():
+    notes: list = []
+    df = read_tuned_csv(BMM_HEAD + _row(16, "128x128", 5.0))
+    audit_tables([("bmm.csv", df)], cu_nums=[256], gfx="gfx950", skipped=notes)
+    assert len(notes) == 1 and "bmm.csv has no cu_num column" in notes[0] and "MI350P" in notes[0]
+    notes.clear()
+    with_cu = read_tuned_csv(BMM_CU_HEAD + "gfx950,256,16,16,512,7168,128x128,opus,8179,1,5.0,k,1,1,0\n")
+    audit_tables([("bmm.csv", with_cu)], cu_nums=[256], gfx="gfx950", skipped=notes)
+    assert notes == []          # PR #5668's form: cu_num is in the key, foreign_cu_num is checked
