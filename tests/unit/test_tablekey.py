@@ -111,3 +111,24 @@ def test_audit_says_what_it_cannot_tell_in_a_table_without_cu_num():
     with_cu = read_tuned_csv(BMM_CU_HEAD + "gfx950,256,16,16,512,7168,128x128,opus,8179,1,5.0,k,1,1,0\n")
     audit_tables([("bmm.csv", with_cu)], cu_nums=[256], gfx="gfx950", skipped=notes)
     assert notes == []          # PR #5668's form: cu_num is in the key, foreign_cu_num is checked
+
+
+def test_the_store_takes_a_cu_num_less_tables_rows_as_measured_on_the_nodes_cu_num(tmp_path):
+    """Decision: a row of a table without cu_num is stored under the cu_num of the node that measured it (the
+    team's key is gfx, cu_num, table, row key, cu_num NOT NULL), never NULL: `--reuse proven` then offers it
+    only to nodes of the same gfx AND cu_num (an MI350P row, 128 CUs, is not reused on an MI355X, 256 CUs,
+    though that table cannot tell them apart). Rows of another gfx in the table are not the job's."""
+    from types import SimpleNamespace
+
+    from orchestrator.store.sync import tuned_rows
+    (tmp_path / "t.csv").write_text(BMM_HEAD + _row(16, "128x128", 5.0)
+                                    + _row(16, "32x32", 6.0).replace("gfx950", "gfx942"))
+    job = SimpleNamespace(remote=SimpleNamespace(tuned_csv="/x/t.csv"), facts=SimpleNamespace(gfx="gfx950", cu_num=128),
+                          shapes=[{"b": 16, "m": 16, "n": 512, "k": 7168, "w_scale_block": "128x128"},
+                                  {"b": 16, "m": 16, "n": 512, "k": 7168, "w_scale_block": "32x32"}])
+    rows, order, _ = tuned_rows(job, tmp_path, BMM_SHAPE)
+    assert order == list(BMM_SHAPE)
+    assert [r["row_key"] for r in rows] == ["b=16,m=16,n=512,k=7168,w_scale_block=128x128"]
+    from orchestrator.store.sync import record_keys
+    promoted = {"promoted": [["gfx950", "16", "16", "512", "7168", "128x128"]]}   # staging's (gfx,) + key
+    assert record_keys(promoted, order, BMM_SHAPE) == ["b=16,m=16,n=512,k=7168,w_scale_block=128x128"]
