@@ -7,14 +7,20 @@ entry per tuner, nothing else to change (the seam of CONTRIBUTING's add-a-varian
 v0.1.30, and no stored release note dates them more closely. Whether a node has one is probed (its tuner
 file), never read from the version.
 
-Not registered: csrc/bmm_a8w8_mxscale/bmm_a8w8_mxscale_bpreshuffle_tune.py (stored at f081855b; opus + FlyDSL,
-gfx950). Its table is keyed in lower case WITHOUT cu_num (gfx,b,m,n,k,w_scale_block "32x32"|"128x128" +
-libtype, ...; AITER_CONFIG_BATCHED_GEMM_A8W8_BLOCKSCALE_MXSCALE_BPRESHUFFLE, default
-aiter/configs/batched_gemm_a8w8_blockscale_mxscale_bpreshuffle_tuned.csv merged with the model_configs glob),
-its -k is the K dimension (the base -k/--splitK is removed), its default -i AND -o are the shipped table
-model_configs/dsv4_batched_gemm_a8w8_blockscale_mxscale_bpreshuffle_tuned.csv, and no op_test of the index
-times its dispatch: tune-remote's staging, promotion and audit key every table by (gfx,) cu_num + shape, so
-it needs that taught first, not one more entry.
+Not registered yet: csrc/bmm_a8w8_mxscale/bmm_a8w8_mxscale_bpreshuffle_tune.py (stored at f081855b; opus +
+FlyDSL, gfx950). Its table is keyed in lower case WITHOUT cu_num (OpusBmmMxscaleTuner.KEYS gfx,b,m,n,k,
+w_scale_block "128x128"|"32x32"|"1x32" (opus only) + libtype; AITER_CONFIG_BATCHED_GEMM_A8W8_BLOCKSCALE_MXSCALE_
+BPRESHUFFLE, default aiter/configs/batched_gemm_a8w8_blockscale_mxscale_bpreshuffle_tuned.csv merged with the
+model_configs glob), its -k is the K dimension (the base -k/--splitK is removed: splitk="refuses"), its default
+-i AND -o are the shipped table model_configs/dsv4_batched_gemm_a8w8_blockscale_mxscale_bpreshuffle_tuned.csv,
+and no op_test of the index times its dispatch (bench=None). The runtime (aiter/ops/opus/policy.
+lookup_mxscale_bmm_config, lru_cached: once per shape per process) tries M, then getPaddedM at two
+granularities, and on a miss logs (logger.info) ``shape B:{b} M:{m} N:{n} K:{k} w_scale {block} has no MXFP8
+BMM tuned row`` (older: no ``w_scale``, 128x128 only); the line names no table (the plain and bpreshuffle
+lookups print the same). The table key is taught (shapelib/tablekey.py: staging, promotion, rollback, audit,
+the merge, compare and recheck read every key from the table's own header, cu_num only where it has one, so
+ROCm/aiter PR #5668's form with cu_num works too); what the entry still needs is that miss line's parse, a
+simulated tuner and runtime lookup for the newest/head profile, and the variants matrix's shape for it.
 """
 
 from __future__ import annotations

@@ -21,6 +21,7 @@ import shutil
 
 from .common import HelperError, epoch_s
 from .files import backup_name, copy_preserving, atomic_write
+from ..shapelib.tablekey import GPU_COLUMNS, table_key
 from ..shapelib.text import key_text
 
 RECORD = "promotion.json"
@@ -103,8 +104,10 @@ def _read(path):
 
 
 def _keyer(header, key_columns):
+    """The table's key (shapelib/tablekey: gfx/cu_num only where the header has them, the variant's shape
+    columns in any case), in lower case, and a row -> key text function."""
     low = [h.lower() for h in header]
-    cols = [c for c in ("gfx", "cu_num") if c in low] + [c for c in key_columns if c not in ("gfx", "cu_num")]
+    cols = [c.lower() for c in table_key(header, ())] + [c for c in key_columns if c not in GPU_COLUMNS]
     missing = [c for c in cols if c not in low]
     if missing:
         raise HelperError("table header %s lacks key columns %s" % (",".join(header), ",".join(missing)))

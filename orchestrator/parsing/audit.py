@@ -30,6 +30,7 @@ import pandas as pd
 
 from ..shapelib.text import key_text
 from ..variants import VARIANTS
+from ..shapelib.tablekey import has_cu_num, no_cu_num_note
 from .csvtools import GEMM_ERR_BOUND, LEGACY_CU_NUM_TO_GFX, MOE_ERR_BOUND, read_pct, key_columns
 
 KINDS = ("copied_us", "unparsable_kernel", "duplicate_key", "foreign_cu_num", "err_ratio")
@@ -296,5 +297,7 @@ def audit_tables(tables: Iterable[tuple[str, pd.DataFrame]], cu_nums: Iterable[i
         out += _unparsable(label, df, keys)
         out += _err_ratio(label, df, keys, err_bound, bound_from)
         out += _foreign(label, df, keys, cus, gfx)
+        if cus and skipped is not None and not has_cu_num(df.columns):
+            skipped.append(no_cu_num_note(label))
     out += _duplicates(tables, merged_as, merge_rule)
     return out

@@ -9,7 +9,8 @@
 
 ``key_columns(df)``
     GEMM: the present ones of ``gfx, cu_num, B, M, N, K, q_dtype_w`` (+ bf16's ``bias, dtype, outdtype,
-    scaleAB, bpreshuffle``). MoE (a ``token`` column): ``gfx, cu_num`` (when present) + the 12 untuned fmoe
+    scaleAB, bpreshuffle``; the MXFP8 BMM table's lower-case ``gfx,b,m,n,k,w_scale_block``, no cu_num),
+    as the table spells them (``shapelib/tablekey.table_key``). MoE (a ``token`` column): ``gfx, cu_num`` (when present) + the 12 untuned fmoe
     columns (14/13/12 columns) + ``_tag`` when present (AITER's merge key includes it).
 
 ``merge_tuned(frames, err_bound=None, moe_err_bound=0.5)``
@@ -45,6 +46,7 @@ from typing import Any, Iterable
 
 import pandas as pd
 
+from ..shapelib.tablekey import table_key
 from ..shapelib.text import key_text
 from ..variants import MOE_KEY
 from .csvcolumns import NULLS as _NULLS, Unusual, parse_columns
@@ -56,8 +58,6 @@ __all__ = [
 ]
 
 LEGACY_CU_NUM_TO_GFX = {256: "gfx950", 80: "gfx942", 304: "gfx942"}
-GEMM_KEY_ORDER = ("gfx", "cu_num", "B", "M", "N", "K", "q_dtype_w",
-                  "bias", "dtype", "outdtype", "scaleAB", "bpreshuffle")
 GEMM_ERR_BOUND = 0.05
 MOE_ERR_BOUND = 0.5
 
@@ -149,7 +149,7 @@ def key_columns(df: pd.DataFrame) -> list[str]:
         if "_tag" in cols:
             keys.append("_tag")
         return keys
-    return [c for c in GEMM_KEY_ORDER if c in cols]
+    return table_key(cols)        # as the table spells them, gfx/cu_num only where it has them
 
 
 def _is_moe(df: pd.DataFrame) -> bool:

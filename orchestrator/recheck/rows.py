@@ -14,10 +14,9 @@ from pathlib import Path
 from ..errors import UsageError
 from ..moe_quant import objective_of
 from ..outcome.keys import norm_key_value
+from ..shapelib.tablekey import prefix_columns
 from ..state import JobState, Workspace
 from ..variants import get_variant
-
-PREFIX = {2: ("gfx", "cu_num"), 1: ("cu_num",), 0: ()}
 
 
 @dataclass
@@ -87,12 +86,14 @@ def promoted_rows(jobs: list[JobState], node: str, container: str | None,
             at = float(rec.get("time") or job.created or 0)
             for k in rec.get("promoted") or []:
                 k = [str(v) for v in k]
-                if len(k) < n or len(k) - n not in PREFIX:
+                head = k[:len(k) - n]
+                gpu = prefix_columns(head) if len(k) >= n else None   # shapelib/tablekey: the GPU columns
+                if gpu is None:
                     continue
                 values = k[-n:]
                 norm = tuple(norm_key_value(v) for v in values)
                 row = Promoted(variant=job.variant, live=rec["live"], key=dict(zip(cols, values)),
-                               prefix=dict(zip(PREFIX[len(k) - n], k[:-n])), job_id=job.job_id, at=at,
+                               prefix=dict(zip(gpu, head)), job_id=job.job_id, at=at,
                                facts=facts_of(job), shape=dict(by_key.get(norm) or dict(zip(cols, values))),
                                created=job.created)
                 old = found.get(row.ident())
