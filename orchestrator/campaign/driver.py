@@ -114,7 +114,8 @@ def make_plan(job: JobState, runner: Runner, refs: list[TargetRef], variants: li
                 ref.label: rows for ref, rows in shards.items()}
     if not out["variants"]:
         raise UsageError("no shapes to tune for " + ", ".join(found) + "".join(
-            f"; {x}" for x in out["excluded"] if auto), hint="check --variant and the logs")
+            f"; {x}" for x in out["excluded"] if auto) + "".join(   # and why the logs' shapes were left out
+            f"; {n}" for n in mined if "cannot be tuned by this AITER" in n), hint="check --variant and the logs")
     return out
 
 

@@ -6,13 +6,14 @@ it), so -- as in real AITER -- tuned_fmoe.csv rows take effect at the next proce
 
 import functools
 import os
+import re
 
 from . import logger
 from ._sim import LEGACY
 from ._sim.frame import norm, read_csv
 from ._sim import flydsl_moe
 from ._sim import measured_us as bench_us
-from .jit.core import AITER_CONFIGS, get_module
+from .jit.core import AITER_CONFIGS, AITER_CSRC_DIR, PY, bd_dir, get_module, mp_lock
 from .jit.utils.chip_info import get_cu_num, get_gfx
 
 LEGACY_CU_NUM_TO_GFX = {256: "gfx950", 80: "gfx942", 304: "gfx942"}
@@ -150,42 +151,86 @@ def get_2stage_cfgs(token, model_dim, inter_dim, expert, topk, dtype, q_dtype_a,
 #@ endif
     exact, loose = _cfg_table(tune_file) if os.path.exists(tune_file) else ({}, {})
     vals = [norm(v) if not isinstance(v, _PybindEnum) else v for v in keys[len(head):]]
-    cfg = None
     bypass = int(os.environ.get("AITER_BYPASS_TUNE_CONFIG", "0"))
-    if exact and not bypass:
-        def use_cfg():
-#@ if legacy
-            problem_type = (str(activation), str(dtype), str(q_dtype_a), str(q_dtype_w), str(q_type))
-            bypass_type = ("ActivationType.Silu", "torch.bfloat16", str(_fp8()), str(_fp8()),
-                           "QuantType.per_1x128")
-            if problem_type == bypass_type and (token * topk) <= 128:  # bypass tuned
-                logger.info("bypass tuned results for fp8 blockscale")
-                return False
-#@ endif
-            return True
 
-        if use_cfg():
-            # activation is the raw pybind enum in this version when it is not a str: it never equals the
-            # CSV's string, so the exact lookup misses and the act_type-ignoring fallback finds the row
-            cfg = exact.get(head + tuple(vals)) if isinstance(activation, str) or LEGACY else None
-            if cfg is None:
-                lv = list(vals)
-                lv[5] = "__ignore__"
-                cfg = loose.get(head + tuple(lv))
-#@ if current
-            # tier fallback: a token above the first tier not found tries the smaller tiers, largest first
-            if cfg is None and token > _PADDED_M_TIERS[0]:
-                idx = _PADDED_M_TIERS.index(token) if token in _PADDED_M_TIERS else -1
-                for fallback_tier in reversed(_PADDED_M_TIERS[:idx]):
-                    fv = [norm(fallback_tier)] + list(vals[1:])
-                    cfg = exact.get(head + tuple(fv)) if isinstance(activation, str) else None
-                    if cfg is None:
-                        fv[5] = "__ignore__"
-                        cfg = loose.get(head + tuple(fv))
-                    if cfg is not None:
-                        break
+    def use_cfg():
+#@ if legacy
+        problem_type = (str(activation), str(dtype), str(q_dtype_a), str(q_dtype_w), str(q_type))
+        bypass_type = ("ActivationType.Silu", "torch.bfloat16", str(_fp8()), str(_fp8()),
+                       "QuantType.per_1x128")
+        if problem_type == bypass_type and (token * topk) <= 128:  # bypass tuned
+            logger.info("bypass tuned results for fp8 blockscale")
+            return False
 #@ endif
-    if cfg is None:
+        return True
+
+    def lookup(exact, loose):
+        # activation is the raw pybind enum in this version when it is not a str: it never equals the
+        # CSV's string, so the exact lookup misses and the act_type-ignoring fallback finds the row
+        cfg = exact.get(head + tuple(vals)) if isinstance(activation, str) or LEGACY else None
+        if cfg is None:
+            lv = list(vals)
+            lv[5] = "__ignore__"
+            cfg = loose.get(head + tuple(lv))
+#@ if current
+        # tier fallback: a token above the first tier not found tries the smaller tiers, largest first
+        if cfg is None and token > _PADDED_M_TIERS[0]:
+            idx = _PADDED_M_TIERS.index(token) if token in _PADDED_M_TIERS else -1
+            for fallback_tier in reversed(_PADDED_M_TIERS[:idx]):
+                fv = [norm(fallback_tier)] + list(vals[1:])
+                cfg = exact.get(head + tuple(fv)) if isinstance(activation, str) else None
+                if cfg is None:
+                    fv[5] = "__ignore__"
+                    cfg = loose.get(head + tuple(fv))
+                if cfg is not None:
+                    break
+#@ endif
+        return cfg
+
+    cfg = lookup(exact, loose) if exact and use_cfg() else None
+    config_path = os.path.dirname(tune_file)
+    untune_file = os.path.join(config_path, "untuned_fmoe.csv")
+    profile_file = os.path.join(config_path, "profile_fmoe.csv")
+
+    # AITER_ONLINE_TUNE (every release, ROCm/aiter fused_moe.py v0.1.11 .. e4048607): the shape goes into
+    # untuned_fmoe.csv beside the tuned table, the MoE tuner tunes it (--last) into that table under a lock, the
+    # table is read again; still no row (no valid kernel): 'Fmoe tuning not support for (...)' (aiter#3202)
+    def MainFunc():
+        with open(untune_file, "a") as f:
+            if os.path.getsize(untune_file) == 0:
+                f.write(
+                    "token,model_dim,inter_dim,expert,topk,act_type,dtype,q_dtype_a,q_dtype_w,q_type,use_g1u1,doweight_stage1"
+                )
+            q_dtype_ws = q_dtype_w if str(q_dtype_w) != "torch.uint32" else "torch.int4"
+            f.write(
+                f"\n{token},{model_dim},{inter_dim},{expert},{topk},{activation},{dtype},{q_dtype_a},{q_dtype_ws},{q_type},{int(use_g1u1)},{int(doweight_stage1)}"
+            )
+        logger.info("\033[34m Start tuning fmoe")
+        os.system(
+            f"{PY} {AITER_CSRC_DIR}/ck_gemm_moe_2stages_codegen/gemm_moe_tune.py -i {untune_file} -o {tune_file} -o2 {profile_file} --last"
+        )
+
+    def FinalFunc():
+        logger.info(
+            f"[Hint] tuned configs are saved in {tune_file}, you can set AITER_CONFIG_FMOE to this file to use tuned configs"
+        )
+        logger.info("\033[0m")
+
+    if cfg is None and os.environ.get("AITER_ONLINE_TUNE", "0") == "1":
+#@ if current
+        lock_name = re.sub(r"[^\w.\-]", "_", str(keys))
+        lock_path = os.path.join(bd_dir, f"lock_fmoe_tune_{lock_name}")
+#@ endif
+#@ if legacy
+        lock_path = os.path.join(bd_dir, f"lock_fmoe_tune_{keys}")
+#@ endif
+        mp_lock(lock_path, MainFunc=MainFunc, FinalFunc=FinalFunc)
+        _cfg_table.cache_clear()
+        exact, loose = _cfg_table(tune_file) if os.path.exists(tune_file) else ({}, {})
+        cfg = lookup(exact, loose) if exact else None
+        if cfg is None:
+            logger.warning(f"Fmoe tuning not support for {keys}")
+    if cfg is None or bypass:
         run_1stage, block_m, use_nt = _run_1stage_heuristic(token, topk, expert, q_type)
         ksplit = 0
 #@ if current

@@ -9,7 +9,11 @@ trace of one decode step, and with ``--kernel-trace-dir`` a rocprofv3 kernel-tra
 ``--workers N`` serves as vLLM's multiproc executor does: N worker processes (TP ranks), each its own AITER
 (lookup caches, once-per-process miss lines, AITER_TUNE_GEMM rows), their log lines re-printed with vLLM's
 ``(Worker_TP<r> pid=<pid>) `` prefix; ``--nk0 N,K`` shapes only rank 0 runs, ``--steps S`` decode steps (each
-one looks every shape up again); the figures are rank 0's."""
+one looks every shape up again); the figures are rank 0's.
+
+``--moe T,D,I,E,K`` adds a fused-MoE layer (token T, model_dim D, inter_dim I, E experts, top-K, bf16 with FP8
+per-token quant, as DeepSeek-style FP8 checkpoints run it) looked up through ``aiter.fused_moe`` like the GEMMs:
+with ``AITER_ONLINE_TUNE=1`` AITER tunes its misses on the fly (and says which it could not)."""
 
 import argparse
 import os
@@ -25,7 +29,8 @@ LAYERS = 60                                # per decode step
 
 def main(argv=None):
     ap = argparse.ArgumentParser()
-    ap.add_argument("--nk", action="append", required=True)
+    ap.add_argument("--nk", action="append", default=[])
+    ap.add_argument("--moe", action="append", default=[])
     ap.add_argument("--m", default="1,16,64")
     ap.add_argument("--fail", action="store_true", help="exit 1 without figures (a broken serve command)")
     ap.add_argument("--other-us", type=float, default=0.0, help="GPU time per layer outside AITER's GEMMs")
@@ -50,7 +55,7 @@ def main(argv=None):
                 n, k = (int(x) for x in nk.split(","))
                 for m in (int(x) for x in args.m.split(",")):
                     layer.append((m, n, k, aiter.gemm_a8w8_blockscale(m, n, k)))
-        step_us = sum(us for _, _, _, us in layer) + args.other_us
+        step_us = sum(us for _, _, _, us in layer) + args.other_us + sum(_moe(spec) for spec in args.moe)
         if args.rank is not None:
             print("step_us %r" % step_us)
             return 0
@@ -71,6 +76,12 @@ def main(argv=None):
     print("%-40s %-10.2f" % ("Mean TPOT (ms):", step_s * 1000))
     print("==================================================")
     return 0
+
+
+def _moe(spec):
+    from aiter import QuantType, dtypes
+    t, d, i, e, k = (int(x) for x in spec.split(","))
+    return aiter.fused_moe(t, d, i, e, k, dtypes.bf16, dtypes.fp8, dtypes.fp8, QuantType.per_Token)
 
 
 def _workers(argv, n):

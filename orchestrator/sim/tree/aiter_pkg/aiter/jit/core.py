@@ -12,6 +12,7 @@ import json
 import multiprocessing
 import os
 import shutil
+import sys
 import time
 
 from .. import logger
@@ -83,14 +84,24 @@ AITER_CONFIG_BF16_BATCHED_GEMM = os.getenv(
 AITER_CONFIG_GEMM_BF16 = os.getenv("AITER_CONFIG_GEMM_BF16", f"{AITER_CONFIG_DIR}/bf16_tuned_gemm.csv")
 
 
-def mp_lock(lock_path, main_func):
-    """aiter.jit.core.mp_lock (a FileBaton): one process at a time runs ``main_func``."""
+def mp_lock(lockPath, MainFunc, FinalFunc=None, WaitFunc=None):
+    """aiter.jit.core.mp_lock (a FileBaton): the process that takes the lock runs ``MainFunc`` (then
+    ``FinalFunc``); one that finds it taken waits for its release and returns ``WaitFunc()`` (or None) without
+    running ``MainFunc`` itself."""
     import fcntl
-    with open(lock_path, "a") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
+    os.makedirs(os.path.dirname(lockPath) or ".", exist_ok=True)
+    with open(lockPath, "a") as fh:
         try:
-            return main_func()
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            fcntl.flock(fh, fcntl.LOCK_EX)          # baton.wait(): the holder released it, its work is done
+            fcntl.flock(fh, fcntl.LOCK_UN)
+            return WaitFunc() if WaitFunc is not None else None
+        try:
+            return MainFunc()
         finally:
+            if FinalFunc is not None:
+                FinalFunc()
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
@@ -275,6 +286,10 @@ def get_user_jit_dir():
     home = os.path.expanduser("~/.aiter/jit")
     os.makedirs(home, exist_ok=True)
     return home
+
+
+bd_dir = f"{get_user_jit_dir()}/build"
+PY = sys.executable
 
 
 def _prefix():
