@@ -21,12 +21,13 @@ def padded_m_candidates(m: int, n: int, k: int) -> list:
     return [m, pad0(m), pad1(m)]
 
 
-MOE_TIERS = {"legacy": (32768,), "current": (32768, 131072)}   # the sim tree's fused_moe.get_padded_M per profile
+MOE_TIERS = {"legacy": (1024, 2048, 16384), "current": (32768, 131072)}   # the sim tree's get_padded_M per profile
 
 
 def moe_padded_token(token: int, profile: str = "current") -> int:
-    """fused_moe get_padded_M: nextPow2 below 32768, above it the largest tier at or below the token: 32768 or
-    131072 (current, newest, head: ROCm/aiter 446260d1, v0.1.14+), 32768 only (legacy: v0.1.12's form)."""
+    """fused_moe get_padded_M: nextPow2 below the first tier, above it the largest tier at or below the token:
+    32768 or 131072 (current, newest, head: ROCm/aiter 446260d1, v0.1.14+), 1024 / 2048 / 16384 (legacy: the
+    v0.1.11 release it says it is; v0.1.12 0d38e26f had 32768 alone)."""
     tiers = MOE_TIERS["legacy" if profile == "legacy" else "current"]
     if token < tiers[0]:
         p = 1

@@ -46,7 +46,7 @@ def test_the_plan_drops_a_token_the_runtime_never_looks_up():
 def test_the_probe_reads_each_releases_get_padded_M(nodes):
     got = {p: probe.op_probe({"moe_runtime": f"{inst.aiter_root}/aiter/fused_moe.py"}).get("moe_padded_tiers")
            for p, inst in nodes.items()}
-    assert got == {"legacy": [32768], "current": [32768, 131072], "head": [32768, 131072]}
+    assert got == {"legacy": [1024, 2048, 16384], "current": [32768, 131072], "head": [32768, 131072]}
     # the forms upstream shipped: v0.1.11's buckets, and a file without the function says nothing
     v0111 = ("def get_padded_M(M):\n    padded_m = M\n    if M >= 1 and M <= 16:\n        padded_m = nextPow2(padded_m)\n"
              "    elif M < 1024:\n        padded_m = nextPow2(padded_m)\n    elif M < 2048:\n        padded_m = 1024\n"
@@ -60,7 +60,7 @@ def test_the_probe_reads_each_releases_get_padded_M(nodes):
 
 @pytest.mark.parametrize("profile", ["legacy", "current"])
 def test_the_sim_runtime_and_the_perf_model_pad_alike(nodes, profile):
-    tokens = [1, 3, 1000, 32767, 32768, 40000, 131072, 163840]
+    tokens = [1, 3, 16, 17, 1000, 1023, 1024, 2047, 2048, 16383, 16384, 32767, 32768, 40000, 131072, 163840]
     r = py(nodes[profile], "-c", "from aiter.fused_moe import get_padded_M; "
            f"print(' '.join(str(get_padded_M(t)) for t in {tokens}))")
     assert r.returncode == 0, r.stderr

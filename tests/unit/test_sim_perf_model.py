@@ -72,7 +72,8 @@ def test_padding_rules():
     assert pm.padded_m_candidates(300, 2048, 3072) == [300, 320, 512]
     assert pm.padded_m_candidates(9000, 8192, 1024) == [9000, 9088, 8192]
     assert pm.moe_padded_token(3) == 4 and pm.moe_padded_token(163840) == 131072
-    assert pm.moe_padded_token(163840, "legacy") == 32768
+    assert pm.moe_padded_token(163840, "legacy") == 16384 and pm.moe_padded_token(1500, "legacy") == 1024
+    assert pm.moe_padded_token(1000, "legacy") == 1024 and pm.moe_padded_token(4096, "legacy") == 2048
 
 
 def test_markdown_matches_pandas_tabulate():

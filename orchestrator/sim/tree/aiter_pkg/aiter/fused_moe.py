@@ -94,11 +94,20 @@ def get_padded_M(M):
 #@ endif
 #@ if legacy
 def get_padded_M(M):
+    # ROCm/aiter v0.1.11 aiter/fused_moe.py (the legacy profile's release, l.607; v0.1.10 the same; v0.1.12
+    # 0d38e26f: nextPow2 below 32768, else 32768)
     padded_m = M
-    if M < 32768:
+    if M >= 1 and M <= 16:
+        # decoding policy may be changed in the future.
         padded_m = nextPow2(padded_m)
+    elif M < 1024:
+        padded_m = nextPow2(padded_m)
+    elif M < 2048:
+        padded_m = 1024
+    elif M < 16384:
+        padded_m = 2048
     else:
-        padded_m = 32768
+        padded_m = 16384
     return padded_m
 #@ endif
 
