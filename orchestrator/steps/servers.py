@@ -7,6 +7,10 @@ helper's); the plan and the report name each one whose rows from this job it wou
 - A server whose environment sets the variant's ``AITER_CONFIG_*`` reads the files listed there instead of the
   shipped set (sglang#37072 for ``AITER_CONFIG_FMOE``): a table this job promotes into that is not in the list
   is one it never reads.
+- A server started with ``AITER_ONLINE_TUNE=1`` tunes a fused-MoE miss itself: aiter/fused_moe.py (v0.1.11 ..
+  v0.1.20 and later, the same code) appends the shape to ``untuned_fmoe.csv`` and runs ``gemm_moe_tune.py -i
+  untuned_fmoe.csv -o <the table it read> --last`` under its own lock, rewriting that table in place with no
+  backup: a row a job promotes into the same table while it does can be overwritten.
 """
 from __future__ import annotations
 
@@ -38,6 +42,12 @@ def server_notes(servers: list | None, family: str, config_env: str | None, tabl
                            f"{'fused-MoE' if family == 'moe' else 'GEMM'} path, so it would never read the rows "
                            "tuned here")
                 continue
+        if family == "moe" and str(env.get("AITER_ONLINE_TUNE", "")).strip() == "1":   # upstream: == "1"
+            out.append(f"{who} runs with AITER_ONLINE_TUNE=1: on a miss it tunes the shape itself "
+                       f"(gemm_moe_tune.py --last) and rewrites the fused-MoE table it reads"
+                       + (f" ({table})" if table else "") + " in place, with no backup and under AITER's lock, "
+                       "not tune-remote's: rows promoted into it while it tunes can be overwritten; promote "
+                       "while that server is stopped, or restart it without AITER_ONLINE_TUNE")
         listed = env.get(config_env) if config_env else None
         if listed and table:
             files = [f for f in listed.split(":") if f]

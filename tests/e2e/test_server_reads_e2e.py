@@ -54,3 +54,35 @@ def test_servers_that_would_never_read_the_rows_are_named(make_node, tmp_path, c
         assert "AITER_CONFIG_GEMM_A8W8_BLOCKSCALE=/data/mine.csv" in md, md
     finally:
         _stop(c)
+
+
+MOE_HEAD = "token,model_dim,inter_dim,expert,topk,act_type,dtype,q_dtype_a,q_dtype_w,q_type,use_g1u1,doweight_stage1\n"
+MOE_ROW = ("64,7168,256,256,8,ActivationType.Silu,torch.bfloat16,torch.float8_e4m3fn,torch.float8_e4m3fn,"
+           "QuantType.per_1x128,1,0\n")
+
+
+def test_a_server_that_tunes_moe_misses_into_the_live_table_itself_is_named(make_node, tmp_path, capsys,
+                                                                            monkeypatch):
+    monkeypatch.setenv("TUNE_REMOTE_POLL_S", "0.2")
+    node = make_node("current")
+    c = next(iter(node.containers.values()))
+    inv = tmp_path / "inv.yaml"
+    inv.write_text(yaml.safe_dump({"nodes": {node.alias: {"ssh_config": str(node.ssh_config_file),
+                                                          "containers": {c.name: {}}}}}))
+    shapes = tmp_path / "moe.csv"
+    shapes.write_text(MOE_HEAD + MOE_ROW)
+    run = ["--inventory", str(inv), "--workspace", str(tmp_path / "ws"), "run", "--node", node.alias,
+           "--container", c.name, "--variant", "moe_2stages", "--shapes-csv", str(shapes), "--dry-run"]
+    try:
+        _start(c, "VLLM_ROCM_USE_AITER=1", "vllm serve /models/dsv3")
+        assert main(run) == 0
+        assert "AITER_ONLINE_TUNE" not in capsys.readouterr().err      # a server that only reads the table
+        _stop(c)
+        _start(c, "VLLM_ROCM_USE_AITER=1 AITER_ONLINE_TUNE=1", "vllm serve /models/dsv3")
+        assert main(run) == 0
+        err = capsys.readouterr().err
+        said = [line for line in err.splitlines() if "runs with AITER_ONLINE_TUNE=1" in line]
+        assert len(said) == 1 and "vLLM server in this container (pid " in said[0], err
+        assert "tuned_fmoe.csv" in said[0] and "overwritten" in said[0], err
+    finally:
+        _stop(c)

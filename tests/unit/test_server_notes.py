@@ -35,6 +35,18 @@ def test_a_config_list_without_the_table_is_named_and_one_with_it_is_not():
     assert server_notes(None, "gemm", "X", TABLE) == []
 
 
+def test_a_server_that_tunes_moe_misses_itself_is_named():
+    moe = dict(family="moe", env_name="AITER_CONFIG_FMOE")
+    [line] = _notes({"VLLM_ROCM_USE_AITER": "1", "AITER_ONLINE_TUNE": "1"}, **moe)
+    assert "AITER_ONLINE_TUNE=1" in line and TABLE in line and "overwritten" in line
+    [line] = _notes({"SGLANG_USE_AITER": "1", "AITER_ONLINE_TUNE": "1"}, kind="sglang", **moe)
+    assert "SGLang server" in line and "gemm_moe_tune.py --last" in line
+    assert _notes({"VLLM_ROCM_USE_AITER": "1", "AITER_ONLINE_TUNE": "true"}, **moe) == []   # upstream: == "1"
+    assert _notes({"VLLM_ROCM_USE_AITER": "1", "AITER_ONLINE_TUNE": "1"}) == []            # GEMM: no online tuning
+    [line] = _notes({"AITER_ONLINE_TUNE": "1"}, **moe)          # vLLM without AITER: never calls fused_moe at all
+    assert "VLLM_ROCM_USE_AITER=1" in line and "ONLINE" not in line
+
+
 def test_server_kinds_from_their_command_lines():
     kind = proctree._server_kind       # the node helper's module, as the node imports it
     assert kind(["/usr/bin/python3", "/usr/local/bin/vllm", "serve", "/models/x"]) == "vllm"
