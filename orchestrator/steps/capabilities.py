@@ -17,7 +17,12 @@ from . import moetuners, riders, tuneargs
 HELP_TIMEOUT_S = 180  # real tune scripts import torch + aiter before argparse answers --help
 
 
-def _request(python: str, variant: KernelVariant, root: str, meta: str, gfx: str, tuned: str) -> dict:
+def _request(ctx: Ctx, variant: KernelVariant, root: str, meta: str, gfx: str, tuned: str) -> dict:
+    return _request_with(ctx.target.container.python, variant, root, meta, gfx, tuned)
+
+
+def _request_with(python: str, variant: KernelVariant, root: str, meta: str, gfx: str, tuned: str) -> dict:
+    """The probe's request for the container's ``python`` (no job needed: a campaign's plan sends it too)."""
     return {
         "aiter_root": root, "meta_root": meta, "python": python,
         "tuned_csv": tuned,
@@ -40,7 +45,7 @@ def probe_template(ctx: Ctx) -> dict:
 def template_for(variant_name: str, python: str) -> dict:
     """``probe_template`` without a job: a campaign's plan sends one per variant (campaign/capable.py)."""
     variant = get_variant(variant_name)
-    return {**_request(python, variant, "{root}", "{meta}", "{gfx}", f"{{root}}/{variant.tuned_csv}"),
+    return {**_request_with(python, variant, "{root}", "{meta}", "{gfx}", f"{{root}}/{variant.tuned_csv}"),
             "config_env": variant.config_env}
 
 
@@ -60,7 +65,7 @@ def probe(ctx: Ctx, variant: KernelVariant) -> AiterProfile:
     tuned = configured or f"{root}/{variant.tuned_csv}"
     if tuned and not tuned.startswith("/"):
         tuned = f"{root}/{tuned}"
-    req = _request(ctx.target.container.python, variant, root, meta, facts.gfx or "gfx942", tuned)
+    req = _request(ctx, variant, root, meta, facts.gfx or "gfx942", tuned)
     answer = riders.call(ctx, "probe", req, timeout=HELP_TIMEOUT_S + 60)
     facts.probes, problem, merge_problem = probes_of(answer)
     if problem:
