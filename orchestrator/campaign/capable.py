@@ -61,8 +61,9 @@ def probe_riders(variants, python: str) -> dict:
 
 
 def probe_timeout(variants) -> float:
-    """discover's wait: each distinct tuner's --help may run once (HELP_TIMEOUT_S; cached node-side after)."""
-    return capabilities.HELP_TIMEOUT_S * len({get_variant(v).tune_script for v in variants}) + 120
+    """discover's wait: each distinct tuner's --help may run once (HELP_TIMEOUT_S; cached node-side after); one
+    tuner's: a single run's wait (steps/discover.py), never less."""
+    return capabilities.HELP_TIMEOUT_S * max(1, len({get_variant(v).tune_script for v in variants})) + 120
 
 
 def probed(ridden: dict) -> dict[str, dict]:

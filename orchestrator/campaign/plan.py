@@ -53,9 +53,13 @@ def variant_facts(facts: dict, variant: str) -> dict:
     """A target's plan facts with ``variant``'s probe in ``probes``, settled (``settle_profile``: its profile's
     name, what was probed and assumed) as a single run of that variant has them."""
     from ..aiter_profiles import settle_profile
-    out = {**facts, "probes": dict((facts.get("variant_probes") or {}).get(variant) or {})}
+    out = _with_probe(facts, variant)
     settle_profile(out)
     return out
+
+
+def _with_probe(facts: dict, variant: str) -> dict:
+    return {**facts, "probes": dict((facts.get("variant_probes") or {}).get(variant) or {})}
 
 
 def _probe_one(runner: Runner, ref: TargetRef, settings: Settings, gpus, variants=()) -> Probe:
@@ -230,7 +234,7 @@ def profile_line(facts: dict, variant: str) -> str:
     """What the target's AITER profile for ``variant`` was probed from and what the version stood for (a MoE
     variant: the token tiers its shapes were bucketed with)."""
     from ..aiter_profiles import profile_from_facts
-    profile = profile_from_facts({**facts, "probes": (facts.get("variant_probes") or {}).get(variant) or {}})
+    profile = profile_from_facts(_with_probe(facts, variant))
     assumed = [a.split(" (from ")[0] for a in profile.assumed]
     basis = profile.assumed[0].rpartition(" (from ")[2].rstrip(")") if profile.assumed else "the version"
     tiers = (f"MoE token tiers {'/'.join(map(str, profile.moe_padded_tiers))}; "
