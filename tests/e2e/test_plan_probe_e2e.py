@@ -17,6 +17,7 @@ import yaml
 
 from orchestrator.aiter_profiles import moe_tiers_for
 from orchestrator.cli import main
+from orchestrator.nodeside import probe as nodeprobe
 from orchestrator.shapelib.shapefmt import moe_bucket
 
 pytestmark = pytest.mark.e2e
@@ -34,8 +35,9 @@ def node(testbed):
     n = testbed.create_node(("legacy",), proxy=False)
     for c in n.containers.values():
         path = Path(c.host_path(f"{c.aiter_root}/aiter/fused_moe.py"))
-        src, count = re.subn(r"^def get_padded_M\(M\):\n(?:[ \t]+.*\n)+", V0112, path.read_text(), flags=re.M)
-        assert count == 1
+        src, count = re.subn(r"^def get_padded_M\(M\):\n(?:[ \t]+.*\n|[ \t]*\n)+", V0112 + "\n\n",
+                             path.read_text(), flags=re.M)
+        assert count == 1 and nodeprobe.moe_padded_tiers(src) == [32768]
         path.write_text(src)
     yield n
     testbed.destroy_node(n)
