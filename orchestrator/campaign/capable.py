@@ -1,4 +1,4 @@
-"""What each chosen target can tune, known at plan time (capability probing, issue 36).
+"""What each chosen target can tune, and how its AITER behaves, known at plan time (capability probing, issue 36).
 
 ``discover`` takes one more rider, ``paths_exist``: every variant's tuner (under the meta root) and op_test
 (under the aiter root), for each form its versions have. The plan then resolves each variant for the target's
@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import dataclasses
 
+from ..steps import capabilities
 from ..variants import VARIANTS, KernelVariant, get_variant
 
 RIDER = "paths_exist"
+PROBE = "probe@"      # + a variant: the capability probe a single run of it sends (nodeside/probe.py run_riders)
 
 
 def _needs(v: KernelVariant) -> list[tuple[str, str]]:
@@ -49,6 +51,28 @@ def missing(ridden: dict | None, profile, gfx: str | None) -> dict[str, str]:
         lacks = [what.replace("{gfx}", gfx or "gfx942") for t, what in _needs(v) if present.get(t) is False]
         if lacks:
             out[name] = " and ".join(lacks)
+    return out
+
+
+def probe_riders(variants, python: str) -> dict:
+    """One ``probe@<variant>`` rider per variant the plan considers: the probe a single run of it sends
+    (steps/capabilities.py ``template_for``), all answered in the one discover round trip."""
+    return {PROBE + v: capabilities.template_for(v, python) for v in variants}
+
+
+def probe_timeout(variants) -> float:
+    """discover's wait: each distinct tuner's --help may run once (HELP_TIMEOUT_S; cached node-side after); one
+    tuner's: a single run's wait (steps/discover.py), never less."""
+    return capabilities.HELP_TIMEOUT_S * max(1, len({get_variant(v).tune_script for v in variants})) + 120
+
+
+def probed(ridden: dict) -> dict[str, dict]:
+    """{variant: its probes as a single run keeps them in ``facts["probes"]``} from discover's riders; a variant
+    the node did not answer for (an older helper) is absent: its profile comes from the version."""
+    out = {}
+    for name, rec in ridden.items():
+        if name.startswith(PROBE) and isinstance(rec, dict) and isinstance(rec.get("answer"), dict):
+            out[name[len(PROBE):]] = capabilities.probes_of(rec["answer"])[0]
     return out
 
 

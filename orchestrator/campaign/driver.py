@@ -59,7 +59,8 @@ def sub_job_id(job_id: str, ref: TargetRef, variant: str) -> str:
 
 def make_plan(job: JobState, runner: Runner, refs: list[TargetRef], variants: list[str], settings: Settings,
               ui, workspace: Workspace | None = None) -> dict:
-    probes = planning.probe(runner, refs, settings, job.request.gpus)
+    probes = planning.probe(runner, refs, settings, job.request.gpus,
+                            planning.considered(variants, job.request.get("logs")))
     reachable = [p for p in probes if not p.error]
     unreachable = [f"{p.ref.label}: {p.error}" for p in probes if p.error]
     if not reachable:

@@ -1,7 +1,9 @@
 """Campaign planning: probe every target, find the shapes once, group targets by GPU kind, shard by cost.
 
 Pure where it can be (``group``, ``shard``, ``shape_cost``, ``plan_lines``); ``probe`` and ``mine`` ask
-the nodes (one helper round trip per target, one mining pass).
+the nodes (one helper round trip per target, one mining pass). The probe is a single run's capability probe,
+one per variant the plan considers (``considered``): each variant's shapes are found, and its plan lines say
+what was probed, with the profile that variant's probe settles (``variant_facts``), as a single run of it would.
 """
 
 from __future__ import annotations
@@ -35,19 +37,46 @@ class Probe:
         return [int(g) for g in self.facts.get("free_gpus") or []]
 
 
-def _probe_one(runner: Runner, ref: TargetRef, settings: Settings, gpus) -> Probe:
+def considered(variants: list[str], logs) -> list[str]:
+    """The variants the plan probes: those named; ``--variant auto``: those local logs show, or (a log on a node
+    or in a container, read only after discover) every variant (each tuner's --help is cached node-side)."""
+    if list(variants) != ["auto"]:
+        return list(variants)
+    from ..steps.shape_sources import split_log_sources
+    where = split_log_sources(list(logs or []))
+    if where["local"] and not where["node"] and not where["container"]:
+        return _variants_in_logs(None, list(logs))
+    return list(VARIANTS)
+
+
+def variant_facts(facts: dict, variant: str) -> dict:
+    """A target's plan facts with ``variant``'s probe in ``probes``, settled (``settle_profile``: its profile's
+    name, what was probed and assumed) as a single run of that variant has them."""
+    from ..aiter_profiles import settle_profile
+    out = _with_probe(facts, variant)
+    settle_profile(out)
+    return out
+
+
+def _with_probe(facts: dict, variant: str) -> dict:
+    return {**facts, "probes": dict((facts.get("variant_probes") or {}).get(variant) or {})}
+
+
+def _probe_one(runner: Runner, ref: TargetRef, settings: Settings, gpus, variants=()) -> Probe:
     target = None
     try:
         target = runner.open(ref)
         target.connect()       # cannot connect / host key refused: said at once, not retried as a lost connection
         session = NodeSession(target, settings, Ui(quiet=True), node=ref.node)
-        facts = session.discover(session.discover_request(busy_threshold=FREE_GPU_BUSY_PCT,
-                                                          riders={capable.RIDER: capable.rider()}))
+        riders = {capable.RIDER: capable.rider(), **capable.probe_riders(variants, target.container.python)}
+        facts = session.discover(session.discover_request(busy_threshold=FREE_GPU_BUSY_PCT, riders=riders),
+                                 timeout=capable.probe_timeout(variants))
         if not facts.aiter_root:
             return Probe(ref, error=f"no aiter installation found in container {ref.container}")
+        ridden = facts.pop("riders", None) or {}
         # what this target cannot tune (tuner or op_test missing): known before anything runs (issue 36)
-        facts["cannot_tune"] = capable.missing((facts.pop("riders", None) or {}).get(capable.RIDER),
-                                               session.profile, facts.gfx)
+        facts["cannot_tune"] = capable.missing(ridden.get(capable.RIDER), session.profile, facts.gfx)
+        facts["variant_probes"] = capable.probed(ridden)     # each variant's profile: the node's, not the version's
         facts = facts.to_dict()
         granted = runner.granted_gpus(ref)
         if granted:                           # what the scheduler granted is what is used
@@ -66,10 +95,11 @@ def _probe_one(runner: Runner, ref: TargetRef, settings: Settings, gpus) -> Prob
             target.close()
 
 
-def probe(runner: Runner, refs: list[TargetRef], settings: Settings, gpus=None) -> list[Probe]:
-    """Discover every target at once (one thread, one connection and one round trip each)."""
+def probe(runner: Runner, refs: list[TargetRef], settings: Settings, gpus=None, variants=()) -> list[Probe]:
+    """Discover every target at once (one thread, one connection and one round trip each), each of
+    ``variants`` probed there."""
     with ThreadPoolExecutor(max_workers=min(16, max(1, len(refs)))) as pool:
-        return list(pool.map(lambda r: _probe_one(runner, r, settings, gpus), refs))
+        return list(pool.map(lambda r: _probe_one(runner, r, settings, gpus, variants), refs))
 
 
 def mine(runner: Runner, probe_: Probe, request: dict, variants: list[str], settings: Settings,
@@ -94,7 +124,8 @@ def mine(runner: Runner, probe_: Probe, request: dict, variants: list[str], sett
                 raise UsageError("--variant auto: the logs show no untuned shapes of any variant",
                                  hint="check the --log paths, or name the variants: --variant a8w8_blockscale,moe_2stages")
         out = {}
-        for v in variants:
+        for v in variants:       # its shapes (the MoE token buckets: the probed tiers) under its own probe
+            session.facts = Facts.from_dict(variant_facts(probe_.facts, v))
             out[v], _described = find(ShapeSearch(session, request, v, remote,
                                                   lambda n: noted.append(n) if n not in noted else None,
                                                   lambda: info))
@@ -186,6 +217,8 @@ def plan_lines(plan: dict) -> list[str]:
                 lines.append(f"  {label}: {len(rows)} shapes (est. cost {cost:.1f}{est})")
                 lines.append("    " + fixed_cost_line(get_variant(variant), rows, int(plan.get("repeats") or 3),
                                                      len(jit_modules(variant)) or 1))
+                if label in (plan.get("facts") or {}):
+                    lines.append("    " + profile_line(plan["facts"][label], variant))
         if rate:
             lines.append(f"  ({variant} tuning time per shape and GPU: {source})")
     for why in plan.get("excluded", []):
@@ -195,3 +228,16 @@ def plan_lines(plan: dict) -> list[str]:
     for p in plan.get("unreachable", []):
         lines.append(f"unreachable: {p}")
     return lines
+
+
+def profile_line(facts: dict, variant: str) -> str:
+    """What the target's AITER profile for ``variant`` was probed from and what the version stood for (a MoE
+    variant: the token tiers its shapes were bucketed with)."""
+    from ..aiter_profiles import profile_from_facts
+    profile = profile_from_facts(_with_probe(facts, variant))
+    assumed = [a.split(" (from ")[0] for a in profile.assumed]
+    basis = profile.assumed[0].rpartition(" (from ")[2].rstrip(")") if profile.assumed else "the version"
+    tiers = (f"MoE token tiers {'/'.join(map(str, profile.moe_padded_tiers))}; "
+             if get_variant(variant).family == "moe" else "")
+    return (f"{tiers}probed on the node: {'; '.join(profile.probed) or 'nothing'}; assumed from {basis}: "
+            f"{', '.join(assumed) or 'nothing'}")

@@ -43,9 +43,12 @@ def run_riders(riders, facts, env, ops):
     """{op: {"request": resolved, "answer": ...}} for the ops that ride along with discover (one round trip
     fewer each). Placeholders: ``{root}``, ``{meta}``, ``{gfx}`` inside paths (gfx942 when unknown), and
     ``{cu_num}``/``{gfx}`` as a whole value. ``config_env`` (probe): when the job's environment names a
-    table there (first entry; relative to the root), that one is read, as AITER does."""
+    table there (first entry; relative to the root), that one is read, as AITER does. A rider named
+    ``op@tag`` runs ``op`` too, under its own name: a campaign's plan sends one ``probe@<variant>`` per variant
+    it considers, all in one discover (campaign/capable.py)."""
     out = {}
-    for op, template in sorted(riders.items()):
+    for name, template in sorted(riders.items()):
+        op = name.split("@", 1)[0]
         if op not in ops:
             continue
         req = dict((k, _fill(v, facts, facts.get("gfx"))) for k, v in template.items() if k != "config_env")
@@ -53,7 +56,7 @@ def run_riders(riders, facts, env, ops):
         if configured:
             req["tuned_csv"] = configured if configured.startswith("/") else "%s/%s" % (facts["aiter_root"],
                                                                                         configured)
-        out[op] = {"request": req, "answer": ops[op](req)}
+        out[name] = {"request": req, "answer": ops[op](req)}
     return out
 
 

@@ -18,8 +18,13 @@ HELP_TIMEOUT_S = 180  # real tune scripts import torch + aiter before argparse a
 
 
 def _request(ctx: Ctx, variant: KernelVariant, root: str, meta: str, gfx: str, tuned: str) -> dict:
+    return _request_with(ctx.target.container.python, variant, root, meta, gfx, tuned)
+
+
+def _request_with(python: str, variant: KernelVariant, root: str, meta: str, gfx: str, tuned: str) -> dict:
+    """The probe's request for the container's ``python`` (no job needed: a campaign's plan sends it too)."""
     return {
-        "aiter_root": root, "meta_root": meta, "python": ctx.target.container.python,
+        "aiter_root": root, "meta_root": meta, "python": python,
         "tuned_csv": tuned,
         "tune_script": f"{meta}/{variant.tune_script.replace('{gfx}', gfx)}",
         "op_test": f"{root}/{variant.bench.script}" if variant.bench else None,
@@ -34,9 +39,22 @@ def _request(ctx: Ctx, variant: KernelVariant, root: str, meta: str, gfx: str, t
 def probe_template(ctx: Ctx) -> dict:
     """The probe as ``discover`` runs it: the newest AITER's paths, ``{root}``/``{meta}``/``{gfx}`` filled in on
     the node, the table named by ``config_env`` there when the job's environment sets it."""
-    variant = get_variant(ctx.job.variant)
-    return {**_request(ctx, variant, "{root}", "{meta}", "{gfx}", f"{{root}}/{variant.tuned_csv}"),
+    return template_for(ctx.job.variant, ctx.target.container.python)
+
+
+def template_for(variant_name: str, python: str) -> dict:
+    """``probe_template`` without a job: a campaign's plan sends one per variant (campaign/capable.py)."""
+    variant = get_variant(variant_name)
+    return {**_request_with(python, variant, "{root}", "{meta}", "{gfx}", f"{{root}}/{variant.tuned_csv}"),
             "config_env": variant.config_env}
+
+
+def probes_of(answer: dict) -> tuple[dict, str | None, str | None]:
+    """A probe answer as ``facts["probes"]`` keeps it, and why the tuner's --help and the merge rule could not
+    be read (None when they could)."""
+    answer = {k: v for k, v in answer.items() if k != "ok"}
+    problem, merge_problem = answer.pop("tuner_help_problem", None), answer.pop("merge_rule_problem", None)
+    return {k: v for k, v in answer.items() if v is not None}, problem, merge_problem
 
 
 def probe(ctx: Ctx, variant: KernelVariant) -> AiterProfile:
@@ -49,10 +67,7 @@ def probe(ctx: Ctx, variant: KernelVariant) -> AiterProfile:
         tuned = f"{root}/{tuned}"
     req = _request(ctx, variant, root, meta, facts.gfx or "gfx942", tuned)
     answer = riders.call(ctx, "probe", req, timeout=HELP_TIMEOUT_S + 60)
-    answer.pop("ok", None)
-    problem = answer.pop("tuner_help_problem", None)
-    merge_problem = answer.pop("merge_rule_problem", None)
-    facts.probes = {k: v for k, v in answer.items() if v is not None}
+    facts.probes, problem, merge_problem = probes_of(answer)
     if problem:
         ctx.job.note(f"could not read the tuner's --help ({problem}); its flags are assumed from the version")
     if merge_problem:
