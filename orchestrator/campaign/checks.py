@@ -89,17 +89,23 @@ def local_profiles(variant_name: str, profiles) -> None:
         read_local(local, get_variant(variant_name).name)
 
 
+def local_logs(logs) -> None:
+    """Every ``local:PATH`` of ``--log`` is on this machine (refused before anything connects, ``auto`` too)."""
+    from ..steps.shape_sources import split_log_sources
+    for path in split_log_sources(list(logs or ()))["local"]:
+        if not (Path(path).is_file() or Path(path).is_dir()):
+            raise UsageError(f"log file {path} not found on this machine",
+                             hint="local:PATH reads this machine; PATH alone is read inside the container")
+
+
 def local_inputs(variant_name: str, logs, shapes_csv, nk, model=None, m_preset=None, check_logs=None) -> None:
-    from ..steps.shape_sources import check_m_preset, parse_nk, split_log_sources
+    from ..steps.shape_sources import check_m_preset, parse_nk
     variant = get_variant(variant_name)
     check_m_preset(m_preset)
     if nk and variant.family != "gemm":
         raise UsageError(f"--nk applies to dense GEMM variants, not {variant.name}",
                          hint="use --shapes-csv or --log for batched and MoE variants")
-    for path in split_log_sources(list(logs if check_logs is None else check_logs))["local"]:
-        if not (Path(path).is_file() or Path(path).is_dir()):
-            raise UsageError(f"log file {path} not found on this machine",
-                             hint="local:PATH reads this machine; PATH alone is read inside the container")
+    local_logs(logs if check_logs is None else check_logs)
     if shapes_csv:
         if not Path(shapes_csv).is_file():
             raise UsageError(f"--shapes-csv {shapes_csv} not found")

@@ -33,6 +33,7 @@ def run(workspace: Workspace, inventory_path: str, settings: Settings, console: 
     try:
         if campaign:
             checks.campaign_inputs(inv, nodes, container, variants, logs, options["shapes_csv"], options["nk"], slurm)
+            checks.local_logs(logs)     # --variant auto reads them before connecting (campaign/plan.py)
             for v in variants:
                 if v != "auto":
                     checks.local_inputs(v, logs, options["shapes_csv"], options["nk"], options["model"],

@@ -45,6 +45,11 @@ def run(argv, capsys):
     (["run", "--node", "n1", "--container", "c1", "--variant", "a9w9", "--nk", "1,2"], "unknown variant 'a9w9'"),
     (["run", "--node", "n1", "--container", "c1", "--variant", "a8w8", "--log", "local:/nonexistent.log"],
      "not found on this machine"),
+    # --variant auto reads local logs before it connects (campaign/plan.py): it was a raw FileNotFoundError
+    (["run", "--node", "n1", "--container", "c1", "--variant", "auto", "--log", "local:/nonexistent.log"],
+     "not found on this machine"),
+    (["run", "--node", "n1", "--node", "n2", "--container", "c1", "--variant", "auto", "--log",
+      "local:/nonexistent.log"], "not found on this machine"),
     (["run", "--node", "n1", "--container", "c1", "--variant", "a8w8", "--nk", "7168"], "--nk '7168'"),
     (["run", "--node", "n1", "--container", "c1", "--variant", "a8w8"], "no shape source"),
     (["run", "--node", "n1", "--container", "c1", "--variant", "a8w8", "--nk", "1,2", "--job-id", "../x"],
