@@ -90,6 +90,31 @@ MX_VARIANTS: list[KernelVariant] = [
         bench=None,
     ),
     KernelVariant(
+        # gfx950 A4W6 (MXFP4 activations, MXFP6 weights) asm GEMM, a6w4's sibling: the same shared tuner
+        # (csrc/gemm_mixed_mxfp/gemm_mixed_mxfp_tune.py at 610d1e8e, _FAMILY_SPECS["a4w6"]: display name A4W6,
+        # manifest hsa/gfx950/f4f6gemm/f4f6gemm_bf16_per1x32Fp4Fp6.csv, untune_file
+        # aiter/configs/a4w6_asm_untuned_gemm.csv, config_env_name AITER_CONFIG_GEMM_A4W6_ASM) run by its entry
+        # point csrc/gemm_a4w6/gemm_a4w6_tune.py (path from the mixed-MXFP README; the file itself is not in
+        # the index). Key gfx,cu_num,M,N,K (README), split-K and a gfx other than gfx950 make tune() raise,
+        # the same paired --min-gain-pct guard as a6w4.
+        name="a4w6",
+        jit_module=None,      # prebuilt .co kernels of hsa/gfx950/f4f6gemm
+        splitk="refuses",     # the shared tuner raises "A4W6 does not support split-K" when given -k
+        libtypes=(),
+        family="gemm",
+        tune_script="csrc/gemm_a4w6/gemm_a4w6_tune.py",
+        untuned_csv="aiter/configs/a4w6_asm_untuned_gemm.csv",
+        # the default of AITER_CONFIG_GEMM_A4W6_ASM is not in the index; the runtime merge's family list names
+        # the stem a4w6_asm_tuned_gemm and the manifest test (tests of 610d1e8e) the file a4w6_asm_tuned_gemm.csv
+        tuned_csv="aiter/configs/a4w6_asm_tuned_gemm.csv",
+        config_env="AITER_CONFIG_GEMM_A4W6_ASM",
+        untuned_columns=("M", "N", "K"),
+        requires_gfx=frozenset({"gfx950"}),
+        since=(0, 1, 21),
+        # tune only for now: it takes a6w4's bench (its tuner's --run_config [CSV]) once that style lands
+        bench=None,
+    ),
+    KernelVariant(
         # gfx942 A16W8 MXFP8 asm GEMM: bf16 activations, MXFP8 weights, decode M <= 64 (stored at 59663079).
         # Key gfx,cu_num,M,N,K (its README; rows carry no libtype). A row is written only where the kernel
         # beats BF16 F.linear in CUDA graphs (`us` = its median graph time); other shapes get NO row (and

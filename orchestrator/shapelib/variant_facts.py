@@ -35,6 +35,7 @@ FILE_STEMS = (
     ("a8w8_tuned_batched_gemm", "batched_a8w8"),
     ("bf16_tuned_batched_gemm", "batched_bf16"),
     ("a6w4_asm_tuned_gemm", "a6w4"),
+    ("a4w6_asm_tuned_gemm", "a4w6"),
     ("a8w8_tuned_gemm", "a8w8"),
     ("bf16_tuned_gemm", "a16w16"),
     ("tuned_fhmoe", "fhmoe"),

@@ -54,6 +54,7 @@ SOURCES = {
     "a8w8_mxfp8_bpreshuffle": ["--nk", "7168,2048"],        # newest only; its default -o is a model table
     # newest only; FlyDSL rows into the CK a4w4 table: (N,K) no a4w4_blockscale case has given CK rows
     "a4w4_blockscale_bpreshuffle": ["--nk", "2112,7168"],
+    "a4w6": ["--nk", "7168,2048"],                          # newest, gfx950 only; tune only (section 6b)
 }
 M_PRESET = "1,64"
 
@@ -410,7 +411,7 @@ def test_a6w6_refused_on_an_aiter_without_its_tuner(vnode, env, capsys):
 
 # ------------------------------------------------------------------------------------------------
 # 6b. the MX tuners without a benchmark tune-remote reads (variants_mx.py): newest only, tune only, each on a
-#     node of its GPU (a6w4 gfx950, a16w8_mxfp8 gfx942 only), served by the simulator from its facts alone
+#     node of its GPU (a6w4 and a4w6 gfx950, a16w8_mxfp8 gfx942 only)
 # ------------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("variant", [v.name for v in MX_VARIANTS if v.bench is None])
@@ -423,7 +424,7 @@ def test_an_mx_tuner_without_a_benchmark_tunes_its_own_table(vnode, make_node, e
         node = make_node(ContainerSpec(sim={"profile": "newest", "gfx": gfx, "cu_num": 304}), proxy=False)
         [ctr] = node.containers.values()
     launches0 = len(ctr.launches())
-    rc, job = run_cli(env, node, ctr, variant, "--nk", "7168,2048", m_preset="1,16")
+    rc, job = run_cli(env, node, ctr, variant, *SOURCES.get(variant, ["--nk", "7168,2048"]), m_preset="1,16")
     st = state_of(job)
     assert rc == 0, (st.get("error"), st.get("notes"))
     assert st["state"] == "succeeded" and st["facts"]["profile"] == "newest"

@@ -31,6 +31,7 @@ HEADERS = {
     "a8w8_mxfp8_bpreshuffle": "M,N,K,libtype," + RESULT,
     "a4w4_blockscale_bpreshuffle": "M,N,K,libtype," + RESULT,     # the MX tuners (variants_mx.py)
     "a6w4": "M,N,K," + RESULT,
+    "a4w6": "M,N,K," + RESULT,
     "a16w8_mxfp8": "M,N,K," + RESULT,
     "a16w16": "M,N,K,bias,dtype,outdtype,scaleAB,bpreshuffle,libtype,solidx,splitK,us,kernelName,err_ratio,tflops,bw",
     "batched_a8w8": "B,M,N,K,kernelId,splitK,us,kernelName,errRatio,tflops,bw",
@@ -303,18 +304,27 @@ def test_a16w8_mxfp8_bf16_guard_and_shape_limits(node942, nodes, tmp_path):
     assert r.returncode == 1 and "A16W8 MXFP8 tuning requires gfx942, got gfx950" in r.stderr
 
 
-def test_a6w4_gain_guard_falls_back_and_split_k_raises(nodes, tmp_path):
-    """As upstream (610d1e8e): a candidate that does not beat the safe default keeps the default kernel's row;
-    -k makes tune() raise (the whole run exits 1)."""
-    v, inst = "a6w4", nodes["newest"]
+@pytest.mark.parametrize("v,display,default", [("a6w4", "A6W4", "f6f4gemm_bf16_per1x32Fp6Fp4_256x256_s0"),
+                                                ("a4w6", "A4W6", "f4f6gemm_bf16_per1x32Fp4Fp6_256x256_s0")])
+def test_mixed_mxfp_gain_guard_falls_back_and_split_k_raises(nodes, tmp_path, v, display, default):
+    """As upstream (610d1e8e, both entry points run the shared gemm_mixed_mxfp tuner): a candidate that does not
+    beat the safe default keeps the default kernel's row; -k makes tune() raise (the whole run exits 1); the
+    tuner's own defaults are its family's table and config variable."""
+    inst = nodes["newest"]
     kept, guard = shapes_for(v, "improved", 1), shapes_for(v, "regressed", 1)
     unt, out = untuned_csv(tmp_path / "u.csv", v, kept + guard), tmp_path / "t.csv"
     r = py(inst, *tune_argv(inst, v, unt, out))
     assert r.returncode == 0, r.stdout + r.stderr
-    assert f"[gain-guard] family=A6W4 M={guard[0]['m']} N=1536 K=7168" in r.stdout and "action=FALLBACK" in r.stdout
+    assert f"[gain-guard] family={display} M={guard[0]['m']} N=1536 K=7168" in r.stdout and "action=FALLBACK" in r.stdout
     rows = {int(x["M"]): x for x in read_csv(out)[1]}
-    assert rows[guard[0]["m"]]["kernelName"] == "f6f4gemm_bf16_per1x32Fp6Fp4_256x256_s0"
+    assert rows[guard[0]["m"]]["kernelName"] == default
     assert float(rows[guard[0]["m"]]["us"]) == round(pm.default_us(v, guard[0]), 4)
     assert float(rows[kept[0]["m"]]["us"]) == pm.tune_result(v, kept[0])["us"]
     r = py(inst, *tune_argv(inst, v, unt, tmp_path / "t2.csv", "-k"))
-    assert r.returncode == 1 and "A6W4 does not support split-K" in r.stderr
+    assert r.returncode == 1 and f"{display} does not support split-K" in r.stderr
+    # without -o it writes the table its family's config variable names (the other family's is never read)
+    own, other = tmp_path / "own.csv", tmp_path / "other.csv"
+    env = {VARIANTS[v].config_env: str(own), VARIANTS["a4w6" if v == "a6w4" else "a6w4"].config_env: str(other)}
+    r = py(inst, VARIANTS[v].tune_script, "-i", unt, env=env)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert {int(x["M"]) for x in read_csv(own)[1]} == {kept[0]["m"], guard[0]["m"]} and not other.exists()

@@ -22,6 +22,9 @@ FACTS = {
     "a6w4": (                          # 610d1e8e: run_tuner("a6w4") of csrc/gemm_mixed_mxfp/gemm_mixed_mxfp_tune.py
         "csrc/gemm_a6w4/gemm_a6w4_tune.py",
         "aiter/configs/a6w4_asm_tuned_gemm.csv", "AITER_CONFIG_GEMM_A6W4_ASM", "gfx950", "refuses", ()),
+    "a4w6": (                          # 610d1e8e: _FAMILY_SPECS["a4w6"] of the same shared tuner; README's entry point
+        "csrc/gemm_a4w6/gemm_a4w6_tune.py",
+        "aiter/configs/a4w6_asm_tuned_gemm.csv", "AITER_CONFIG_GEMM_A4W6_ASM", "gfx950", "refuses", ()),
     "a16w8_mxfp8": (                   # 59663079: gfx942 asm, a row only where it beats BF16
         "csrc/gemm_a16w8_mxfp8/gemm_a16w8_mxfp8_tune.py",
         "aiter/configs/a16w8_mxfp8_asm_tuned_gemm.csv", "AITER_CONFIG_GEMM_A16W8_MXFP8_ASM", "gfx942", "always", ()),
