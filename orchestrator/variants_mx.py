@@ -161,7 +161,11 @@ MX_VARIANTS: list[KernelVariant] = [
         since=(0, 1, 21),
         # README (fb06b88c): --w_scale_block filters the input's explicit scale rows (default 32x32,128x128:
         # a 1x32 row would be dropped); where the tuner has it, every block passes, so exactly the job's rows
-        # are tuned. The f081855b tuner has --groupSize instead (not passed: its filter is not in the index).
+        # are tuned. The opus base of the f081855b era (--groupSize, no --w_scale_block) ignores the input's
+        # w_scale_block and tunes every shape at each group (128x128 and 32x32): more rows than asked, all
+        # valid. An older opus base (0a990d64: neither flag, key without w_scale_block) replaced -o by the
+        # shipped model table under --bpreshuffle, which this tuner forces; it cannot run this tuner (its
+        # rows have no w_scale_block), and the later one fixed it ("-o is tune_file ... only a default").
         probed_flags=(("--w_scale_block", "1x32,32x32,128x128"),),
         bench=None,           # no op_test of the index times its dispatch; --run_config verifies saved rows
     ),

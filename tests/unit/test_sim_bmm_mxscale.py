@@ -62,10 +62,16 @@ def test_blocks_are_filtered_or_expanded_and_rows_are_keyed_without_cu_num(node,
     assert got <= {"32x32", "128x128"} and "128x128" in got and {x["libtype"] for x in read_csv(out2)[1]} == {"opus"}
 
 
-def test_flydsl_alone_refuses_a_1x32_row(node, tmp_path):
+def test_flydsl_alone_refuses_a_1x32_row_and_other_gpus_refuse_it_all(node, tmp_path):
     unt = write_csv(tmp_path / "u.csv", ["b", "m", "n", "k", "w_scale_block"], [[4, 16, 2048, 8192, "1x32"]])
     r = py(node, V.tune_script, "-i", unt, "-o", tmp_path / "t.csv", "--libtype", "flydsl", "--w_scale_block", "1x32")
     assert r.returncode == 1 and "1x32 is supported by OPUS; use --libtype opus or all" in r.stderr
+    n942 = install(tmp_path / "n942", SimSpec(profile="newest", gfx="gfx942", cu_num=304))
+    r = py(n942, V.tune_script, "-i", unt, "-o", tmp_path / "t.csv")
+    assert r.returncode == 1 and "MXFP8 BMM tuning is gfx950-only; detected 'gfx942'" in r.stderr
+    r = py(node, V.tune_script, "-g", "4", "-o", tmp_path / "t.csv")
+    assert r.returncode == 1 and "-g/--batch_g and -m/--M must be provided together" in r.stderr
+    assert not (tmp_path / "t.csv").exists()
 
 
 def test_without_i_it_retunes_the_model_tables_shapes(node, tmp_path):

@@ -142,15 +142,16 @@ class BmmA8W8MxscaleBpreshuffleTuner(TunerCommon):
             args.tune_file = MODEL_TABLE
         if args.opus_candidates == "all" and args.pool not in ("preb", "all"):
             raise ValueError("--opus_candidates all requires --pool preb")
+        # the opus tuner's pre_process (stored ROCm/aiter csrc/opus_gemm/opus_bmm_mxscale_tune.py, the version
+        # with w_scale_block in its key)
+        if get_gfx() != "gfx950":
+            raise RuntimeError(f"MXFP8 BMM tuning is gfx950-only; detected {get_gfx()!r}")
+        if (args.batch_g is None) != (args.M is None):
+            raise ValueError("-g/--batch_g and -m/--M must be provided together")
         self._args = args
         super().pre_process(args)
         if self.libs == {"flydsl"} and any(r["w_scale_block"] == "1x32" for r in self.untunedf):
             raise ValueError("1x32 is supported by OPUS; use --libtype opus or all")
-
-    def tune(self, batch, args):
-        if get_gfx() != "gfx950":
-            raise RuntimeError(f"MXFP8 BMM tuning requires gfx950, got {get_gfx()}")
-        return super().tune(batch, args)
 
     def candidate_result(self, args, row):
         libs = ("opus",) if row["w_scale_block"] == "1x32" else tuple(l for l in ("opus", "flydsl") if l in self.libs)
