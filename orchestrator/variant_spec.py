@@ -78,6 +78,8 @@ class KernelVariant:
     # what the tuner does with -k/--splitK: "flag" (tries split-K candidates only with it), "never" (takes -k
     # but hard-codes maxsplitK = 0), "always" (times its split-K candidates anyway); steps/tuneargs.splitk_note
     splitk: str = "flag"            # "refuses": its tuner raises on -k (a6w4): run --splitk is refused
+    # why a "refuses" tuner refuses -k (what `run --splitk` says); None: it raises 'does not support split-K'
+    splitk_refusal: str | None = None
     # backends its tuned rows name in the libtype column (the simulated tuner draws its rows from these)
     libtypes: tuple[str, ...] = ("ck",)
     # a model config's quantization kinds (parsing/modelshapes.model_quant: "block_fp8", "fp8", "int8"; "none" =

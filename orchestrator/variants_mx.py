@@ -7,20 +7,11 @@ entry per tuner, nothing else to change (the seam of CONTRIBUTING's add-a-varian
 v0.1.30, and no stored release note dates them more closely. Whether a node has one is probed (its tuner
 file), never read from the version.
 
-Not registered yet: csrc/bmm_a8w8_mxscale/bmm_a8w8_mxscale_bpreshuffle_tune.py (stored at f081855b; opus +
-FlyDSL, gfx950). Its table is keyed in lower case WITHOUT cu_num (OpusBmmMxscaleTuner.KEYS gfx,b,m,n,k,
-w_scale_block "128x128"|"32x32"|"1x32" (opus only) + libtype; AITER_CONFIG_BATCHED_GEMM_A8W8_BLOCKSCALE_MXSCALE_
-BPRESHUFFLE, default aiter/configs/batched_gemm_a8w8_blockscale_mxscale_bpreshuffle_tuned.csv merged with the
-model_configs glob), its -k is the K dimension (the base -k/--splitK is removed: splitk="refuses"), its default
--i AND -o are the shipped table model_configs/dsv4_batched_gemm_a8w8_blockscale_mxscale_bpreshuffle_tuned.csv,
-and no op_test of the index times its dispatch (bench=None). The runtime (aiter/ops/opus/policy.
-lookup_mxscale_bmm_config, lru_cached: once per shape per process) tries M, then getPaddedM at two
-granularities, and on a miss logs (logger.info) ``shape B:{b} M:{m} N:{n} K:{k} w_scale {block} has no MXFP8
-BMM tuned row`` (older: no ``w_scale``, 128x128 only); the line names no table (the plain and bpreshuffle
-lookups print the same). The table key is taught (shapelib/tablekey.py: staging, promotion, rollback, audit,
-the merge, compare and recheck read every key from the table's own header, cu_num only where it has one, so
-ROCm/aiter PR #5668's form with cu_num works too); what the entry still needs is that miss line's parse, a
-simulated tuner and runtime lookup for the newest/head profile, and the variants matrix's shape for it.
+The MXFP8 batched GEMM bmm_a8w8_mxscale_bpreshuffle (last entry; opus + FlyDSL, gfx950) is the one whose
+table is keyed in lower case WITHOUT cu_num (gfx,b,m,n,k,w_scale_block + libtype): shapelib/tablekey.py reads
+every key from the table's own header (cu_num only where it has one, so ROCm/aiter PR #5668's form with cu_num
+works too), its runtime's miss line is parsed by shapelib/shapebmm.py (both forms), and the simulator has its
+tuner and lookup for the newest/head profiles (sim/tree/csrc/bmm_a8w8_mxscale/, aiter/ops/opus/policy.py).
 """
 
 from __future__ import annotations
@@ -90,6 +81,31 @@ MX_VARIANTS: list[KernelVariant] = [
         bench=None,
     ),
     KernelVariant(
+        # gfx950 A4W6 (MXFP4 activations, MXFP6 weights) asm GEMM, a6w4's sibling: the same shared tuner
+        # (csrc/gemm_mixed_mxfp/gemm_mixed_mxfp_tune.py at 610d1e8e, _FAMILY_SPECS["a4w6"]: display name A4W6,
+        # manifest hsa/gfx950/f4f6gemm/f4f6gemm_bf16_per1x32Fp4Fp6.csv, untune_file
+        # aiter/configs/a4w6_asm_untuned_gemm.csv, config_env_name AITER_CONFIG_GEMM_A4W6_ASM) run by its entry
+        # point csrc/gemm_a4w6/gemm_a4w6_tune.py (path from the mixed-MXFP README; the file itself is not in
+        # the index). Key gfx,cu_num,M,N,K (README), split-K and a gfx other than gfx950 make tune() raise,
+        # the same paired --min-gain-pct guard as a6w4.
+        name="a4w6",
+        jit_module=None,      # prebuilt .co kernels of hsa/gfx950/f4f6gemm
+        splitk="refuses",     # the shared tuner raises "A4W6 does not support split-K" when given -k
+        libtypes=(),
+        family="gemm",
+        tune_script="csrc/gemm_a4w6/gemm_a4w6_tune.py",
+        untuned_csv="aiter/configs/a4w6_asm_untuned_gemm.csv",
+        # the default of AITER_CONFIG_GEMM_A4W6_ASM is not in the index; the runtime merge's family list names
+        # the stem a4w6_asm_tuned_gemm and the manifest test (tests of 610d1e8e) the file a4w6_asm_tuned_gemm.csv
+        tuned_csv="aiter/configs/a4w6_asm_tuned_gemm.csv",
+        config_env="AITER_CONFIG_GEMM_A4W6_ASM",
+        untuned_columns=("M", "N", "K"),
+        requires_gfx=frozenset({"gfx950"}),
+        since=(0, 1, 21),
+        # tune only for now: it takes a6w4's bench (its tuner's --run_config [CSV]) once that style lands
+        bench=None,
+    ),
+    KernelVariant(
         # gfx942 A16W8 MXFP8 asm GEMM: bf16 activations, MXFP8 weights, decode M <= 64 (stored at 59663079).
         # Key gfx,cu_num,M,N,K (its README; rows carry no libtype). A row is written only where the kernel
         # beats BF16 F.linear in CUDA graphs (`us` = its median graph time); other shapes get NO row (and
@@ -112,5 +128,45 @@ MX_VARIANTS: list[KernelVariant] = [
         since=(0, 1, 21),
         max_m=64,             # M > 64 raises for the whole run (its tuner checks every shape first)
         bench=None,
+    ),
+    KernelVariant(
+        # gfx950 MXFP8 (e8m0 block scales) batched GEMM with a (16,16)-preshuffled weight, opus + FlyDSL in one
+        # sweep (csrc/bmm_a8w8_mxscale/bmm_a8w8_mxscale_bpreshuffle_tune.py stored at f081855b and 4cb36987,
+        # a subclass of csrc/opus_gemm/opus_bmm_mxscale_tune.py's OpusBmmMxscaleTuner; its README at
+        # fb06b88c). The batched family (B in the key, shapes from logs or --shapes-csv, no --nk) with what
+        # differs from the CK batched tables: lower-case key gfx,b,m,n,k,w_scale_block WITHOUT cu_num
+        # (tablekey.py reads it from the header), a libtype column (opus | flydsl, kernelId -1 on FlyDSL
+        # rows), the weight-scale block "128x128" | "32x32" | "1x32" (1x32 opus only) a key column. The
+        # runtime (aiter/ops/opus/policy.py lookup_mxscale_bmm_config, lru_cached) tries M, then get_padded_m
+        # at two granularities, and logs its miss once per shape per process (shapelib/shapebmm.py).
+        name="bmm_a8w8_mxscale_bpreshuffle",
+        jit_module=None,      # README: "Changing a tuned CSV does not force an OPUS module rebuild"
+        splitk="refuses",
+        # OpusBmmMxscaleTuner._setup_specific_arguments removes the base -k/--splitK and reuses -k as -k/--K
+        # (a list of K values, default 4096): a bare -k is an argparse error, `-k 2` would tune K=2
+        splitk_refusal="its -k is the K dimension (-k/--K, a list of K values), not split-K; it times its "
+                       "split-K candidates anyway (the row's splitK column)",
+        libtypes=("opus", "flydsl"),
+        family="batched",
+        tune_script="csrc/bmm_a8w8_mxscale/bmm_a8w8_mxscale_bpreshuffle_tune.py",
+        # both ship header only (README). Without -i the tuner takes the shapes of the shipped DSV4 model table
+        # and without -o writes INTO it (aiter/configs/model_configs/dsv4_batched_gemm_a8w8_blockscale_mxscale_
+        # bpreshuffle_tuned.csv): tune-remote always passes both.
+        untuned_csv="aiter/configs/batched_gemm_a8w8_blockscale_mxscale_bpreshuffle_untuned.csv",
+        tuned_csv="aiter/configs/batched_gemm_a8w8_blockscale_mxscale_bpreshuffle_tuned.csv",
+        config_env="AITER_CONFIG_BATCHED_GEMM_A8W8_BLOCKSCALE_MXSCALE_BPRESHUFFLE",
+        # the README's untuned header (lower case; upper case and g for b are accepted too)
+        untuned_columns=("b", "m", "n", "k", "w_scale_block"),
+        requires_gfx=frozenset({"gfx950"}),
+        since=(0, 1, 21),
+        # README (fb06b88c): --w_scale_block filters the input's explicit scale rows (default 32x32,128x128:
+        # a 1x32 row would be dropped); where the tuner has it, every block passes, so exactly the job's rows
+        # are tuned. The opus base of the f081855b era (--groupSize, no --w_scale_block) ignores the input's
+        # w_scale_block and tunes every shape at each group (128x128 and 32x32): more rows than asked, all
+        # valid. An older opus base (0a990d64: neither flag, key without w_scale_block) replaced -o by the
+        # shipped model table under --bpreshuffle, which this tuner forces; it cannot run this tuner (its
+        # rows have no w_scale_block), and the later one fixed it ("-o is tune_file ... only a default").
+        probed_flags=(("--w_scale_block", "1x32,32x32,128x128"),),
+        bench=None,           # no op_test of the index times its dispatch; --run_config verifies saved rows
     ),
 ]

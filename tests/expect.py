@@ -27,7 +27,8 @@ def tuned_keys(path: Path | None, variant, gfx: str, cu_num: int) -> set[tuple]:
     cols = {c.lower(): c for c in df.columns}
     if "gfx" in cols:
         df = df[df[cols["gfx"]].astype(str) == gfx]
-    df = df[df[cols["cu_num"]].astype(str).map(norm_key_value) == int(cu_num)]
+    if "cu_num" in cols:     # the MXFP8 BMM table has none (its key: gfx,b,m,n,k,w_scale_block)
+        df = df[df[cols["cu_num"]].astype(str).map(norm_key_value) == int(cu_num)]
     keys = [c for c in variant.key_columns if c in cols]
     return {tuple(norm_key_value(r[cols[c]]) for c in keys) for _, r in df.iterrows()}
 

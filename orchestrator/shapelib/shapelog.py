@@ -37,6 +37,10 @@ GEMM misses (counted in ``misses``, shape recorded in ``shapes``)
   An unrecognised file name falls back the same way (q_dtype_w -> a8w8, else a8w8_blockscale) with
   one warning per file name.
 
+MXFP8 BMM misses (``shapebmm``: aiter/ops/opus/policy.py, once per shape per process; no file named)
+  ``shape B:{b} M:{m} N:{n} K:{k} w_scale {block} has no MXFP8 BMM tuned row`` (older: no ``w_scale``,
+  block 128x128) -> ``bmm_a8w8_mxscale_bpreshuffle``, key b, m, n, k, w_scale_block.
+
 GEMM hits (counted in ``hits``; shape in ``hit_shapes``; never a miss)
   ``... found padded_M: {p}, N:.., K:.. is tuned ...`` (all families, with or without q_dtype_w, the
   batched ``..., is tuned on cu_num = ..`` forms, the bf16 form and v0.1.4 ``shape M:.. is tuned on``).

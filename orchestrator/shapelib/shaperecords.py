@@ -224,6 +224,8 @@ class RecordParser(MessageRules):
             self._a6w6(line)
         elif "does not cover this" in line:
             self._fhmoe(line)
+        elif "has no MXFP8 BMM tuned row" in line:
+            self._bmm_mxscale(line)
         elif "is tuned" in line:
             self._gemm_hit(line)
         elif "GEMM_shape_dump" in line:

@@ -13,6 +13,7 @@ from .shapefmt import (
     GEMM_MISS, HIT_CU, HIT_FILE, HIT_KERNEL, HIT_PADDED, HIT_Q, dtype_str,
     find_tuple_end, pybool, shape_tuple_key, parse_moe_tuple, variant_from_kernel_name)
 from .shapefhmoe import FHMOE_VARIANT, TUNABLE as FHMOE_TUNABLE, parse_raise
+from .shapebmm import parse_miss as parse_bmm_miss
 
 
 # --------------------------------------------------------------------------------------------
@@ -260,6 +261,18 @@ class MessageRules(object):
             self._emit(self.r.hits, "hit_shapes", (A6W6_VARIANT, shape, meta, shape_tuple_key(shape)))
             return
         self._warn_count("a6w6_unparsed", "%d 'A6W6 shape' line(s) were not understood", line)
+
+    def _bmm_mxscale(self, line):
+        """The MXFP8 BMM lookup's miss line (shapebmm.py): both forms, the w_scale block a key column."""
+        start = line.find("shape B:")
+        parsed = parse_bmm_miss(line[start:]) if start >= 0 else None
+        if parsed is None:
+            self._warn_count("bmm_unparsed", "%d 'has no MXFP8 BMM tuned row' line(s) were not understood", line)
+            return
+        if self._is_echo(line[:start], line[start:]):
+            return
+        variant, shape = parsed
+        self._emit(self.r.misses, "shapes", (variant, shape, {}, shape_tuple_key(shape)), line[:start])
 
     def _fhmoe(self, line):
         """FHMoE raises instead of logging a miss (shapefhmoe.py): HY4 MXFP8 is a shape to tune, DSV4 I384 one

@@ -25,6 +25,7 @@ MOE_KEY = (
 # tuned-file stem -> variant, longest first: the first stem found in a file name wins
 # (from each GEMM variant's tuned_csv and variants.LOGGED_ONLY_TUNED_CSV)
 FILE_STEMS = (
+    ("batched_gemm_a8w8_blockscale_mxscale_bpreshuffle_tuned", "bmm_a8w8_mxscale_bpreshuffle"),
     ("a8w8_blockscale_bpreshuffle_tuned_gemm", "a8w8_blockscale_bpreshuffle"),
     ("a8w8_mxfp8_bpreshuffle_tuned_gemm", "a8w8_mxfp8_bpreshuffle"),
     ("a8w8_bpreshuffle_tuned_gemm", "a8w8_bpreshuffle"),
@@ -35,6 +36,7 @@ FILE_STEMS = (
     ("a8w8_tuned_batched_gemm", "batched_a8w8"),
     ("bf16_tuned_batched_gemm", "batched_bf16"),
     ("a6w4_asm_tuned_gemm", "a6w4"),
+    ("a4w6_asm_tuned_gemm", "a4w6"),
     ("a8w8_tuned_gemm", "a8w8"),
     ("bf16_tuned_gemm", "a16w16"),
     ("tuned_fhmoe", "fhmoe"),

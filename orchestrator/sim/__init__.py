@@ -52,8 +52,11 @@ PROFILE_TAGS = {"current": {"current"}, "legacy": {"legacy"}, "newest": {"curren
 BASE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 LEGACY_ONLY = ("csrc/ck_gemm_a8w8_blockscale_bpreshuffle",)
 # besides the tuners a release does not ship yet (each variant's `since`: unshipped_tuners): v0.1.30 ships the
-# MXFP8 op_test with its tuner (aiter-december-2026.md); the newest simulated profile has them
-NEWEST_ONLY = ("op_tests/tuning_tests", "op_tests/test_gemm_a8w8_mxfp8_bpreshuffle.py")
+# MXFP8 op_test with its tuner (aiter-december-2026.md); the newest simulated profile has them, and the shared
+# mixed-MXFP tuner module that the a6w4 / a4w6 entry points (since 0.1.21) import (ROCm/aiter 610d1e8e)
+# and the MXFP8 BMM runtime lookup of the bmm_a8w8_mxscale_bpreshuffle tuner (since 0.1.21)
+NEWEST_ONLY = ("op_tests/tuning_tests", "op_tests/test_gemm_a8w8_mxfp8_bpreshuffle.py", "csrc/gemm_mixed_mxfp",
+               "aiter/ops/opus")
 # what only the head profile ships (aiter-december-2026.md: forms unmerged or only in some releases)
 HEAD_ONLY = ("aiter/utility/untuned_shapes.py",   # AITER's own shape capture (#5268)
              "aiter/fhmoe.py", "op_tests/tuners")  # FHMoE's runtime as eb326e45 has it, with its tuner
@@ -281,8 +284,9 @@ def install(host_dir, spec: SimSpec | None = None, target_dir: str | None = None
         meta_h, meta_t = root_h / "aiter_meta", f"{root_t}/aiter_meta"
     pkg_h = root_h / "aiter"
 
+    pkg_skip = skip + (() if profile == "head" else HEAD_ONLY)
     _copy_tree(TREE / "aiter_pkg" / "aiter", pkg_h, profile,
-               skip=() if profile == "head" else tuple(s[len("aiter/"):] for s in HEAD_ONLY if s.startswith("aiter/")))
+               skip=tuple(s[len("aiter/"):] for s in pkg_skip if s.startswith("aiter/")))
     for module in NODE_MODULES:
         shutil.copyfile(module, pkg_h / "_sim" / module.name)
     (pkg_h / "install_mode").write_text(spec.install_mode)

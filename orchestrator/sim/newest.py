@@ -7,7 +7,8 @@ Per ../shared/reference/aiter-after-v0.1.20.md:
 * §2.2 #4620: ``ActivationType.GeluTanh`` in fmoe tables and in the MoE test's ``-a`` choices;
 * §5: ``op_tests/tuning_tests/test_csv_validation.py`` and ``test_config_shape_collision.py``;
 * §3: the A6W6 (MXFP6) tuner ``csrc/gemm_a6w6/gemm_a6w6_tune.py`` (gfx950).
-Per aiter-december-2026.md (v0.1.30 ships it): the MXFP8 bpreshuffle tuner (FlyDSL, gfx950) and its op_test.
+Per aiter-december-2026.md (v0.1.30 ships it): the MXFP8 bpreshuffle tuner (FlyDSL, gfx950) and its op_test;
+the MXFP8 BMM bpreshuffle tables (its README at ROCm/aiter fb06b88c).
 The tree files carry the code under ``#@ if newest`` / ``#@ if !newest``; this module adjusts the data.
 """
 
@@ -71,6 +72,19 @@ _MXFP8_MODEL = _MXFP8_HEADER + (
 MXFP8_MODEL_TABLE = "model_configs/dsv4_a8w8_mxfp8_bpreshuffle_tuned_gemm.csv"
 
 
+# MXFP8 BMM bpreshuffle tables (csrc/bmm_a8w8_mxscale/README.md at fb06b88c): the runtime's table and its
+# untuned template ship header only; the DSV4 model table its tuner takes shapes from without -i and writes
+# without -o (rows: DSV4 wo_a's g16 n1024 k4096, kernel names in the simulator's generic grammar)
+_BMM = "batched_gemm_a8w8_blockscale_mxscale_bpreshuffle"
+_BMM_HEADER = "gfx,b,m,n,k,w_scale_block,libtype,kernelId,splitK,us,kernelName,tflops,bw,errRatio\n"
+_BMM_MODEL = _BMM_HEADER + (
+    "gfx950,16,1,1024,4096,128x128,opus,8640,2,9.41,bmm_a8w8_mxscale_bpreshuffle_opus_256x16x64x256_intrawave_v1,"
+    "14.3,7145.2,0.0\n"
+    "gfx950,16,256,1024,4096,128x128,flydsl,-1,4,30.12,bmm_a8w8_mxscale_bpreshuffle_flydsl_256x64x128x128_intrawave_v2,"
+    "1140.7,3063.2,0.0\n")
+BMM_MODEL_TABLE = f"model_configs/dsv4_{_BMM}_tuned.csv"
+
+
 def adjust_configs(cfg_dir: Path) -> None:
     (Path(cfg_dir) / "a8w8_mxfp8_bpreshuffle_tuned_gemm.csv").write_text(_MXFP8_TUNED)
     (Path(cfg_dir) / "a8w8_mxfp8_bpreshuffle_untuned_gemm.csv").write_text(_MXFP8_UNTUNED)
@@ -82,3 +96,6 @@ def adjust_configs(cfg_dir: Path) -> None:
         p = Path(cfg_dir) / name
         if p.is_file():
             _append_row(p, row)
+    (Path(cfg_dir) / f"{_BMM}_tuned.csv").write_text(_BMM_HEADER)
+    (Path(cfg_dir) / f"{_BMM}_untuned.csv").write_text("b,m,n,k,w_scale_block\n")
+    (Path(cfg_dir) / BMM_MODEL_TABLE).write_text(_BMM_MODEL)

@@ -147,6 +147,9 @@ def normalize_shape(variant: str, shape: dict) -> dict:
             if col == "q_dtype_w" and family(variant) != "moe":
                 out[col] = "torch.int8"
                 continue
+            if col == "w_scale_block":     # the MXFP8 BMM lookup's default block (aiter/ops/opus/policy.py)
+                out[col] = "128x128"
+                continue
             raise KeyError("shape for %s lacks %r: %r" % (variant, col, shape))
         v = low[col]
         if col == "act_type" and isinstance(v, str) and v.startswith("<"):

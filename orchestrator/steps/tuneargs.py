@@ -74,7 +74,8 @@ def validate(tune_args: list[str], help_text: str | None, script: str, why_no_he
 def refuse_splitk(tune_args: list[str], variant) -> None:
     """A tuner that raises when given -k/--splitK (``splitk="refuses"``): refused before anything runs."""
     if variant.splitk == "refuses" and any(f in SPLITK_FLAGS for f in flags_of(list(tune_args))):
-        raise UsageError(f"{variant.name}: its tuner refuses -k/--splitK (it raises 'does not support split-K')",
+        why = variant.splitk_refusal or "it raises 'does not support split-K'"
+        raise UsageError(f"{variant.name}: its tuner refuses -k/--splitK ({why})",
                          hint="drop --splitk (and -k/--splitK from --tune-arg)")
 
 

@@ -54,7 +54,13 @@ SOURCES = {
     "a8w8_mxfp8_bpreshuffle": ["--nk", "7168,2048"],        # newest only; its default -o is a model table
     # newest only; FlyDSL rows into the CK a4w4 table: (N,K) no a4w4_blockscale case has given CK rows
     "a4w4_blockscale_bpreshuffle": ["--nk", "2112,7168"],
+    "a4w6": ["--nk", "7168,2048"],                          # newest, gfx950 only; tune only (section 6b)
+    # newest only, batched (no --nk): the MXFP8 BMM runtime's miss lines, both forms, four (b,n,k,block) groups
+    "bmm_a8w8_mxscale_bpreshuffle": ["--log", f"local:{REPO_ROOT}/tests/fixtures/logs/bmm_mxscale_misses.log"],
 }
+# the tuned header of a table keyed otherwise than gfx,cu_num,M,N,K (the MXFP8 BMM one: lower case, no cu_num)
+TUNED_HEADERS = {"bmm_a8w8_mxscale_bpreshuffle": ["gfx", "b", "m", "n", "k", "w_scale_block", "libtype", "kernelId",
+                                                  "splitK", "us", "kernelName", "tflops", "bw", "errRatio"]}
 M_PRESET = "1,64"
 
 
@@ -410,7 +416,7 @@ def test_a6w6_refused_on_an_aiter_without_its_tuner(vnode, env, capsys):
 
 # ------------------------------------------------------------------------------------------------
 # 6b. the MX tuners without a benchmark tune-remote reads (variants_mx.py): newest only, tune only, each on a
-#     node of its GPU (a6w4 gfx950, a16w8_mxfp8 gfx942 only), served by the simulator from its facts alone
+#     node of its GPU (a6w4 and a4w6 gfx950, a16w8_mxfp8 gfx942 only)
 # ------------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("variant", [v.name for v in MX_VARIANTS if v.bench is None])
@@ -423,7 +429,8 @@ def test_an_mx_tuner_without_a_benchmark_tunes_its_own_table(vnode, make_node, e
         node = make_node(ContainerSpec(sim={"profile": "newest", "gfx": gfx, "cu_num": 304}), proxy=False)
         [ctr] = node.containers.values()
     launches0 = len(ctr.launches())
-    rc, job = run_cli(env, node, ctr, variant, "--nk", "7168,2048", m_preset="1,16")
+    rc, job = run_cli(env, node, ctr, variant, *log_args(ctr, SOURCES.get(variant, ["--nk", "7168,2048"])),
+                      m_preset="1,16")
     st = state_of(job)
     assert rc == 0, (st.get("error"), st.get("notes"))
     assert st["state"] == "succeeded" and st["facts"]["profile"] == "newest"
@@ -435,8 +442,8 @@ def test_an_mx_tuner_without_a_benchmark_tunes_its_own_table(vnode, make_node, e
     assert [p["name"] for p in st["remote"]["pipeline"]] == ["tune"]
     assert any("no benchmark" in n for n in st["notes"]), st["notes"]
     tuned = job / Path(v.tuned_csv).name
-    assert header_of(tuned) == ["gfx", "cu_num", "M", "N", "K", "kernelId", "splitK", "us", "kernelName",
-                                "tflops", "bw", "errRatio"]
+    assert header_of(tuned) == TUNED_HEADERS.get(variant, ["gfx", "cu_num", "M", "N", "K", "kernelId", "splitK", "us",
+                                                           "kernelName", "tflops", "bw", "errRatio"])
     gfx, cu = st["facts"]["gfx"], int(st["facts"]["cu_num"])
     keys = tuned_keys(tuned, v, gfx, cu)
     no_kernel = expected_no_kernel(job, st, v)
@@ -449,7 +456,10 @@ def test_an_mx_tuner_without_a_benchmark_tunes_its_own_table(vnode, make_node, e
     assert st["steps"]["compare"]["info"]["tuned"]["no_kernel"] == [s for s in st["shapes"]
                                                                     if s in no_kernel or s in dropped]
     for s in st["shapes"]:
-        assert ((_n(s["m"]), _n(s["n"]), _n(s["k"])) in keys) == (s not in no_kernel + dropped), s
+        assert (tuple(_n(s[c]) for c in v.key_columns) in keys) == (s not in no_kernel + dropped), s
+    if variant == "bmm_a8w8_mxscale_bpreshuffle":   # every logged block tuned (1x32 too: --w_scale_block probed)
+        assert {s["w_scale_block"] for s in st["shapes"]} == {"32x32", "128x128", "1x32"}
+        assert argv[argv.index("--w_scale_block") + 1] == "1x32,32x32,128x128"
 
 
 # ------------------------------------------------------------------------------------------------
@@ -490,6 +500,8 @@ def test_a_newer_tuner_is_refused_on_an_aiter_without_it(vnode, env, capsys, var
     capsys.readouterr()
     if get_variant(variant).family == "gemm":
         rc, job = run_cli(env, vnode, ctr, variant, "--nk", "7168,2048", m_preset="16")
+    elif variant in SOURCES:    # the MXFP8 BMM (batched): its runtime's miss lines
+        rc, job = run_cli(env, vnode, ctr, variant, *log_args(ctr, SOURCES[variant]), m_preset=None)
     else:   # fhmoe takes no --nk: its shape from the runtime's raise (shapelib/shapefhmoe.py)
         log = env / "fhmoe_server.log"
         log.write_text("NotImplementedError: The active FHMoE config does not cover this HY4 MXFP8 token shape: "

@@ -238,7 +238,7 @@ def test_expand_m():
     assert list(swept[0]) == list(shapelog.MOE_KEY)
 
 
-SHAPE_MODULES = ("shapelog", "shapefmt", "shaperules", "shaperecords", "shapescan", "shapepar", "shapecsv", "shapefhmoe",
+SHAPE_MODULES = ("shapelog", "shapefmt", "shaperules", "shaperecords", "shapescan", "shapepar", "shapecsv", "shapefhmoe", "shapebmm",
                  "text", "variant_facts")
 
 

@@ -36,7 +36,7 @@ def test_outcome_mix_and_tuned_rows(variant):
                 "dtype": "torch.bfloat16", "q_dtype_a": "torch.float8_e4m3fn", "q_dtype_w": "torch.float8_e4m3fn",
                 "q_type": "QuantType.per_1x128", "use_g1u1": 1, "doweight_stage1": 0}
         vary = "token"
-    elif variant.startswith("batched"):
+    elif pm.family(variant) == "batched":
         base, vary = {"b": 16, "n": 1280, "k": 8192}, "m"
     else:
         base, vary = {"n": 1536, "k": 7168}, "m"

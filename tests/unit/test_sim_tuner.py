@@ -31,12 +31,16 @@ HEADERS = {
     "a8w8_mxfp8_bpreshuffle": "M,N,K,libtype," + RESULT,
     "a4w4_blockscale_bpreshuffle": "M,N,K,libtype," + RESULT,     # the MX tuners (variants_mx.py)
     "a6w4": "M,N,K," + RESULT,
+    "a4w6": "M,N,K," + RESULT,
     "a16w8_mxfp8": "M,N,K," + RESULT,
     "a16w16": "M,N,K,bias,dtype,outdtype,scaleAB,bpreshuffle,libtype,solidx,splitK,us,kernelName,err_ratio,tflops,bw",
     "batched_a8w8": "B,M,N,K,kernelId,splitK,us,kernelName,errRatio,tflops,bw",
     "batched_bf16": "B,M,N,K,kernelId,splitK,us,kernelName,errRatio,tflops,bw",
     "moe_2stages": ",".join(pm.MOE_KEY) + ",block_m,ksplit,us1,kernelName1,err1,us2,kernelName2,err2,us,run_1stage",
 }
+BMM = "bmm_a8w8_mxscale_bpreshuffle"
+# whole headers: the MXFP8 BMM table's key is lower case with no cu_num (README of ROCm/aiter fb06b88c)
+FULL_HEADERS = {BMM: "gfx,b,m,n,k,w_scale_block,libtype,kernelId,splitK,us,kernelName,tflops,bw,errRatio"}
 
 
 @pytest.fixture(scope="module")
@@ -58,7 +62,8 @@ def shapes_for(variant, want="improved", count=2, gfx="gfx950", cu_num=256):
     if fam == "moe":
         return pm.shapes_with_outcome(variant, want, MOE_BASE, "token", 1, count)
     if fam == "batched":
-        return pm.shapes_with_outcome(variant, want, {"b": 16, "n": 1280, "k": 8192}, "m", 1, count)
+        base = {"b": 16, "n": 1280, "k": 8192, **({"w_scale_block": "128x128"} if variant == BMM else {})}
+        return pm.shapes_with_outcome(variant, want, base, "m", 1, count)
     base = {"n": 1536, "k": 7168}
     if variant in ("a8w8", "a8w8_bpreshuffle"):
         base["q_dtype_w"] = "torch.int8"
@@ -93,13 +98,13 @@ def test_header_and_skip(nodes, node942, tmp_path, profile, variant):
     r = py(inst, *tune_argv(inst, variant, unt, out, "--mp", "2"))
     assert r.returncode == 0, r.stdout + r.stderr
     header, rows = read_csv(out)
-    want = HEADERS[variant]
+    want = HEADERS.get(variant, "")
     if variant == "moe_2stages" and profile != "legacy":
         want += ",xbf16,flat"
     want += ",tflops,bw" if variant == "moe_2stages" else ""
-    want = ("gfx,cu_num," if profile != "legacy" else "cu_num,") + want
+    want = FULL_HEADERS.get(variant) or ("gfx,cu_num," if profile != "legacy" else "cu_num,") + want
     assert ",".join(header) == want
-    assert len(rows) == 2 and all(r["cu_num"] == str(inst.spec.cu_num) for r in rows)
+    assert len(rows) == 2 and all(r.get("cu_num", str(inst.spec.cu_num)) == str(inst.spec.cu_num) for r in rows)
     assert {float(r["us"]) for r in rows} == {pm.tune_result(variant, s, inst.spec.gfx, inst.spec.cu_num)["us"]
                                               for s in shapes}
     assert "Distributing" in r.stdout and "across 2 GPUs" in r.stdout
@@ -303,18 +308,27 @@ def test_a16w8_mxfp8_bf16_guard_and_shape_limits(node942, nodes, tmp_path):
     assert r.returncode == 1 and "A16W8 MXFP8 tuning requires gfx942, got gfx950" in r.stderr
 
 
-def test_a6w4_gain_guard_falls_back_and_split_k_raises(nodes, tmp_path):
-    """As upstream (610d1e8e): a candidate that does not beat the safe default keeps the default kernel's row;
-    -k makes tune() raise (the whole run exits 1)."""
-    v, inst = "a6w4", nodes["newest"]
+@pytest.mark.parametrize("v,display,default", [("a6w4", "A6W4", "f6f4gemm_bf16_per1x32Fp6Fp4_256x256_s0"),
+                                                ("a4w6", "A4W6", "f4f6gemm_bf16_per1x32Fp4Fp6_256x256_s0")])
+def test_mixed_mxfp_gain_guard_falls_back_and_split_k_raises(nodes, tmp_path, v, display, default):
+    """As upstream (610d1e8e, both entry points run the shared gemm_mixed_mxfp tuner): a candidate that does not
+    beat the safe default keeps the default kernel's row; -k makes tune() raise (the whole run exits 1); the
+    tuner's own defaults are its family's table and config variable."""
+    inst = nodes["newest"]
     kept, guard = shapes_for(v, "improved", 1), shapes_for(v, "regressed", 1)
     unt, out = untuned_csv(tmp_path / "u.csv", v, kept + guard), tmp_path / "t.csv"
     r = py(inst, *tune_argv(inst, v, unt, out))
     assert r.returncode == 0, r.stdout + r.stderr
-    assert f"[gain-guard] family=A6W4 M={guard[0]['m']} N=1536 K=7168" in r.stdout and "action=FALLBACK" in r.stdout
+    assert f"[gain-guard] family={display} M={guard[0]['m']} N=1536 K=7168" in r.stdout and "action=FALLBACK" in r.stdout
     rows = {int(x["M"]): x for x in read_csv(out)[1]}
-    assert rows[guard[0]["m"]]["kernelName"] == "f6f4gemm_bf16_per1x32Fp6Fp4_256x256_s0"
+    assert rows[guard[0]["m"]]["kernelName"] == default
     assert float(rows[guard[0]["m"]]["us"]) == round(pm.default_us(v, guard[0]), 4)
     assert float(rows[kept[0]["m"]]["us"]) == pm.tune_result(v, kept[0])["us"]
     r = py(inst, *tune_argv(inst, v, unt, tmp_path / "t2.csv", "-k"))
-    assert r.returncode == 1 and "A6W4 does not support split-K" in r.stderr
+    assert r.returncode == 1 and f"{display} does not support split-K" in r.stderr
+    # without -o it writes the table its family's config variable names (the other family's is never read)
+    own, other = tmp_path / "own.csv", tmp_path / "other.csv"
+    env = {VARIANTS[v].config_env: str(own), VARIANTS["a4w6" if v == "a6w4" else "a6w4"].config_env: str(other)}
+    r = py(inst, VARIANTS[v].tune_script, "-i", unt, env=env)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert {int(x["M"]) for x in read_csv(own)[1]} == {kept[0]["m"], guard[0]["m"]} and not other.exists()

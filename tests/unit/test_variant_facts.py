@@ -65,7 +65,9 @@ def test_a_variant_added_without_regenerating_fails_with_the_command(monkeypatch
     assert '("a8w8_new_tuned_gemm", "a8w8_new"),' in text and text != gen.TARGET.read_text(encoding="utf-8")
     ns: dict = {}
     exec(compile(text, "variant_facts.py", "exec"), ns)   # the generated module is valid Python
-    assert ns["FILE_STEMS"][0] == ("a8w8_blockscale_bpreshuffle_tuned_gemm", "a8w8_blockscale_bpreshuffle")
+    assert ns["FILE_STEMS"][0] == ("batched_gemm_a8w8_blockscale_mxscale_bpreshuffle_tuned",
+                                   "bmm_a8w8_mxscale_bpreshuffle")           # longest stem first
+    assert [len(s) for s, _ in ns["FILE_STEMS"]] == sorted((len(s) for s, _ in ns["FILE_STEMS"]), reverse=True)
     assert "python -m orchestrator.gen_variant_facts" in text
 
 
@@ -73,9 +75,11 @@ def test_a_variant_added_without_regenerating_fails_with_the_command(monkeypatch
 # a16w16 (bf16) is tuned across backends (hipBLASLt, asm, ...) and a6w6's table feeds none of the CK modules
 # aiter-after-v0.1.20.md lists by config variable; a8w8_mxfp8_bpreshuffle runs FlyDSL kernels named in its rows
 # (aiter-december-2026.md), compiled per kernelName, not from the table
-# the MX tuners of variants_mx.py: a6w4 and a16w8_mxfp8 (prebuilt asm .co) compile nothing from their tables;
-# a4w4_blockscale_bpreshuffle writes the CK a4w4 table, which compiles module_gemm_a4w4_blockscale
-NO_CSV_JIT_MODULE = {"moe_2stages", "a16w16", "a6w6", "a8w8_mxfp8_bpreshuffle", "a6w4", "a16w8_mxfp8", "fhmoe"}
+# the MX tuners of variants_mx.py: a6w4, a4w6 and a16w8_mxfp8 (prebuilt asm .co) compile nothing from their tables;
+# a4w4_blockscale_bpreshuffle writes the CK a4w4 table, which compiles module_gemm_a4w4_blockscale; the MXFP8 BMM
+# table builds no opus module (its README: changing the tuned CSV forces no rebuild)
+NO_CSV_JIT_MODULE = {"moe_2stages", "a16w16", "a6w6", "a8w8_mxfp8_bpreshuffle", "a6w4", "a4w6", "a16w8_mxfp8", "fhmoe",
+                    "bmm_a8w8_mxscale_bpreshuffle"}
 
 
 def test_every_variant_says_which_module_its_table_compiles():

@@ -22,10 +22,18 @@ FACTS = {
     "a6w4": (                          # 610d1e8e: run_tuner("a6w4") of csrc/gemm_mixed_mxfp/gemm_mixed_mxfp_tune.py
         "csrc/gemm_a6w4/gemm_a6w4_tune.py",
         "aiter/configs/a6w4_asm_tuned_gemm.csv", "AITER_CONFIG_GEMM_A6W4_ASM", "gfx950", "refuses", ()),
+    "a4w6": (                          # 610d1e8e: _FAMILY_SPECS["a4w6"] of the same shared tuner; README's entry point
+        "csrc/gemm_a4w6/gemm_a4w6_tune.py",
+        "aiter/configs/a4w6_asm_tuned_gemm.csv", "AITER_CONFIG_GEMM_A4W6_ASM", "gfx950", "refuses", ()),
     "a16w8_mxfp8": (                   # 59663079: gfx942 asm, a row only where it beats BF16
         "csrc/gemm_a16w8_mxfp8/gemm_a16w8_mxfp8_tune.py",
         "aiter/configs/a16w8_mxfp8_asm_tuned_gemm.csv", "AITER_CONFIG_GEMM_A16W8_MXFP8_ASM", "gfx942", "always", ()),
+    "bmm_a8w8_mxscale_bpreshuffle": (  # f081855b / README fb06b88c: opus + FlyDSL, -k is the K dimension
+        "csrc/bmm_a8w8_mxscale/bmm_a8w8_mxscale_bpreshuffle_tune.py",
+        "aiter/configs/batched_gemm_a8w8_blockscale_mxscale_bpreshuffle_tuned.csv",
+        "AITER_CONFIG_BATCHED_GEMM_A8W8_BLOCKSCALE_MXSCALE_BPRESHUFFLE", "gfx950", "refuses", ("opus", "flydsl")),
 }
+BMM = "bmm_a8w8_mxscale_bpreshuffle"
 
 
 def test_the_mx_entries_are_registered_once_each():
@@ -40,7 +48,11 @@ def test_mx_entry_facts(name):
     v = get_variant(name)
     assert (v.tune_script, v.tuned_csv, v.config_env) == (script, tuned, env)
     assert v.requires_gfx == frozenset({gfx}) and v.splitk == splitk and v.libtypes == libtypes
-    assert v.untuned_columns == ("M", "N", "K") and v.family == "gemm" and v.since == (0, 1, 21)
+    if name == BMM:     # the README's untuned header; the batched family (B in the key, no --nk)
+        assert v.untuned_columns == ("b", "m", "n", "k", "w_scale_block") and v.family == "batched"
+    else:
+        assert v.untuned_columns == ("M", "N", "K") and v.family == "gemm"
+    assert v.since == (0, 1, 21)
     assert v.tune_flags == (("--all",) if name == "a4w4_blockscale_bpreshuffle" else ()) and not v.overrides
 
 
@@ -70,7 +82,7 @@ def test_mx_tuner_command_line(tmp_path, name):
     """-i/-o always given (the tuners' defaults are the shipped tables), the entry's script, no split-K flag
     unless asked; where the tuner times its split candidates anyway, asking says it changes nothing."""
     script, _, _, gfx, splitk, _ = FACTS[name]
-    ctx = _ctx(tmp_path, name, gfx, {"nk": ["7168,2048"]})
+    ctx = _ctx(tmp_path, name, gfx, {"nk": ["7168,2048"]} if name != BMM else {})
     cmd = prepare.tune_command(ctx, ctx.variant, "/j/untuned.csv", "/j/staging.csv")
     assert list(cmd.argv[:6]) == ["python3", f"/aiter/{script}", "-i", "/j/untuned.csv", "-o", "/j/staging.csv"]
     assert "--splitK" not in cmd.argv and "-k" not in cmd.argv
@@ -78,8 +90,10 @@ def test_mx_tuner_command_line(tmp_path, name):
     help_text = "usage: tune.py [-h] [-i UNTUNE_FILE] [-o TUNE_FILE] [-k]\n  -k, --splitK  split K\n"
     note = tuneargs.splitk_note(tuneargs.compose(splitk=True), help_text, name)
     if splitk == "refuses":     # a6w4: its real tuner raises on -k, so run --splitk is refused before anything runs
-        with pytest.raises(UsageError, match="refuses -k"):
+        why = "its -k is the K dimension" if name == BMM else "it raises 'does not support split-K'"
+        with pytest.raises(UsageError, match="refuses -k") as err:
             tuneargs.refuse_splitk(tuneargs.compose(splitk=True), ctx.variant)
+        assert why in str(err.value)
         assert note is None
     else:
         tuneargs.refuse_splitk(tuneargs.compose(splitk=True), ctx.variant)
