@@ -29,6 +29,7 @@ FHMOE_VARIANTS: list[KernelVariant] = [
         family="fhmoe",       # its own: the fused-MoE rules (buckets, objectives, tuner modes) are not its
         jit_module=None,      # FlyDSL kernels compiled per kernelName
         splitk="refuses",     # no -k at all (its argparse has none)
+        splitk_refusal="its argparse has no -k/--splitK: it would stop at once with 'unrecognized arguments'",
         libtypes=(),
         tune_script="op_tests/tuners/tune_fhmoe.py",
         # its -i is the full tuned table (steps/fhmoe_input.py writes it into the job dir)

@@ -190,3 +190,11 @@ def test_audit_reads_both_kernel_name_columns_of_the_fhmoe_table(tmp_path, capsy
     assert main(["audit", str(bad), "--json"]) == 1
     (f,) = json.loads(capsys.readouterr().out)
     assert f["kind"] == "unparsable_kernel" and f["key"]["token"] == "131072" and "kernelName2" in f["detail"]
+
+
+def test_run_splitk_is_refused_with_fhmoes_own_reason():
+    from orchestrator.steps import tuneargs
+    from orchestrator.variants import get_variant
+    with pytest.raises(UsageError, match="refuses -k") as err:
+        tuneargs.refuse_splitk(tuneargs.compose(splitk=True), get_variant("fhmoe"))
+    assert "no -k/--splitK" in str(err.value) and "does not support split-K" not in str(err.value)
