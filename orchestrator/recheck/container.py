@@ -70,6 +70,8 @@ class Recheck:
             self.ui.event(f"{variant}: {len(group)} row(s) of {live}, {self.repeats} run(s) per arm "
                           f"on GPU {gpu_phys}")
             m = measure(self.session, variant, group, live=live, node_dir=node_dir, gpu=gpu, repeats=self.repeats)
+            if m.note:
+                notes.append(m.note)
             if m.log:
                 atomic_write(path / f"bench-{variant}.log", m.log.encode())
                 bench_env[variant] = m.env

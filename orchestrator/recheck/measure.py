@@ -16,6 +16,7 @@ from ..session import NodeSession
 from ..steps.bench import announced, measured_by_call, plan_bench, prepare_ops
 from ..steps.compare import split_samples
 from ..steps.prepare import SAMPLE_MARK
+from ..steps.armargs import PLACEHOLDERS
 from .rows import Promoted
 
 ARMS = ("with", "without")
@@ -32,6 +33,7 @@ class Measured:
     env: dict = field(default_factory=dict)            # arm -> the env its benchmark ran with
     scripts: dict = field(default_factory=dict)        # bench script -> what ran (a patched copy if argparse refused)
     log: str = ""
+    note: str = ""                                     # why this group was not measured (one line), if so
 
 
 def _arm_env(session: NodeSession, variant, live: str, without: str, gpu: str, node_dir: str) -> dict:
@@ -67,6 +69,11 @@ def measure(session: NodeSession, variant_name: str, rows: list[Promoted], *, li
     if not live_rows or variant.bench is None or variant.family == "fhmoe":
         return out
     calls = plan_bench(variant, [r.shape for r in live_rows])
+    if any(PLACEHOLDERS & set(c.args) for c in calls):     # a tuner's own --run_config (steps/armargs.py)
+        out.note = (f"{variant.name}: {len(live_rows)} row(s) not rechecked: its benchmark is the tuner's own "
+                    "--run_config, which reads its shapes from the table it is given, so a table without the "
+                    "rows under recheck measures none of them (no \"without\" arm)")
+        return out
     scripts = {p.script: prepared.get(id(p)) or {} for p in checked}
     if any(s.get("missing") for s in scripts.values()):
         raise JobError(f"the op_test of {variant.name} is missing on the node ({variant.bench.script})",

@@ -21,10 +21,17 @@ MOE_GROUP = ("model_dim", "inter_dim", "expert", "topk", "act_type", "dtype", "q
 
 @dataclass(frozen=True)
 class BenchCall:
-    script: str                      # relative to the aiter root
+    script: str                      # relative to the aiter root (in_meta: to the meta root, as tune scripts)
     args: tuple[str, ...]
     checked: dict                    # flag -> values passed (for the argparse `choices` check)
     shapes: tuple[dict, ...]         # the shapes this call measures
+    in_meta: bool = False            # the script is a tune script (csrc/ lives under the meta root)
+
+
+def call_path(call: BenchCall, remote) -> str:
+    """The node path of a call's script: op_tests/ under the aiter root, csrc/ tune scripts under the meta root."""
+    root = (remote.meta_root or remote.aiter_root) if call.in_meta else remote.aiter_root
+    return f"{root}/{call.script}"
 
 
 def _a8w8_q(shape: dict) -> str:
@@ -71,13 +78,24 @@ EXTRA_SHAPE_S = 0.3
 BUILD_S = 57.9          # a cold build of a CK module of a tuned table (~27 instances, issue 26)
 
 
+REBUILD_S = 12.0        # a module not generated from a tuned table (module_aiter_enum-like; sim/costs.py SMALL_MODULE_S)
+
+
 def fixed_cost(variant: KernelVariant, shapes: list[dict], repeats: int, modules: int = 1) -> dict:
-    """A job's fixed cost on a real node as the plan decides it: op_test processes (calls per arm x runs x
+    """A job's fixed cost on a real node as the plan decides it: benchmark processes (calls per arm x runs x
     2 arms + the engaged-at-runtime check), the tuner's start, and the minimum of JIT builds (each module
     of the table once in the after arm, the tuner's *_tune module; the before arm reuses a current live
-    module); ``minutes`` projects them at the costs above."""
+    module); ``minutes`` projects them at the costs above.
+
+    Style ``run_config``: each call is a tuner process (python + torch + aiter + HIP init, as an op_test's);
+    ``--run_config <CSV>`` (every after call and the engaged check) sets AITER_REBUILD = 2 and rebuilds the
+    operator's ``modules`` in each such process (base_tuner._set_config_env_for_run_config), not once."""
     calls = len(plan_bench(variant, shapes))
     processes = calls * 2 * repeats + (1 if calls else 0) + 1
+    if variant.bench is not None and variant.bench.style == "run_config":
+        rebuilds = (calls * repeats + (1 if calls else 0)) * modules
+        return {"processes": processes, "builds": rebuilds + 1, "calls_per_run": calls,
+                "minutes": (processes * PROCESS_START_S + rebuilds * REBUILD_S + BUILD_S) / 60}
     builds = (modules if calls else 0) + 1
     return {"processes": processes, "builds": builds, "calls_per_run": calls,
             "minutes": (processes * PROCESS_START_S + builds * BUILD_S) / 60}
@@ -85,7 +103,8 @@ def fixed_cost(variant: KernelVariant, shapes: list[dict], repeats: int, modules
 
 def fixed_cost_line(variant: KernelVariant, shapes: list[dict], repeats: int, modules: int = 1) -> str:
     c = fixed_cost(variant, shapes, repeats, modules)
-    return (f"fixed cost: {c['processes']} process starts ({c['calls_per_run']} op_test call(s) per arm and run "
+    what = "tuner --run_config" if variant.bench is not None and variant.bench.style == "run_config" else "op_test"
+    return (f"fixed cost: {c['processes']} process starts ({c['calls_per_run']} {what} call(s) per arm and run "
             f"x {repeats} run(s) x 2 arms, the tuner, the engaged check), {c['builds']} JIT build(s) at least; "
             f"~{c['minutes']:.1f} min on a real node")
 
@@ -152,12 +171,26 @@ def plan_bench(variant: KernelVariant, shapes: list[dict]) -> list[BenchCall]:
                     *(("-q", str(q)) if q is not None else ()),
                     "-a", act, "-s", "t" if int(s0["doweight_stage1"]) else "f", "-p", "f", *extra)
             calls.append(BenchCall(bench.script, args, {"-t": [str(t) for t in tokens]}, tuple(group)))
+    elif bench.style == "run_config":       # the tuner's own --run_config, one call (steps/armargs.py paths)
+        from .armargs import RC_SCRATCH, RC_SHAPES, RC_TABLE
+        args = ("-i", RC_SHAPES, "-o", RC_SCRATCH, "--run_config", RC_TABLE, *extra)
+        calls.append(BenchCall(bench.script, args, {}, tuple(shapes), in_meta=True))
     elif bench.style == "fhmoe_baseline":   # the FHMoE tuner's --baseline-only, one call (steps/fhmoe_input.py)
         from .fhmoe_input import bench_args
         calls.append(BenchCall(bench.script, bench_args(shapes), {}, tuple(shapes)))
     else:  # pragma: no cover - registry is data; a new style must be added here once
         raise ValueError(f"unknown bench style {bench.style!r}")
     return calls
+
+
+# style "run_config" (aiter/utility/base_tuner.py run(), from v0.1.13; the tuners' run_config overrides, e.g.
+# csrc/gemm_mixed_mxfp/gemm_mixed_mxfp_tune.py 610d1e8e, csrc/gemm_a16w8_mxfp8/gemm_a16w8_mxfp8_tune.py 59663079)
+RUN_CONFIG_MEASURED_BY = (
+    "{name}: before and after are measured by the tuner itself (--run_config, its E2E(us) of the production "
+    "operator), not by an op_test: before = `--run_config` without a CSV, which times the tuner's DEFAULT kernel "
+    "(not a live row: a shape the live table already holds is compared against the default), after = "
+    "`--run_config <staging table>` (AITER_CONFIG_* set to it; every row of that table is timed, the job's "
+    "shapes are read from it); a shape the tuner wrote no row for has no after value")
 
 
 def match_results(bench: BenchSpec, shapes: list[dict], results: list[dict]) -> list[dict]:

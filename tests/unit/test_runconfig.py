@@ -1,0 +1,122 @@
+"""Bench style "run_config" (issue 36): a tuner's own --run_config as the before/after benchmark of a6w4 and
+a16w8_mxfp8 - its output parse, the plan (one call, per-arm paths), the fixed cost, the recheck refusal."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from orchestrator.parsing.bench import bench_results, parse_bench_log
+from orchestrator.parsing.runconfig import parse_runconfig_rows, unavailable
+from orchestrator.steps.armargs import PLACEHOLDERS, RC_SHAPES, arm_args
+from orchestrator.steps.bench import (BUILD_S, PROCESS_START_S, REBUILD_S, call_path, fixed_cost, fixed_cost_line,
+                                      measured_by_call, plan_bench)
+from orchestrator.variants import get_variant, profile_for
+
+BENCH = Path(__file__).resolve().parents[1] / "fixtures" / "bench"
+NEWEST = profile_for((0, 1, 29))
+SHAPES = [{"m": 1, "n": 7168, "k": 2048}, {"m": 16, "n": 7168, "k": 2048}]
+REMOTE = SimpleNamespace(untuned_csv="/j/untuned.csv", tuned_csv="/j/staging/a6w4_asm_tuned_gemm.csv",
+                         live_csv="/a/aiter/configs/a6w4_asm_tuned_gemm.csv", job_dir="/j", aiter_root="/a",
+                         meta_root="/a/aiter_meta")
+
+
+def v(name):
+    return get_variant(name).resolve(NEWEST)
+
+
+@pytest.mark.parametrize("name", ["a6w4", "a16w8_mxfp8"])
+def test_both_mx_tuners_are_measured_by_their_own_run_config(name):
+    var = v(name)
+    assert var.bench is not None and var.bench.script == var.tune_script
+    assert (var.bench.style, var.bench.output, var.bench.metric, var.bench.higher_is_better) == \
+        ("run_config", "run_config", "E2E(us)", False)
+    [call] = plan_bench(var, SHAPES)
+    assert call.shapes == tuple(SHAPES) and call.checked == {} and call.in_meta
+    # the tune script is under the meta root (csrc/), not the aiter root as op_tests/ are
+    assert call_path(call, REMOTE) == f"/a/aiter_meta/{var.tune_script}"
+    assert PLACEHOLDERS & set(call.args)
+
+
+def test_each_arm_gets_its_own_paths_and_the_before_arm_no_csv():
+    [call] = plan_bench(v("a6w4"), SHAPES)
+    shapes = "/j/bench/runconfig_shapes.csv"
+    assert arm_args(call.args, "before", REMOTE) == ("-i", shapes, "-o", "/j/bench/runconfig_before.csv",
+                                                    "--run_config")
+    assert arm_args(call.args, "after", REMOTE) == ("-i", shapes, "-o", "/j/bench/runconfig_after.csv",
+                                                   "--run_config", REMOTE.tuned_csv)
+    assert arm_args(call.args, "live", REMOTE) == ("-i", shapes, "-o", "/j/bench/runconfig_live.csv",
+                                                  "--run_config", REMOTE.live_csv)
+    assert arm_args((RC_SHAPES,), "after", REMOTE) == (shapes,)
+    assert plan_bench(v("a6w4"), []) == []
+
+
+def test_output_rows_as_upstream_prints_them():
+    text = (BENCH / "tuner_run_config.log").read_text()
+    rows = parse_runconfig_rows(text)
+    assert [r["Status"] for r in rows] == ["OK", "MISMATCH", "ERROR", "OK", "OK"]
+    assert rows[0] == {"Shape": "(1, 7168, 2048)", "E2E(us)": 9.87, "Status": "OK", "gfx": "gfx950",
+                       "cu_num": 256, "M": 1, "N": 7168, "K": 2048}
+    assert rows[1]["E2E(us)"] is None           # MISMATCH: its time measures a wrong output
+    assert rows[3]["Kernel(us)"] == 7.1 and rows[4]["Kernel(us)"] is None
+    res = bench_results(rows, v("a6w4").bench)
+    # the second table (a later run in the same log) wins for M=1; the repro CSV block adds no row
+    assert res == [{"key": {"m": 1, "n": 7168, "k": 2048}, "value": 7.65},
+                   {"key": {"m": 16, "n": 7168, "k": 2048}, "value": None},
+                   {"key": {"m": 4096, "n": 7168, "k": 2048}, "value": None},
+                   {"key": {"m": 32, "n": 7168, "k": 2048}, "value": 11.2}]
+    assert unavailable(text) is None
+
+
+def test_extra_table_rows_are_dropped_by_matching_to_the_requested_shapes():
+    """after = --run_config <staging table>: every row of the table is timed; only the job's shapes count."""
+    text = "== tune-remote call 0\n" + (BENCH / "tuner_run_config.log").read_text()
+    bench = v("a6w4").bench
+    [call] = plan_bench(v("a6w4"), SHAPES[:1])
+    got = measured_by_call(bench, SHAPES[:1], text, [call.shapes])
+    assert got == [{"key": SHAPES[0], "value": 7.65}]
+
+
+def test_a_tuner_without_run_config_is_detected():
+    text = (BENCH / "tuner_run_config_unimplemented.log").read_text()
+    assert parse_bench_log(text, v("a6w4").bench) == []
+    why = unavailable(text)
+    assert why and "does not implement --run_config" in why and "GemmA6W4Tuner" in why
+    assert "no results" in unavailable("Benchmark (default): no results\n")
+    assert unavailable("") is None
+
+
+def test_fixed_cost_charges_a_rebuild_in_every_run_config_csv_process():
+    """_set_config_env_for_run_config sets AITER_REBUILD=2: the after arm's calls and the engaged check each
+    rebuild the operator's modules; the before arm (no CSV) loads them."""
+    c = fixed_cost(v("a6w4"), SHAPES, repeats=3, modules=2)
+    assert c["calls_per_run"] == 1 and c["processes"] == 1 * 2 * 3 + 1 + 1
+    rebuilds = (3 + 1) * 2
+    assert c["builds"] == rebuilds + 1
+    assert c["minutes"] == pytest.approx((8 * PROCESS_START_S + rebuilds * REBUILD_S + BUILD_S) / 60)
+    line = fixed_cost_line(v("a6w4"), SHAPES, 3, 2)
+    assert "1 tuner --run_config call(s) per arm" in line and "9 JIT build(s)" in line
+    op = fixed_cost(v("a8w8_blockscale"), SHAPES, repeats=3)
+    assert op["builds"] == 2      # an op_test builds each module once, not per call
+
+
+def test_recheck_says_it_cannot_measure_a_run_config_variant():
+    from orchestrator.recheck import measure as rm
+
+    class Session:
+        facts = SimpleNamespace(aiter_root="/a")
+
+        def variant(self, name):
+            return v(name)
+
+        def call_batch(self, ops):
+            return [{"found": {"0": "k0"}}]
+
+        def call(self, *a, **k):    # pragma: no cover - must not run anything
+            raise AssertionError("ran a benchmark")
+
+    rows = [SimpleNamespace(shape=SHAPES[0], node_key=lambda: ["gfx950", 256, 1, 7168, 2048], ident=lambda: "i0")]
+    m = rm.measure(Session(), "a6w4", rows, live="/a/t.csv", node_dir="/n", gpu="0", repeats=2)
+    assert not m.samples and "not rechecked" in m.note and "--run_config" in m.note
