@@ -414,15 +414,15 @@ class TunerCommon(RunConfig):
         return "kernelName" if "kernelName" in self.resultList else "kernelName1"
 
     def run(self, args, fast_mode=False):
+#@ if current
+        if args.run_config:     # a benchmark (aiter/_sim/runconfig.py), not a tuning launch: not counted
+            return self._run_config_main(args)
+#@ endif
         record_launch(sys.argv[0], sys.argv[1:])
         self._done_in_run = 0
         md = self.tune_module(args)
         if md:
             get_module(md)
-#@ if current
-        if args.run_config:
-            return self._run_config_main(args)
-#@ endif
         self.pre_process(args)
         print(df_repr(self.keys, self.untunedf), flush=True)
         output_file = self.get_out_file(args.tune_file)

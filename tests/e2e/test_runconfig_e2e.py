@@ -1,0 +1,114 @@
+"""a6w4 measured by its tuner's own --run_config (issue 36), end to end on a newest node (gfx950): the before arm
+runs `--run_config` without a CSV (the tuner times its default kernel per shape of -i), the after arm
+`--run_config <staging table>` (the table's rows through the production operator, AITER_REBUILD=2); the
+comparison shows the tuned shape's gain, the gain guard's fallback row none; the proven row is promoted and the
+engaged check reruns `--run_config <live table>`. A tuner that does not implement run_config: tune only, said in
+a note, exit 0."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from orchestrator.cli import main
+from orchestrator.sim import perf_model
+from orchestrator.variants import get_variant
+
+pytestmark = pytest.mark.e2e
+
+NK = {"n": 7168, "k": 2048}
+
+
+def _shapes():
+    """One M the simulated tuner improves and one its gain guard falls back to the default kernel on."""
+    [good] = perf_model.shapes_with_outcome("a6w4", "improved", NK, "m", 1, 1)
+    [guard] = perf_model.shapes_with_outcome("a6w4", "regressed", NK, "m", 1, 1)
+    return good, guard
+
+
+def _run(node, c, tmp_path, *extra) -> tuple[int, Path, dict]:
+    inv = tmp_path / "inv.yaml"
+    inv.write_text(yaml.safe_dump({"nodes": {node.alias: {"ssh_config": str(node.ssh_config_file),
+                                                          "containers": {c.name: {}}}}}))
+    good, guard = _shapes()
+    code = main(["--inventory", str(inv), "--workspace", str(tmp_path / "ws"), "-q", "run", "--node", node.alias,
+                 "--container", c.name, "--variant", "a6w4", "--nk", "7168,2048",
+                 "--m-preset", f"{good['m']},{guard['m']}", "--yes", "--repeats", "2", "--job-id", "rc1", *extra])
+    job = tmp_path / "ws" / "rc1"
+    return code, job, json.loads((job / "state.json").read_text())
+
+
+def test_a6w4_before_and_after_are_measured_by_run_config(make_node, tmp_path, capsys):
+    node = make_node({"profile": "newest"})
+    c = next(iter(node.containers.values()))
+    launches0 = len(c.launches())
+    code, job, st = _run(node, c, tmp_path)
+    err = capsys.readouterr().err
+    assert code == 0, (err, st.get("error"), st.get("notes"))
+    v = get_variant("a6w4")
+    r = st["remote"]
+    assert [p["name"] for p in r["pipeline"]] == ["baseline", "tune", "after"]
+    assert len(c.launches()) == launches0 + 1               # the --run_config processes are no tuning launch
+    script = f"{r['meta_root']}/{v.tune_script}"
+    bench = f"{r['job_dir']}/bench"
+    [before] = r["bench_display"]["before"]
+    [after] = r["bench_display"]["after"]
+    assert before.endswith(f"python3 {script} -i {bench}/runconfig_shapes.csv -o {bench}/runconfig_before.csv "
+                           "--run_config"), before
+    assert after.endswith(f"-o {bench}/runconfig_after.csv --run_config {r['tuned_csv']}"), after
+    shapes_csv = c.host_path(f"{bench}/runconfig_shapes.csv").read_text().splitlines()
+    assert shapes_csv[0] == "M,N,K" and len(shapes_csv) == 3
+    notes = " ".join(st.get("notes") or [])
+    assert "measured by the tuner itself (--run_config" in notes, notes
+
+    good, guard = _shapes()
+    gfx, cu = st["facts"]["gfx"], int(st["facts"]["cu_num"])
+    comp = {int(row["m"]): row for row in csv.DictReader((job / "comparison.csv").open())}
+    assert set(comp) == {good["m"], guard["m"]}, comp
+    assert all(row["metric"] == "E2E(us)" for row in comp.values())
+    # before: the default kernel (no CSV); after: the tuned row, or the fallback row = the default kernel
+    assert float(comp[good["m"]]["before"]) == round(perf_model.default_us("a6w4", good, gfx, cu), 2)
+    assert float(comp[good["m"]]["after"]) == round(perf_model.bench_us("a6w4", good, gfx, cu, tuned_from=good), 2)
+    assert comp[good["m"]]["verdict"] == "improved" and float(comp[good["m"]]["speedup_pct"]) > 1.0
+    assert comp[guard["m"]]["before"] == comp[guard["m"]]["after"]
+    assert comp[guard["m"]]["verdict"] == "within_noise"
+    md = (job / "report.md").read_text()
+    assert "**Metric:** E2E(us), lower is better" in md and f"max +{comp[good['m']]['speedup_pct']}%" in md, md
+
+    # promoted (the proven row), then the engaged check: --run_config <live table> in a fresh process
+    promote = st["steps"]["promote"]["info"]
+    eng = promote.get("engaged") or {}
+    assert eng.get("total") == 1 and eng.get("engaged") == 1, promote
+    ran = (job / "engaged_at_runtime.log").read_text()
+    assert "Benchmark (tuned) Benchmark Results" in ran and f"={r['live_csv']} for benchmark" in ran, ran
+    live = list(csv.DictReader(c.host_path(r["live_csv"]).open()))
+    assert [int(x["M"]) for x in live if x["N"] == "7168"] == [good["m"]]
+    # every --run_config <CSV> process rebuilds the operator's modules (AITER_REBUILD=2): 2 after calls + engaged
+    after_log = (job / "logs" / Path(r["logs"]["after"]).name).read_text()
+    assert after_log.count("finish build [module_gemm_a6w4_asm]") == 2, after_log
+
+
+def test_a_tuner_without_run_config_is_tune_only_with_a_note(make_node, tmp_path, capsys):
+    """base_tuner's own run_config ('run_config not implemented for ..., skipping benchmark'): the node's
+    a6w4 tuner is made one that does not override it (the simulator's list of tuners that do)."""
+    node = make_node({"profile": "newest"})
+    c = next(iter(node.containers.values()))
+    sim = c.host_path(f"{c.inst.package_dir}/_sim/runconfig.py")
+    text = sim.read_text()
+    assert '    "a6w4": ("module_quant", "module_gemm_a6w4_asm"),\n' in text
+    sim.write_text(text.replace('    "a6w4": ("module_quant", "module_gemm_a6w4_asm"),\n', ""))
+    code, job, st = _run(node, c, tmp_path, "--promote", "none")
+    err = capsys.readouterr().err
+    assert code == 0, (err, st.get("error"))
+    assert st["state"] == "succeeded"
+    notes = st.get("notes") or []
+    said = [n for n in notes if "does not implement --run_config" in n]
+    assert len(said) == 2 and any(n.startswith("a6w4 before arm") for n in said), notes
+    assert any("tuning only" in n for n in said)
+    assert st["steps"]["compare"]["info"]["measured"] == {"before": 0, "after": 0}
+    tuned = list(csv.DictReader((job / Path(st["remote"]["tuned_csv"]).name).open()))
+    assert {int(x["M"]) for x in tuned if x["N"] == "7168"} == {s["m"] for s in _shapes()}
