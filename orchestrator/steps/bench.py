@@ -193,6 +193,25 @@ RUN_CONFIG_MEASURED_BY = (
     "shapes are read from it); a shape the tuner wrote no row for has no after value")
 
 
+def run_config_gate(variant: KernelVariant, calls: list[BenchCall], help_text: str | None) -> tuple[list, str]:
+    """(calls, why none): no --run_config call where the node's tuner --help (probed) lists no --run_config
+    (base_tuner before v0.1.13: its argparse would refuse every call with exit 2)."""
+    if calls and variant.bench.style == "run_config" and help_text and "--run_config" not in help_text:
+        return [], (f"{variant.name}: the node's tuner has no --run_config (its --help lists none): tuning only, "
+                    "no before/after comparison")
+    return calls, ""
+
+
+def bench_inputs(calls: list[BenchCall], shapes: list[dict], variant: KernelVariant, remote) -> list[dict]:
+    """``write_files`` entries the calls read: --run_config's -i, every shape of the job (the store's too)."""
+    from ..parsing.untuned import write_untuned_csv
+    from .armargs import RC_SHAPES, arm_args
+    if not any(RC_SHAPES in c.args for c in calls):
+        return []
+    return [{"path": arm_args((RC_SHAPES,), "before", remote)[0], "backup_dir": None,
+             "content": write_untuned_csv(shapes, variant.name)}]
+
+
 def match_results(bench: BenchSpec, shapes: list[dict], results: list[dict]) -> list[dict]:
     """Attach each parsed result to the requested shape it measures.
 

@@ -16,9 +16,10 @@ from ..variants import KernelVariant
 from ..workflow import LOG_STEP_NAMES
 from ..outcome.keys import norm_key_value
 from . import fhmoe_input, moetuners, serving_check, tuneargs
-from .armargs import RC_SHAPES, arm_args
+from .armargs import arm_args
 from .reused import reused, reused_key_set
-from .bench import RUN_CONFIG_MEASURED_BY, announced, call_path, check_moe_quant, plan_bench, prepare_ops
+from .bench import (RUN_CONFIG_MEASURED_BY, announced, bench_inputs, call_path, check_moe_quant, plan_bench,
+                    prepare_ops, run_config_gate)
 
 DEFAULT_REPEATS = 3  # benchmark runs per arm (run --repeats)
 DEFAULT_TIMEOUT_S = 600  # per-task watchdog; older AITER has none by default (aiter-formats.md §1.1)
@@ -226,11 +227,7 @@ def run(ctx: Ctx) -> None:
     moetuners.check_shapes(mode, job.shapes)
     fly_staging = moetuners.flydsl_staging(staging) if mode == "both" else None
     calls = plan_bench(variant, job.shapes)
-    help_text = (job.facts.get("probes") or {}).get("tuner_help")
-    if calls and variant.bench.style == "run_config" and help_text and "--run_config" not in help_text:
-        calls = []      # probed: this tuner's argparse has no --run_config (base_tuner before v0.1.13)
-        job.note(f"{variant.name}: the node's tuner has no --run_config (its --help lists none): tuning only, "
-                 "no before/after comparison")
+    calls, no_bench = run_config_gate(variant, calls, (job.facts.get("probes") or {}).get("tuner_help"))
     bench_scripts = sorted({call_path(c, remote) for c in calls})
     # ONE round trip: the untuned CSV the tuner reads (from job.shapes), what is there and how much room;
     # the backup of the live table, the staging copy the tuner tunes (same rows, so it skips what is tuned
@@ -249,13 +246,9 @@ def run(ctx: Ctx) -> None:
             "manifest", {"paths": [live], "have": {live: None}, "inline_max": 16 << 20}), live), to_tune)
         for n in notes:
             job.note(n)
-    # --run_config (style "run_config"): its -i, every shape of the job (the store's too: they are measured)
-    rc_shapes = arm_args((RC_SHAPES,), "before", remote)[0]
-    bench_inputs = [{"path": rc_shapes, "backup_dir": None, "content": write_untuned_csv(job.shapes, variant.name)}
-                    ] if any(RC_SHAPES in c.args for c in calls) else []
     answers = ctx.call_batch([
         ("write_files", {"files": [{"path": remote.untuned_csv, "backup_dir": None,
-                                    "content": untuned_text}, *bench_inputs]}),
+                                    "content": untuned_text}, *bench_inputs(calls, job.shapes, variant, remote)]}),
         ("manifest", {"paths": [script_path, *bench_scripts, live]}),
         ("disk_free", {"paths": [job_dir, live]}),
         ("backup", {"paths": [live], "backup_dir": f"{job_dir}/backup"}),
@@ -322,8 +315,8 @@ def run(ctx: Ctx) -> None:
                       "line": f"rc=0; {seed}{_sample('before', 1, bench_cmds)}; exit $rc", "marker": "*"})
     else:
         missing = variant.bench.script if variant.bench else "none"
-        job.note(f"no benchmark for {variant.name} on this AITER install (test script: {missing}); "
-                 "tuning only, no before/after comparison")
+        job.note(no_bench or f"no benchmark for {variant.name} on this AITER install (test script: {missing}); "
+                             "tuning only, no before/after comparison")
     tcmd = tune_command(ctx, variant, remote.untuned_csv, staging, flydsl=mode == "flydsl")
     stall = stall_timeout_s(ctx)
     # the watchdog also checks the (staging) table after every exit of the tuner and repairs it from the

@@ -112,3 +112,22 @@ def test_a_tuner_without_run_config_is_tune_only_with_a_note(make_node, tmp_path
     assert st["steps"]["compare"]["info"]["measured"] == {"before": 0, "after": 0}
     tuned = list(csv.DictReader((job / Path(st["remote"]["tuned_csv"]).name).open()))
     assert {int(x["M"]) for x in tuned if x["N"] == "7168"} == {s["m"] for s in _shapes()}
+
+
+def test_a_base_tuner_without_the_flag_is_tune_only_before_anything_runs(make_node, tmp_path, capsys):
+    """A base_tuner whose argparse has no --run_config (before v0.1.13): its --help (probed) says so, so no
+    benchmark step is planned (argparse would refuse every call with exit 2) and the job says why."""
+    node = make_node({"profile": "newest"})
+    c = next(iter(node.containers.values()))
+    bt = c.host_path(f"{c.inst.package_dir}/utility/base_tuner.py")
+    text = bt.read_text()
+    flag = 'self.parser.add_argument("--run_config", nargs="?"'
+    assert text.count(flag) == 1
+    bt.write_text(text.replace(flag, 'self.parser.add_argument("--no-run-config", dest="run_config", nargs="?"'))
+    code, job, st = _run(node, c, tmp_path, "--promote", "none")
+    err = capsys.readouterr().err
+    assert code == 0, (err, st.get("error"))
+    assert [p["name"] for p in st["remote"]["pipeline"]] == ["tune"]
+    said = [n for n in st.get("notes") or [] if "tuning only" in n]
+    assert len(said) == 1 and "the node's tuner has no --run_config" in said[0], st.get("notes")
+    assert st["steps"]["compare"]["info"].get("skipped") == "no benchmark logs"
