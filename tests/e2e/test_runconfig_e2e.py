@@ -90,6 +90,16 @@ def test_a6w4_before_and_after_are_measured_by_run_config(make_node, tmp_path, c
     # every --run_config <CSV> process rebuilds the operator's modules (AITER_REBUILD=2): 2 after calls + engaged
     after_log = (job / "logs" / Path(r["logs"]["after"]).name).read_text()
     assert after_log.count("finish build [module_gemm_a6w4_asm]") == 2, after_log
+    # recheck: --run_config reads its shapes from the table it is given, so there is no "without" arm
+    inv = tmp_path / "inv.yaml"
+    code = main(["--inventory", str(inv), "--workspace", str(tmp_path / "ws"), "recheck", "--node", node.alias,
+                 "--container", c.name, "--variant", "a6w4"])
+    out = json.loads(capsys.readouterr().out)
+    assert code == 0 and out["counts"]["not_measured"] == 1, out
+    doc = json.loads((Path(out["dir"]) / "recheck.json").read_text())
+    assert any("not rechecked" in n and "--run_config" in n for n in doc["notes"]), doc["notes"]
+    ran = " ".join(p.read_text(errors="replace") for p in Path(out["dir"]).rglob("*") if p.is_file())
+    assert "{runconfig:" not in ran
 
 
 def test_a_tuner_without_run_config_is_tune_only_with_a_note(make_node, tmp_path, capsys):
