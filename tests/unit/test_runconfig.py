@@ -120,3 +120,21 @@ def test_recheck_says_it_cannot_measure_a_run_config_variant():
     rows = [SimpleNamespace(shape=SHAPES[0], node_key=lambda: ["gfx950", 256, 1, 7168, 2048], ident=lambda: "i0")]
     m = rm.measure(Session(), "a6w4", rows, live="/a/t.csv", node_dir="/n", gpu="0", repeats=2)
     assert not m.samples and "not rechecked" in m.note and "--run_config" in m.note
+
+
+def test_a_max_repeats_round_runs_each_arm_with_its_own_paths():
+    """--max-repeats adds rounds outside prepare's pipeline: its commands substitute the arm's paths too
+    (a placeholder on a node command line would make the tuner read a file named `{runconfig:shapes}`)."""
+    from orchestrator.steps.more_runs import round_request
+
+    remote = SimpleNamespace(**vars(REMOTE), bench_run_as={}, bench_env={"before": {"A": "1"}, "after": {"A": "2"}})
+    ctx = SimpleNamespace(job=SimpleNamespace(remote=remote), target=SimpleNamespace(
+        container=SimpleNamespace(python="python3")), variant=v("a6w4"))
+    req, calls = round_request(ctx, SHAPES, 3, 1)
+    line = req["argv"][2]
+    assert len(calls) == 1 and "{runconfig:" not in line and "{fhmoe:" not in line
+    script = f"/a/aiter_meta/{v('a6w4').tune_script}"
+    assert (f"env A=1 python3 {script} -i /j/bench/runconfig_shapes.csv -o /j/bench/runconfig_before.csv "
+            "--run_config ) || rc=$?") in line, line
+    assert (f"env A=2 python3 {script} -i /j/bench/runconfig_shapes.csv -o /j/bench/runconfig_after.csv "
+            f"--run_config {REMOTE.tuned_csv} ) || rc=$?") in line, line
