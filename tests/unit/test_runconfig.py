@@ -138,3 +138,17 @@ def test_a_max_repeats_round_runs_each_arm_with_its_own_paths():
             "--run_config ) || rc=$?") in line, line
     assert (f"env A=2 python3 {script} -i /j/bench/runconfig_shapes.csv -o /j/bench/runconfig_after.csv "
             f"--run_config {REMOTE.tuned_csv} ) || rc=$?") in line, line
+
+
+def test_the_tuner_is_the_benchmark_so_no_op_test_is_required_or_probed():
+    """An install-mode node has csrc/ under the meta root only: a campaign must not ask for the tune script
+    under the aiter root as if it were an op_test (it would leave a6w4 out), nor probe it as one."""
+    from orchestrator.campaign.capable import _needs
+    from orchestrator.steps.capabilities import _request
+
+    var = v("a6w4")
+    assert _needs(var) == [("{meta}/" + var.tune_script, f"{var.tune_script} (its tuner)")]
+    ctx = SimpleNamespace(target=SimpleNamespace(container=SimpleNamespace(python="python3")))
+    req = _request(ctx, var, "/a", "/a/aiter_meta", "gfx950", "/a/t.csv")
+    assert req["op_test"] is None and req["tune_script"] == f"/a/aiter_meta/{var.tune_script}"
+    assert _request(ctx, v("a8w8_blockscale"), "/a", "/a", "gfx950", "/t")["op_test"].startswith("/a/op_tests/")
