@@ -5,8 +5,9 @@ table to read and where to write on its command line, not only through ``AITER_C
 leaves placeholders there and each arm substitutes its own paths (prepare: before/after, engage: live).
 
 Arms: ``before`` (the live configuration, before tuning), ``after`` (the staging table), ``live`` (the live
-table after promotion: the engaged-at-runtime check). A placeholder an arm has no path for is dropped from
-the argument list (``--run_config`` without a CSV in the before arm).
+table after promotion: the engaged-at-runtime check). A call with a placeholder the arm has no path for is not
+run in that arm (``arm_args`` answers None): the before arm's ``--run_config <live table>`` where there is no
+live table.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ ARMS = ("before", "after", "live")
 
 
 def paths(arm: str, remote) -> dict:
-    """placeholder -> this arm's node path (None: drop the argument)."""
+    """placeholder -> this arm's node path (None: the arm runs no call that needs it)."""
     bench = f"{remote.job_dir}/bench"
     return {
         # before = the tuner's -i (the live rows + incumbents where the live table has none)
@@ -27,15 +28,18 @@ def paths(arm: str, remote) -> dict:
         FHMOE_SCRATCH: f"{bench}/fhmoe_{arm}.csv",
         RC_SHAPES: f"{bench}/runconfig_shapes.csv",
         RC_SCRATCH: f"{bench}/runconfig_{arm}.csv",
-        # before: no CSV (the tuner times its default kernel); after: the staging table; live: the live table
-        RC_TABLE: {"before": None, "after": remote.tuned_csv, "live": remote.live_csv}[arm],
+        # the arm's table: before the live one (when it exists: prepare backed it up), after the staging table
+        RC_TABLE: {"before": remote.live_csv if getattr(remote, "tuned_backup", None) else None,
+                   "after": remote.tuned_csv, "live": remote.live_csv}[arm],
     }
 
 
-def arm_args(args, arm: str, remote) -> tuple[str, ...]:
-    """``args`` with this arm's paths; arguments without placeholders come back unchanged."""
+def arm_args(args, arm: str, remote) -> tuple[str, ...] | None:
+    """``args`` with this arm's paths (arguments without placeholders unchanged), None: not run in this arm."""
     sub = paths(arm, remote)
-    return tuple(sub.get(a, a) for a in args if not (a in sub and sub[a] is None))
+    if any(a in sub and sub[a] is None for a in args):
+        return None
+    return tuple(sub.get(a, a) for a in args)
 
 
 PLACEHOLDERS = frozenset({FHMOE_TABLE, FHMOE_SCRATCH, RC_SHAPES, RC_SCRATCH, RC_TABLE})

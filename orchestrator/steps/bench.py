@@ -87,15 +87,19 @@ def fixed_cost(variant: KernelVariant, shapes: list[dict], repeats: int, modules
     of the table once in the after arm, the tuner's *_tune module; the before arm reuses a current live
     module); ``minutes`` projects them at the costs above.
 
-    Style ``run_config``: each call is a tuner process (python + torch + aiter + HIP init, as an op_test's);
-    ``--run_config <CSV>`` (every after call and the engaged check) sets AITER_REBUILD = 2 and rebuilds the
-    operator's ``modules`` in each such process (base_tuner._set_config_env_for_run_config), not once."""
+    Style ``run_config``: each call is a tuner process (python + torch + aiter + HIP init, as an op_test's):
+    two per arm and run (without a CSV, then with the arm's table), the before arm's second only where the live
+    table exists (not counted: this is the minimum), two in the engaged check. ``--run_config <CSV>`` sets
+    AITER_REBUILD = 2 and rebuilds the operator's ``modules`` in each such process
+    (base_tuner._set_config_env_for_run_config), not once per arm."""
     calls = len(plan_bench(variant, shapes))
-    processes = calls * 2 * repeats + (1 if calls else 0) + 1
     if variant.bench is not None and variant.bench.style == "run_config":
-        rebuilds = (calls * repeats + (1 if calls else 0)) * modules
+        with_csv = calls - 1 if calls else 0            # the after arm's table call(s)
+        processes = (calls + calls - with_csv) * repeats + calls + 1
+        rebuilds = (with_csv * repeats + with_csv) * modules
         return {"processes": processes, "builds": rebuilds + 1, "calls_per_run": calls,
                 "minutes": (processes * PROCESS_START_S + rebuilds * REBUILD_S + BUILD_S) / 60}
+    processes = calls * 2 * repeats + (1 if calls else 0) + 1
     builds = (modules if calls else 0) + 1
     return {"processes": processes, "builds": builds, "calls_per_run": calls,
             "minutes": (processes * PROCESS_START_S + builds * BUILD_S) / 60}
@@ -171,10 +175,13 @@ def plan_bench(variant: KernelVariant, shapes: list[dict]) -> list[BenchCall]:
                     *(("-q", str(q)) if q is not None else ()),
                     "-a", act, "-s", "t" if int(s0["doweight_stage1"]) else "f", "-p", "f", *extra)
             calls.append(BenchCall(bench.script, args, {"-t": [str(t) for t in tokens]}, tuple(group)))
-    elif bench.style == "run_config":       # the tuner's own --run_config, one call (steps/armargs.py paths)
+    elif bench.style == "run_config":       # the tuner's own --run_config (steps/armargs.py paths)
+        # two calls per arm: without a CSV (the tuner's default kernel for every shape of -i), then with the
+        # arm's table (its rows through the production operator), whose values win per shape (measured_by_call)
         from .armargs import RC_SCRATCH, RC_SHAPES, RC_TABLE
-        args = ("-i", RC_SHAPES, "-o", RC_SCRATCH, "--run_config", RC_TABLE, *extra)
-        calls.append(BenchCall(bench.script, args, {}, tuple(shapes), in_meta=True))
+        head = ("-i", RC_SHAPES, "-o", RC_SCRATCH, "--run_config")
+        for args in ((*head, *extra), (*head, RC_TABLE, *extra)):
+            calls.append(BenchCall(bench.script, args, {}, tuple(shapes), in_meta=True))
     elif bench.style == "fhmoe_baseline":   # the FHMoE tuner's --baseline-only, one call (steps/fhmoe_input.py)
         from .fhmoe_input import bench_args
         calls.append(BenchCall(bench.script, bench_args(shapes), {}, tuple(shapes)))
@@ -186,11 +193,12 @@ def plan_bench(variant: KernelVariant, shapes: list[dict]) -> list[BenchCall]:
 # style "run_config" (aiter/utility/base_tuner.py run(), from v0.1.13; the tuners' run_config overrides, e.g.
 # csrc/gemm_mixed_mxfp/gemm_mixed_mxfp_tune.py 610d1e8e, csrc/gemm_a16w8_mxfp8/gemm_a16w8_mxfp8_tune.py 59663079)
 RUN_CONFIG_MEASURED_BY = (
-    "{name}: before and after are measured by the tuner itself (--run_config, its E2E(us) of the production "
-    "operator), not by an op_test: before = `--run_config` without a CSV, which times the tuner's DEFAULT kernel "
-    "(not a live row: a shape the live table already holds is compared against the default), after = "
-    "`--run_config <staging table>` (AITER_CONFIG_* set to it; every row of that table is timed, the job's "
-    "shapes are read from it); a shape the tuner wrote no row for has no after value")
+    "{name}: before and after are measured by the tuner itself (--run_config: its E2E(us) of the production "
+    "operator), not by an op_test. Each arm runs it twice: without a CSV (the tuner's default kernel for every "
+    "shape), then with the arm's table (before: the live table where it exists, after: the staging table; "
+    "AITER_CONFIG_* is set to that one file, so tables AITER would merge with it are left out, and every row of "
+    "it is timed): a shape the table has its exact row for takes that row's time, any other the default "
+    "kernel's (the runtime's padded-shape or bucket fallback rows are not used)")
 
 
 def run_config_gate(variant: KernelVariant, calls: list[BenchCall], help_text: str | None) -> tuple[list, str]:
@@ -283,10 +291,13 @@ def measured_by_call(bench: BenchSpec, shapes: list[dict], text: str,
     found = list(_CALL_LINE.finditer(text))
     if not found:
         return measured(bench, shapes, parse_bench_log(text, bench))
-    out = []
+    out: dict[tuple, dict] = {}
     for j, m in enumerate(found):
         section = text[m.end():found[j + 1].start() if j + 1 < len(found) else len(text)]
         i = int(m.group(1))
         group = list(call_shapes[i]) if call_shapes is not None and i < len(call_shapes) else shapes
-        out.extend(measured(bench, group, parse_bench_log(section, bench)))
-    return out
+        # a shape two calls of one sample measure (run_config: default kernel, then the arm's table): the later
+        # call's value is the sample's; no other style measures a shape twice in one sample
+        for r in measured(bench, group, parse_bench_log(section, bench)):
+            out[tuple(sorted((c, str(v)) for c, v in r["key"].items()))] = r
+    return list(out.values())

@@ -144,7 +144,8 @@ def _request(ctx: Ctx, calls: list, run_as: dict, prepared: dict) -> dict:
         env[ctx.variant.config_env] = configured
     cmds = [Cmd((ctx.target.container.python,
                  run_as.get(c.script) or prepared.get(id(c), {}).get("script") or call_path(c, remote),
-                 *arm_args(c.args, "live", remote)), env=env, cwd=root) for c in calls]
+                 *arm_args(c.args, "live", remote)), env=env, cwd=root) for c in calls
+            if arm_args(c.args, "live", remote) is not None]
     # every call in one command (one round trip, issue 9), each announced by its call mark (C-19)
     return {"argv": ["sh", "-c", announced(cmds, "2>&1")], "timeout_s": 3600}
 

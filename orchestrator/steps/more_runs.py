@@ -73,7 +73,8 @@ def round_request(ctx: Ctx, shapes: list[dict], first: int, step: int) -> tuple[
 
     def arm(name: str, n: int) -> str:
         cmds = [Cmd((python, run_as.get(c.script) or call_path(c, remote), *arm_args(c.args, name, remote)),
-                    env=dict(env.get(name) or {}), cwd=root) for c in calls]     # each arm's paths (armargs)
+                    env=dict(env.get(name) or {}), cwd=root) for c in calls     # each arm's paths (armargs)
+                if arm_args(c.args, name, remote) is not None]
         return f"echo {quote(f'{SAMPLE_MARK} {name} {n}')}; " + announced(cmds, "|| rc=$?")
 
     parts = [arm(name, first + i) for i in range(step) for name in ("before", "after")]

@@ -293,10 +293,10 @@ def run(ctx: Ctx) -> None:
                 to_run = prep["script"]
                 patched.append(f"{call.script}: argparse choices of {', '.join(prep['removed_choices'])} "
                                f"reject values we need; ran a patched copy {to_run} (original untouched)")
-        bench_cmds.append(Cmd((ctx.target.container.python, to_run, *arm_args(call.args, "before", remote)),
-                              env=before_env, cwd=root))
-        after_cmds.append(Cmd((ctx.target.container.python, to_run, *arm_args(call.args, "after", remote)),
-                              env=after_env, cwd=root))
+        for cmds, arm, env in ((bench_cmds, "before", before_env), (after_cmds, "after", after_env)):
+            args = arm_args(call.args, arm, remote)
+            if args is not None:        # a call this arm has no table for is not run in it (steps/armargs.py)
+                cmds.append(Cmd((ctx.target.container.python, to_run, *args), env=env, cwd=root))
         # the engaged-at-runtime check reuses it: a patched copy accepts any subset of these shapes
         remote.setdefault("bench_run_as", {})[call.script] = to_run
     for p in patched:

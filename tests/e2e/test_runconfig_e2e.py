@@ -24,20 +24,20 @@ NK = {"n": 7168, "k": 2048}
 
 
 def _shapes():
-    """One M the simulated tuner improves and one its gain guard falls back to the default kernel on."""
-    [good] = perf_model.shapes_with_outcome("a6w4", "improved", NK, "m", 1, 1)
+    """Two Ms the simulated tuner improves and one its gain guard falls back to the default kernel on."""
+    good, old = perf_model.shapes_with_outcome("a6w4", "improved", NK, "m", 1, 2)
     [guard] = perf_model.shapes_with_outcome("a6w4", "regressed", NK, "m", 1, 1)
-    return good, guard
+    return good, guard, old
 
 
-def _run(node, c, tmp_path, *extra) -> tuple[int, Path, dict]:
+def _run(node, c, tmp_path, *extra, shapes=None) -> tuple[int, Path, dict]:
     inv = tmp_path / "inv.yaml"
     inv.write_text(yaml.safe_dump({"nodes": {node.alias: {"ssh_config": str(node.ssh_config_file),
                                                           "containers": {c.name: {}}}}}))
-    good, guard = _shapes()
+    ms = ",".join(str(s["m"]) for s in (shapes or _shapes()[:2]))
     code = main(["--inventory", str(inv), "--workspace", str(tmp_path / "ws"), "-q", "run", "--node", node.alias,
                  "--container", c.name, "--variant", "a6w4", "--nk", "7168,2048",
-                 "--m-preset", f"{good['m']},{guard['m']}", "--yes", "--repeats", "2", "--job-id", "rc1", *extra])
+                 "--m-preset", ms, "--yes", "--repeats", "2", "--job-id", "rc1", *extra])
     job = tmp_path / "ws" / "rc1"
     return code, job, json.loads((job / "state.json").read_text())
 
@@ -45,30 +45,41 @@ def _run(node, c, tmp_path, *extra) -> tuple[int, Path, dict]:
 def test_a6w4_before_and_after_are_measured_by_run_config(make_node, tmp_path, capsys):
     node = make_node({"profile": "newest"})
     c = next(iter(node.containers.values()))
+    good, guard, old = _shapes()
+    gfx, cu = "gfx950", 256
+    # the live table holds the tuner's own row for `old` already (a shape tuned by an earlier job)
+    v = get_variant("a6w4")
+    row = perf_model.tune_result("a6w4", old, gfx, cu)
+    live_path = c.host_path(f"{c.aiter_root}/{v.tuned_csv}")
+    cols = ["gfx", "cu_num", "M", "N", "K", "kernelId", "splitK", "us", "kernelName", "tflops", "bw", "errRatio"]
+    live_path.write_text(",".join(cols) + "\n" + ",".join(str({"gfx": gfx, "cu_num": cu, "M": old["m"], "N": old["n"],
+                                                              "K": old["k"], **row}[k]) for k in cols) + "\n")
     launches0 = len(c.launches())
-    code, job, st = _run(node, c, tmp_path)
+    code, job, st = _run(node, c, tmp_path, shapes=[good, guard, old])
     err = capsys.readouterr().err
     assert code == 0, (err, st.get("error"), st.get("notes"))
-    v = get_variant("a6w4")
     r = st["remote"]
     assert [p["name"] for p in r["pipeline"]] == ["baseline", "tune", "after"]
     assert len(c.launches()) == launches0 + 1               # the --run_config processes are no tuning launch
     script = f"{r['meta_root']}/{v.tune_script}"
     bench = f"{r['job_dir']}/bench"
-    [before] = r["bench_display"]["before"]
-    [after] = r["bench_display"]["after"]
-    assert before.endswith(f"python3 {script} -i {bench}/runconfig_shapes.csv -o {bench}/runconfig_before.csv "
-                           "--run_config"), before
-    assert after.endswith(f"-o {bench}/runconfig_after.csv --run_config {r['tuned_csv']}"), after
+    # each arm: --run_config without a CSV (the default kernel), then with the arm's table
+    assert r["tuned_backup"]
+    before = r["bench_display"]["before"]
+    after = r["bench_display"]["after"]
+    head = f"python3 {script} -i {bench}/runconfig_shapes.csv -o {bench}/runconfig_"
+    assert [b.split(" python3 ")[-1] for b in before] == \
+        [f"{head}before.csv --run_config"[len("python3 "):], f"{head}before.csv --run_config {r['live_csv']}"[8:]]
+    assert after[0].endswith(f"{head}after.csv --run_config"), after
+    assert after[1].endswith(f"{head}after.csv --run_config {r['tuned_csv']}"), after
     shapes_csv = c.host_path(f"{bench}/runconfig_shapes.csv").read_text().splitlines()
-    assert shapes_csv[0] == "M,N,K" and len(shapes_csv) == 3
+    assert shapes_csv[0] == "M,N,K" and len(shapes_csv) == 4
     notes = " ".join(st.get("notes") or [])
     assert "measured by the tuner itself (--run_config" in notes, notes
 
-    good, guard = _shapes()
-    gfx, cu = st["facts"]["gfx"], int(st["facts"]["cu_num"])
+    assert (gfx, cu) == (st["facts"]["gfx"], int(st["facts"]["cu_num"]))
     comp = {int(row["m"]): row for row in csv.DictReader((job / "comparison.csv").open())}
-    assert set(comp) == {good["m"], guard["m"]}, comp
+    assert set(comp) == {good["m"], guard["m"], old["m"]}, comp
     assert all(row["metric"] == "E2E(us)" for row in comp.values())
     # before: the default kernel (no CSV); after: the tuned row, or the fallback row = the default kernel
     assert float(comp[good["m"]]["before"]) == round(perf_model.default_us("a6w4", good, gfx, cu), 2)
@@ -76,6 +87,10 @@ def test_a6w4_before_and_after_are_measured_by_run_config(make_node, tmp_path, c
     assert comp[good["m"]]["verdict"] == "improved" and float(comp[good["m"]]["speedup_pct"]) > 1.0
     assert comp[guard["m"]]["before"] == comp[guard["m"]]["after"]
     assert comp[guard["m"]]["verdict"] == "within_noise"
+    # the live row runs in both arms (the tuner skipped the shape: its staging row is the live one): no gain
+    tuned_old = round(perf_model.bench_us("a6w4", old, gfx, cu, tuned_from=old), 2)
+    assert float(comp[old["m"]]["before"]) == float(comp[old["m"]]["after"]) == tuned_old
+    assert comp[old["m"]]["verdict"] == "within_noise" and comp[old["m"]]["promoted"] == "false"
     md = (job / "report.md").read_text()
     assert "**Metric:** E2E(us), lower is better" in md and f"max +{comp[good['m']]['speedup_pct']}%" in md, md
 
@@ -86,10 +101,14 @@ def test_a6w4_before_and_after_are_measured_by_run_config(make_node, tmp_path, c
     ran = (job / "engaged_at_runtime.log").read_text()
     assert "Benchmark (tuned) Benchmark Results" in ran and f"={r['live_csv']} for benchmark" in ran, ran
     live = list(csv.DictReader(c.host_path(r["live_csv"]).open()))
-    assert [int(x["M"]) for x in live if x["N"] == "7168"] == [good["m"]]
-    # every --run_config <CSV> process rebuilds the operator's modules (AITER_REBUILD=2): 2 after calls + engaged
+    assert sorted(int(x["M"]) for x in live if x["N"] == "7168") == sorted([good["m"], old["m"]])
+    # every --run_config <CSV> process rebuilds the operator's modules (AITER_REBUILD=2): the after arm's table
+    # call in each of its 2 runs, after the first run's default call built them once in the arm's empty JIT dir;
+    # the before arm's table calls too (its second run appends to the baseline log)
     after_log = (job / "logs" / Path(r["logs"]["after"]).name).read_text()
-    assert after_log.count("finish build [module_gemm_a6w4_asm]") == 2, after_log
+    assert after_log.count("finish build [module_gemm_a6w4_asm]") == 1 + 2, after_log
+    base_log = (job / "logs" / Path(r["logs"]["baseline"]).name).read_text()
+    assert base_log.count("finish build [module_gemm_a6w4_asm]") >= 2, base_log
     # recheck: --run_config reads its shapes from the table it is given, so there is no "without" arm
     inv = tmp_path / "inv.yaml"
     code = main(["--inventory", str(inv), "--workspace", str(tmp_path / "ws"), "recheck", "--node", node.alias,
@@ -121,7 +140,7 @@ def test_a_tuner_without_run_config_is_tune_only_with_a_note(make_node, tmp_path
     assert any("tuning only" in n for n in said)
     assert st["steps"]["compare"]["info"]["measured"] == {"before": 0, "after": 0}
     tuned = list(csv.DictReader((job / Path(st["remote"]["tuned_csv"]).name).open()))
-    assert {int(x["M"]) for x in tuned if x["N"] == "7168"} == {s["m"] for s in _shapes()}
+    assert {int(x["M"]) for x in tuned if x["N"] == "7168"} == {s["m"] for s in _shapes()[:2]}
 
 
 def test_a_base_tuner_without_the_flag_is_tune_only_before_anything_runs(make_node, tmp_path, capsys):

@@ -33,22 +33,29 @@ def test_both_mx_tuners_are_measured_by_their_own_run_config(name):
     assert var.bench is not None and var.bench.script == var.tune_script
     assert (var.bench.style, var.bench.output, var.bench.metric, var.bench.higher_is_better) == \
         ("run_config", "run_config", "E2E(us)", False)
-    [call] = plan_bench(var, SHAPES)
-    assert call.shapes == tuple(SHAPES) and call.checked == {} and call.in_meta
-    # the tune script is under the meta root (csrc/), not the aiter root as op_tests/ are
-    assert call_path(call, REMOTE) == f"/a/aiter_meta/{var.tune_script}"
-    assert PLACEHOLDERS & set(call.args)
+    calls = plan_bench(var, SHAPES)
+    assert len(calls) == 2                          # without a CSV, then with the arm's table
+    for call in calls:
+        assert call.shapes == tuple(SHAPES) and call.checked == {} and call.in_meta
+        # the tune script is under the meta root (csrc/), not the aiter root as op_tests/ are
+        assert call_path(call, REMOTE) == f"/a/aiter_meta/{var.tune_script}"
+        assert PLACEHOLDERS & set(call.args)
 
 
-def test_each_arm_gets_its_own_paths_and_the_before_arm_no_csv():
-    [call] = plan_bench(v("a6w4"), SHAPES)
+def test_each_arm_gets_its_own_paths_and_the_before_arm_the_live_table_only_where_it_exists():
+    default, table = plan_bench(v("a6w4"), SHAPES)
     shapes = "/j/bench/runconfig_shapes.csv"
-    assert arm_args(call.args, "before", REMOTE) == ("-i", shapes, "-o", "/j/bench/runconfig_before.csv",
-                                                    "--run_config")
-    assert arm_args(call.args, "after", REMOTE) == ("-i", shapes, "-o", "/j/bench/runconfig_after.csv",
-                                                   "--run_config", REMOTE.tuned_csv)
-    assert arm_args(call.args, "live", REMOTE) == ("-i", shapes, "-o", "/j/bench/runconfig_live.csv",
-                                                  "--run_config", REMOTE.live_csv)
+    head = ("-i", shapes, "-o")
+    for arm in ("before", "after", "live"):
+        assert arm_args(default.args, arm, REMOTE) == (*head, f"/j/bench/runconfig_{arm}.csv", "--run_config")
+    assert arm_args(table.args, "before", REMOTE) is None          # no live table (prepare backed up none)
+    live = SimpleNamespace(**vars(REMOTE), tuned_backup="/j/backup/a6w4_asm_tuned_gemm.csv")
+    assert arm_args(table.args, "before", live) == (*head, "/j/bench/runconfig_before.csv", "--run_config",
+                                                    REMOTE.live_csv)
+    assert arm_args(table.args, "after", REMOTE) == (*head, "/j/bench/runconfig_after.csv", "--run_config",
+                                                    REMOTE.tuned_csv)
+    assert arm_args(table.args, "live", REMOTE) == (*head, "/j/bench/runconfig_live.csv", "--run_config",
+                                                   REMOTE.live_csv)
     assert arm_args((RC_SHAPES,), "after", REMOTE) == (shapes,)
     assert plan_bench(v("a6w4"), []) == []
 
@@ -74,9 +81,28 @@ def test_extra_table_rows_are_dropped_by_matching_to_the_requested_shapes():
     """after = --run_config <staging table>: every row of the table is timed; only the job's shapes count."""
     text = "== tune-remote call 0\n" + (BENCH / "tuner_run_config.log").read_text()
     bench = v("a6w4").bench
-    [call] = plan_bench(v("a6w4"), SHAPES[:1])
-    got = measured_by_call(bench, SHAPES[:1], text, [call.shapes])
+    calls = plan_bench(v("a6w4"), SHAPES[:1])
+    got = measured_by_call(bench, SHAPES[:1], text, [c.shapes for c in calls])
     assert got == [{"key": SHAPES[0], "value": 7.65}]
+
+
+def test_the_table_call_wins_over_the_default_call_per_shape_in_one_sample():
+    """Call 0 (no CSV) times the default kernel of every shape, call 1 the arm's table's rows only: a shape the
+    table has a row for takes call 1's value, the others keep call 0's."""
+    def table(label, rows):
+        header = f"{'Shape':<40} | {'E2E(us)':>10} | {'Status':>8}"
+        out = [f"============= {label} Benchmark Results =============", header, "-" * len(header)]
+        for m, us, status in rows:
+            out += [f"{f'({m}, 7168, 2048)':<40} | {us:>10} | {status:>8}",
+                    f"keys: gfx=gfx950, cu_num=256, M={m}, N=7168, K=2048"]
+        return "\n".join(out)
+    text = ("== tune-remote call 0\n" + table("Benchmark (default)", [(1, "9.00", "OK"), (16, "8.00", "OK")])
+            + "\n== tune-remote call 1\n" + table("Benchmark (tuned)", [(16, "5.00", "OK"), (64, "3.00", "OK")]))
+    calls = plan_bench(v("a6w4"), SHAPES)
+    got = measured_by_call(v("a6w4").bench, SHAPES, text, [c.shapes for c in calls])
+    assert got == [{"key": SHAPES[0], "value": 9.0}, {"key": SHAPES[1], "value": 5.0}]   # M=64: not asked for
+    failed = text.replace("|       5.00 |       OK", "|        N/A |    ERROR")
+    assert measured_by_call(v("a6w4").bench, SHAPES, failed, [c.shapes for c in calls])[1]["value"] is None
 
 
 def test_a_tuner_without_run_config_is_detected():
@@ -92,12 +118,13 @@ def test_fixed_cost_charges_a_rebuild_in_every_run_config_csv_process():
     """_set_config_env_for_run_config sets AITER_REBUILD=2: the after arm's calls and the engaged check each
     rebuild the operator's modules; the before arm (no CSV) loads them."""
     c = fixed_cost(v("a6w4"), SHAPES, repeats=3, modules=2)
-    assert c["calls_per_run"] == 1 and c["processes"] == 1 * 2 * 3 + 1 + 1
-    rebuilds = (3 + 1) * 2
+    # after: 2 calls x 3 runs, before: 1 x 3 (its table call only where a live table exists), engaged 2, tuner 1
+    assert c["calls_per_run"] == 2 and c["processes"] == 2 * 3 + 1 * 3 + 2 + 1
+    rebuilds = (3 + 1) * 2          # the after arm's table call per run and the engaged check's, 2 modules each
     assert c["builds"] == rebuilds + 1
-    assert c["minutes"] == pytest.approx((8 * PROCESS_START_S + rebuilds * REBUILD_S + BUILD_S) / 60)
+    assert c["minutes"] == pytest.approx((12 * PROCESS_START_S + rebuilds * REBUILD_S + BUILD_S) / 60)
     line = fixed_cost_line(v("a6w4"), SHAPES, 3, 2)
-    assert "1 tuner --run_config call(s) per arm" in line and "9 JIT build(s)" in line
+    assert "2 tuner --run_config call(s) per arm" in line and "9 JIT build(s)" in line
     op = fixed_cost(v("a8w8_blockscale"), SHAPES, repeats=3)
     assert op["builds"] == 2      # an op_test builds each module once, not per call
 
@@ -132,7 +159,8 @@ def test_a_max_repeats_round_runs_each_arm_with_its_own_paths():
         container=SimpleNamespace(python="python3")), variant=v("a6w4"))
     req, calls = round_request(ctx, SHAPES, 3, 1)
     line = req["argv"][2]
-    assert len(calls) == 1 and "{runconfig:" not in line and "{fhmoe:" not in line
+    assert len(calls) == 2 and "{runconfig:" not in line and "{fhmoe:" not in line
+    assert line.count("--run_config") == 3          # before: no live table, so its table call is not run
     script = f"/a/aiter_meta/{v('a6w4').tune_script}"
     assert (f"env A=1 python3 {script} -i /j/bench/runconfig_shapes.csv -o /j/bench/runconfig_before.csv "
             "--run_config ) || rc=$?") in line, line
