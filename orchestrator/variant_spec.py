@@ -30,9 +30,10 @@ class BenchSpec:
       "moe"   -> ``-t T.. -dim MD,ID -e E -k TOPK -q Q -a ACT -s DW -p PS`` (one call per MoE config)
       "fhmoe_baseline" -> the FHMoE tuner's ``--baseline-only -i <arm table> -o <scratch>`` (steps/fhmoe_input.py)
       "run_config" -> the tuner itself (``script`` = its tune script, under the meta root):
-               ``-i <shapes> -o <scratch> --run_config [CSV]``, one call; no CSV in the before arm (the tuner
-               times its default kernel), the staging table after, the live table in the engaged check
-               (steps/armargs.py; upstream base_tuner.py v0.1.13+, docs/internals.md "Benchmark styles")
+               ``-i <shapes> -o <scratch> --run_config [CSV]``, two calls per arm: no CSV (the tuner times its
+               default kernel), then the arm's table (live where it exists / staging / live in the engaged
+               check), whose value wins per shape (steps/armargs.py; upstream base_tuner.py v0.1.13+,
+               docs/internals.md "Benchmark styles")
     output: "markdown" (``<name> summary (markdown):`` pipe table), "perf_lines" (``[perf] dim: ...``),
       "fhmoe_lines" or "run_config" (``<label> Benchmark Results`` + ``keys:`` lines; parsing/runconfig.py).
     key_columns: output column -> comparison key column (lower case, as in the tuned CSV).
