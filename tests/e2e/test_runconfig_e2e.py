@@ -42,8 +42,9 @@ def _run(node, c, tmp_path, *extra, shapes=None) -> tuple[int, Path, dict]:
     return code, job, json.loads((job / "state.json").read_text())
 
 
-def test_a6w4_before_and_after_are_measured_by_run_config(make_node, tmp_path, capsys):
-    node = make_node({"profile": "newest"})
+@pytest.mark.parametrize("profile", ["newest", "head"])
+def test_a6w4_before_and_after_are_measured_by_run_config(make_node, tmp_path, capsys, profile):
+    node = make_node({"profile": profile})
     c = next(iter(node.containers.values()))
     good, guard, old = _shapes()
     gfx, cu = "gfx950", 256
