@@ -107,10 +107,13 @@ def fixed_cost(variant: KernelVariant, shapes: list[dict], repeats: int, modules
 
 def fixed_cost_line(variant: KernelVariant, shapes: list[dict], repeats: int, modules: int = 1) -> str:
     c = fixed_cost(variant, shapes, repeats, modules)
-    what = "tuner --run_config" if variant.bench is not None and variant.bench.style == "run_config" else "op_test"
-    return (f"fixed cost: {c['processes']} process starts ({c['calls_per_run']} {what} call(s) per arm and run "
-            f"x {repeats} run(s) x 2 arms, the tuner, the engaged check), {c['builds']} JIT build(s) at least; "
-            f"~{c['minutes']:.1f} min on a real node")
+    if variant.bench is not None and variant.bench.style == "run_config":
+        calls = (f"{c['calls_per_run']} tuner --run_config call(s) per arm and run x {repeats} run(s) x 2 arms (the "
+                 "before arm's table call not counted: only where a live table exists)")
+    else:
+        calls = f"{c['calls_per_run']} op_test call(s) per arm and run x {repeats} run(s) x 2 arms"
+    return (f"fixed cost: {c['processes']} process starts ({calls}, the tuner, the engaged check), {c['builds']} "
+            f"JIT build(s) at least; ~{c['minutes']:.1f} min on a real node")
 
 
 def one_process_is_cheaper(calls: int, nk_pairs: int, shapes: list[dict]) -> bool:
