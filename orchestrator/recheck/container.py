@@ -70,8 +70,6 @@ class Recheck:
             self.ui.event(f"{variant}: {len(group)} row(s) of {live}, {self.repeats} run(s) per arm "
                           f"on GPU {gpu_phys}")
             m = measure(self.session, variant, group, live=live, node_dir=node_dir, gpu=gpu, repeats=self.repeats)
-            if m.note:
-                notes.append(m.note)
             if m.log:
                 atomic_write(path / f"bench-{variant}.log", m.log.encode())
                 bench_env[variant] = m.env
@@ -103,7 +101,8 @@ class Recheck:
             slower = [r for r in group if (judged.get(r.ident()) or {}).get("verdict") == "slower_now"]
             if demote and slower:
                 bdir = backup_dir(node_dir, variant, sum(t["variant"] == variant for t in demotion["tables"]))
-                res = demote_rows(self.session, variant, slower, judged, live=live, bdir=bdir, gpu=gpu, scripts=m.scripts)
+                res = demote_rows(self.session, variant, slower, judged, live=live, bdir=bdir, gpu=gpu, scripts=m.scripts,
+                                  paths=m.paths)
                 demotion["tables"].append({"variant": variant, "live": live, "backup": res.get("backup"),
                                            "backup_dir": bdir, "demoted": res.get("demoted"),
                                            "modules": res.get("modules"), "engaged": res.get("engaged"),

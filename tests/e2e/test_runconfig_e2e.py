@@ -110,16 +110,18 @@ def test_a6w4_before_and_after_are_measured_by_run_config(make_node, tmp_path, c
     assert after_log.count("finish build [module_gemm_a6w4_asm]") == 1 + 2, after_log
     base_log = (job / "logs" / Path(r["logs"]["baseline"]).name).read_text()
     assert base_log.count("finish build [module_gemm_a6w4_asm]") >= 2, base_log
-    # recheck: --run_config reads its shapes from the table it is given, so there is no "without" arm
+    # recheck: "with" = --run_config <live table>, "without" = <the table without the row>: the default kernel
     inv = tmp_path / "inv.yaml"
     code = main(["--inventory", str(inv), "--workspace", str(tmp_path / "ws"), "recheck", "--node", node.alias,
                  "--container", c.name, "--variant", "a6w4"])
     out = json.loads(capsys.readouterr().out)
-    assert code == 0 and out["counts"]["not_measured"] == 1, out
+    assert code == 0 and out["counts"]["still_faster"] == 1 and not out["counts"].get("not_measured"), out
     doc = json.loads((Path(out["dir"]) / "recheck.json").read_text())
-    assert any("not rechecked" in n and "--run_config" in n for n in doc["notes"]), doc["notes"]
-    ran = " ".join(p.read_text(errors="replace") for p in Path(out["dir"]).rglob("*") if p.is_file())
-    assert "{runconfig:" not in ran
+    [rec] = [x for x in doc["rows"] if int(x["key"]["m"]) == good["m"]]
+    assert rec["verdict"] == "still_faster", rec
+    assert (rec["with_row"], rec["without_row"]) == (float(comp[good["m"]]["after"]), float(comp[good["m"]]["before"]))
+    ran = (Path(out["dir"]) / "bench-a6w4.log").read_text()
+    assert "{runconfig:" not in ran and ran.count("Benchmark (tuned) Benchmark Results") == 2 * rec["with_n"], ran
 
 
 def test_a_tuner_without_run_config_is_tune_only_with_a_note(make_node, tmp_path, capsys):

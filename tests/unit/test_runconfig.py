@@ -129,24 +129,60 @@ def test_fixed_cost_charges_a_rebuild_in_every_run_config_csv_process():
     assert op["builds"] == 2      # an op_test builds each module once, not per call
 
 
-def test_recheck_says_it_cannot_measure_a_run_config_variant():
+def test_recheck_times_the_live_table_against_the_table_without_the_rows():
+    """recheck: "with" = the default call, then --run_config <live table>; "without" = the default call, then
+    --run_config <the table without the rows> (a shape that table lacks keeps the default kernel's time)."""
     from orchestrator.recheck import measure as rm
 
+    sent = []
+
     class Session:
-        facts = SimpleNamespace(aiter_root="/a")
+        facts = SimpleNamespace(aiter_root="/a", meta_root="/a/aiter_meta", env={})
+        target = SimpleNamespace(container=SimpleNamespace(python="python3", env={}))
 
         def variant(self, name):
             return v(name)
 
         def call_batch(self, ops):
-            return [{"found": {"0": "k0"}}]
+            sent.extend(ops)
+            return [{"found": {"0": "k0"}}] + [{} for _ in ops[1:]]
 
-        def call(self, *a, **k):    # pragma: no cover - must not run anything
-            raise AssertionError("ran a benchmark")
+        def call(self, op, req, timeout=None):
+            sent.append((op, req))
+            return {"stdout": ""}
 
-    rows = [SimpleNamespace(shape=SHAPES[0], node_key=lambda: ["gfx950", 256, 1, 7168, 2048], ident=lambda: "i0")]
-    m = rm.measure(Session(), "a6w4", rows, live="/a/t.csv", node_dir="/n", gpu="0", repeats=2)
-    assert not m.samples and "not rechecked" in m.note and "--run_config" in m.note
+    rows = [SimpleNamespace(shape=SHAPES[0], key={"m": 1, "n": 7168, "k": 2048}, table=None,
+                            node_key=lambda: ["gfx950", 256, 1, 7168, 2048], ident=lambda: "i0")]
+    m = rm.measure(Session(), "a6w4", rows, live="/a/t.csv", node_dir="/n", gpu="0", repeats=1)
+    [write] = [req for op, req in sent if op == "write_files"]
+    assert write["files"][0]["path"] == "/n/a6w4/bench/runconfig_shapes.csv"
+    assert write["files"][0]["content"].splitlines() == ["M,N,K", "1,7168,2048"]
+    line = [req for op, req in sent if op == "run"][0]["argv"][2]
+    script = f"/a/aiter_meta/{v('a6w4').tune_script}"
+    assert "{runconfig:" not in line and line.count(f"python3 {script} -i /n/a6w4/bench/runconfig_shapes.csv") == 4
+    assert "--run_config /a/t.csv )" in line and f"--run_config {m.without_table} )" in line, line
+
+
+def test_a_demoted_row_is_checked_with_the_live_table_as_demoted():
+    from orchestrator.recheck import demote as rd
+    from orchestrator.recheck.measure import arm_paths
+
+    sent = []
+
+    class Session:
+        facts = SimpleNamespace(aiter_root="/a", meta_root="/a/aiter_meta")
+        target = SimpleNamespace(container=SimpleNamespace(python="python3"))
+
+        def call(self, op, req, timeout=None):
+            sent.append(req)
+            return {"stdout": ""}
+
+    paths = arm_paths(Session(), "a6w4", "/a/t.csv", "/n/without/t.csv", "/n")
+    rows = [SimpleNamespace(shape=SHAPES[0], key={"m": 1, "n": 7168, "k": 2048}, ident=lambda: "i0")]
+    out = rd.check(Session(), v("a6w4"), rows, {}, gpu="0", scripts={}, paths=paths)
+    line = sent[0]["argv"][2]
+    assert "{runconfig:" not in line and line.count("--run_config") == 2 and "--run_config /a/t.csv )" in line
+    assert out["total"] == 1 and out["engaged"] == 0       # no value printed: not engaged, never guessed
 
 
 def test_a_max_repeats_round_runs_each_arm_with_its_own_paths():
