@@ -28,7 +28,14 @@ class BenchSpec:
       "mnk_typed" -> ``-mnk M,N,K .. -d DTYPE -o OUTDTYPE [-b]`` (one call per dtype, outdtype, bias)
       "s_mnk" -> ``-b B -s M,N,K ..`` (batched; one call per distinct B)
       "moe"   -> ``-t T.. -dim MD,ID -e E -k TOPK -q Q -a ACT -s DW -p PS`` (one call per MoE config)
-    output: "markdown" (``<name> summary (markdown):`` pipe table) or "perf_lines" (``[perf] dim: ...``).
+      "fhmoe_baseline" -> the FHMoE tuner's ``--baseline-only -i <arm table> -o <scratch>`` (steps/fhmoe_input.py)
+      "run_config" -> the tuner itself (``script`` = its tune script, under the meta root):
+               ``-i <shapes> -o <scratch> --run_config [CSV]``, two calls per arm: no CSV (the tuner times its
+               default kernel), then the arm's table (live where it exists / staging / live in the engaged
+               check), whose value wins per shape (steps/armargs.py; upstream base_tuner.py v0.1.13+,
+               docs/internals.md "Benchmark styles")
+    output: "markdown" (``<name> summary (markdown):`` pipe table), "perf_lines" (``[perf] dim: ...``),
+      "fhmoe_lines" or "run_config" (``<label> Benchmark Results`` + ``keys:`` lines; parsing/runconfig.py).
     key_columns: output column -> comparison key column (lower case, as in the tuned CSV).
     """
 

@@ -77,8 +77,11 @@ MX_VARIANTS: list[KernelVariant] = [
         untuned_columns=("M", "N", "K"),
         requires_gfx=frozenset({"gfx950"}),
         since=(0, 1, 21),
-        # no op_test of the index benchmarks it; its tuner's --run_config [CSV] times production dispatch
-        bench=None,
+        # no op_test of the index benchmarks it: its tuner's own --run_config does (gemm_mixed_mxfp_tune.py
+        # GemmMixedMxfpTuner.run_config, 610d1e8e: aiter.gemm_a6w4 per shape, run_perftest us as E2E(us);
+        # without a CSV it passes the default selector's kernelName, with one the op reads that table)
+        bench=BenchSpec(script="csrc/gemm_a6w4/gemm_a6w4_tune.py", style="run_config", output="run_config",
+                        metric="E2E(us)", higher_is_better=False, key_columns={"M": "m", "N": "n", "K": "k"}),
     ),
     KernelVariant(
         # gfx950 A4W6 (MXFP4 activations, MXFP6 weights) asm GEMM, a6w4's sibling: the same shared tuner
@@ -102,8 +105,10 @@ MX_VARIANTS: list[KernelVariant] = [
         untuned_columns=("M", "N", "K"),
         requires_gfx=frozenset({"gfx950"}),
         since=(0, 1, 21),
-        # tune only for now: it takes a6w4's bench (its tuner's --run_config [CSV]) once that style lands
-        bench=None,
+        # as a6w4's: the shared tuner's own --run_config (GemmMixedMxfpTuner.run_config, 610d1e8e: aiter.gemm_a4w6
+        # per shape; without a CSV the default selector's kernelName, with one the op reads that table)
+        bench=BenchSpec(script="csrc/gemm_a4w6/gemm_a4w6_tune.py", style="run_config", output="run_config",
+                        metric="E2E(us)", higher_is_better=False, key_columns={"M": "m", "N": "n", "K": "k"}),
     ),
     KernelVariant(
         # gfx942 A16W8 MXFP8 asm GEMM: bf16 activations, MXFP8 weights, decode M <= 64 (stored at 59663079).
@@ -113,7 +118,9 @@ MX_VARIANTS: list[KernelVariant] = [
         # the row with the smallest tuned M >= M per (gfx, cu_num, N, K) (a bucket, not exact/padded M).
         # Default tuned table aiter/configs/a16w8_mxfp8_asm_tuned_gemm.csv (header only) merged with
         # model_configs/*a16w8_mxfp8_asm_tuned_gemm*.csv. Its op_test asserts on any mismatch and prints no
-        # summary table tune-remote reads; its tuner's --run_config [CSV] times production dispatch.
+        # summary table tune-remote reads; its tuner's --run_config [CSV] times production dispatch
+        # (run_config at 59663079: aiter.gemm_a16w8_mxfp8_asm per shape, kernelName = _mx_default_kernel
+        # without a CSV, the table's bucket row with one; run_perftest us as E2E(us)).
         name="a16w8_mxfp8",
         jit_module=None,      # prebuilt .co kernels of hsa/gfx942/a16w8gemm
         splitk="always",      # split-K kernels are tried at --splitk-values (2,3,4,6,8) without -k
@@ -127,7 +134,9 @@ MX_VARIANTS: list[KernelVariant] = [
         requires_gfx=frozenset({"gfx942"}),
         since=(0, 1, 21),
         max_m=64,             # M > 64 raises for the whole run (its tuner checks every shape first)
-        bench=None,
+        bench=BenchSpec(script="csrc/gemm_a16w8_mxfp8/gemm_a16w8_mxfp8_tune.py", style="run_config",
+                        output="run_config", metric="E2E(us)", higher_is_better=False,
+                        key_columns={"M": "m", "N": "n", "K": "k"}),
     ),
     KernelVariant(
         # gfx950 MXFP8 (e8m0 block scales) batched GEMM with a (16,16)-preshuffled weight, opus + FlyDSL in one

@@ -19,7 +19,7 @@ PROBE = "probe@"      # + a variant: the capability probe a single run of it sen
 def _needs(v: KernelVariant) -> list[tuple[str, str]]:
     """(path template, what it is) the variant needs on a node: its tuner and its op_test."""
     out = [("{meta}/" + v.tune_script, f"{v.tune_script} (its tuner)")]
-    if v.bench:
+    if v.bench and v.bench.style != "run_config":      # run_config: the benchmark is the tuner itself
         out.append(("{root}/" + v.bench.script, f"{v.bench.script} (its op_test)"))
     return out
 

@@ -27,6 +27,9 @@ Two output styles (``BenchSpec.output``):
   uplift: 900.4%`` -> ``{"b", "m", "n", "k", "dtype", "torch avg", "ck avg", "uplift"}`` (dims int, times
   and uplift (percent) float, ``nan``/``inf`` -> None).
 
+``"run_config"``: a tuner's own ``--run_config`` table (``<label> Benchmark Results``, one ``keys:`` line per
+  row; parsing/runconfig.py).
+
 ``bench_results(rows, bench)`` keeps rows matching ``bench.row_filter`` (a filter column absent from a row,
 as in older AITER output, does not drop it), builds the key from
 ``bench.key_columns`` (output column -> lower-case key; dims as int, dtype-like keys as ``torch.<name>``
@@ -236,6 +239,9 @@ def parse_bench_log(text: str, bench: BenchSpec) -> list[dict]:
         return parse_markdown_tables(text) + parse_pandas_tables(text)
     if bench.output == "perf_lines":
         return parse_perf_lines(text)
+    if bench.output == "run_config":      # a tuner's own --run_config benchmark (parsing/runconfig.py)
+        from .runconfig import parse_runconfig_rows
+        return parse_runconfig_rows(text)
     if bench.output == "fhmoe_lines":     # the FHMoE tuner's --baseline-only lines (parsing/fhmoe.py)
         from .fhmoe import baseline_rows
         return baseline_rows(text)

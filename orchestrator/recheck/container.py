@@ -101,7 +101,8 @@ class Recheck:
             slower = [r for r in group if (judged.get(r.ident()) or {}).get("verdict") == "slower_now"]
             if demote and slower:
                 bdir = backup_dir(node_dir, variant, sum(t["variant"] == variant for t in demotion["tables"]))
-                res = demote_rows(self.session, variant, slower, judged, live=live, bdir=bdir, gpu=gpu, scripts=m.scripts)
+                res = demote_rows(self.session, variant, slower, judged, live=live, bdir=bdir, gpu=gpu, scripts=m.scripts,
+                                  paths=m.paths)
                 demotion["tables"].append({"variant": variant, "live": live, "backup": res.get("backup"),
                                            "backup_dir": bdir, "demoted": res.get("demoted"),
                                            "modules": res.get("modules"), "engaged": res.get("engaged"),

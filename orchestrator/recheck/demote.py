@@ -12,7 +12,8 @@ from __future__ import annotations
 from ..outcome.keys import norm_key_value
 from ..remote.shell import Cmd
 from ..session import NodeSession
-from ..steps.bench import announced, measured_by_call, plan_bench
+from ..steps.armargs import arm_args
+from ..steps.bench import announced, call_path, measured_by_call, plan_bench
 from ..variants import jit_modules
 from .rows import Promoted
 
@@ -23,7 +24,7 @@ def backup_dir(node_dir: str, variant: str, n: int = 0) -> str:
 
 
 def demote(session: NodeSession, variant_name: str, rows: list[Promoted], judged: dict, *, live: str, bdir: str,
-           gpu: str, scripts: dict | None = None) -> dict:
+           gpu: str, scripts: dict | None = None, paths=None) -> dict:
     """Remove ``rows`` (one variant, one live table) from the live table; the node's record + ``engaged``."""
     variant, facts = session.variant(variant_name), session.facts
     env = {**(facts.env or {}), **session.target.container.env}
@@ -33,19 +34,22 @@ def demote(session: NodeSession, variant_name: str, rows: list[Promoted], judged
     res.pop("ok", None)
     if res.get("nothing") or variant.bench is None:
         return res
-    res["engaged"] = check(session, variant, rows, judged, gpu=gpu, scripts=scripts or {})
+    res["engaged"] = check(session, variant, rows, judged, gpu=gpu, scripts=scripts or {}, paths=paths)
     return res
 
 
 def check(session: NodeSession, variant, rows: list[Promoted], judged: dict, *, gpu: str,
-          scripts: dict) -> dict:
+          scripts: dict, paths=None) -> dict:
     """Each demoted shape in a fresh process on the live configuration: served as the "without" arm was
     (its time nearer that arm's median than its old row's)?"""
     root = session.facts.aiter_root
     calls = plan_bench(variant, [r.shape for r in rows])
     env = {"HIP_VISIBLE_DEVICES": gpu}
-    cmds = [Cmd((session.target.container.python, scripts.get(c.script) or f"{root}/{c.script}", *c.args),
-                env=env, cwd=root) for c in calls]
+    # a tuner's --run_config (steps/armargs.py, measure.arm_paths): the live table as demoted ("live" arm)
+    cmds = [Cmd((session.target.container.python, scripts.get(c.script)
+                 or (call_path(c, paths) if paths is not None else f"{root}/{c.script}"), *args),
+                env=env, cwd=root) for c in calls
+            if (args := c.args if paths is None else arm_args(c.args, "live", paths)) is not None]
     ran = session.call("run", {"argv": ["sh", "-c", announced(cmds, "2>&1")], "timeout_s": 3600}, timeout=3700)
     text = (ran.get("stdout") or "") + ("\n" + ran["stderr"] if ran.get("stderr") else "")
     cols = list(variant.key_columns)

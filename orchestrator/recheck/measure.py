@@ -8,14 +8,16 @@ writes the "without" table and checks the op_test scripts' argparse, one more ru
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 
 from ..errors import JobError
 from ..outcome.keys import norm_key_value
 from ..remote.shell import Cmd, quote, render
 from ..session import NodeSession
-from ..steps.bench import announced, measured_by_call, plan_bench, prepare_ops
+from ..steps.bench import announced, bench_inputs, call_path, measured_by_call, plan_bench, prepare_ops
 from ..steps.compare import split_samples
 from ..steps.prepare import SAMPLE_MARK
+from ..steps.armargs import arm_args
 from .rows import Promoted
 
 ARMS = ("with", "without")
@@ -32,6 +34,18 @@ class Measured:
     env: dict = field(default_factory=dict)            # arm -> the env its benchmark ran with
     scripts: dict = field(default_factory=dict)        # bench script -> what ran (a patched copy if argparse refused)
     log: str = ""
+    paths: object = None                               # the per-arm paths of a tuner benchmark (steps/armargs.py)
+
+
+ARM_PATHS = {"with": "live", "without": "after"}     # recheck arm -> the steps/armargs.py arm whose paths it takes
+
+
+def arm_paths(session: NodeSession, variant: str, live: str, without: str, node_dir: str) -> SimpleNamespace:
+    """The paths steps/armargs.py substitutes, for a recheck: "live" = the live table, "after" = the table
+    without the rows under recheck; the shapes CSV and scratch files under the recheck's node dir."""
+    facts = session.facts
+    return SimpleNamespace(job_dir=f"{node_dir}/{variant}", live_csv=live, tuned_csv=without, tuned_backup=live,
+                           untuned_csv=None, aiter_root=facts.aiter_root, meta_root=facts.meta_root)
 
 
 def _arm_env(session: NodeSession, variant, live: str, without: str, gpu: str, node_dir: str) -> dict:
@@ -48,11 +62,14 @@ def measure(session: NodeSession, variant_name: str, rows: list[Promoted], *, li
     ``session`` discovered."""
     variant, root = session.variant(variant_name), session.facts.aiter_root
     out = Measured(without_table=f"{node_dir}/without/{variant.name}/{live.rsplit('/', 1)[-1]}")
+    out.paths = arm_paths(session, variant.name, live, out.without_table, node_dir)
     calls = plan_bench(variant, [r.shape for r in rows])
     checked = [c for c in calls if c.checked]
+    inputs = bench_inputs(calls, [r.shape for r in rows], variant, out.paths)    # --run_config's -i
     answers = session.call_batch([
         ("recheck_tables", {"live": live, "without": out.without_table, "keys": [r.node_key() for r in rows]}),
-        *prepare_ops(checked, root, f"{node_dir}/patched", missing_ok=True)])
+        *prepare_ops(checked, root, f"{node_dir}/patched", missing_ok=True),
+        *([("write_files", {"files": inputs})] if inputs else [])])
     found = answers[0].get("found") or {}
     prepared = dict(zip(map(id, checked), answers[1:]))
     live_rows = []
@@ -74,8 +91,11 @@ def measure(session: NodeSession, variant_name: str, rows: list[Promoted], *, li
     out.env = _arm_env(session, variant, live, out.without_table, gpu, node_dir)
     out.scripts = {name: s["script"] for name, s in scripts.items() if s.get("script")}
     python = session.target.container.python
-    cmds = {arm: [Cmd((python, out.scripts.get(c.script) or f"{root}/{c.script}", *c.args),
-                      env=out.env[arm], cwd=root) for c in calls] for arm in ARMS}
+    # a tuner's --run_config (steps/armargs.py): "with" reads the live table, "without" the table without the
+    # rows under recheck, each after its default-kernel call (the shapes that table lacks run the default)
+    cmds = {arm: [Cmd((python, out.scripts.get(c.script) or call_path(c, out.paths), *args), env=out.env[arm],
+                      cwd=root) for c in calls if (args := arm_args(c.args, ARM_PATHS[arm], out.paths)) is not None]
+            for arm in ARMS}
     parts = [render(Cmd(("rm", "-rf", *(out.env[a]["AITER_JIT_DIR"] for a in ARMS)))),
              render(Cmd(("mkdir", "-p", *(out.env[a]["AITER_JIT_DIR"] for a in ARMS))))]
     for n in range(1, repeats + 1):

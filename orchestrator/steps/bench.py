@@ -21,10 +21,17 @@ MOE_GROUP = ("model_dim", "inter_dim", "expert", "topk", "act_type", "dtype", "q
 
 @dataclass(frozen=True)
 class BenchCall:
-    script: str                      # relative to the aiter root
+    script: str                      # relative to the aiter root (in_meta: to the meta root, as tune scripts)
     args: tuple[str, ...]
     checked: dict                    # flag -> values passed (for the argparse `choices` check)
     shapes: tuple[dict, ...]         # the shapes this call measures
+    in_meta: bool = False            # the script is a tune script (csrc/ lives under the meta root)
+
+
+def call_path(call: BenchCall, remote) -> str:
+    """The node path of a call's script: op_tests/ under the aiter root, csrc/ tune scripts under the meta root."""
+    root = (remote.meta_root or remote.aiter_root) if call.in_meta else remote.aiter_root
+    return f"{root}/{call.script}"
 
 
 def _a8w8_q(shape: dict) -> str:
@@ -71,12 +78,27 @@ EXTRA_SHAPE_S = 0.3
 BUILD_S = 57.9          # a cold build of a CK module of a tuned table (~27 instances, issue 26)
 
 
+REBUILD_S = 12.0        # a module not generated from a tuned table (module_aiter_enum-like; sim/costs.py SMALL_MODULE_S)
+
+
 def fixed_cost(variant: KernelVariant, shapes: list[dict], repeats: int, modules: int = 1) -> dict:
-    """A job's fixed cost on a real node as the plan decides it: op_test processes (calls per arm x runs x
+    """A job's fixed cost on a real node as the plan decides it: benchmark processes (calls per arm x runs x
     2 arms + the engaged-at-runtime check), the tuner's start, and the minimum of JIT builds (each module
     of the table once in the after arm, the tuner's *_tune module; the before arm reuses a current live
-    module); ``minutes`` projects them at the costs above."""
+    module); ``minutes`` projects them at the costs above.
+
+    Style ``run_config``: each call is a tuner process (python + torch + aiter + HIP init, as an op_test's):
+    two per arm and run (without a CSV, then with the arm's table), the before arm's second only where the live
+    table exists (not counted: this is the minimum), two in the engaged check. ``--run_config <CSV>`` sets
+    AITER_REBUILD = 2 and rebuilds the operator's ``modules`` in each such process
+    (base_tuner._set_config_env_for_run_config), not once per arm."""
     calls = len(plan_bench(variant, shapes))
+    if variant.bench is not None and variant.bench.style == "run_config":
+        with_csv = calls - 1 if calls else 0            # the after arm's table call(s)
+        processes = (calls + calls - with_csv) * repeats + calls + 1
+        rebuilds = (with_csv * repeats + with_csv) * modules
+        return {"processes": processes, "builds": rebuilds + 1, "calls_per_run": calls,
+                "minutes": (processes * PROCESS_START_S + rebuilds * REBUILD_S + BUILD_S) / 60}
     processes = calls * 2 * repeats + (1 if calls else 0) + 1
     builds = (modules if calls else 0) + 1
     return {"processes": processes, "builds": builds, "calls_per_run": calls,
@@ -85,9 +107,13 @@ def fixed_cost(variant: KernelVariant, shapes: list[dict], repeats: int, modules
 
 def fixed_cost_line(variant: KernelVariant, shapes: list[dict], repeats: int, modules: int = 1) -> str:
     c = fixed_cost(variant, shapes, repeats, modules)
-    return (f"fixed cost: {c['processes']} process starts ({c['calls_per_run']} op_test call(s) per arm and run "
-            f"x {repeats} run(s) x 2 arms, the tuner, the engaged check), {c['builds']} JIT build(s) at least; "
-            f"~{c['minutes']:.1f} min on a real node")
+    if variant.bench is not None and variant.bench.style == "run_config":
+        calls = (f"{c['calls_per_run']} tuner --run_config call(s) per arm and run x {repeats} run(s) x 2 arms (the "
+                 "before arm's table call not counted: only where a live table exists)")
+    else:
+        calls = f"{c['calls_per_run']} op_test call(s) per arm and run x {repeats} run(s) x 2 arms"
+    return (f"fixed cost: {c['processes']} process starts ({calls}, the tuner, the engaged check), {c['builds']} "
+            f"JIT build(s) at least; ~{c['minutes']:.1f} min on a real node")
 
 
 def one_process_is_cheaper(calls: int, nk_pairs: int, shapes: list[dict]) -> bool:
@@ -152,12 +178,49 @@ def plan_bench(variant: KernelVariant, shapes: list[dict]) -> list[BenchCall]:
                     *(("-q", str(q)) if q is not None else ()),
                     "-a", act, "-s", "t" if int(s0["doweight_stage1"]) else "f", "-p", "f", *extra)
             calls.append(BenchCall(bench.script, args, {"-t": [str(t) for t in tokens]}, tuple(group)))
+    elif bench.style == "run_config":       # the tuner's own --run_config (steps/armargs.py paths)
+        # two calls per arm: without a CSV (the tuner's default kernel for every shape of -i), then with the
+        # arm's table (its rows through the production operator), whose values win per shape (measured_by_call)
+        from .armargs import RC_SCRATCH, RC_SHAPES, RC_TABLE
+        head = ("-i", RC_SHAPES, "-o", RC_SCRATCH, "--run_config")
+        for args in ((*head, *extra), (*head, RC_TABLE, *extra)):
+            calls.append(BenchCall(bench.script, args, {}, tuple(shapes), in_meta=True))
     elif bench.style == "fhmoe_baseline":   # the FHMoE tuner's --baseline-only, one call (steps/fhmoe_input.py)
         from .fhmoe_input import bench_args
         calls.append(BenchCall(bench.script, bench_args(shapes), {}, tuple(shapes)))
     else:  # pragma: no cover - registry is data; a new style must be added here once
         raise ValueError(f"unknown bench style {bench.style!r}")
     return calls
+
+
+# style "run_config" (aiter/utility/base_tuner.py run(), from v0.1.13; the tuners' run_config overrides, e.g.
+# csrc/gemm_mixed_mxfp/gemm_mixed_mxfp_tune.py 610d1e8e, csrc/gemm_a16w8_mxfp8/gemm_a16w8_mxfp8_tune.py 59663079)
+RUN_CONFIG_MEASURED_BY = (
+    "{name}: before and after are measured by the tuner itself (--run_config: its E2E(us) of the production "
+    "operator), not by an op_test. Each arm runs it twice: without a CSV (the tuner's default kernel for every "
+    "shape), then with the arm's table (before: the live table where it exists, after: the staging table; "
+    "AITER_CONFIG_* is set to that one file, so tables AITER would merge with it are left out, and every row of "
+    "it is timed): a shape the table has its exact row for takes that row's time, any other the default "
+    "kernel's (the runtime's padded-shape or bucket fallback rows are not used)")
+
+
+def run_config_gate(variant: KernelVariant, calls: list[BenchCall], help_text: str | None) -> tuple[list, str]:
+    """(calls, why none): no --run_config call where the node's tuner --help (probed) lists no --run_config
+    (base_tuner before v0.1.13: its argparse would refuse every call with exit 2)."""
+    if calls and variant.bench.style == "run_config" and help_text and "--run_config" not in help_text:
+        return [], (f"{variant.name}: the node's tuner has no --run_config (its --help lists none): tuning only, "
+                    "no before/after comparison")
+    return calls, ""
+
+
+def bench_inputs(calls: list[BenchCall], shapes: list[dict], variant: KernelVariant, remote) -> list[dict]:
+    """``write_files`` entries the calls read: --run_config's -i, every shape of the job (the store's too)."""
+    from ..parsing.untuned import write_untuned_csv
+    from .armargs import RC_SHAPES, arm_args
+    if not any(RC_SHAPES in c.args for c in calls):
+        return []
+    return [{"path": arm_args((RC_SHAPES,), "before", remote)[0], "backup_dir": None,
+             "content": write_untuned_csv(shapes, variant.name)}]
 
 
 def match_results(bench: BenchSpec, shapes: list[dict], results: list[dict]) -> list[dict]:
@@ -231,10 +294,13 @@ def measured_by_call(bench: BenchSpec, shapes: list[dict], text: str,
     found = list(_CALL_LINE.finditer(text))
     if not found:
         return measured(bench, shapes, parse_bench_log(text, bench))
-    out = []
+    out: dict[tuple, dict] = {}
     for j, m in enumerate(found):
         section = text[m.end():found[j + 1].start() if j + 1 < len(found) else len(text)]
         i = int(m.group(1))
         group = list(call_shapes[i]) if call_shapes is not None and i < len(call_shapes) else shapes
-        out.extend(measured(bench, group, parse_bench_log(section, bench)))
-    return out
+        # a shape two calls of one sample measure (run_config: default kernel, then the arm's table): the later
+        # call's value is the sample's; no other style measures a shape twice in one sample
+        for r in measured(bench, group, parse_bench_log(section, bench)):
+            out[tuple(sorted((c, str(v)) for c, v in r["key"].items()))] = r
+    return list(out.values())

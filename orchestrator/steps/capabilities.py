@@ -27,7 +27,8 @@ def _request_with(python: str, variant: KernelVariant, root: str, meta: str, gfx
         "aiter_root": root, "meta_root": meta, "python": python,
         "tuned_csv": tuned,
         "tune_script": f"{meta}/{variant.tune_script.replace('{gfx}', gfx)}",
-        "op_test": f"{root}/{variant.bench.script}" if variant.bench else None,
+        # run_config: the benchmark is the tuner (its --help is probed above), not an op_test to read
+        "op_test": f"{root}/{variant.bench.script}" if variant.bench and variant.bench.style != "run_config" else None,
         "fmoe_csv": f"{root}/{variant.tuned_csv}" if variant.family == "moe" else None,
         "help_timeout": HELP_TIMEOUT_S,
         "aiter_core": f"{root}/aiter/jit/core.py",      # its merge's duplicate-key rule is probed (issue 36)

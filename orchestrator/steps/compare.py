@@ -194,6 +194,12 @@ def run(ctx: Ctx) -> None:
     atomic_write(ctx.job_dir / "comparison.json", json.dumps(comp.to_dict(), default=str).encode())
     info["summary"] = comp.summary
     info["measured"] = {k: len(v) for k, v in results.items()}
+    if variant.bench.output == "run_config":      # a tuner without its own run_config: that arm is tune-only
+        from ..parsing.runconfig import unavailable
+        for side, path in arms:
+            why = unavailable(path.read_text(encoding="utf-8", errors="replace"))
+            if why:
+                job.note(f"{variant.name} {side} arm: {why}; it measured nothing (tuning only, no comparison)")
     if not results["before"] and not results["after"]:
         job.note(f"the benchmark printed no {variant.bench.metric!r} values (see the bench logs)")
 

@@ -14,8 +14,8 @@ import re
 
 from ..context import Ctx
 from ..remote.shell import Cmd
-from .bench import announced, measured_by_call, plan_bench, prepare_ops
-from .fhmoe_input import arm_args
+from .bench import announced, call_path, measured_by_call, plan_bench, prepare_ops
+from .armargs import arm_args
 from ..outcome.keys import norm_key_value
 from ..variants import jit_modules, table_modules
 
@@ -143,8 +143,9 @@ def _request(ctx: Ctx, calls: list, run_as: dict, prepared: dict) -> dict:
     if configured:      # the tables the server's AITER reads (a list it merges): the fresh process reads them too
         env[ctx.variant.config_env] = configured
     cmds = [Cmd((ctx.target.container.python,
-                 run_as.get(c.script) or prepared.get(id(c), {}).get("script") or f"{root}/{c.script}",
-                 *arm_args(c.args, "live", remote)), env=env, cwd=root) for c in calls]
+                 run_as.get(c.script) or prepared.get(id(c), {}).get("script") or call_path(c, remote),
+                 *arm_args(c.args, "live", remote)), env=env, cwd=root) for c in calls
+            if arm_args(c.args, "live", remote) is not None]
     # every call in one command (one round trip, issue 9), each announced by its call mark (C-19)
     return {"argv": ["sh", "-c", announced(cmds, "2>&1")], "timeout_s": 3600}
 

@@ -19,6 +19,7 @@ import math
 
 from ..errors import UsageError
 from ..remote.shell import Cmd
+from .armargs import FHMOE_SCRATCH as SCRATCH, FHMOE_TABLE as TABLE   # the benchmark's -i / -o, per arm
 from ..shapelib.shapefhmoe import CONTRACT_EXTRA, CONTRACTS, TUNABLE, contract_of, padded_m, required_buckets
 
 # tune_fhmoe.py CSV_FIELDS (eb326e45): the header -i must have exactly
@@ -26,7 +27,6 @@ FIELDS = ("gfx", "cu_num", "token", "model_dim", "inter_dim", "expert", "topk", 
           "dtype", "q_dtype_a", "q_dtype_w", "q_type", "use_g1u1", "doweight_stage1", "hidden_pad",
           "intermediate_pad", "gate_mode", "block_m", "ksplit", "kernelName1", "kernelName2")
 GFX, CU_NUM = "gfx950", 256          # get_gfx_runtime() / get_cu_num() it requires
-TABLE, SCRATCH = "{fhmoe:table}", "{fhmoe:scratch}"     # placeholders of the benchmark's -i / -o, per arm
 HINT_NODE = "tune_fhmoe.py tunes on gfx950 with 256 CUs only (an MI355X/MI350X in SPX mode)"
 
 
@@ -134,24 +134,6 @@ def bench_args(shapes: list[dict]) -> tuple[str, ...]:
     """The --baseline-only benchmark of the shapes: the arm's table as -i, a scratch file as -o."""
     tokens = ",".join(str(t) for t in sorted({int(s["token"]) for s in shapes}))
     return ("--baseline-only", "-i", TABLE, "-o", SCRATCH, "--tokens", tokens, "--mp", "1")
-
-
-def arm_args(args, arm: str, remote) -> tuple[str, ...]:
-    """The benchmark's arguments for one arm: before = the tuner's -i (the live rows, the incumbents where the
-    live table has none: what the tuner starts from), after = the staging table, live = the live table (the
-    engaged check after promotion). Arguments without the placeholders come back unchanged."""
-    table = {"before": remote.untuned_csv, "after": remote.tuned_csv, "live": remote.live_csv}[arm]
-    scratch = f"{remote.job_dir}/bench/fhmoe_{arm}.csv"
-    return tuple(table if a == TABLE else scratch if a == SCRATCH else a for a in args)
-
-
-def swap_arm(argv, remote) -> tuple[str, ...]:
-    """A before-arm command line as the after arm runs it (the staging table instead of the tuner's -i)."""
-    if "--baseline-only" not in argv:
-        return tuple(argv)
-    before, after = arm_args((TABLE, SCRATCH), "before", remote), arm_args((TABLE, SCRATCH), "after", remote)
-    swap = dict(zip(before, after))
-    return tuple(swap.get(a, a) for a in argv)
 
 
 MEASURED_BY = ("fhmoe: before and after are measured by the tuner itself (tune_fhmoe.py --baseline-only on the "

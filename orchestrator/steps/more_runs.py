@@ -20,7 +20,8 @@ from ..outcome.intervals import undecided
 from ..outcome.keys import norm_key_value
 from ..remote.shell import Cmd, quote
 from ..state import atomic_write
-from .bench import announced, measured_by_call, plan_bench
+from .armargs import arm_args
+from .bench import announced, call_path, measured_by_call, plan_bench
 from .prepare import SAMPLE_MARK
 
 
@@ -71,8 +72,9 @@ def round_request(ctx: Ctx, shapes: list[dict], first: int, step: int) -> tuple[
     env = remote.bench_env or {}
 
     def arm(name: str, n: int) -> str:
-        cmds = [Cmd((python, run_as.get(c.script) or f"{root}/{c.script}", *c.args), env=dict(env.get(name) or {}),
-                    cwd=root) for c in calls]
+        cmds = [Cmd((python, run_as.get(c.script) or call_path(c, remote), *arm_args(c.args, name, remote)),
+                    env=dict(env.get(name) or {}), cwd=root) for c in calls     # each arm's paths (armargs)
+                if arm_args(c.args, name, remote) is not None]
         return f"echo {quote(f'{SAMPLE_MARK} {name} {n}')}; " + announced(cmds, "|| rc=$?")
 
     parts = [arm(name, first + i) for i in range(step) for name in ("before", "after")]

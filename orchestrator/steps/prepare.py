@@ -16,8 +16,10 @@ from ..variants import KernelVariant
 from ..workflow import LOG_STEP_NAMES
 from ..outcome.keys import norm_key_value
 from . import fhmoe_input, moetuners, serving_check, tuneargs
+from .armargs import arm_args
 from .reused import reused, reused_key_set
-from .bench import announced, check_moe_quant, plan_bench, prepare_ops
+from .bench import (RUN_CONFIG_MEASURED_BY, announced, bench_inputs, call_path, check_moe_quant, plan_bench,
+                    prepare_ops, run_config_gate)
 
 DEFAULT_REPEATS = 3  # benchmark runs per arm (run --repeats)
 DEFAULT_TIMEOUT_S = 600  # per-task watchdog; older AITER has none by default (aiter-formats.md §1.1)
@@ -225,7 +227,8 @@ def run(ctx: Ctx) -> None:
     moetuners.check_shapes(mode, job.shapes)
     fly_staging = moetuners.flydsl_staging(staging) if mode == "both" else None
     calls = plan_bench(variant, job.shapes)
-    bench_scripts = sorted({f"{root}/{c.script}" for c in calls})
+    calls, no_bench = run_config_gate(variant, calls, (job.facts.get("probes") or {}).get("tuner_help"))
+    bench_scripts = sorted({call_path(c, remote) for c in calls})
     # ONE round trip: the untuned CSV the tuner reads (from job.shapes), what is there and how much room;
     # the backup of the live table, the staging copy the tuner tunes (same rows, so it skips what is tuned
     # already; only promotion changes the live table) and the bench scripts' argparse checks. The checks
@@ -245,7 +248,7 @@ def run(ctx: Ctx) -> None:
             job.note(n)
     answers = ctx.call_batch([
         ("write_files", {"files": [{"path": remote.untuned_csv, "backup_dir": None,
-                                    "content": untuned_text}]}),
+                                    "content": untuned_text}, *bench_inputs(calls, job.shapes, variant, remote)]}),
         ("manifest", {"paths": [script_path, *bench_scripts, live]}),
         ("disk_free", {"paths": [job_dir, live]}),
         ("backup", {"paths": [live], "backup_dir": f"{job_dir}/backup"}),
@@ -277,9 +280,10 @@ def run(ctx: Ctx) -> None:
 
     before_env, after_env = _arm_env(ctx, live, staging, bool(backup))
     bench_cmds: list[Cmd] = []
+    after_cmds: list[Cmd] = []      # the same calls with the after arm's paths (steps/armargs.py)
     patched: list[str] = []
     for call in calls:
-        path = f"{root}/{call.script}"
+        path = call_path(call, remote)
         if files.get(path) is None:
             continue
         to_run = path
@@ -289,12 +293,16 @@ def run(ctx: Ctx) -> None:
                 to_run = prep["script"]
                 patched.append(f"{call.script}: argparse choices of {', '.join(prep['removed_choices'])} "
                                f"reject values we need; ran a patched copy {to_run} (original untouched)")
-        bench_cmds.append(Cmd((ctx.target.container.python, to_run,
-                               *fhmoe_input.arm_args(call.args, "before", remote)), env=before_env, cwd=root))
+        for cmds, arm, env in ((bench_cmds, "before", before_env), (after_cmds, "after", after_env)):
+            args = arm_args(call.args, arm, remote)
+            if args is not None:        # a call this arm has no table for is not run in it (steps/armargs.py)
+                cmds.append(Cmd((ctx.target.container.python, to_run, *args), env=env, cwd=root))
         # the engaged-at-runtime check reuses it: a patched copy accepts any subset of these shapes
         remote.setdefault("bench_run_as", {})[call.script] = to_run
     for p in patched:
         job.note(p)
+    if bench_cmds and variant.bench.style == "run_config":
+        job.note(RUN_CONFIG_MEASURED_BY.format(name=variant.name))
     repeats = int(job.request.repeats or DEFAULT_REPEATS)
     steps: list[dict] = []
     if job.request.serve_cmd:   # the user's serving benchmark, before anything changes
@@ -307,8 +315,8 @@ def run(ctx: Ctx) -> None:
                       "line": f"rc=0; {seed}{_sample('before', 1, bench_cmds)}; exit $rc", "marker": "*"})
     else:
         missing = variant.bench.script if variant.bench else "none"
-        job.note(f"no benchmark for {variant.name} on this AITER install (test script: {missing}); "
-                 "tuning only, no before/after comparison")
+        job.note(no_bench or f"no benchmark for {variant.name} on this AITER install (test script: {missing}); "
+                             "tuning only, no before/after comparison")
     tcmd = tune_command(ctx, variant, remote.untuned_csv, staging, flydsl=mode == "flydsl")
     stall = stall_timeout_s(ctx)
     # the watchdog also checks the (staging) table after every exit of the tuner and repairs it from the
@@ -334,7 +342,7 @@ def run(ctx: Ctx) -> None:
         # after call builds each module once from the staging table in the private JIT dir, emptied first
         # (a re-run of the step must not reuse a module built from an earlier staging table): no
         # AITER_REBUILD, which would rebuild every module in every call of the first sample (issue 26)
-        first = again = [Cmd(fhmoe_input.swap_arm(c.argv, remote), env=after_env, cwd=c.cwd) for c in bench_cmds]
+        first = again = after_cmds
         fly = []
         if fly_staging:     # the flydsl table's own after arm, in its own JIT dir, every sample (issue 30)
             fly_env = {**after_env, "AITER_JIT_DIR": remote["moe_flydsl"]["jit"],

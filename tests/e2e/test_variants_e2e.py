@@ -151,7 +151,8 @@ def header_of(path: Path) -> list[str]:
 # section 6; a16w16's tuner came with v0.1.16)
 @pytest.mark.parametrize("variant,profile", [
     (v, p) for v in VARIANTS for p in ("current", "legacy", "newest")
-    if VARIANTS[v].bench is not None and (VARIANTS[v].since or (0, 0, 0)) <= parse_version(VERSIONS[p])])
+    if VARIANTS[v].bench is not None and VARIANTS[v].bench.style != "run_config"     # 6b, test_runconfig_e2e
+    and (VARIANTS[v].since or (0, 0, 0)) <= parse_version(VERSIONS[p])])
 def test_variant_end_to_end_matches_model(vnode, env, profile, variant):
     ctr = _container(vnode, profile)
     version = VERSIONS[profile]
@@ -415,11 +416,12 @@ def test_a6w6_refused_on_an_aiter_without_its_tuner(vnode, env, capsys):
 
 
 # ------------------------------------------------------------------------------------------------
-# 6b. the MX tuners without a benchmark tune-remote reads (variants_mx.py): newest only, tune only, each on a
-#     node of its GPU (a6w4 and a4w6 gfx950, a16w8_mxfp8 gfx942 only)
+# 6b. the MX tuners without an op_test tune-remote reads (variants_mx.py): newest only, each on a node of its
+#     GPU (a6w4 and a4w6 gfx950, a16w8_mxfp8 gfx942 only); measured by their tuner's own --run_config where the
+#     entry says so, else tune only (bmm_a8w8_mxscale_bpreshuffle)
 # ------------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("variant", [v.name for v in MX_VARIANTS if v.bench is None])
+@pytest.mark.parametrize("variant", [v.name for v in MX_VARIANTS if v.bench is None or v.bench.style == "run_config"])
 def test_an_mx_tuner_without_a_benchmark_tunes_its_own_table(vnode, make_node, env, variant):
     v = get_variant(variant)
     if "gfx950" in v.requires_gfx:
@@ -439,8 +441,12 @@ def test_an_mx_tuner_without_a_benchmark_tunes_its_own_table(vnode, make_node, e
     assert "-k" not in argv and "--splitK" not in argv
     assert st["remote"]["live_csv"].endswith(v.tuned_csv)
     assert len(ctr.launches()) == launches0 + 1
-    assert [p["name"] for p in st["remote"]["pipeline"]] == ["tune"]
-    assert any("no benchmark" in n for n in st["notes"]), st["notes"]
+    if v.bench is None:
+        assert [p["name"] for p in st["remote"]["pipeline"]] == ["tune"]
+        assert any("no benchmark" in n for n in st["notes"]), st["notes"]
+    else:
+        assert [p["name"] for p in st["remote"]["pipeline"]] == ["baseline", "tune", "after"]
+        assert any("measured by the tuner itself (--run_config" in n for n in st["notes"]), st["notes"]
     tuned = job / Path(v.tuned_csv).name
     assert header_of(tuned) == TUNED_HEADERS.get(variant, ["gfx", "cu_num", "M", "N", "K", "kernelId", "splitK", "us",
                                                            "kernelName", "tflops", "bw", "errRatio"])

@@ -19,6 +19,7 @@ from orchestrator.parsing.fhmoe import baseline_rows, tuned_lines
 from orchestrator.shapelib import shapelog
 from orchestrator.shapelib.shapefhmoe import padded_m, required_buckets
 from orchestrator.sim.fhmoe_table import TABLE
+from orchestrator.steps.armargs import arm_args
 from orchestrator.steps import fhmoe_input
 from orchestrator.steps.bench import plan_bench
 from orchestrator.variants import get_variant
@@ -130,14 +131,14 @@ def test_command_and_benchmark_per_arm():
     (call,) = plan_bench(FH, [_hy4(4096), _hy4(64)])
     remote = SimpleNamespace(untuned_csv="/j/in.csv", tuned_csv="/j/staging/t.csv", live_csv="/live.csv",
                              job_dir="/j")
-    before = fhmoe_input.arm_args(call.args, "before", remote)
+    before = arm_args(call.args, "before", remote)
     assert before == ("--baseline-only", "-i", "/j/in.csv", "-o", "/j/bench/fhmoe_before.csv", "--tokens",
                       "64,4096", "--mp", "1")
-    after = fhmoe_input.swap_arm(("python3", "s.py", *before), remote)
-    assert after[2:] == ("--baseline-only", "-i", "/j/staging/t.csv", "-o", "/j/bench/fhmoe_after.csv",
-                         "--tokens", "64,4096", "--mp", "1")
-    assert fhmoe_input.arm_args(call.args, "live", remote)[2] == "/live.csv"
-    assert fhmoe_input.swap_arm(("python3", "t.py", "-mnk", "1,2,3"), remote) == ("python3", "t.py", "-mnk", "1,2,3")
+    after = arm_args(call.args, "after", remote)
+    assert after == ("--baseline-only", "-i", "/j/staging/t.csv", "-o", "/j/bench/fhmoe_after.csv",
+                     "--tokens", "64,4096", "--mp", "1")
+    assert arm_args(call.args, "live", remote)[2] == "/live.csv"
+    assert arm_args(("-mnk", "1,2,3"), "after", remote) == ("-mnk", "1,2,3")
 
 
 @pytest.fixture(scope="module")

@@ -17,6 +17,7 @@ from .. import logger
 from .._sim import LEGACY, clear_fault, read_control, record_launch, record_stall
 from .._sim import perf_model
 from .._sim.frame import df_repr, norm, read_csv, sort_value, write_csv, write_table
+from .._sim.runconfig import RunConfig     # --run_config (v0.1.13+: the flag is only parsed #@ if current)
 from ..jit.core import get_module
 from ..jit.utils.chip_info import get_gfx
 from . import dtypes
@@ -31,7 +32,7 @@ def _fmt_key_value(col, v):
     return repr(v)
 
 
-class TunerCommon:
+class TunerCommon(RunConfig):
     ARG_DEFAULTS = {
         "verbose": False,
         "tune_file": "",
@@ -413,15 +414,15 @@ class TunerCommon:
         return "kernelName" if "kernelName" in self.resultList else "kernelName1"
 
     def run(self, args, fast_mode=False):
+#@ if current
+        if args.run_config:     # a benchmark (aiter/_sim/runconfig.py), not a tuning launch: not counted
+            return self._run_config_main(args)
+#@ endif
         record_launch(sys.argv[0], sys.argv[1:])
         self._done_in_run = 0
         md = self.tune_module(args)
         if md:
             get_module(md)
-#@ if current
-        if args.run_config:
-            return self.run_config(args)
-#@ endif
         self.pre_process(args)
         print(df_repr(self.keys, self.untunedf), flush=True)
         output_file = self.get_out_file(args.tune_file)
@@ -464,26 +465,6 @@ class TunerCommon:
         self.tune_summary(status, round(time.time() - start, 4))
 
     print_every_shape = False
-
-#@ if current
-    def run_config(self, args):
-        tuned_csv = args.tune_file if args.run_config is True else args.run_config
-        cols, rows = read_csv(self.get_out_file(tuned_csv))
-        print("=== Running production operator benchmark (tuned) ===", flush=True)
-        print(f"============= tuned Benchmark Results =============", flush=True)
-        print(f"{'Shape':<40} | {'Kernel(us)':>10} | {'E2E(us)':>10} | {'Status':>8}", flush=True)
-        variant = self.variant(args)
-        gfx, cu_num = self.get_gfx(), self.get_cu_num()
-        for r in rows:
-            if norm(r.get("cu_num")) != cu_num or (r.get("gfx") and r.get("gfx") != gfx):
-                continue
-            shape = {c.lower(): norm(r[c]) for c in self.keys if c not in ("gfx", "cu_num")}
-            us = perf_model.bench_us(variant, shape, gfx, cu_num, tuned_from=shape)
-            label = ", ".join(f"{k}={v}" for k, v in shape.items())
-            print(f"{label:<40} | {us:>10.2f} | {us + 1.5:>10.2f} | {'OK':>8}", flush=True)
-            print("keys: " + ", ".join(f"{c}={r[c]}" for c in self.keys), flush=True)
-#@ endif
-
 
 class GemmCommonTuner(TunerCommon):
     ARG_DEFAULTS = dict(TunerCommon.ARG_DEFAULTS, sort=True)
