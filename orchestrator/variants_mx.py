@@ -76,6 +76,9 @@ MX_VARIANTS: list[KernelVariant] = [
         config_env="AITER_CONFIG_GEMM_A6W4_ASM",
         untuned_columns=("M", "N", "K"),
         requires_gfx=frozenset({"gfx950"}),
+        # its runtime (aiter/ops/gemm_op_a6w4.py via gemm_op_mixed_mxfp.py) logs its lookups (shapefmt MX_MISS /
+        # MX_HIT) only with AITER_LOG_TUNED_CONFIG, once per shape per process
+        log_gate_env="AITER_LOG_TUNED_CONFIG",
         since=(0, 1, 21),
         # no op_test of the index benchmarks it: its tuner's own --run_config does (gemm_mixed_mxfp_tune.py
         # GemmMixedMxfpTuner.run_config, 610d1e8e: aiter.gemm_a6w4 per shape, run_perftest us as E2E(us);
@@ -104,6 +107,8 @@ MX_VARIANTS: list[KernelVariant] = [
         config_env="AITER_CONFIG_GEMM_A4W6_ASM",
         untuned_columns=("M", "N", "K"),
         requires_gfx=frozenset({"gfx950"}),
+        # as a6w4's: aiter/ops/gemm_op_a4w6.py logs its lookups only with AITER_LOG_TUNED_CONFIG
+        log_gate_env="AITER_LOG_TUNED_CONFIG",
         since=(0, 1, 21),
         # as a6w4's: the shared tuner's own --run_config (GemmMixedMxfpTuner.run_config, 610d1e8e: aiter.gemm_a4w6
         # per shape; without a CSV the default selector's kernelName, with one the op reads that table)
@@ -132,6 +137,9 @@ MX_VARIANTS: list[KernelVariant] = [
         config_env="AITER_CONFIG_GEMM_A16W8_MXFP8_ASM",
         untuned_columns=("M", "N", "K"),
         requires_gfx=frozenset({"gfx942"}),
+        # aiter/ops/gemm_op_a16w8_mxfp8.py logs its bucket lookups (shapefmt MX_MISS / MX_BUCKET_HIT) only with
+        # AITER_LOG_TUNED_CONFIG, once per shape per process
+        log_gate_env="AITER_LOG_TUNED_CONFIG",
         since=(0, 1, 21),
         max_m=64,             # M > 64 raises for the whole run (its tuner checks every shape first)
         bench=BenchSpec(script="csrc/gemm_a16w8_mxfp8/gemm_a16w8_mxfp8_tune.py", style="run_config",
