@@ -113,7 +113,7 @@ MX_BUCKET_HIT = re.compile(r"(A16W8 MXFP8) shape M:\s*(\d+) N:\s*(\d+) K:\s*(\d+
 def parse_mx_lookup(message):
     """``(hit, variant, shape, meta)`` of one MX lookup line (``message`` starts at its family prefix), or None.
     ``meta["padded_m"]``: the M of the row that served the shape when it is not the shape's own (a padded
-    match, an A16W8 bucket row)."""
+    match, an A16W8 bucket row); ``meta["row"]``: the padded row's [M, N, K]."""
     m = MX_MISS.match(message)
     if m:
         if m.group(1):
@@ -129,6 +129,7 @@ def parse_mx_lookup(message):
             meta.update(gfx=h.group(9), cu_num=int(h.group(10)))
         if h.group(5) != "exact":
             meta["padded_m"] = int(h.group(6))
+            meta["row"] = [int(h.group(6)), int(h.group(7)), int(h.group(8))]
         return True, MX_FAMILIES[h.group(1)], dict(zip("mnk", map(int, h.group(2, 3, 4)))), meta
     b = MX_BUCKET_HIT.match(message)
     if b:
