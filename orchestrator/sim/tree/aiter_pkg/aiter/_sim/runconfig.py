@@ -6,7 +6,9 @@ v0.1.20 and the newest stored commit (3886b0a8); they follow those line for line
 run_config the tuners override it with (timings from perf_model via measured_us).
 """
 
+import importlib
 import os
+import sys
 
 from .. import logger
 from . import measured_us
@@ -26,6 +28,9 @@ PRODUCTION_OPS = {
     "a4w6": ("module_quant", "module_gemm_a4w6_asm"),
     "a16w8_mxfp8": ("module_gemm_a16w8_mxfp8_asm",),
 }
+
+# the production ops that carry their runtime's own lookup (aiter/ops/gemm_op_<variant>.py)
+_MIXED_OPS = ("a6w4", "a4w6")
 
 
 class RunConfig:
@@ -80,26 +85,34 @@ class RunConfig:
 
     def production(self, args):
         """The override's loop: each shape of untunedf timed through the production operator (status ok:
-        the simulated output always matches its reference)."""
+        the simulated output always matches its reference). a6w4 / a4w6 go through their runtime's own lookup
+        (ops/gemm_op_a6w4.py, gemm_op_a4w6.py: exact, then padded; its lines with AITER_LOG_TUNED_CONFIG), which
+        reads AITER_CONFIG_GEMM_<FAMILY>_ASM, the CSV given; without one the default selector's kernelName."""
         from ..jit.core import get_module
         from . import perf_model
         variant, gfx, cu = self.sim_variant, self.get_gfx(), self.get_cu_num()
         for md in PRODUCTION_OPS[variant]:
             get_module(md)
+        op = getattr(importlib.import_module("aiter.ops.gemm_op_" + variant), "gemm_" + variant) \
+            if variant in _MIXED_OPS else None
         table = {}
-        if args.run_config is not True:     # the op reads AITER_CONFIG_*: the CSV given (set by the caller)
+        if op is None and args.run_config is not True:  # the op reads AITER_CONFIG_*: the CSV given
             cols, rows = read_csv(os.environ.get(self.ARG_DEFAULTS.get("config_env_name") or "", ""))
             for r in rows:
                 table.setdefault(self._key_of(r), r)
         results = []
         for row in self.untunedf:
             M, N, K = int(row["M"]), int(row["N"]), int(row["K"])
+            if op is not None:
+                default = getattr(sys.modules[op.__module__], "_default_gemm_%s_kernel" % variant)(M, N, K)
+                us = op(M, N, K, kernelName=default if args.run_config is True else None)
+                results.append({"shape": f"({M}, {N}, {K})", "e2e_us": us, "status": "ok"})
+                continue
             shape = {"m": M, "n": N, "k": K}
             tuned = table.get(self._key_of(row))
             tuned_from = None
             if tuned is not None:
-                # a row naming another kernel than the model's tuned one is the default kernel's (a6w4's
-                # gain-guard FALLBACK row); a row the model cannot tune (a shipped one) runs as tuned
+                # a row the model cannot tune (a shipped one) runs as tuned
                 res = perf_model.tune_result(variant, shape, gfx, cu)
                 if res is None or str(tuned.get("kernelName")) == str(res.get("kernelName")):
                     tuned_from = shape
