@@ -1,4 +1,4 @@
-"""The simulated mixed-MXFP runtimes (aiter/ops/gemm_op_a6w4.py, gemm_op_a4w6.py via gemm_op_mixed_mxfp.py, as
+"""The simulated MX asm runtimes (aiter/ops/gemm_op_a6w4.py, gemm_op_a4w6.py via gemm_op_mixed_mxfp.py, as
 ROCm/aiter 610d1e8e has them): exact shape, then the physical one (M/N to 256, K to 128), their lines only with
 AITER_LOG_TUNED_CONFIG and once per shape per process; the --run_config production benchmark goes through
 that lookup; shapelib reads the lines they print."""
@@ -86,3 +86,35 @@ def test_run_config_goes_through_the_runtime_lookup(newest, tmp_path):
     before = py(newest, v_script(v), "-i", unt, "-o", tmp_path / "y.csv", "--run_config",
                 env={"AITER_LOG_TUNED_CONFIG": "1"})
     assert before.returncode == 0 and "A6W4 shape" not in before.stderr   # the default selector's kernelName
+
+
+A16W8 = ("import sys; from aiter.ops import gemm_op_a16w8_mxfp8 as o\n"
+         "for s in sys.argv[1:]:\n"
+         "    m, n, k = map(int, s.split(','))\n"
+         "    for _ in range(2): print('us', s, o.gemm_a16w8_mxfp8_asm(m, n, k))\n")
+
+
+def test_a16w8_mxfp8_bucket_lookup_lines_and_a_missing_table(tmp_path_factory, tmp_path):
+    """gemm_op_a16w8_mxfp8.py: the row with the smallest tuned M >= M per (gfx, cu_num, N, K) serves a shape;
+    its hit names that bucket, its miss gfx/cu; a table that does not exist raises (no silent default)."""
+    inst = install(tmp_path_factory.mktemp("a16w8") / "n", SimSpec(profile="newest", gfx="gfx942", cu_num=304))
+    v = "a16w8_mxfp8"
+    bucket = next(s for s in ({"m": m, "n": 4096, "k": 5120} for m in range(8, 65, 8))
+                  if pm.outcome(v, s, "gfx942", 304) == "improved")
+    kn = pm.tune_result(v, bucket, "gfx942", 304)["kernelName"]
+    table = write_csv(tmp_path / "t.csv", HEADER, [["gfx942", 304, bucket["m"], 4096, 5120, 1, 4, 1.0, kn, 1, 1, 0]])
+    env = {"AITER_CONFIG_GEMM_A16W8_MXFP8_ASM": str(table), "AITER_LOG_TUNED_CONFIG": "1"}
+    M = bucket["m"]
+    r = py(inst, "-c", A16W8, f"{M - 3},4096,5120", f"{M + 1},4096,5120", env=env)
+    assert r.returncode == 0, r.stderr
+    assert r.stderr.count(f"A16W8 MXFP8 shape M:{M - 3} N:4096 K:5120 uses the M:{M} entry of {table}: "
+                          f"{kn} splitK 4") == 1
+    assert r.stderr.count(f"A16W8 MXFP8 shape M:{M + 1} N:4096 K:5120 has no tuned config for gfx942/304 in "
+                          f"{table}; using the default kernel") == 1
+    us = {ln.split()[1]: float(ln.split()[2]) for ln in r.stdout.splitlines() if ln.startswith("us ")}
+    odd = {"m": M - 3, "n": 4096, "k": 5120}
+    assert us[f"{M - 3},4096,5120"] == pm.bench_us(v, odd, "gfx942", 304, tuned_from=bucket)
+    res = shapelog.parse_stream(iter(r.stderr.splitlines(True)))
+    assert res.shapes == {v: [{"m": M + 1, "n": 4096, "k": 5120}]} and res.hit_shapes == {v: [odd]}
+    gone = py(inst, "-c", A16W8, "8,4096,5120", env={"AITER_CONFIG_GEMM_A16W8_MXFP8_ASM": str(tmp_path / "no.csv")})
+    assert gone.returncode != 0 and "does not exist (check AITER_CONFIG_GEMM_A16W8_MXFP8_ASM)" in gone.stderr
