@@ -1,7 +1,7 @@
 """The simulated MX asm runtimes (aiter/ops/gemm_op_a6w4.py, gemm_op_a4w6.py via gemm_op_mixed_mxfp.py, as
 ROCm/aiter 610d1e8e has them): exact shape, then the physical one (M/N to 256, K to 128), their lines only with
 AITER_LOG_TUNED_CONFIG and once per shape per process; the --run_config production benchmark goes through
-that lookup; shapelib reads the lines they print."""
+that lookup; shapelib reads the lines they print. gemm_op_a16w8_mxfp8.py (59663079): its M bucket."""
 
 from __future__ import annotations
 
