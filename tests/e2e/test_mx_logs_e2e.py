@@ -62,3 +62,23 @@ def test_a6w4_shapes_from_its_runtime_log_tuned_promoted_and_engaged(make_node, 
             f"{row['kernelName']}") in text, text
     # the gain guard's FALLBACK row gained nothing: not promoted, so the shape still misses
     assert f"A6W4 shape M:{guard['m']} N:7168 K:2048 has no tuned config in {live}; " in text, text
+
+
+def test_a4w6_serve_log_without_the_env_says_to_set_it(make_node, tmp_path, capsys):
+    """Without AITER_LOG_TUNED_CONFIG the runtime prints no lookup line: the job (shapes from --nk) says why
+    the log gave none (the entry's log_gate_env)."""
+    node = make_node({"profile": "newest"})
+    c = next(iter(node.containers.values()))
+    log = f"{c.aiter_root}/serve.log"
+    c.sh(f"cd {c.aiter_root} && python3 -m aiter._sim.serve --mx a4w6:7168,2048 --m 16 >/dev/null 2>{log}")
+    assert "A4W6 shape" not in c.host_path(log).read_text()
+    inv = tmp_path / "inv.yaml"
+    inv.write_text(yaml.safe_dump({"nodes": {node.alias: {"ssh_config": str(node.ssh_config_file),
+                                                          "containers": {c.name: {}}}}}))
+    code = main(["--inventory", str(inv), "--workspace", str(tmp_path / "ws"), "-q", "run", "--node", node.alias,
+                 "--container", c.name, "--variant", "a4w6", "--log", log, "--nk", "7168,2048", "--m-preset", "16",
+                 "--yes", "--job-id", "mx2"])
+    st = json.loads((tmp_path / "ws" / "mx2" / "state.json").read_text())
+    assert code == 0, (capsys.readouterr().err, st.get("error"), st.get("notes"))
+    gate = [n for n in st["notes"] if "AITER_LOG_TUNED_CONFIG=1" in n]
+    assert len(gate) == 1 and "no a4w6 lookup lines" in gate[0], st["notes"]
