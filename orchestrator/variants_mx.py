@@ -61,8 +61,7 @@ MX_VARIANTS: list[KernelVariant] = [
         # the index without its path, the path is its README's). Key gfx,cu_num,M,N,K (README); its result
         # rows carry no libtype (a 4-field info tuple) - the header itself is not in the index. A candidate
         # row is kept only where a paired run beats the default kernel by --min-gain-pct (0.5). The runtime
-        # tries the exact shape, then the 256x256x128-padded one (not getPaddedM). Its sibling A4W6
-        # (csrc/gemm_a4w6/gemm_a4w6_tune.py, AITER_CONFIG_GEMM_A4W6_ASM) would be one more entry like this.
+        # tries the exact shape, then the 256x256x128-padded one (not getPaddedM).
         name="a6w4",
         jit_module=None,      # prebuilt .co kernels named in the rows
         splitk="refuses",     # the real tuner raises "does not support split-K" when given -k
