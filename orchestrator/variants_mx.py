@@ -61,8 +61,7 @@ MX_VARIANTS: list[KernelVariant] = [
         # the index without its path, the path is its README's). Key gfx,cu_num,M,N,K (README); its result
         # rows carry no libtype (a 4-field info tuple) - the header itself is not in the index. A candidate
         # row is kept only where a paired run beats the default kernel by --min-gain-pct (0.5). The runtime
-        # tries the exact shape, then the 256x256x128-padded one (not getPaddedM). Its sibling A4W6
-        # (csrc/gemm_a4w6/gemm_a4w6_tune.py, AITER_CONFIG_GEMM_A4W6_ASM) would be one more entry like this.
+        # tries the exact shape, then the 256x256x128-padded one (not getPaddedM).
         name="a6w4",
         jit_module=None,      # prebuilt .co kernels named in the rows
         splitk="refuses",     # the real tuner raises "does not support split-K" when given -k
@@ -76,6 +75,9 @@ MX_VARIANTS: list[KernelVariant] = [
         config_env="AITER_CONFIG_GEMM_A6W4_ASM",
         untuned_columns=("M", "N", "K"),
         requires_gfx=frozenset({"gfx950"}),
+        # its runtime (aiter/ops/gemm_op_a6w4.py via gemm_op_mixed_mxfp.py) logs its lookups (shapefmt MX_MISS /
+        # MX_HIT) only with AITER_LOG_TUNED_CONFIG, once per shape per process
+        log_gate_env="AITER_LOG_TUNED_CONFIG",
         since=(0, 1, 21),
         # no op_test of the index benchmarks it: its tuner's own --run_config does (gemm_mixed_mxfp_tune.py
         # GemmMixedMxfpTuner.run_config, 610d1e8e: aiter.gemm_a6w4 per shape, run_perftest us as E2E(us);
@@ -104,6 +106,8 @@ MX_VARIANTS: list[KernelVariant] = [
         config_env="AITER_CONFIG_GEMM_A4W6_ASM",
         untuned_columns=("M", "N", "K"),
         requires_gfx=frozenset({"gfx950"}),
+        # as a6w4's: aiter/ops/gemm_op_a4w6.py logs its lookups only with AITER_LOG_TUNED_CONFIG
+        log_gate_env="AITER_LOG_TUNED_CONFIG",
         since=(0, 1, 21),
         # as a6w4's: the shared tuner's own --run_config (GemmMixedMxfpTuner.run_config, 610d1e8e: aiter.gemm_a4w6
         # per shape; without a CSV the default selector's kernelName, with one the op reads that table)
@@ -132,6 +136,9 @@ MX_VARIANTS: list[KernelVariant] = [
         config_env="AITER_CONFIG_GEMM_A16W8_MXFP8_ASM",
         untuned_columns=("M", "N", "K"),
         requires_gfx=frozenset({"gfx942"}),
+        # aiter/ops/gemm_op_a16w8_mxfp8.py logs its bucket lookups (shapefmt MX_MISS / MX_BUCKET_HIT) only with
+        # AITER_LOG_TUNED_CONFIG, once per shape per process
+        log_gate_env="AITER_LOG_TUNED_CONFIG",
         since=(0, 1, 21),
         max_m=64,             # M > 64 raises for the whole run (its tuner checks every shape first)
         bench=BenchSpec(script="csrc/gemm_a16w8_mxfp8/gemm_a16w8_mxfp8_tune.py", style="run_config",

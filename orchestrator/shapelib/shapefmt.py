@@ -89,13 +89,58 @@ BF16_MISS = re.compile(
 GEMM_MISS = re.compile(
     r"shape is M:\s*(\d+), N:\s*(\d+), K:\s*(\d+),(?: q_dtype_w:\s*([^\s,]+),)? "
     r"not found tuned config in (.+?), will use default config")
-# A6W6 (MXFP6, aiter/ops/gemm_op_a6w6.py, after v0.1.20; aiter-after-v0.1.20.md §3): %-style lines,
-# printed only with AITER_LOG_TUNED_CONFIG=1
-A6W6_VARIANT = "a6w6"
-A6W6_MISS = re.compile(r"A6W6 shape M:\s*(\d+) N:\s*(\d+) K:\s*(\d+) has no tuned config in (.+?); "
-                        r"using the safe default kernel")
-A6W6_HIT = re.compile(r"A6W6 shape M:\s*(\d+) N:\s*(\d+) K:\s*(\d+) matched (\w+) config "
-                       r"M:\s*(\d+) N:\s*(\d+) K:\s*(\d+) on (\w+)/(\d+) in (.+?): (\S+)\s*$")
+# The MX asm GEMMs' own runtime lookups, %-style lines printed only with AITER_LOG_TUNED_CONFIG (read once in
+# aiter/jit/core.py) and once per shape per process (lru_cached):
+# * A6W6 (MXFP6, aiter/ops/gemm_op_a6w6.py, after v0.1.20; aiter-after-v0.1.20.md §3), A6W4 and A4W6
+#   (ROCm/aiter aiter/ops/gemm_op_a6w4.py, find_string id 69223204969, and gemm_op_a4w6.py, id 69052546210,
+#   both through gemm_op_mixed_mxfp.py _find_mixed_mxfp_config, id 68870533051; the mixed-MXFP tuner's
+#   commit 610d1e8e): the family prefix in upper case names the variant in lower case. Their hit line has
+#   no ``on {gfx}/{cu}`` (A6W6's has); the match kind is exact, or padded (M/N to 256, K to 128).
+# * A16W8 MXFP8 (aiter/ops/gemm_op_a16w8_mxfp8.py, id 70186384978, tuner commit 59663079): the bucket row
+#   (smallest tuned M >= M per gfx, cu_num, N, K) in its hit, gfx/cu in its miss.
+MX_FAMILIES = {"A6W6": "a6w6", "A6W4": "a6w4", "A4W6": "a4w6", "A16W8 MXFP8": "a16w8_mxfp8"}
+MX_START = re.compile(r"(A6W6|A6W4|A4W6|A16W8 MXFP8) shape M:")
+MX_MISS = re.compile(r"(A6W6|A6W4|A4W6) shape M:\s*(\d+) N:\s*(\d+) K:\s*(\d+) has no tuned config in (.+?); "
+                     r"using the safe default kernel"
+                     r"|(A16W8 MXFP8) shape M:\s*(\d+) N:\s*(\d+) K:\s*(\d+) has no tuned config for (\w+)/(\d+) "
+                     r"in (.+?); using the default kernel")
+MX_HIT = re.compile(r"(A6W6|A6W4|A4W6) shape M:\s*(\d+) N:\s*(\d+) K:\s*(\d+) matched (\w+) config "
+                    r"M:\s*(\d+) N:\s*(\d+) K:\s*(\d+)(?: on (\w+)/(\d+))? in (.+?): (\S+)\s*$")
+MX_BUCKET_HIT = re.compile(r"(A16W8 MXFP8) shape M:\s*(\d+) N:\s*(\d+) K:\s*(\d+) uses the M:\s*(\d+) entry of "
+                           r"(.+?): (\S+) splitK (\d+)\s*$")
+
+
+def parse_mx_lookup(message):
+    """``(hit, variant, shape, meta)`` of one MX lookup line (``message`` starts at its family prefix), or None.
+    ``meta["padded_m"]``: the M of the row that served the shape when it is not the shape's own (a padded
+    match, an A16W8 bucket row); ``meta["row"]``: the padded row's [M, N, K]."""
+    m = MX_MISS.match(message)
+    if m:
+        if m.group(1):
+            fam, dims, meta = m.group(1), m.group(2, 3, 4), {"file": m.group(5).strip()}
+        else:
+            fam, dims = m.group(6), m.group(7, 8, 9)
+            meta = {"gfx": m.group(10), "cu_num": int(m.group(11)), "file": m.group(12).strip()}
+        return False, MX_FAMILIES[fam], dict(zip("mnk", map(int, dims))), meta
+    h = MX_HIT.match(message)
+    if h:
+        meta = {"match": h.group(5), "file": h.group(11).strip(), "kernel": h.group(12)}
+        if h.group(9):
+            meta.update(gfx=h.group(9), cu_num=int(h.group(10)))
+        if h.group(5) != "exact":
+            meta["padded_m"] = int(h.group(6))
+            meta["row"] = [int(h.group(6)), int(h.group(7)), int(h.group(8))]
+        return True, MX_FAMILIES[h.group(1)], dict(zip("mnk", map(int, h.group(2, 3, 4)))), meta
+    b = MX_BUCKET_HIT.match(message)
+    if b:
+        shape = dict(zip("mnk", map(int, b.group(2, 3, 4))))
+        meta = {"match": "bucket", "file": b.group(6).strip(), "kernel": b.group(7), "splitK": int(b.group(8))}
+        if int(b.group(5)) != shape["m"]:
+            meta["padded_m"] = int(b.group(5))
+        return True, MX_FAMILIES[b.group(1)], shape, meta
+    return None
+
+
 GEMM_HIT = re.compile(
     r"shape (?:is )?(?:B:\s*(\d+), )?M:\s*(\d+), N:\s*(\d+), K:\s*(\d+)(.*?)\bis tuned\b(.*)")
 HIT_Q = re.compile(r"q_dtype_w:\s*([^\s,]+)")
@@ -124,13 +169,14 @@ NEW_RECORD_MARKERS = ("[aiter", "[fused_moe]", "shape is ", "[GEMM_shape_dump]",
 VLLM_PREFIX_START = re.compile("^" + VLLM_PREFIX + " ?")
 NEW_RECORD_START = re.compile(r"^(?:\[|%s|[A-Z][a-z]+ |[A-Z]{3,})" % VLLM_PREFIX)
 
-NEEDLES_B = (b"tuned", b"fused_moe", b"GEMM_shape_dump", b"Fp8LinearMethod", b"A6W6 shape",
+NEEDLES_B = (b"tuned", b"fused_moe", b"GEMM_shape_dump", b"Fp8LinearMethod", b" shape M:",
               b"tuning not support", b"does not cover this")   # the last: FHMoE's raise (shapefhmoe.py)
 
 
 def is_candidate(line):
     return ("tuned" in line or "fused_moe" in line or "GEMM_shape_dump" in line
-            or "Fp8LinearMethod" in line or "tuning not support" in line or "does not cover this" in line)
+            or "Fp8LinearMethod" in line or "tuning not support" in line or "does not cover this" in line
+            or " shape M:" in line)   # the MX lookups' hit line names no "tuned" when its file does not
 
 
 def _bool01(tok):

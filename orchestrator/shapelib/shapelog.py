@@ -46,9 +46,13 @@ GEMM hits (counted in ``hits``; shape in ``hit_shapes``; never a miss)
   batched ``..., is tuned on cu_num = ..`` forms, the bf16 form and v0.1.4 ``shape M:.. is tuned on``).
   Variant from the file named after `` in ``, or, for ``in CKGEMM`` (v0.1.5), from the kernel name.
 
-A6W6 (variant ``a6w6``; only with ``AITER_LOG_TUNED_CONFIG=1``)
-  miss: ``A6W6 shape M:{M} N:{N} K:{K} has no tuned config in {file}; using the safe default kernel``
-  hit:  ``A6W6 shape M:.. N:.. K:.. matched exact|padded config M:.. N:.. K:.. on {gfx}/{cu} in {file}: {kernel}``
+MX asm GEMM lookups (only with ``AITER_LOG_TUNED_CONFIG=1``, once per shape per process; shapefmt.parse_mx_lookup)
+  A6W6 / A6W4 / A4W6 (variant ``a6w6`` / ``a6w4`` / ``a4w6``: the prefix in lower case)
+  miss: ``{FAM} shape M:{M} N:{N} K:{K} has no tuned config in {file}; using the safe default kernel``
+  hit:  ``{FAM} shape M:.. N:.. K:.. matched exact|padded config M:.. N:.. K:..[ on {gfx}/{cu}] in {file}: {kernel}``
+  (A6W6 names gfx/cu, A6W4/A4W6 do not; padded: M/N to 256, K to 128). A16W8 MXFP8 (``a16w8_mxfp8``):
+  miss: ``A16W8 MXFP8 shape M:.. N:.. K:.. has no tuned config for {gfx}/{cu} in {file}; using the default kernel``
+  hit:  ``A16W8 MXFP8 shape M:.. N:.. K:.. uses the M:{bucket} entry of {file}: {kernel} splitK {n}``
 
 Fused MoE (variant ``moe_2stages``)
   miss: ``[fused_moe] using (1stage|2stage)( xbf16)? default for (...)``

@@ -7,7 +7,7 @@ import collections
 
 from .shapefmt import (
     ECHO_WINDOW, MAX_CONTINUATION_LINES, MAX_EXAMPLES, MAX_LINE_BYTES, MAX_RECORD_CHARS,
-    CACHE_MAX, MISSING, NEW_RECORD_MARKERS, NEW_RECORD_START, SGLANG_PREFIX_END, VLLM_PREFIX_START,
+    CACHE_MAX, MISSING, MX_START, NEW_RECORD_MARKERS, NEW_RECORD_START, SGLANG_PREFIX_END, VLLM_PREFIX_START,
     find_tuple_end, is_candidate, shape_tuple_key, variant_from_tuned_file)
 from .shaperules import ShapeLogResult, MessageRules
 from .text import ANSI_RE, process_of
@@ -220,8 +220,8 @@ class RecordParser(MessageRules):
             self._gemm_miss(line)
         elif "[fused_moe]" in line or "Fmoe tuning not support" in line:
             self._fused_moe(line)
-        elif "A6W6 shape " in line:
-            self._a6w6(line)
+        elif " shape M:" in line and MX_START.search(line):
+            self._mx_lookup(MX_START.search(line).start(), line)
         elif "does not cover this" in line:
             self._fhmoe(line)
         elif "has no MXFP8 BMM tuned row" in line:

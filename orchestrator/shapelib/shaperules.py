@@ -1,5 +1,5 @@
 """What each AITER message adds to a parse: the result container and the per-message rules (GEMM miss/hit,
-A6W6, fused MoE, SGLang dump/dispatch) that RecordParser mixes in. Stdlib only, Python >= 3.8."""
+the MX asm GEMMs' lookups, fused MoE, SGLang dump/dispatch) that RecordParser mixes in. Stdlib only, Python >= 3.8."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ import json
 import re
 
 from .shapefmt import (
-    A6W6_VARIANT, MOE_VARIANT, A6W6_HIT, A6W6_MISS, BATCH_MISS, BF16_FIELDS, BF16_MISS,
+    MOE_VARIANT, BATCH_MISS, BF16_FIELDS, BF16_MISS,
     DISPATCH, DUMP, DUMP_FIXED_TEXT, FMOE_DEFAULT, FMOE_FLY, FMOE_HIT, FMOE_UNSUPPORTED, GEMM_HIT,
     GEMM_MISS, HIT_CU, HIT_FILE, HIT_KERNEL, HIT_PADDED, HIT_Q, dtype_str,
-    find_tuple_end, pybool, shape_tuple_key, parse_moe_tuple, variant_from_kernel_name)
+    find_tuple_end, parse_mx_lookup, pybool, shape_tuple_key, parse_moe_tuple, variant_from_kernel_name)
 from .shapefhmoe import FHMOE_VARIANT, TUNABLE as FHMOE_TUNABLE, parse_raise
 from .shapebmm import parse_miss as parse_bmm_miss
 
@@ -240,27 +240,21 @@ class MessageRules(object):
             return
         self._emit(self.r.hits, "hit_shapes", (variant, shape, meta, shape_tuple_key(shape)))
 
-    def _a6w6(self, line):
-        start = line.find("A6W6 shape ")
+    def _mx_lookup(self, start, line):
+        """An MX asm GEMM's own lookup line (A6W6, A6W4, A4W6, A16W8 MXFP8: shapefmt.parse_mx_lookup)."""
         message = line[start:]
         if self._is_echo(line[:start], message):
             return
-        m = A6W6_MISS.match(message)
-        if m:
-            shape = {"m": int(m.group(1)), "n": int(m.group(2)), "k": int(m.group(3))}
-            self._emit(self.r.misses, "shapes", (A6W6_VARIANT, shape, {"file": m.group(4).strip()},
-                                                 shape_tuple_key(shape)), line[:start])
+        parsed = parse_mx_lookup(message)
+        if parsed is None:
+            self._warn_count("mx_unparsed", "%d MX GEMM lookup line(s) ('A6W6/A6W4/A4W6/A16W8 MXFP8 shape') "
+                             "were not understood", line)
             return
-        h = A6W6_HIT.match(message)
-        if h:
-            shape = {"m": int(h.group(1)), "n": int(h.group(2)), "k": int(h.group(3))}
-            meta = {"match": h.group(4), "gfx": h.group(8), "cu_num": int(h.group(9)),
-                    "file": h.group(10).strip(), "kernel": h.group(11)}
-            if h.group(4) != "exact":
-                meta["padded_m"] = int(h.group(5))
-            self._emit(self.r.hits, "hit_shapes", (A6W6_VARIANT, shape, meta, shape_tuple_key(shape)))
-            return
-        self._warn_count("a6w6_unparsed", "%d 'A6W6 shape' line(s) were not understood", line)
+        hit, variant, shape, meta = parsed
+        if hit:
+            self._emit(self.r.hits, "hit_shapes", (variant, shape, meta, shape_tuple_key(shape)))
+        else:
+            self._emit(self.r.misses, "shapes", (variant, shape, meta, shape_tuple_key(shape)), line[:start])
 
     def _bmm_mxscale(self, line):
         """The MXFP8 BMM lookup's miss line (shapebmm.py): both forms, the w_scale block a key column."""

@@ -27,7 +27,8 @@ _EFFECTS_BYTES = 8 << 20    # the memo's keys (whole lines) together: memory sta
 
 def is_candidate_b(line):
     return (b"tuned" in line or b"fused_moe" in line or b"GEMM_shape_dump" in line
-            or b"Fp8LinearMethod" in line or b"tuning not support" in line or b"does not cover this" in line)
+            or b"Fp8LinearMethod" in line or b"tuning not support" in line or b"does not cover this" in line
+            or b" shape M:" in line)  # the MX lookups' (shapefmt.MX_START) hit line names no "tuned" itself
 
 
 class LineScanner(object):

@@ -56,7 +56,8 @@ LEGACY_ONLY = ("csrc/ck_gemm_a8w8_blockscale_bpreshuffle",)
 # mixed-MXFP tuner module that the a6w4 / a4w6 entry points (since 0.1.21) import (ROCm/aiter 610d1e8e)
 # and the MXFP8 BMM runtime lookup of the bmm_a8w8_mxscale_bpreshuffle tuner (since 0.1.21)
 NEWEST_ONLY = ("op_tests/tuning_tests", "op_tests/test_gemm_a8w8_mxfp8_bpreshuffle.py", "csrc/gemm_mixed_mxfp",
-               "aiter/ops/opus")
+               "aiter/ops/opus", "aiter/ops/gemm_op_mixed_mxfp.py", "aiter/ops/gemm_op_a6w4.py",
+               "aiter/ops/gemm_op_a4w6.py", "aiter/ops/gemm_op_a16w8_mxfp8.py")   # the MX asm runtimes, with their tuners
 # what only the head profile ships (aiter-december-2026.md: forms unmerged or only in some releases)
 HEAD_ONLY = ("aiter/utility/untuned_shapes.py",   # AITER's own shape capture (#5268)
              "aiter/fhmoe.py", "op_tests/tuners")  # FHMoE's runtime as eb326e45 has it, with its tuner

@@ -17,6 +17,7 @@ from ..remote.shell import Cmd
 from .bench import announced, call_path, measured_by_call, plan_bench, prepare_ops
 from .armargs import arm_args
 from ..outcome.keys import norm_key_value
+from ..shapelib.shapefmt import MX_START, parse_mx_lookup
 from ..variants import jit_modules, table_modules
 
 # GEMM / batched hit and miss lines (aiter-formats.md §3.1); MoE (§3.2) is judged by its time alone
@@ -31,6 +32,10 @@ def lookup_hits(text: str) -> dict[tuple, dict]:
     """{(m, n, k) or (b, m, n, k): {"hit": bool, "padded_m": int|None}} from AITER's lookup lines."""
     out: dict[tuple, dict] = {}
     for line in text.splitlines():
+        mx = MX_START.search(line)
+        if mx:          # the MX asm GEMMs' own lines (A6W6/A6W4/A4W6/A16W8 MXFP8; shapefmt.parse_mx_lookup)
+            _mx_hit(out, line[mx.start():])
+            continue
         m = _GEMM.search(line)
         if not m:
             continue
@@ -43,6 +48,18 @@ def lookup_hits(text: str) -> dict[tuple, dict]:
             cur.update(hit=True, padded_m=int(p.group(1)) if p else None, kernel=kn.group(1) if kn else None,
                        libtype=lib.group(1) if lib else None)
     return out
+
+
+def _mx_hit(out: dict, message: str) -> None:
+    parsed = parse_mx_lookup(message)
+    if parsed is None:
+        return
+    hit, _, shape, meta = parsed
+    cur = out.setdefault((shape["m"], shape["n"], shape["k"]),
+                         {"hit": False, "padded_m": None, "kernel": None, "libtype": None})
+    if hit:
+        cur.update(hit=True, padded_m=meta.get("padded_m"), kernel=meta.get("kernel"), libtype=None,
+                   row=meta.get("row"))
 
 
 STALE_K = 3.75   # one fresh sample must lie this many single-run sds from the after median to contradict it
@@ -79,6 +96,8 @@ def not_engaged_reason(skipped: bool, now, h: dict | None, lk: tuple | None, own
     if h is not None and not h["hit"]:
         return ("no tuned row matched at runtime (gfx/cu_num of the row differ from the running GPU's, "
                 "or CU_NUM/GPU_ARCHS overrides)")
+    if h is not None and h.get("row"):          # an MX asm GEMM's padded match (M/N to 256, K to 128)
+        return "served through the padded row M:%d N:%d K:%d, not its own row" % tuple(h["row"])
     if h is not None and lk is not None and h["padded_m"] not in (None, lk[-3]):
         return f"served through the padded-M bucket M={h['padded_m']}, not its own row"
     found = (h or {}).get("kernel")

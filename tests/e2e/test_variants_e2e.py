@@ -54,7 +54,9 @@ SOURCES = {
     "a8w8_mxfp8_bpreshuffle": ["--nk", "7168,2048"],        # newest only; its default -o is a model table
     # newest only; FlyDSL rows into the CK a4w4 table: (N,K) no a4w4_blockscale case has given CK rows
     "a4w4_blockscale_bpreshuffle": ["--nk", "2112,7168"],
-    "a4w6": ["--nk", "7168,2048"],                          # newest, gfx950 only; tune only (section 6b)
+    # newest, gfx950 only (section 6b): its runtime's own lines (AITER_LOG_TUNED_CONFIG=1), misses M 1,300 of
+    # (7168, 2048) and two hits of (2048, 7168), as aiter/ops/gemm_op_a4w6.py prints them
+    "a4w6": ["--log", f"local:{REPO_ROOT}/tests/fixtures/logs/mx_a4w6_serve.log"],
     # newest only, batched (no --nk): the MXFP8 BMM runtime's miss lines, both forms, four (b,n,k,block) groups
     "bmm_a8w8_mxscale_bpreshuffle": ["--log", f"local:{REPO_ROOT}/tests/fixtures/logs/bmm_mxscale_misses.log"],
 }

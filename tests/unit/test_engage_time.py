@@ -37,3 +37,25 @@ def test_a_hit_naming_another_kernel_is_not_the_promoted_row():
         "time as before promotion")
     padded = {**hit, "padded_m": 128}
     assert "padded-M bucket M=128" in not_engaged_reason(**{**args, "h": padded}, promoted_kernel="other")
+
+
+def test_mx_asm_lookup_lines_are_read_as_hits_and_misses():
+    """The MX asm GEMMs print their own lookup lines (A6W4/A4W6 via gemm_op_mixed_mxfp.py, A16W8 MXFP8's
+    bucket form), without the commas of the CK GEMM lines: the engaged check must still see them."""
+    from orchestrator.steps.engage import lookup_hits, not_engaged_reason
+    text = "\n".join((
+        "[aiter] A6W4 shape M:512 N:4096 K:4096 matched exact config M:512 N:4096 K:4096 in /s/t.csv: kA",
+        "[aiter] A4W6 shape M:512 N:4000 K:4000 matched padded config M:512 N:4096 K:4096 in /s/t.csv: kB",
+        "[aiter] A4W6 shape M:16 N:2048 K:7168 has no tuned config in /s/t.csv; using the safe default kernel",
+        "[aiter] A16W8 MXFP8 shape M:3 N:32320 K:5120 uses the M:4 entry of /s/t.csv: kC splitK 4",
+    ))
+    hits = lookup_hits(text)
+    assert hits[(512, 4096, 4096)]["hit"] and hits[(512, 4096, 4096)]["kernel"] == "kA"
+    assert hits[(16, 2048, 7168)]["hit"] is False
+    args = dict(skipped=False, now=97.0, lk=None, own=None, loaded=set(), near_after=True, promoted_kernel=None)
+    assert not_engaged_reason(h=hits[(512, 4096, 4096)], **{**args, "lk": (512, 4096, 4096)}) == ""
+    assert not_engaged_reason(h=hits[(512, 4000, 4000)], **{**args, "lk": (512, 4000, 4000)}) == (
+        "served through the padded row M:512 N:4096 K:4096, not its own row")
+    assert not_engaged_reason(h=hits[(16, 2048, 7168)], **{**args, "lk": (16, 2048, 7168)}).startswith(
+        "no tuned row matched at runtime")
+    assert "padded-M bucket M=4" in not_engaged_reason(h=hits[(3, 32320, 5120)], **{**args, "lk": (3, 32320, 5120)})

@@ -37,7 +37,7 @@ def test_fixture_corpus_is_complete():
                      "real_moe_wrapped_glm53.log", "moe_forms.log", "gemm_q_dtype_w.log", "batched.log",
                      "bf16.log", "log_more.log", "ansi_prefixes.log", "sglang_dump_triton.log",
                      "sglang_moe_echo.log", "tuner_noise.log", "gemm_v015_nofile.log",
-                     "after_v0120_a6w6_gelutanh.log"):
+                     "after_v0120_a6w6_gelutanh.log", "mx_asm_lookups.log"):
         assert required in names
     for p in FIXTURES:
         assert p.with_suffix(".expected.json").exists(), p

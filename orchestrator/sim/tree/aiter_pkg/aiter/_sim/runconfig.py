@@ -3,13 +3,13 @@
 ROCm/aiter aiter/utility/base_tuner.py: TunerCommon.run's --run_config branch, run_config,
 _set_config_env_for_run_config and _print_benchmark_results are the same at v0.1.13 (without the gfx filter),
 v0.1.20 and the newest stored commit (3886b0a8); they follow those line for line. ``production`` models the
-run_config the tuners override it with (timings from perf_model via measured_us).
+run_config the tuners override it with (their production ops, aiter/ops/gemm_op_<variant>.py, timed by perf_model).
 """
 
+import importlib
 import os
 
 from .. import logger
-from . import measured_us
 from .frame import df_repr, norm, read_csv
 
 # the tuners whose upstream file overrides run_config with their production operator, and the JIT modules
@@ -26,6 +26,11 @@ PRODUCTION_OPS = {
     "a4w6": ("module_quant", "module_gemm_a4w6_asm"),
     "a16w8_mxfp8": ("module_gemm_a16w8_mxfp8_asm",),
 }
+
+# the production op of each (aiter/ops/gemm_op_<variant>.py) and its default selector (M, N, K) -> kernelName
+_PRODUCTION_CALLS = {"a6w4": ("gemm_a6w4", "_default_gemm_a6w4_kernel"),
+                     "a4w6": ("gemm_a4w6", "_default_gemm_a4w6_kernel"),
+                     "a16w8_mxfp8": ("gemm_a16w8_mxfp8_asm", "_mx_default_kernel")}
 
 
 class RunConfig:
@@ -80,31 +85,21 @@ class RunConfig:
 
     def production(self, args):
         """The override's loop: each shape of untunedf timed through the production operator (status ok:
-        the simulated output always matches its reference)."""
+        the simulated output always matches its reference), which goes through its runtime's own lookup
+        (ops/gemm_op_<variant>.py: a6w4 / a4w6 exact, then padded; a16w8_mxfp8 its M bucket; their lines with
+        AITER_LOG_TUNED_CONFIG) of AITER_CONFIG_*, the CSV given; without one the default selector's kernelName."""
         from ..jit.core import get_module
-        from . import perf_model
-        variant, gfx, cu = self.sim_variant, self.get_gfx(), self.get_cu_num()
+        variant = self.sim_variant
         for md in PRODUCTION_OPS[variant]:
             get_module(md)
-        table = {}
-        if args.run_config is not True:     # the op reads AITER_CONFIG_*: the CSV given (set by the caller)
-            cols, rows = read_csv(os.environ.get(self.ARG_DEFAULTS.get("config_env_name") or "", ""))
-            for r in rows:
-                table.setdefault(self._key_of(r), r)
+        op, default = _PRODUCTION_CALLS[variant]
+        mod = importlib.import_module("aiter.ops.gemm_op_" + variant)
         results = []
         for row in self.untunedf:
             M, N, K = int(row["M"]), int(row["N"]), int(row["K"])
-            shape = {"m": M, "n": N, "k": K}
-            tuned = table.get(self._key_of(row))
-            tuned_from = None
-            if tuned is not None:
-                # a row naming another kernel than the model's tuned one is the default kernel's (a6w4's
-                # gain-guard FALLBACK row); a row the model cannot tune (a shipped one) runs as tuned
-                res = perf_model.tune_result(variant, shape, gfx, cu)
-                if res is None or str(tuned.get("kernelName")) == str(res.get("kernelName")):
-                    tuned_from = shape
-            us = measured_us(variant, shape, gfx, cu, tuned_from)
-            results.append({"shape": f"({M}, {N}, {K})", "e2e_us": us, "status": "ok"})
+            kn = getattr(mod, default)(M, N, K) if args.run_config is True else None
+            results.append({"shape": f"({M}, {N}, {K})", "e2e_us": getattr(mod, op)(M, N, K, kernelName=kn),
+                            "status": "ok"})
         return results
 
     def _set_config_env_for_run_config(self, args, config_file):

@@ -13,9 +13,14 @@ one looks every shape up again); the figures are rank 0's.
 
 ``--moe T,D,I,E,K`` adds a fused-MoE layer (token T, model_dim D, inter_dim I, E experts, top-K, bf16 with FP8
 per-token quant, as DeepSeek-style FP8 checkpoints run it) looked up through ``aiter.fused_moe`` like the GEMMs:
-with ``AITER_ONLINE_TUNE=1`` AITER tunes its misses on the fly (and says which it could not)."""
+with ``AITER_ONLINE_TUNE=1`` AITER tunes its misses on the fly (and says which it could not).
+
+``--mx a6w4:N,K`` (or ``a4w6:N,K``; newest/head profiles) adds a mixed-MXFP asm GEMM to every layer, at each M,
+through its runtime (aiter/ops/gemm_op_<family>.py: exact, then the padded shape; with
+``AITER_LOG_TUNED_CONFIG=1`` its lookup lines, once per shape per process)."""
 
 import argparse
+import importlib
 import os
 import subprocess
 import sys
@@ -31,6 +36,7 @@ def main(argv=None):
     ap = argparse.ArgumentParser()
     ap.add_argument("--nk", action="append", default=[])
     ap.add_argument("--moe", action="append", default=[])
+    ap.add_argument("--mx", action="append", default=[], help="FAMILY:N,K of a mixed-MXFP GEMM (a6w4, a4w6)")
     ap.add_argument("--m", default="1,16,64")
     ap.add_argument("--fail", action="store_true", help="exit 1 without figures (a broken serve command)")
     ap.add_argument("--other-us", type=float, default=0.0, help="GPU time per layer outside AITER's GEMMs")
@@ -55,7 +61,8 @@ def main(argv=None):
                 n, k = (int(x) for x in nk.split(","))
                 for m in (int(x) for x in args.m.split(",")):
                     layer.append((m, n, k, aiter.gemm_a8w8_blockscale(m, n, k)))
-        step_us = sum(us for _, _, _, us in layer) + args.other_us + sum(_moe(spec) for spec in args.moe)
+        step_us = sum(us for _, _, _, us in layer) + args.other_us + sum(_moe(spec) for spec in args.moe) \
+            + sum(_mx(spec, args.m) for spec in args.mx)
         if args.rank is not None:
             print("step_us %r" % step_us)
             return 0
@@ -82,6 +89,14 @@ def _moe(spec):
     from aiter import QuantType, dtypes
     t, d, i, e, k = (int(x) for x in spec.split(","))
     return aiter.fused_moe(t, d, i, e, k, dtypes.bf16, dtypes.fp8, dtypes.fp8, QuantType.per_Token)
+
+
+def _mx(spec, ms):
+    """One layer's GEMM of a mixed-MXFP family at each M (its op: aiter.gemm_<family>)."""
+    family, _, nk = spec.partition(":")
+    op = getattr(importlib.import_module("aiter.ops.gemm_op_" + family), "gemm_" + family)
+    n, k = (int(x) for x in nk.split(","))
+    return sum(op(m, n, k) for m in (int(x) for x in ms.split(",")))
 
 
 def _workers(argv, n):

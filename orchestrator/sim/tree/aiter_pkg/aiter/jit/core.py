@@ -57,6 +57,10 @@ CONFIG_FILES = {
 #@ if newest
     "AITER_CONFIG_GEMM_A6W6": "a6w6_blockscale_tuned_gemm",
     "AITER_CONFIG_GEMM_A8W8_MXFP8_BPRESHUFFLE": "a8w8_mxfp8_bpreshuffle_tuned_gemm",
+    # the mixed-MXFP runtimes read AITER_CONFIGS.AITER_CONFIG_GEMM_A6W4_ASM_FILE / _A4W6_ASM_FILE (ops/gemm_op_a6w4.py)
+    "AITER_CONFIG_GEMM_A6W4_ASM": "a6w4_asm_tuned_gemm",
+    "AITER_CONFIG_GEMM_A4W6_ASM": "a4w6_asm_tuned_gemm",
+    "AITER_CONFIG_GEMM_A16W8_MXFP8_ASM": "a16w8_mxfp8_asm_tuned_gemm",   # ops/gemm_op_a16w8_mxfp8.py
 #@ endif
 }
 # a variant the tree has no file for (orchestrator/sim/fromfacts.serve_variant): its table under its own variable
