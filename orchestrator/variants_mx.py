@@ -176,6 +176,23 @@ MX_VARIANTS: list[KernelVariant] = [
         # shipped model table under --bpreshuffle, which this tuner forces; it cannot run this tuner (its
         # rows have no w_scale_block), and the later one fixed it ("-o is tune_file ... only a default").
         probed_flags=(("--w_scale_block", "1x32,32x32,128x128"),),
-        bench=None,           # no op_test of the index times its dispatch; --run_config verifies saved rows
+        # that older base is refused before anything runs, told apart by its --help (stored ROCm/aiter
+        # opus_bmm_mxscale_tune.py without either flag, index id 60266194491: `elif args.bpreshuffle:
+        # args.tune_file = BPRESHUFFLE_CSV`; bce5c477 adds --groupSize and keeps -o: "Only a default")
+        help_requires=((("--w_scale_block", "--groupSize"),
+                        "its opus base replaces -o by the shipped model table under --bpreshuffle (which this "
+                        "tuner forces): the run would write into a shipped table"),),
+        # the runtime's M walk is gemm's: exact, then get_padded_m(m, n, k, gl) for gl 0 and 1 (stored
+        # aiter/ops/opus/policy.py lookup_mxscale_bmm_config, index id 70836111852): run --padded-m applies
+        padded_m_lookup=True,
+        # No before/after: its --run_config does not time the production operator in the tuned arm.
+        # OpusBmmMxscaleTuner.run_config (the base of f081855b / 4cb36987, index id 70216553721) times, for
+        # a CSV (TunerCommon.run keeps the table's whole rows: libtype, kernelId, splitK present),
+        # _saved_benchmark: the row's own kernel through the raw launcher (run_bmm_mxscale_bench with the
+        # saved kid; the subclass: run_flydsl_bmm_bench by kernelName), no lookup, no dispatch; only
+        # without a CSV does _default_benchmark call batched_gemm_a8w8_mxscale_bpreshuffle. The two arms
+        # would time different code (the tuned one bypassing the lookup the runtime does, padded M included),
+        # so a "gain" would not say what the server gets. bce5c477's run_config raises for any non-opus row.
+        bench=None,
     ),
 ]
