@@ -6,6 +6,7 @@ ROCm/aiter: opus_bmm_mxscale_tune.py without --groupSize/--w_scale_block (index 
 aiter/ops/opus/policy.py lookup_mxscale_bmm_config (index id 70836111852) walks M, get_padded_m(gl=0), gl=1."""
 
 import re
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -17,28 +18,54 @@ from orchestrator.steps import capabilities, riders
 from orchestrator.steps.shape_rules import padded_m, runtime_lookups, snap
 from orchestrator.variants import VARIANTS
 
-from .test_sim_common import py
+from .test_sim_common import py, write_csv
+
+
+def BMM_MODEL_TABLE_PATH(inst):
+    """The shipped DSV4 model table the tuner defaults -o to (sim tuner MODEL_TABLE)."""
+    return (f"{inst.aiter_root}/aiter/configs/model_configs/"
+            "dsv4_batched_gemm_a8w8_blockscale_mxscale_bpreshuffle_tuned.csv")
 
 V = VARIANTS["bmm_a8w8_mxscale_bpreshuffle"]
 
 
 def old_base(path):
-    """The node's tuner as the 0a990d64 opus base has its CLI: neither --w_scale_block nor --groupSize."""
+    """The node's tuner on the 0a990d64 opus base: neither --w_scale_block nor --groupSize in its CLI (every
+    shape at the default blocks), and -o replaced by the shipped model table under the forced --bpreshuffle."""
     src = path.read_text()
     new = re.sub(r'\n        p\.add_argument\("--w_scale_block".*?\n(?=        \S|\n)', "\n", src, flags=re.S)
-    assert new != src and "--w_scale_block\"" not in new
+    new = new.replace("blocks = list(args.w_scale_block)", 'blocks = ["32x32", "128x128"]')
+    new = new.replace("        if args.apply:\n            args.tune_file = MODEL_TABLE",
+                      "        if args.apply or args.bpreshuffle:\n            args.tune_file = MODEL_TABLE")
+    assert "--w_scale_block\"" not in new and "args.w_scale_block" not in new and "or args.bpreshuffle:" in new
     path.write_text(new)
 
 
 @pytest.fixture(scope="module")
-def helps(tmp_path_factory):
+def old_node(tmp_path_factory):
     inst = install(tmp_path_factory.mktemp("bmmold") / "n", SimSpec(profile="newest"))
     script = inst.script(V.tune_script)
     new = py(inst, script, "--help")
-    old_base(__import__("pathlib").Path(inst.host_path(script)))
+    old_base(Path(inst.host_path(script)))
     old = py(inst, script, "--help")
     assert new.returncode == 0 and old.returncode == 0, (new.stderr, old.stderr)
-    return new.stdout, old.stdout
+    return inst, new.stdout, old.stdout
+
+
+@pytest.fixture(scope="module")
+def helps(old_node):
+    return old_node[1:]
+
+
+def test_the_old_base_writes_the_shipped_model_table_whatever_o_says(old_node, tmp_path):
+    """Why it is refused: its -o is replaced (the harm the guard prevents; the current tuner keeps -o)."""
+    inst = old_node[0]
+    model = Path(inst.host_path(BMM_MODEL_TABLE_PATH(inst)))
+    before = model.read_text()
+    unt = write_csv(tmp_path / "u.csv", ["b", "m", "n", "k"], [[16, 1, 1024, 4096]])
+    r = py(inst, inst.script(V.tune_script), "-i", unt, "-o", tmp_path / "asked.csv", "--libtype", "opus")
+    assert r.returncode in (0, 1), r.stderr
+    assert not (tmp_path / "asked.csv").exists() and model.read_text() != before
 
 
 def ctx_for(help_text, notes):
