@@ -185,14 +185,17 @@ MX_VARIANTS: list[KernelVariant] = [
         # the runtime's M walk is gemm's: exact, then get_padded_m(m, n, k, gl) for gl 0 and 1 (stored
         # aiter/ops/opus/policy.py lookup_mxscale_bmm_config, index id 70836111852): run --padded-m applies
         padded_m_lookup=True,
-        # No before/after: its --run_config does not time the production operator in the tuned arm.
-        # OpusBmmMxscaleTuner.run_config (the base of f081855b / 4cb36987, index id 70216553721) times, for
-        # a CSV (TunerCommon.run keeps the table's whole rows: libtype, kernelId, splitK present),
-        # _saved_benchmark: the row's own kernel through the raw launcher (run_bmm_mxscale_bench with the
-        # saved kid; the subclass: run_flydsl_bmm_bench by kernelName), no lookup, no dispatch; only
-        # without a CSV does _default_benchmark call batched_gemm_a8w8_mxscale_bpreshuffle. The two arms
-        # would time different code (the tuned one bypassing the lookup the runtime does, padded M included),
-        # so a "gain" would not say what the server gets. bce5c477's run_config raises for any non-opus row.
+        # No before/after: its --run_config is not the run_config style's contract (docs/internals.md).
+        # OpusBmmMxscaleTuner.run_config (the base of f081855b / 4cb36987, index id 70216553721): with a CSV
+        # (TunerCommon.run keeps the table's whole rows: libtype, kernelId, splitK) _saved_benchmark times
+        # each row's own kernel through the raw launcher (run_bmm_mxscale_bench by saved kid; the subclass:
+        # run_flydsl_bmm_bench by kernelName), no lookup, no dispatch; without one _default_benchmark times
+        # batched_gemm_a8w8_mxscale_bpreshuffle, which looks the shape up in the process's
+        # AITER_CONFIG_*_BPRESHUFFLE table (the live one, padded M included; aiter/ops/batched_gemm_op_a8w8.py
+        # lookup_mxscale_bmm_config(..., bpreshuffle=True), index id 70397090998), not a default kernel. The
+        # style's two calls would time different code (a "gain" of the raw launch over dispatch). A style
+        # that runs the no-CSV call with each arm's table in AITER_CONFIG_* would measure production; left
+        # for steps/bench.py. bce5c477's run_config raises for any non-opus row.
         bench=None,
     ),
 ]
