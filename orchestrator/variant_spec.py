@@ -72,11 +72,15 @@ class KernelVariant:
     since: Version | None = None     # first AITER release that ships its tuner (None = all supported)
     log_gate_env: str | None = None  # env var without which the runtime prints no miss lines for it
     # the runtime tries M, then gemm_common getPaddedM(M,N,K,0) (aiter-formats.md §3.1): rows are tuned on
-    # that padded-M grid only with run --padded-m (steps/shape_rules.runtime_lookups)
+    # that padded-M grid only with run --padded-m (steps/shape_rules.runtime_lookups; any family keyed by M)
     padded_m_lookup: bool = False
     # tuner argv fragments passed only where the node's tuner --help lists their flag (probed, never by the
     # version): e.g. a8w8's `--backend ck` where gemm_a8w8_tune.py has --backend (aiter-december-2026.md)
     probed_flags: tuple[tuple[str, ...], ...] = ()
+    # (flags, why): the node's tuner --help must list one of the flags, else the variant is refused there before
+    # anything runs (exit 2; steps/capabilities.refuse_tuner_without): an older tuner of the same file that
+    # would do harm (write a shipped table), told apart by what its --help lacks, never by the version
+    help_requires: tuple[tuple[tuple[str, ...], str], ...] = ()
     # (flag, value, why) a user's --tune-arg may not pass: refused before anything runs
     refused_tune_args: tuple[tuple[str, str, str], ...] = ()
     # every other module the same tuned CSV feeds (aiter/jit/optCompilerConfig.json blob_gen_cmd): (module,

@@ -183,6 +183,26 @@ MX_VARIANTS: list[KernelVariant] = [
         # shipped model table under --bpreshuffle, which this tuner forces; it cannot run this tuner (its
         # rows have no w_scale_block), and the later one fixed it ("-o is tune_file ... only a default").
         probed_flags=(("--w_scale_block", "1x32,32x32,128x128"),),
-        bench=None,           # no op_test of the index times its dispatch; --run_config verifies saved rows
+        # that older base is refused before anything runs, told apart by its --help (stored ROCm/aiter
+        # opus_bmm_mxscale_tune.py without either flag, index id 60266194491: `elif args.bpreshuffle:
+        # args.tune_file = BPRESHUFFLE_CSV`; bce5c477 adds --groupSize and keeps -o: "Only a default")
+        help_requires=((("--w_scale_block", "--groupSize"),
+                        "its opus base replaces -o by the shipped model table under --bpreshuffle (which this "
+                        "tuner forces): the run would write into a shipped table"),),
+        # the runtime's M walk is gemm's: exact, then get_padded_m(m, n, k, gl) for gl 0 and 1 (stored
+        # aiter/ops/opus/policy.py lookup_mxscale_bmm_config, index id 70836111852): run --padded-m applies
+        padded_m_lookup=True,
+        # No before/after: its --run_config is not the run_config style's contract (docs/internals.md).
+        # OpusBmmMxscaleTuner.run_config (the base of f081855b / 4cb36987, index id 70216553721): with a CSV
+        # (TunerCommon.run keeps the table's whole rows: libtype, kernelId, splitK) _saved_benchmark times
+        # each row's own kernel through the raw launcher (run_bmm_mxscale_bench by saved kid; the subclass:
+        # run_flydsl_bmm_bench by kernelName), no lookup, no dispatch; without one _default_benchmark times
+        # batched_gemm_a8w8_mxscale_bpreshuffle, which looks the shape up in the process's
+        # AITER_CONFIG_*_BPRESHUFFLE table (the live one, padded M included; aiter/ops/batched_gemm_op_a8w8.py
+        # lookup_mxscale_bmm_config(..., bpreshuffle=True), index id 70397090998), not a default kernel. The
+        # style's two calls would time different code (a "gain" of the raw launch over dispatch). A style
+        # that runs the no-CSV call with each arm's table in AITER_CONFIG_* would measure production; left
+        # for steps/bench.py. bce5c477's run_config raises for any non-opus row.
+        bench=None,
     ),
 ]

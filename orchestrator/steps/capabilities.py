@@ -8,7 +8,7 @@ and what was assumed. It rides along with ``discover`` (``probe_template``, step
 
 from __future__ import annotations
 
-from ..aiter_profiles import AiterProfile, format_version, settle_profile
+from ..aiter_profiles import AiterProfile, format_version, help_flags, settle_profile
 from ..context import Ctx
 from ..errors import ExitCode, JobError
 from ..variants import KernelVariant, get_variant, parse_version
@@ -85,6 +85,7 @@ def probe(ctx: Ctx, variant: KernelVariant) -> AiterProfile:
         err.exit_code = ExitCode.USAGE
         raise err
     script = variant.tune_script.format(gfx=facts.gfx or 'gfx942')
+    refuse_tuner_without(ctx, variant, answer.get("tuner_help"), script, problem)
     args = list(ctx.job.request.tune_args or [])
     tuneargs.validate(args, answer.get("tuner_help"), script, problem)
     tuneargs.refuse_values(args, variant.refused_tune_args, variant.name)
@@ -96,6 +97,25 @@ def probe(ctx: Ctx, variant: KernelVariant) -> AiterProfile:
         ctx.ui.event(note)
     check_gpu_kinds(ctx)
     return settle_profile(facts)
+
+
+def refuse_tuner_without(ctx: Ctx, variant: KernelVariant, help_text: str | None, script: str,
+                         why_no_help: str | None = None) -> None:
+    """Refuse (exit 2, before anything runs) a node whose tuner --help lists none of a ``help_requires`` entry's
+    flags: an older tuner of that file that would do harm (bmm_a8w8_mxscale_bpreshuffle: a shipped table
+    written). A --help that did not answer decides nothing: the job is told it was not checked."""
+    for flags, why in variant.help_requires:
+        if not help_text:
+            ctx.job.note(f"could not check that {script} has {' or '.join(flags)} ({why_no_help or 'no --help'}): "
+                         f"without it {why}")
+            continue
+        if not set(flags) & help_flags(help_text):
+            err = JobError(f"{ctx.job.node}: {variant.name} is refused on AITER {ctx.job.facts.version}: its "
+                           f"tuner {script} has none of {', '.join(flags)} (--help), so {why}",
+                           hint="upgrade amd-aiter in the container to one whose tuner lists "
+                                f"{' or '.join(flags)} in its --help")
+            err.exit_code = ExitCode.USAGE
+            raise err
 
 
 def check_gpu_kinds(ctx: Ctx) -> None:

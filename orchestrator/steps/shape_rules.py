@@ -32,10 +32,11 @@ def runtime_lookups(shapes: list[dict], family: str, max_m: int | None = None, t
     lookup falls back to getPaddedM) M snapped up to the padded-M grid and deduplicated: a row at M=16 is
     what every M in 1..16 without its own row reads, so 1, 2, 4, 8, 16 are one tuning, not five; M/token
     above the server's batch limit (--max-m) dropped; ``tiers``: the node's MoE token tiers (``moe_tiers``), a
-    token at or above the first floored to its tier. Returns (shapes, notes)."""
+    token at or above the first floored to its tier. Returns (shapes, notes). ``padded`` is the caller's
+    registry fact (``padded_m_lookup``): any family keyed by M takes it (the MXFP8 BMM's b, m, n, k too)."""
     notes: list[str] = []
     out = shapes
-    if padded and family == "gemm":
+    if padded and family != "moe":
         moved: dict[int, int] = {}
         for s in shapes:
             if padded_m(s["m"]) != int(s["m"]):
@@ -108,6 +109,6 @@ def snap(shape: dict, variant, req: JobRequest, tiers: tuple | None = None) -> d
     s = {k: v for k, v in shape.items() if k != "_meta"}
     if variant.family == "moe" and "token" in s:
         s["token"] = moe_bucket(s["token"], dp_shared_contract(req), tiers)
-    elif variant.family == "gemm" and req.padded_m and variant.padded_m_lookup and "m" in s:
+    elif req.padded_m and variant.padded_m_lookup and "m" in s:
         s["m"] = padded_m(s["m"])
     return s

@@ -624,3 +624,42 @@ def test_a_dense_log_is_mined_in_several_processes_inside_the_container(vnode, p
     assert one["ranges"] == {"counted": 0, "scanned": 0, "processes": 1}             # 6 MB < 2 x 32 MB
     for key in ("shapes", "counts", "misses", "hits", "warnings", "lines", "bytes"):
         assert res[key] == one[key] == json.loads(json.dumps(getattr(local, key))), key
+
+
+def test_bmm_mxscale_padded_m_tunes_one_row_per_padded_bucket(vnode, env):
+    """run --padded-m on the batched MXFP8 BMM (padded_m_lookup: its opus policy walks M, getPaddedM gl 0, 1):
+    M 1 and 16 are one tuning at 16, and the plan says so."""
+    ctr = _container(vnode, "newest")
+    v = get_variant("bmm_a8w8_mxscale_bpreshuffle")
+    rc, job = run_cli(env, vnode, ctr, v.name, *log_args(ctr, SOURCES[v.name]), m_preset="1,16",
+                      extra=("--padded-m",))
+    st = state_of(job)
+    assert rc == 0, (st.get("error"), st.get("notes"))
+    assert {s["m"] for s in st["shapes"]} == {16, 64}          # logged 1, 16, 64 and the preset's 1, 16
+    assert any("padded-M grid" in n and "1->16" in n for n in st["notes"]), st["notes"]
+
+
+def test_bmm_mxscale_on_the_old_opus_base_is_refused_before_anything_runs(vnode, env, capsys):
+    """A node whose opus base has neither --w_scale_block nor --groupSize (ROCm/aiter 0a990d64) would write the
+    shipped model table whatever -o says: refused from its --help (help_requires), exit 2, nothing launched."""
+    from tests.unit.test_bmm_old_tuner_and_padded_m import BMM_MODEL_TABLE_PATH, old_base
+    ctr = _container(vnode, "newest")
+    v = get_variant("bmm_a8w8_mxscale_bpreshuffle")
+    script = Path(ctr.inst.host_path(ctr.inst.script(v.tune_script)))
+    model = Path(ctr.inst.host_path(BMM_MODEL_TABLE_PATH(ctr.inst)))
+    original, shipped = script.read_text(), model.read_text()
+    launches0 = len(ctr.launches())
+    capsys.readouterr()
+    try:
+        old_base(script)
+        rc, job = run_cli(env, vnode, ctr, v.name, *log_args(ctr, SOURCES[v.name]), m_preset="16")
+    finally:
+        script.write_text(original)
+        written = model.read_text()
+        model.write_text(shipped)           # the next test sees the shipped table whatever happened here
+    err = capsys.readouterr().err
+    assert rc == 2 and written == shipped, err
+    line = next(x for x in err.splitlines() if "is refused on AITER" in x)
+    assert f"{vnode.alias}: {v.name} is refused on AITER 0.1.29" in line and "shipped table" in line, err
+    assert "--w_scale_block, --groupSize" in line and "hint:" in err
+    assert len(ctr.launches()) == launches0

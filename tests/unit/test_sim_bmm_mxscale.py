@@ -85,6 +85,19 @@ def test_without_i_it_retunes_the_model_tables_shapes(node, tmp_path):
     assert tuned and tuned <= {(x["b"], x["m"]) for x in model}
 
 
+
+def test_bpreshuffle_only_defaults_o_the_model_table(node, tmp_path):
+    """The subclass forces --bpreshuffle; its opus base (bce5c477 on) keeps -o ("Only a default: -o is
+    tune_file"): an explicit --bpreshuffle -o X writes X and leaves the shipped model table alone."""
+    model = f"{node.host_path(node.package_dir)}/configs/{BMM_MODEL_TABLE}"
+    before = open(model).read()
+    unt = write_csv(tmp_path / "u.csv", ["b", "m", "n", "k"], [[16, 1, 1024, 4096]])
+    out = tmp_path / "t.csv"
+    r = py(node, V.tune_script, "-i", unt, "-o", out, "--bpreshuffle", "--libtype", "opus")
+    assert r.returncode in (0, 1), r.stderr
+    assert read_csv(out)[1] and open(model).read() == before
+
+
 LOOKUP = """
 import sys
 from aiter.ops.opus.policy import lookup_mxscale_bmm_config as look

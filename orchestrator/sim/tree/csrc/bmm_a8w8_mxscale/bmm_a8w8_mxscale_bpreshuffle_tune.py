@@ -138,7 +138,10 @@ class BmmA8W8MxscaleBpreshuffleTuner(TunerCommon):
             raise SystemExit(f"--libtype: unknown backend(s) {sorted(unknown)}")
         if args.apply and args.bpreshuffle:
             raise SystemExit("--apply and --bpreshuffle write different tables")
-        if args.apply or args.bpreshuffle:
+        args.bpreshuffle = True      # the subclass forces it (its pre_process, 4cb36987)
+        # the opus base's -o (bce5c477 on): --apply writes the model table, --bpreshuffle only defaults -o to
+        # it ("Only a default: -o is tune_file"); the 0a990d64 base replaced -o under --bpreshuffle
+        if args.apply:
             args.tune_file = MODEL_TABLE
         if args.opus_candidates == "all" and args.pool not in ("preb", "all"):
             raise ValueError("--opus_candidates all requires --pool preb")
