@@ -43,8 +43,9 @@ from .base import ACCEPT_NEW_HOST_KEY, JOB_ARG, Env, carried, cli, resolve_job, 
               help="tune the table the log's miss lines say AITER consulted, when it differs from the "
                    "container's AITER_CONFIG_* / default table")
 @click.option("--padded-m", is_flag=True,
-              help="GEMM: tune M on AITER's padded-M grid only (16/32/64/128 steps), deduplicated: a shape "
-                   "without its own row reads the row at its padded M")
+              help="variants whose runtime pads M (the dense GEMMs, the MXFP8 BMM): tune M on AITER's padded-M "
+                   "grid only (16/32/64/128 steps), deduplicated: a shape without its own row reads the row at "
+                   "its padded M")
 @click.option("--gpus", default=None, metavar="LIST", show_default="the free ones", help="GPUs to tune on")
 @click.option("--force-cu-num", is_flag=True,
               help="tune even when the tuning GPUs' cu_num differs from the serving GPUs' (partition modes)")
