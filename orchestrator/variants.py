@@ -223,6 +223,7 @@ VARIANTS: dict[str, KernelVariant] = {
             # job passes -i/-o (steps/prepare.py), so that table is never written. The runtime reads the table
             # of AITER_CONFIG_GEMM_A8W8_MXFP8_BPRESHUFFLE through get_CKGEMM_config (exact, then padded M).
             name="a8w8_mxfp8_bpreshuffle",
+            miss_source="aiter/ops/gemm_op_a8w8.py",     # its lookup: get_CKGEMM_config
             jit_module=None,      # FlyDSL kernels named in its rows, compiled per kernelName, not from the table
             # it never reads args.splitK: it always times its split-K candidates (the count is in the kernelName)
             splitk="always",

@@ -39,6 +39,21 @@ def get_2stage_cfgs(
     )
 '''
 
+# A6W6 (aiter/ops/gemm_op_a6w6.py get_GEMM_A6W6_config, #4859): a %-style message split over two strings
+A6W6 = '''
+@functools.lru_cache(maxsize=1024)
+def get_GEMM_A6W6_config(
+    M: int, N: int, K: int, tuned_file: str | None = None
+) -> dict[str, object] | None:
+    if AITER_LOG_TUNED_CONFIG:
+        logger.info(
+            "A6W6 shape M:%s N:%s K:%s has no tuned config in %s; "
+            "using the safe default kernel",
+            M,
+        )
+    return None
+'''
+
 
 def _sim(rel, profile):
     return preprocess((SIM / rel).read_text(), profile)
@@ -48,6 +63,7 @@ def test_a_miss_line_inside_an_lru_cached_lookup_is_once_per_process():
     assert miss_once_of(CACHED_LOOKUP) is True
     assert miss_once_of(UNCACHED_LOOKUP) is False
     assert miss_once_of(MOE) is True
+    assert miss_once_of(A6W6) is True and miss_once_of(A6W6.replace("@functools.lru_cache(maxsize=1024)\n", "")) is False
     assert miss_once_of("def f():\n    return 1\n") is None and miss_once_of(None) is None
     # one uncached miss line among cached ones: not once per process
     assert miss_once_of(CACHED_LOOKUP + UNCACHED_LOOKUP.replace("get_GEMM_config", "other")) is False
