@@ -156,8 +156,8 @@ def logs_once(probes, source):
 
 def miss_weights(answer, variant, once_per_process):
     """Each shape's weight in a shapes / log_tail answer: where the node's AITER logs a miss once per shape per
-    process (probed per runtime file: ``logs_once``), the processes that logged it (``workers``: a line's count there says
-    nothing about how often the shape ran); elsewhere its lines (``counts``, today's weighting). A list aligned
+    process (``logs_once``: probed in the variant's runtime file), the processes that logged it (``workers``: a
+    line's count there says nothing about how often the shape ran); elsewhere its lines (``counts``). A list aligned
     with ``answer["shapes"][variant]``; an answer without the asked-for list (an older helper) gives 1 each."""
     n = len((answer.get("shapes") or {}).get(variant) or [])
     got = (answer.get("workers" if once_per_process else "counts") or {}).get(variant) or []

@@ -63,7 +63,8 @@ def test_a_miss_line_inside_an_lru_cached_lookup_is_once_per_process():
     assert miss_once_of(CACHED_LOOKUP) is True
     assert miss_once_of(UNCACHED_LOOKUP) is False
     assert miss_once_of(MOE) is True
-    assert miss_once_of(A6W6) is True and miss_once_of(A6W6.replace("@functools.lru_cache(maxsize=1024)\n", "")) is False
+    assert miss_once_of(A6W6) is True
+    assert miss_once_of(A6W6.replace("@functools.lru_cache(maxsize=1024)\n", "")) is False
     assert miss_once_of("def f():\n    return 1\n") is None and miss_once_of(None) is None
     # one uncached miss line among cached ones: not once per process
     assert miss_once_of(CACHED_LOOKUP + UNCACHED_LOOKUP.replace("get_GEMM_config", "other")) is False
