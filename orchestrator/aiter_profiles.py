@@ -187,7 +187,11 @@ def profile_from_facts(facts: dict) -> AiterProfile:
         changes["moe_quant_max"] = int(probes["moe_quant_count"]) - 1
         probed.append("MoE quant types (op_test l_quant)")
     # issue 36 (AITER's own shape capture, #5268): how often a miss is logged, read in the runtime's source
-    if probes.get("miss_log_once") is not None:
+    if isinstance(probes.get("miss_once"), dict):     # per runtime file (nodeside/probe.miss_log_facts)
+        for rel, once in sorted(probes["miss_once"].items()):
+            probed.append("miss lines %s (%s)" % ("once per process" if once else "per lookup",
+                                                  rel.rsplit("/", 1)[-1]))
+    elif probes.get("miss_log_once") is not None:
         probed.append("miss lines once per process (gemm_op_a8w8.py)" if probes["miss_log_once"]
                       else "miss lines per lookup (gemm_op_a8w8.py)")
     # --- the duplicate-key merge rule (issue 36; nodeside/mergeprobe.py runs the node's own merge) ---

@@ -71,6 +71,9 @@ class KernelVariant:
     nk_defaults: dict = field(default_factory=dict)
     since: Version | None = None     # first AITER release that ships its tuner (None = all supported)
     log_gate_env: str | None = None  # env var without which the runtime prints no miss lines for it
+    # the runtime file (relative to the aiter root) whose lookup prints its miss line: the probe reads there
+    # whether that line is printed once per shape per process (nodeside/probe.miss_once_of; issue 36)
+    miss_source: str | None = None
     # the runtime tries M, then gemm_common getPaddedM(M,N,K,0) (aiter-formats.md §3.1): rows are tuned on
     # that padded-M grid only with run --padded-m (steps/shape_rules.runtime_lookups; any family keyed by M)
     padded_m_lookup: bool = False

@@ -46,6 +46,7 @@ VARIANTS: dict[str, KernelVariant] = {
     for v in [
         KernelVariant(
             name="a8w8",
+            miss_source="aiter/ops/gemm_op_a8w8.py",
             model_quant=("fp8", "int8"),
             jit_module="module_gemm_a8w8",
             family="gemm",
@@ -76,6 +77,7 @@ VARIANTS: dict[str, KernelVariant] = {
         ),
         KernelVariant(
             name="a8w8_blockscale",
+            miss_source="aiter/ops/gemm_op_a8w8.py",
             model_quant=("block_fp8",),
             jit_module="module_gemm_a8w8_blockscale",
             jit_siblings=(("module_gemm_a8w8_blockscale_cktile", None),),
@@ -91,6 +93,7 @@ VARIANTS: dict[str, KernelVariant] = {
         ),
         KernelVariant(
             name="a8w8_blockscale_bpreshuffle",
+            miss_source="aiter/ops/gemm_op_a8w8.py",
             jit_module="module_gemm_a8w8_blockscale_bpreshuffle",
             # module_deepgemm_opus appears with the opus backend, from the "newest" profile (v0.1.21+) on
             jit_siblings=(("module_gemm_a8w8_blockscale_bpreshuffle_cktile", None),
@@ -120,6 +123,7 @@ VARIANTS: dict[str, KernelVariant] = {
         ),
         KernelVariant(
             name="a8w8_bpreshuffle",
+            miss_source="aiter/ops/gemm_op_a8w8.py",
             jit_module="module_gemm_a8w8_bpreshuffle",
             jit_siblings=(("module_gemm_a8w8_bpreshuffle_cktile", None),),
             libtypes=("ck", "cktile", "asm"),
@@ -141,6 +145,7 @@ VARIANTS: dict[str, KernelVariant] = {
         ),
         KernelVariant(
             name="a4w4_blockscale",
+            miss_source="aiter/ops/gemm_op_a4w4.py",
             jit_module="module_gemm_a4w4_blockscale",
             libtypes=("ck", "asm"),
             family="gemm",
@@ -165,6 +170,7 @@ VARIANTS: dict[str, KernelVariant] = {
             # and miss lines print only with AITER_LOG_TUNED_CONFIG=1. op_tests/test_gemm_a6w6.py's output
             # is not in the reference, so no benchmark: tune only.
             name="a6w6",
+            miss_source="aiter/ops/gemm_op_a6w6.py",
             jit_module=None,      # its table feeds none of the CK modules the config variables name
             libtypes=("asm",),
             family="gemm",
@@ -184,6 +190,7 @@ VARIANTS: dict[str, KernelVariant] = {
             # since v0.1.16 (before: gradlib's hipBLASLt-only tuner). The table says err_ratio (aiter-formats.md
             # §2.1); its key adds bias, dtype, outdtype, scaleAB, bpreshuffle (tuned_gemm.get_GEMM_A16W16_config).
             name="a16w16",
+            miss_source="aiter/tuned_gemm.py",
             model_quant=("none",),   # a model's unquantized (or ignored) linears
             jit_module=None,      # tuned across backends (hipBLASLt, asm, ...), no CK module from the table
             libtypes=("asm", "flydsl", "triton", "opus", "skinny", "torch"),
@@ -216,6 +223,7 @@ VARIANTS: dict[str, KernelVariant] = {
             # job passes -i/-o (steps/prepare.py), so that table is never written. The runtime reads the table
             # of AITER_CONFIG_GEMM_A8W8_MXFP8_BPRESHUFFLE through get_CKGEMM_config (exact, then padded M).
             name="a8w8_mxfp8_bpreshuffle",
+            miss_source="aiter/ops/gemm_op_a8w8.py",     # its lookup: get_CKGEMM_config
             jit_module=None,      # FlyDSL kernels named in its rows, compiled per kernelName, not from the table
             # it never reads args.splitK: it always times its split-K candidates (the count is in the kernelName)
             splitk="always",
@@ -242,6 +250,7 @@ VARIANTS: dict[str, KernelVariant] = {
         ),
         KernelVariant(
             name="batched_a8w8",
+            miss_source="aiter/ops/batched_gemm_op_a8w8.py",
             jit_module="module_batched_gemm_a8w8",
             family="batched",
             tune_script="csrc/ck_batched_gemm_a8w8/batched_gemm_a8w8_tune.py",
@@ -260,6 +269,7 @@ VARIANTS: dict[str, KernelVariant] = {
         ),
         KernelVariant(
             name="batched_bf16",
+            miss_source="aiter/ops/batched_gemm_op_bf16.py",
             jit_module="module_batched_gemm_bf16",
             family="batched",
             tune_script="csrc/ck_batched_gemm_bf16/batched_gemm_bf16_tune.py",
@@ -291,6 +301,7 @@ VARIANTS: dict[str, KernelVariant] = {
         ),
         KernelVariant(
             name="moe_2stages",
+            miss_source="aiter/fused_moe.py",
             jit_module=None,      # the MoE 2-stage modules are generated without the CSV
             libtypes=(),
             family="moe",

@@ -79,3 +79,37 @@ def probed(ridden: dict) -> dict[str, dict]:
 def refusal(label: str, version, variant: str, lacks: str) -> str:
     """The one line a named variant a target cannot tune is refused with."""
     return f"{label}: {variant} cannot be tuned there: its AITER {version or 'unknown'} has no {lacks}"
+
+
+def help_problems(ridden: dict) -> dict[str, str]:
+    """{variant: why its tuner's --help did not answer} from discover's riders (what ``probes_of`` sets apart):
+    the plan's --tune-arg check says it, as a single run does (steps/tuneargs.validate)."""
+    out = {}
+    for name, rec in ridden.items():
+        if name.startswith(PROBE) and isinstance(rec, dict) and isinstance(rec.get("answer"), dict):
+            problem = capabilities.probes_of(rec["answer"])[1]
+            if problem:
+                out[name[len(PROBE):]] = problem
+    return out
+
+
+def check_tune_args(label: str, facts: dict, variant: str, tune_args: list[str]) -> None:
+    """A campaign's --tune-arg against this target's probed tuner --help for ``variant``: what a single run's
+    capability probe refuses (steps/capabilities.probe), refused here with the target and the variant named.
+    A target whose helper sent no probe for it (older helper) is left to its job's own check."""
+    from ..aiter_profiles import profile_from_facts
+    from ..errors import UsageError
+    from ..steps import tuneargs
+    probes = (facts.get("variant_probes") or {}).get(variant)
+    if not tune_args or probes is None:
+        return
+    v = get_variant(variant).resolve(profile_from_facts({**facts, "probes": dict(probes)}))
+    script = v.tune_script.format(gfx=facts.get("gfx") or "gfx942")
+    try:
+        tuneargs.validate(list(tune_args), probes.get("tuner_help"), script,
+                          (facts.get("variant_help_problems") or {}).get(variant))
+        tuneargs.refuse_values(list(tune_args), v.refused_tune_args, v.name)
+        tuneargs.refuse_splitk(list(tune_args), v)
+    except UsageError as exc:
+        raise UsageError(f"{label}: {variant}: {exc.message}", hint=exc.hint) from None
+

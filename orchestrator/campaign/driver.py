@@ -77,6 +77,7 @@ def make_plan(job: JobState, runner: Runner, refs: list[TargetRef], variants: li
     auto = list(variants) == ["auto"]
     if not auto:
         planning.refuse_untunable(reachable, list(variants))
+        planning.refuse_tune_args(reachable, list(variants), job.request.get("tune_args"))
     mined: list[str] = []
     found = planning.mine(runner, reachable[0], job.request, variants, settings, notes=mined)
     out = {"variants": {}, "excluded": [], "unreachable": unreachable,
@@ -113,6 +114,8 @@ def make_plan(job: JobState, runner: Runner, refs: list[TargetRef], variants: li
             out.setdefault("gpus", {}).update({ref.label: n for ref, n in weights.items()})
             out["variants"][variant]["/".join(map(str, kind))] = {
                 ref.label: rows for ref, rows in shards.items()}
+    if auto:      # the variants --variant auto tunes, on the targets that would tune them
+        planning.refuse_tune_args(reachable, list(out["variants"]), job.request.get("tune_args"))
     if not out["variants"]:
         raise UsageError("no shapes to tune for " + ", ".join(found) + "".join(
             f"; {x}" for x in out["excluded"] if auto) + "".join(   # and why the logs' shapes were left out

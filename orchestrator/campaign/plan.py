@@ -77,6 +77,9 @@ def _probe_one(runner: Runner, ref: TargetRef, settings: Settings, gpus, variant
         # what this target cannot tune (tuner or op_test missing): known before anything runs (issue 36)
         facts["cannot_tune"] = capable.missing(ridden.get(capable.RIDER), session.profile, facts.gfx)
         facts["variant_probes"] = capable.probed(ridden)     # each variant's profile: the node's, not the version's
+        problems = capable.help_problems(ridden)
+        if problems:
+            facts["variant_help_problems"] = problems
         facts = facts.to_dict()
         granted = runner.granted_gpus(ref)
         if granted:                           # what the scheduler granted is what is used
@@ -198,6 +201,19 @@ def refuse_untunable(probes: list[Probe], variants: list[str]) -> None:
                 raise UsageError(capable.refusal(p.ref.label, p.facts.get("version"), v, lacks),
                                  hint=f"leave {p.ref.node} out (--node), upgrade amd-aiter there, or use "
                                       "--variant auto, which tunes only what each target can")
+
+
+def refuse_tune_args(probes: list[Probe], variants: list[str], tune_args) -> None:
+    """The campaign's --tune-arg against every target that would tune each variant (its GPU and AITER can),
+    read in that target's probed tuner --help: a flag its tuner lacks is exit 2 before any target job starts,
+    one line naming the target, the variant and the flag (a single run refuses it the same way)."""
+    if not tune_args:
+        return
+    for v in variants:
+        groups, _excluded = group(probes, v)
+        for members in groups.values():
+            for p in members:
+                capable.check_tune_args(p.ref.label, p.facts, v, list(tune_args))
 
 
 def plan_lines(plan: dict) -> list[str]:

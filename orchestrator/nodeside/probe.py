@@ -195,11 +195,50 @@ def op_probe(req):
 
 # --- issue 36: AITER's own shape capture (#5268), probed in the runtime's source ---------------------------
 MISS_ONCE_MARKS = ("_log_CKGEMM_miss_once", "_log_quant_type_miss_once", "_log_GEMM_miss_once")
+# the runtime files that print a family's miss line (the registry's ``miss_source``; tests/unit/test_miss_once.py
+# checks every one is here), and the text of such a line: "not found tuned config" (GEMM, batched, bf16 and
+# the mxscale BMM's "not found tuned/padded config"), A6W6's "has no tuned config", and the fused MoE's
+# "[fused_moe] using 2stage default for (...)" (upstream v0.1.20, fc2e5d57: gemm_op_a8w8.py get_CKGEMM_config,
+# gemm_op_a4w4.py get_GEMM_config, batched_gemm_op_*.py get_CKBatchedGEMM_config, tuned_gemm.py
+# get_GEMM_A16W16_config, fused_moe.py get_2stage_cfgs: each line inside an lru_cached lookup)
+MISS_SOURCES = ("aiter/ops/gemm_op_a8w8.py", "aiter/ops/gemm_op_a4w4.py", "aiter/ops/gemm_op_a6w6.py",
+                "aiter/ops/batched_gemm_op_a8w8.py", "aiter/ops/batched_gemm_op_bf16.py", "aiter/tuned_gemm.py",
+                "aiter/fused_moe.py")
+_MISS_TEXT = ("not found tuned", "has no tuned config", "[fused_moe] using")
+_DEF = re.compile(r"^(?:async\s+)?def\s+\w+")
+_CACHED = re.compile(r"^@(?:functools\.)?(?:lru_cache|cache)\b")
+
+
+def miss_once_of(src):
+    """Does this runtime source print each miss line once per shape per process? True where every line that
+    prints one sits in a module-level function decorated ``@functools.lru_cache`` (or ``cache``): the lookup
+    itself (every release up to v0.1.20) or the ``_log_*_miss_once`` logger of #5268 (f906b111); a repeat
+    lookup of the shape never reaches it (bounded by the cache's maxsize: a process with more distinct keys
+    than that logs an evicted shape again). False where one is printed outside such a function; None: no
+    source, or no miss line in it."""
+    if not src:
+        return None
+    lines = src.splitlines()
+    verdicts = []
+    for i, line in enumerate(lines):
+        if not any(t in line for t in _MISS_TEXT):
+            continue
+        j = i
+        while j >= 0 and not _DEF.match(lines[j]):
+            j -= 1
+        k, cached = j - 1, False
+        while j > 0 and k >= 0 and lines[k].startswith("@"):
+            cached = cached or bool(_CACHED.match(lines[k]))
+            k -= 1
+        verdicts.append(j >= 0 and cached)
+    return all(verdicts) if verdicts else None
 
 
 def miss_log_facts(root):
-    """``miss_log_once``: the GEMM lookups log a miss once per shape per process (upstream's
-    ``_log_CKGEMM_miss_once``, op_tests/tuning_tests/test_untuned_shapes.py): True / False (the runtime's
+    """``miss_once``: {runtime file (MISS_SOURCES, relative to the root): miss_once_of its source} for the files
+    that print a miss line; the weighting reads a variant's own (its ``miss_source``). ``miss_log_once`` (kept
+    as it was: older job and watch states hold it): the GEMM lookups log through upstream's
+    ``_log_CKGEMM_miss_once`` (op_tests/tuning_tests/test_untuned_shapes.py): True / False (the runtime's
     gemm_op_a8w8.py has no such logger) / absent (no source to read). ``capture_csv``: the runtime has
     aiter/utility/untuned_shapes.py (AITER_TUNE_GEMM=1 records every family's misses)."""
     out = {}
@@ -207,6 +246,13 @@ def miss_log_facts(root):
     src = read_file_text(os.path.join(pkg, "ops", "gemm_op_a8w8.py"))
     if src is not None:
         out["miss_log_once"] = any(m in src for m in MISS_ONCE_MARKS)
+    once = {}
+    for rel in MISS_SOURCES:
+        got = miss_once_of(src if rel == "aiter/ops/gemm_op_a8w8.py" else read_file_text(os.path.join(root, rel)))
+        if got is not None:
+            once[rel] = got
+    if once:
+        out["miss_once"] = once
     if os.path.isdir(os.path.join(pkg, "utility")):
         rec = read_file_text(os.path.join(pkg, "utility", "untuned_shapes.py"))
         out["capture_csv"] = rec is not None and "def record(" in rec

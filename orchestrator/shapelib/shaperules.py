@@ -143,10 +143,21 @@ class ShapeLogResult(object):
             ", ".join("%s:%d" % (v, len(s)) for v, s in self.shapes.items()), self.lines, self.bytes)
 
 
+def logs_once(probes, source):
+    """Does the node print a variant's miss line once per shape per process? Its own runtime file's answer
+    (``miss_once[source]``, the registry's ``miss_source``; issue 36); a state probed before that key (a job or
+    watch state of an older tune-remote): ``miss_log_once``, the node's one answer then; else False."""
+    probes = probes or {}
+    once = probes.get("miss_once")
+    if isinstance(once, dict):
+        return once.get(source) is True
+    return probes.get("miss_log_once") is True
+
+
 def miss_weights(answer, variant, once_per_process):
     """Each shape's weight in a shapes / log_tail answer: where the node's AITER logs a miss once per shape per
-    process (probed: ``miss_log_once``), the processes that logged it (``workers``: a line's count there says
-    nothing about how often the shape ran); elsewhere its lines (``counts``, today's weighting). A list aligned
+    process (``logs_once``: probed in the variant's runtime file), the processes that logged it (``workers``: a
+    line's count there says nothing about how often the shape ran); elsewhere its lines (``counts``). A list aligned
     with ``answer["shapes"][variant]``; an answer without the asked-for list (an older helper) gives 1 each."""
     n = len((answer.get("shapes") or {}).get(variant) or [])
     got = (answer.get("workers" if once_per_process else "counts") or {}).get(variant) or []

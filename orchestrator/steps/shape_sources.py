@@ -15,7 +15,7 @@ from ..outcome import budget
 from ..parsing.untuned import read_shapes_csv
 from ..parsing.sources import split_log_sources  # noqa: F401  (re-exported: cli/, campaign/ import it here)
 from ..shapelib import shapelog
-from ..shapelib.shaperules import miss_weights
+from ..shapelib.shaperules import logs_once, miss_weights
 from .shape_rules import dedupe, dp_shared_contract, moe_tiers, runtime_lookups, snap
 
 
@@ -151,11 +151,12 @@ def _order(shape: dict, columns: tuple[str, ...]) -> dict:
     return {c: shape[c] for c in columns if c in shape}
 
 
-def once_per_process(facts) -> bool:
-    """The node's AITER logs a GEMM miss once per shape per process (probed in its gemm_op_a8w8.py source:
-    ``_log_CKGEMM_miss_once``, issue 36); not probed: False (a line per lookup, today's weighting)."""
+def once_per_process(facts, variant) -> bool:
+    """The node's AITER logs this variant's miss once per shape per process (probed in the runtime file that
+    prints it, the registry's ``miss_source``: shaperules.logs_once, issue 36); not probed: False (a line per
+    lookup, the old weighting)."""
     probes = (facts.get("probes") if isinstance(facts, dict) else getattr(facts, "probes", None)) or {}
-    return probes.get("miss_log_once") is True
+    return logs_once(probes, variant.miss_source)
 
 
 def _drop_unsupported(ctx: ShapeSearch, got: list[dict], refused: list[dict], name: str) -> list[dict]:
@@ -219,7 +220,7 @@ def find(ctx: ShapeSearch) -> tuple[list[dict], list[str]]:
         for w in res.get("warnings") or []:
             ctx.note(w)
         got = []
-        counts = miss_weights(res, variant.name, once_per_process(ctx.facts))
+        counts = miss_weights(res, variant.name, once_per_process(ctx.facts, variant))
         for i, shape in enumerate((res.get("shapes") or {}).get(variant.name, [])):
             meta = shape.get("_meta") or {}
             looked_up.append((shape, counts[i]))
@@ -241,9 +242,9 @@ def find(ctx: ShapeSearch) -> tuple[list[dict], list[str]]:
         described.append(f"{len(paths)} {where} log(s): {len(got)} untuned {variant.name} shapes "
                          f"({res.get('lines', 0)} lines)")
         found.extend(got)
-    if looked_up and once_per_process(ctx.facts):
-        ctx.note("this AITER logs a miss once per shape per process (_log_CKGEMM_miss_once in its "
-                 "gemm_op_a8w8.py): a logged shape's weight is the processes that logged it, not its lines")
+    if looked_up and once_per_process(ctx.facts, variant):
+        ctx.note(f"this AITER logs a {variant.name} miss once per shape per process (read in its "
+                 f"{variant.miss_source}): a logged shape's weight is the processes that logged it, not its lines")
     if tuple_gfx:
         probe_moe_tuple(ctx.facts, tuple_gfx)
     servers = list(getattr(ctx.facts, "servers", None) or [])

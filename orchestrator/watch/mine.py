@@ -7,7 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
-from ..shapelib.shaperules import miss_weights
+from ..shapelib.shaperules import logs_once, miss_weights
+from ..variants import ALIASES, VARIANTS
 from .store import shape_key
 
 
@@ -66,8 +67,8 @@ def read_target(target, label: str, paths: list[str], previous: dict, variant: s
         out.logs[entry["path"]] = {"inode": entry["inode"], "offset": entry["offset"], "size": entry["size"]}
         if entry.get("rotated"):
             out.rotated.append(entry["path"])
-    once = out.facts.get("miss_log_once") is True     # issue 36: processes, not lines, where AITER logs once
-    for v, shapes in (ans.get("shapes") or {}).items():
+    for v, shapes in (ans.get("shapes") or {}).items():   # issue 36: processes, not lines, where AITER logs once
+        once = logs_once(out.facts, getattr(VARIANTS.get(ALIASES.get(v, v)), "miss_source", None))
         out.shapes[v] = list(zip(shapes, miss_weights(ans, v, once)))
     out.round_trips = target.round_trips() - before
     return out
