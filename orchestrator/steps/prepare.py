@@ -18,7 +18,7 @@ from ..outcome.keys import norm_key_value
 from . import fhmoe_input, moetuners, serving_check, tuneargs
 from .armargs import arm_args
 from .reused import reused, reused_key_set
-from .bench import (RUN_CONFIG_MEASURED_BY, announced, bench_inputs, call_path, check_moe_quant, plan_bench,
+from .bench import (announced, bench_inputs, call_path, check_moe_quant, measured_by_note, plan_bench,
                     prepare_ops, run_config_gate)
 
 DEFAULT_REPEATS = 3  # benchmark runs per arm (run --repeats)
@@ -302,7 +302,7 @@ def run(ctx: Ctx) -> None:
     for p in patched:
         job.note(p)
     if bench_cmds and variant.bench.style == "run_config":
-        job.note(RUN_CONFIG_MEASURED_BY.format(name=variant.name))
+        job.note(measured_by_note(variant))
     repeats = int(job.request.repeats or DEFAULT_REPEATS)
     steps: list[dict] = []
     if job.request.serve_cmd:   # the user's serving benchmark, before anything changes
