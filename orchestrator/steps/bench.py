@@ -187,8 +187,9 @@ def plan_bench(variant: KernelVariant, shapes: list[dict]) -> list[BenchCall]:
         # two calls per arm: without a CSV (the tuner's default kernel for every shape of -i), then with the
         # arm's table (its rows through the production operator), whose values win per shape (measured_by_call)
         # run_config_table False: the no-CSV call alone, it reads the arm's AITER_CONFIG_* (prepare's _arm_env)
-        from .armargs import RC_SCRATCH, RC_SHAPES, RC_TABLE
-        head = ("-i", RC_SHAPES, "-o", RC_SCRATCH, "--run_config")
+        # the tuner's probed flags its --help lists (RC_PROBED, prepare), as its tune command has them
+        from .armargs import RC_PROBED, RC_SCRATCH, RC_SHAPES, RC_TABLE
+        head = ("-i", RC_SHAPES, "-o", RC_SCRATCH, *((RC_PROBED,) if variant.probed_flags else ()), "--run_config")
         for args in ((*head, *extra), (*head, RC_TABLE, *extra))[:2 if bench.run_config_table else 1]:
             calls.append(BenchCall(bench.script, args, {}, tuple(shapes), in_meta=True))
     elif bench.style == "fhmoe_baseline":   # the FHMoE tuner's --baseline-only, one call (steps/fhmoe_input.py)

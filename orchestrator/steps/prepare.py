@@ -272,6 +272,9 @@ def run(ctx: Ctx) -> None:
                  + (f"; {kept} key(s) keep the row this node's table holds already" if kept else ""))
     prepared = dict(zip(map(id, checked), answers[6 if fly_staging else 5:]))
     remote.update({"live_csv": live, "tuned_csv": staging, "tuned_backup": backup})
+    if variant.bench is not None and variant.bench.style == "run_config":    # steps/armargs.py RC_PROBED
+        remote["bench_probed"] = tuneargs.probed_argv(variant.probed_flags,
+                                                      (job.facts.get("probes") or {}).get("tuner_help"), [])
     ts = time.strftime("%Y%m%d_%H%M%S", time.localtime(job.created))
     logs = {step: f"{remote.logs_dir}/{variant.name}_{LOG_STEP_NAMES[step]}_{ts}.log"
             for step in LOG_STEP_NAMES}

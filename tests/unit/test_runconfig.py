@@ -234,6 +234,12 @@ def test_the_bmm_tuner_is_measured_by_one_no_csv_call_per_arm():
         assert arm_args(call.args, arm, REMOTE) == ("-i", "/j/bench/runconfig_shapes.csv", "-o",
                                                     f"/j/bench/runconfig_{arm}.csv", "--run_config")
     assert len(plan_bench(v("a6w4"), SHAPES)) == 2
+    # its probed flags (prepare's remote.bench_probed: what the node's --help lists, as the tune command gets):
+    # --w_scale_block filters -i in --run_config too (default 32x32,128x128 would drop a 1x32 shape)
+    probed = SimpleNamespace(**vars(REMOTE), bench_probed=["--w_scale_block", "1x32,32x32,128x128"])
+    assert arm_args(call.args, "after", probed) == ("-i", "/j/bench/runconfig_shapes.csv", "-o",
+                                                    "/j/bench/runconfig_after.csv", "--w_scale_block",
+                                                    "1x32,32x32,128x128", "--run_config")
 
 
 def test_fixed_cost_of_the_bmm_tuner_is_one_process_per_arm_and_run_and_no_rebuild():
