@@ -216,9 +216,10 @@ RUN_CONFIG_DISPATCH_MEASURED_BY = (
     "{name}: before and after are measured by the tuner itself (--run_config without a CSV: its E2E(us) of the "
     "production operator, which looks each shape up in the table AITER_CONFIG_* names, padded M included, as the "
     "server does), not by an op_test. Each arm runs it once with its own AITER_CONFIG_* (before: the live "
-    "configuration, after: the staging table; the other tables AITER merges with it are kept): a shape the table "
-    "has no row for takes the operator's default kernel. Its --run_config <CSV> is not run: it times each row's "
-    "kernel through the raw launcher, not the dispatch")
+    "table, after: the staging table, with the other entries of a configured list; tables the runtime merges "
+    "only when it is unset, model_configs/, are left out): a shape the table has no row for takes the "
+    "operator's default kernel. Its --run_config <CSV> is not run: it times each row's kernel through the raw "
+    "launcher, not the dispatch")
 
 
 def measured_by_note(variant: KernelVariant) -> str:
