@@ -39,6 +39,7 @@ class BenchSpec:
       after: the staging table, engaged check: the live configuration), so it is the only call per arm, and no
       module is rebuilt (nothing sets AITER_REBUILD); its ``--run_config CSV`` times each row's kernel through a
       raw launcher instead (the MXFP8 BMM tuner's _saved_benchmark), which is not what the server runs.
+      Either way the variant's ``probed_flags`` its --help lists go on the --run_config call too (armargs.RC_PROBED).
     output: "markdown" (``<name> summary (markdown):`` pipe table), "perf_lines" (``[perf] dim: ...``),
       "fhmoe_lines" or "run_config" (``<label> Benchmark Results`` + ``keys:`` lines; parsing/runconfig.py).
     key_columns: output column -> comparison key column (lower case, as in the tuned CSV).
