@@ -247,6 +247,7 @@ class NodePaths(Record):
     bench_env: Optional[dict] = None
     bench_gpu: Optional[str] = None
     bench_run_as: Optional[dict] = None
+    bench_probed: Optional[list] = None      # a run_config tuner's probed flags (steps/armargs.py RC_PROBED)
     bench_display: Optional[dict] = None
     repeats: Optional[int] = None
     stall_timeout_s: Optional[float] = None

@@ -34,6 +34,12 @@ class BenchSpec:
                default kernel), then the arm's table (live where it exists / staging / live in the engaged
                check), whose value wins per shape (steps/armargs.py; upstream base_tuner.py v0.1.13+,
                docs/internals.md "Benchmark styles")
+    run_config_table: style "run_config" only. True: the two calls above. False: the tuner's no-CSV call already
+      times the production dispatch of the table in the arm's ``AITER_CONFIG_*`` (before: the live configuration,
+      after: the staging table, engaged check: the live configuration), so it is the only call per arm, and no
+      module is rebuilt (nothing sets AITER_REBUILD); its ``--run_config CSV`` times each row's kernel through a
+      raw launcher instead (the MXFP8 BMM tuner's _saved_benchmark), which is not what the server runs.
+      Either way the variant's ``probed_flags`` its --help lists go on the --run_config call too (armargs.RC_PROBED).
     output: "markdown" (``<name> summary (markdown):`` pipe table), "perf_lines" (``[perf] dim: ...``),
       "fhmoe_lines" or "run_config" (``<label> Benchmark Results`` + ``keys:`` lines; parsing/runconfig.py).
     key_columns: output column -> comparison key column (lower case, as in the tuned CSV).
@@ -47,6 +53,7 @@ class BenchSpec:
     key_columns: dict[str, str]
     extra_args: tuple[str, ...] = ()
     row_filter: dict[str, str] = field(default_factory=dict)  # keep output rows whose column == value
+    run_config_table: bool = True
 
 
 @dataclass(frozen=True)

@@ -192,17 +192,20 @@ MX_VARIANTS: list[KernelVariant] = [
         # the runtime's M walk is gemm's: exact, then get_padded_m(m, n, k, gl) for gl 0 and 1 (stored
         # aiter/ops/opus/policy.py lookup_mxscale_bmm_config, index id 70836111852): run --padded-m applies
         padded_m_lookup=True,
-        # No before/after: its --run_config is not the run_config style's contract (docs/internals.md).
-        # OpusBmmMxscaleTuner.run_config (the base of f081855b / 4cb36987, index id 70216553721): with a CSV
-        # (TunerCommon.run keeps the table's whole rows: libtype, kernelId, splitK) _saved_benchmark times
-        # each row's own kernel through the raw launcher (run_bmm_mxscale_bench by saved kid; the subclass:
-        # run_flydsl_bmm_bench by kernelName), no lookup, no dispatch; without one _default_benchmark times
-        # batched_gemm_a8w8_mxscale_bpreshuffle, which looks the shape up in the process's
-        # AITER_CONFIG_*_BPRESHUFFLE table (the live one, padded M included; aiter/ops/batched_gemm_op_a8w8.py
-        # lookup_mxscale_bmm_config(..., bpreshuffle=True), index id 70397090998), not a default kernel. The
-        # style's two calls would time different code (a "gain" of the raw launch over dispatch). A style
-        # that runs the no-CSV call with each arm's table in AITER_CONFIG_* would measure production; left
-        # for steps/bench.py. bce5c477's run_config raises for any non-opus row.
-        bench=None,
+        # Before/after by its tuner's --run_config WITHOUT a CSV, once per arm (run_config_table=False).
+        # OpusBmmMxscaleTuner.run_config (the base of f081855b / 4cb36987, index id 70216553721): without a CSV
+        # _default_benchmark times batched_gemm_a8w8_mxscale_bpreshuffle, which looks the shape up in the
+        # process's AITER_CONFIG_*_BPRESHUFFLE table (padded M included; aiter/ops/batched_gemm_op_a8w8.py
+        # lookup_mxscale_bmm_config(..., bpreshuffle=True), index id 70397090998): with each arm's
+        # AITER_CONFIG_* (prepare's _arm_env) that is the production dispatch of the live / staging table. With a
+        # CSV, _saved_benchmark times each row's own kernel through the raw launcher (no lookup, no dispatch:
+        # not what the server runs), so that call is not planned; its _set_config_env_for_run_config rebuilds
+        # nothing (OPUS dispatches compiled kids). Results: `keys: gfx=.., b=.., m=.., n=.., k=.., w_scale_block=..`
+        # (base_tuner _print_benchmark_results over self.keys, lower case; the Shape column is
+        # "gfx=..,b=..,..." joined by commas). bce5c477's run_config raises for any non-opus row (CSV call only).
+        bench=BenchSpec(script="csrc/bmm_a8w8_mxscale/bmm_a8w8_mxscale_bpreshuffle_tune.py", style="run_config",
+                        output="run_config", metric="E2E(us)", higher_is_better=False,
+                        key_columns={"b": "b", "m": "m", "n": "n", "k": "k", "w_scale_block": "w_scale_block"},
+                        run_config_table=False),
     ),
 ]

@@ -16,6 +16,9 @@ from __future__ import annotations
 FHMOE_TABLE, FHMOE_SCRATCH = "{fhmoe:table}", "{fhmoe:scratch}"
 # --run_config (style "run_config"): the shapes CSV (-i), a scratch -o, the TUNED_CSV argument
 RC_SHAPES, RC_SCRATCH, RC_TABLE = "{runconfig:shapes}", "{runconfig:scratch}", "{runconfig:table}"
+# --run_config of a tuner with probed_flags: the fragments its --help listed (prepare's remote.bench_probed, the
+# same the tune command got), e.g. the MXFP8 BMM tuner's --w_scale_block, which filters -i there too; zero or more
+RC_PROBED = "{runconfig:probed}"
 ARMS = ("before", "after", "live")
 
 
@@ -39,7 +42,8 @@ def arm_args(args, arm: str, remote) -> tuple[str, ...] | None:
     sub = paths(arm, remote)
     if any(a in sub and sub[a] is None for a in args):
         return None
-    return tuple(sub.get(a, a) for a in args)
+    probed = tuple(getattr(remote, "bench_probed", None) or ())
+    return tuple(x for a in args for x in (probed if a == RC_PROBED else (sub.get(a, a),)))
 
 
-PLACEHOLDERS = frozenset({FHMOE_TABLE, FHMOE_SCRATCH, RC_SHAPES, RC_SCRATCH, RC_TABLE})
+PLACEHOLDERS = frozenset({FHMOE_TABLE, FHMOE_SCRATCH, RC_SHAPES, RC_SCRATCH, RC_TABLE, RC_PROBED})

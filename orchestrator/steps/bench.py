@@ -91,10 +91,12 @@ def fixed_cost(variant: KernelVariant, shapes: list[dict], repeats: int, modules
     two per arm and run (without a CSV, then with the arm's table), the before arm's second only where the live
     table exists (not counted: this is the minimum), two in the engaged check. ``--run_config <CSV>`` sets
     AITER_REBUILD = 2 and rebuilds the operator's ``modules`` in each such process
-    (base_tuner._set_config_env_for_run_config), not once per arm."""
+    (base_tuner._set_config_env_for_run_config), not once per arm. With ``run_config_table`` False: one
+    call per arm and run (no CSV: it reads the arm's AITER_CONFIG_*), one in the engaged check, no rebuild."""
     calls = len(plan_bench(variant, shapes))
     if variant.bench is not None and variant.bench.style == "run_config":
-        with_csv = calls - 1 if calls else 0            # the after arm's table call(s)
+        # the after arm's table call(s); none where the no-CSV call reads the arm's table (run_config_table False)
+        with_csv = calls - 1 if calls and variant.bench.run_config_table else 0
         processes = (calls + calls - with_csv) * repeats + calls + 1
         rebuilds = (with_csv * repeats + with_csv) * modules
         return {"processes": processes, "builds": rebuilds + 1, "calls_per_run": calls,
@@ -107,7 +109,10 @@ def fixed_cost(variant: KernelVariant, shapes: list[dict], repeats: int, modules
 
 def fixed_cost_line(variant: KernelVariant, shapes: list[dict], repeats: int, modules: int = 1) -> str:
     c = fixed_cost(variant, shapes, repeats, modules)
-    if variant.bench is not None and variant.bench.style == "run_config":
+    if variant.bench is not None and variant.bench.style == "run_config" and not variant.bench.run_config_table:
+        calls = (f"{c['calls_per_run']} tuner --run_config call(s) per arm and run x {repeats} run(s) x 2 arms, "
+                 "without a CSV: each reads the arm's table")
+    elif variant.bench is not None and variant.bench.style == "run_config":
         calls = (f"{c['calls_per_run']} tuner --run_config call(s) per arm and run x {repeats} run(s) x 2 arms (the "
                  "before arm's table call not counted: only where a live table exists)")
     else:
@@ -181,9 +186,11 @@ def plan_bench(variant: KernelVariant, shapes: list[dict]) -> list[BenchCall]:
     elif bench.style == "run_config":       # the tuner's own --run_config (steps/armargs.py paths)
         # two calls per arm: without a CSV (the tuner's default kernel for every shape of -i), then with the
         # arm's table (its rows through the production operator), whose values win per shape (measured_by_call)
-        from .armargs import RC_SCRATCH, RC_SHAPES, RC_TABLE
-        head = ("-i", RC_SHAPES, "-o", RC_SCRATCH, "--run_config")
-        for args in ((*head, *extra), (*head, RC_TABLE, *extra)):
+        # run_config_table False: the no-CSV call alone, it reads the arm's AITER_CONFIG_* (prepare's _arm_env)
+        # the tuner's probed flags its --help lists (RC_PROBED, prepare), as its tune command has them
+        from .armargs import RC_PROBED, RC_SCRATCH, RC_SHAPES, RC_TABLE
+        head = ("-i", RC_SHAPES, "-o", RC_SCRATCH, *((RC_PROBED,) if variant.probed_flags else ()), "--run_config")
+        for args in ((*head, *extra), (*head, RC_TABLE, *extra))[:2 if bench.run_config_table else 1]:
             calls.append(BenchCall(bench.script, args, {}, tuple(shapes), in_meta=True))
     elif bench.style == "fhmoe_baseline":   # the FHMoE tuner's --baseline-only, one call (steps/fhmoe_input.py)
         from .fhmoe_input import bench_args
@@ -202,6 +209,23 @@ RUN_CONFIG_MEASURED_BY = (
     "AITER_CONFIG_* is set to that one file, so tables AITER would merge with it are left out, and every row of "
     "it is timed): a shape the table has its exact row for takes that row's time, any other the default "
     "kernel's (the runtime's padded-shape or bucket fallback rows are not used)")
+# run_config_table False (the MXFP8 BMM tuner: csrc/opus_gemm/opus_bmm_mxscale_tune.py OpusBmmMxscaleTuner.run_config,
+# _default_benchmark -> aiter/ops/batched_gemm_op_a8w8.py batched_gemm_a8w8_mxscale_bpreshuffle; ROCm/aiter index
+# ids 70216553721, 70397090998)
+RUN_CONFIG_DISPATCH_MEASURED_BY = (
+    "{name}: before and after are measured by the tuner itself (--run_config without a CSV: its E2E(us) of the "
+    "production operator, which looks each shape up in the table AITER_CONFIG_* names, padded M included, as the "
+    "server does), not by an op_test. Each arm runs it once with its own AITER_CONFIG_* (before: the live "
+    "table, after: the staging table, with the other entries of a configured list; tables the runtime merges "
+    "only when it is unset, model_configs/, are left out): a shape the table has no row for takes the "
+    "operator's default kernel. Its --run_config <CSV> is not run: it times each row's kernel through the raw "
+    "launcher, not the dispatch")
+
+
+def measured_by_note(variant: KernelVariant) -> str:
+    """The job's note on what a run_config benchmark measures (prepare), chosen by the BenchSpec."""
+    text = RUN_CONFIG_MEASURED_BY if variant.bench.run_config_table else RUN_CONFIG_DISPATCH_MEASURED_BY
+    return text.format(name=variant.name)
 
 
 def run_config_gate(variant: KernelVariant, calls: list[BenchCall], help_text: str | None) -> tuple[list, str]:

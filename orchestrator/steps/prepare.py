@@ -18,7 +18,7 @@ from ..outcome.keys import norm_key_value
 from . import fhmoe_input, moetuners, serving_check, tuneargs
 from .armargs import arm_args
 from .reused import reused, reused_key_set
-from .bench import (RUN_CONFIG_MEASURED_BY, announced, bench_inputs, call_path, check_moe_quant, plan_bench,
+from .bench import (announced, bench_inputs, call_path, check_moe_quant, measured_by_note, plan_bench,
                     prepare_ops, run_config_gate)
 
 DEFAULT_REPEATS = 3  # benchmark runs per arm (run --repeats)
@@ -272,6 +272,9 @@ def run(ctx: Ctx) -> None:
                  + (f"; {kept} key(s) keep the row this node's table holds already" if kept else ""))
     prepared = dict(zip(map(id, checked), answers[6 if fly_staging else 5:]))
     remote.update({"live_csv": live, "tuned_csv": staging, "tuned_backup": backup})
+    if variant.bench is not None and variant.bench.style == "run_config":    # steps/armargs.py RC_PROBED
+        remote["bench_probed"] = tuneargs.probed_argv(variant.probed_flags,
+                                                      (job.facts.get("probes") or {}).get("tuner_help"), [])
     ts = time.strftime("%Y%m%d_%H%M%S", time.localtime(job.created))
     logs = {step: f"{remote.logs_dir}/{variant.name}_{LOG_STEP_NAMES[step]}_{ts}.log"
             for step in LOG_STEP_NAMES}
@@ -302,7 +305,7 @@ def run(ctx: Ctx) -> None:
     for p in patched:
         job.note(p)
     if bench_cmds and variant.bench.style == "run_config":
-        job.note(RUN_CONFIG_MEASURED_BY.format(name=variant.name))
+        job.note(measured_by_note(variant))
     repeats = int(job.request.repeats or DEFAULT_REPEATS)
     steps: list[dict] = []
     if job.request.serve_cmd:   # the user's serving benchmark, before anything changes

@@ -420,7 +420,7 @@ def test_a6w6_refused_on_an_aiter_without_its_tuner(vnode, env, capsys):
 # ------------------------------------------------------------------------------------------------
 # 6b. the MX tuners without an op_test tune-remote reads (variants_mx.py): newest only, each on a node of its
 #     GPU (a6w4 and a4w6 gfx950, a16w8_mxfp8 gfx942 only); measured by their tuner's own --run_config where the
-#     entry says so, else tune only (bmm_a8w8_mxscale_bpreshuffle)
+#     entry says so (bmm_a8w8_mxscale_bpreshuffle: one no-CSV call per arm), else tune only
 # ------------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("variant", [v.name for v in MX_VARIANTS if v.bench is None or v.bench.style == "run_config"])
@@ -468,6 +468,19 @@ def test_an_mx_tuner_without_a_benchmark_tunes_its_own_table(vnode, make_node, e
     if variant == "bmm_a8w8_mxscale_bpreshuffle":   # every logged block tuned (1x32 too: --w_scale_block probed)
         assert {s["w_scale_block"] for s in st["shapes"]} == {"32x32", "128x128", "1x32"}
         assert argv[argv.index("--w_scale_block") + 1] == "1x32,32x32,128x128"
+        # measured by ONE no-CSV --run_config per arm (run_config_table=False), each with its arm's AITER_CONFIG_*:
+        # before the default kernel (the logged shapes miss the live table), after the staged row's kernel
+        assert any("once with its own AITER_CONFIG_*" in n for n in st["notes"]), st["notes"]
+        rows = list(csv.DictReader(io.StringIO((job / "comparison.csv").read_text())))
+        assert len(rows) == len(st["shapes"]) - len(no_kernel)
+        gains = 0
+        for r in rows:
+            s = {"b": int(r["b"]), "m": int(r["m"]), "n": int(r["n"]), "k": int(r["k"]),
+                 "w_scale_block": r["w_scale_block"]}
+            assert float(r["before"]) == round(perf_model.bench_us(variant, s, gfx, cu), 2), r
+            assert float(r["after"]) == round(perf_model.bench_us(variant, s, gfx, cu, tuned_from=s), 2), r
+            gains += r["verdict"] == "improved" and float(r["speedup_pct"]) > 0
+        assert gains, rows
 
 
 # ------------------------------------------------------------------------------------------------

@@ -216,3 +216,51 @@ def test_the_tuner_is_the_benchmark_so_no_op_test_is_required_or_probed():
     req = _request(ctx, var, "/a", "/a/aiter_meta", "gfx950", "/a/t.csv")
     assert req["op_test"] is None and req["tune_script"] == f"/a/aiter_meta/{var.tune_script}"
     assert _request(ctx, v("a8w8_blockscale"), "/a", "/a", "gfx950", "/t")["op_test"].startswith("/a/op_tests/")
+
+
+BMM_SHAPES = [{"b": 16, "m": 1, "n": 1024, "k": 4096, "w_scale_block": "128x128"},
+              {"b": 16, "m": 200, "n": 1024, "k": 4096, "w_scale_block": "32x32"}]
+
+
+def test_the_bmm_tuner_is_measured_by_one_no_csv_call_per_arm():
+    """run_config_table=False (OpusBmmMxscaleTuner: its no-CSV run_config times the production dispatch of the
+    process's AITER_CONFIG_*, its CSV call the raw launcher): one call, without a CSV, in every arm; a6w4 keeps
+    its two."""
+    bmm = v("bmm_a8w8_mxscale_bpreshuffle")
+    assert bmm.bench.style == "run_config" and not bmm.bench.run_config_table and v("a6w4").bench.run_config_table
+    [call] = plan_bench(bmm, BMM_SHAPES)
+    assert call.shapes == tuple(BMM_SHAPES) and call.in_meta and call.script == bmm.tune_script
+    for arm in ("before", "after", "live"):
+        assert arm_args(call.args, arm, REMOTE) == ("-i", "/j/bench/runconfig_shapes.csv", "-o",
+                                                    f"/j/bench/runconfig_{arm}.csv", "--run_config")
+    assert len(plan_bench(v("a6w4"), SHAPES)) == 2
+    # its probed flags (prepare's remote.bench_probed: what the node's --help lists, as the tune command gets):
+    # --w_scale_block filters -i in --run_config too (default 32x32,128x128 would drop a 1x32 shape)
+    probed = SimpleNamespace(**vars(REMOTE), bench_probed=["--w_scale_block", "1x32,32x32,128x128"])
+    assert arm_args(call.args, "after", probed) == ("-i", "/j/bench/runconfig_shapes.csv", "-o",
+                                                    "/j/bench/runconfig_after.csv", "--w_scale_block",
+                                                    "1x32,32x32,128x128", "--run_config")
+
+
+def test_fixed_cost_of_the_bmm_tuner_is_one_process_per_arm_and_run_and_no_rebuild():
+    c = fixed_cost(v("bmm_a8w8_mxscale_bpreshuffle"), BMM_SHAPES, repeats=3, modules=2)
+    # before 1 x 3, after 1 x 3, engaged 1, tuner 1; nothing sets AITER_REBUILD: only the minimum build
+    assert c["calls_per_run"] == 1 and c["processes"] == 3 + 3 + 1 + 1 and c["builds"] == 1
+    assert c["minutes"] == pytest.approx((8 * PROCESS_START_S + BUILD_S) / 60)
+    line = fixed_cost_line(v("bmm_a8w8_mxscale_bpreshuffle"), BMM_SHAPES, 3, 2)
+    assert "1 tuner --run_config call(s) per arm and run x 3 run(s) x 2 arms, without a CSV" in line, line
+    assert "1 JIT build(s)" in line
+
+
+def test_the_measured_by_note_follows_the_field():
+    from orchestrator.steps.bench import measured_by_note
+    bmm, a6w4 = measured_by_note(v("bmm_a8w8_mxscale_bpreshuffle")), measured_by_note(v("a6w4"))
+    assert bmm.startswith("bmm_a8w8_mxscale_bpreshuffle: ") and "once with its own AITER_CONFIG_*" in bmm
+    assert "runs it twice" in a6w4 and "once with" not in a6w4
+
+
+def test_the_bmm_fixture_is_matched_to_the_requested_shapes():
+    text = "== tune-remote call 0\n" + (BENCH / "bmm_mxscale_run_config.log").read_text()
+    got = {(r["key"]["m"], r["key"]["w_scale_block"]): r["value"]
+           for r in measured_by_call(v("bmm_a8w8_mxscale_bpreshuffle").bench, BMM_SHAPES, text, [BMM_SHAPES])}
+    assert got == {(1, "128x128"): 11.06, (200, "32x32"): 24.85}

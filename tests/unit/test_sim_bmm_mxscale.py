@@ -130,3 +130,35 @@ def test_a_table_without_the_block_column_is_read_as_128x128(node, tmp_path):
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "True False"
     assert "has no 'w_scale_block' column; reading its rows as 128x128" in r.stderr
+
+
+def _rc_times(text):
+    from orchestrator.parsing.runconfig import parse_runconfig_rows
+    return {(r["b"], r["m"], r["w_scale_block"]): r["E2E(us)"] for r in parse_runconfig_rows(text)}
+
+
+def test_run_config_without_a_csv_times_the_dispatch_of_the_env_table(node, tmp_path):
+    """OpusBmmMxscaleTuner.run_config (index id 70216553721): no CSV -> _default_benchmark, the production op,
+    which looks each shape up in AITER_CONFIG_* (policy.py): a staged row makes its shape faster; a shape the
+    table lacks keeps the default kernel's time. With a CSV, each row's own kernel (_saved_benchmark)."""
+    a, b = ok_shapes(2)
+    shapes = write_csv(tmp_path / "s.csv", ["b", "m", "n", "k", "w_scale_block"],
+                       [[4, s["m"], 2048, 8192, "128x128"] for s in (a, b)])
+    one = write_csv(tmp_path / "one.csv", ["b", "m", "n", "k", "w_scale_block"], [[4, a["m"], 2048, 8192, "128x128"]])
+    staged = tmp_path / "staged.csv"
+    assert py(node, V.tune_script, "-i", one, "-o", staged).returncode == 0
+    scratch = tmp_path / "scratch.csv"
+    base = py(node, V.tune_script, "-i", shapes, "-o", scratch, "--run_config")
+    tuned = py(node, V.tune_script, "-i", shapes, "-o", scratch, "--run_config", env={V.config_env: str(staged)})
+    assert base.returncode == 0 and tuned.returncode == 0, base.stderr + tuned.stderr
+    assert "Benchmark (default) Benchmark Results" in tuned.stdout and "keys: gfx=gfx950, b=4" in tuned.stdout
+    dims = lambda s: {"b": 4, "m": s["m"], "n": 2048, "k": 8192, "w_scale_block": "128x128"}  # noqa: E731
+    t0, t1 = _rc_times(base.stdout), _rc_times(tuned.stdout)
+    ka, kb = (4, a["m"], "128x128"), (4, b["m"], "128x128")
+    assert t0[ka] == round(pm.bench_us(V.name, dims(a)), 2) and t0[kb] == round(pm.bench_us(V.name, dims(b)), 2)
+    assert t1[ka] == round(pm.bench_us(V.name, dims(a), tuned_from=dims(a)), 2) < t0[ka]
+    assert t1[kb] == t0[kb]                                        # not in the env table: the default kernel
+    assert not scratch.exists()                                    # -o is never written by --run_config
+    saved = py(node, V.tune_script, "-i", shapes, "-o", scratch, "--run_config", staged)
+    assert saved.returncode == 0, saved.stderr
+    assert "Benchmark (tuned) Benchmark Results" in saved.stdout and _rc_times(saved.stdout) == {ka: t1[ka]}

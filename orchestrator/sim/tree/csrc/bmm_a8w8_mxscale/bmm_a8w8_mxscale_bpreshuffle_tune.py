@@ -169,8 +169,48 @@ class BmmA8W8MxscaleBpreshuffleTuner(TunerCommon):
             res["kernelId"] = 8000 + int(res["kernelId"])      # global opus kids (policy.py _MXSCALE_BMM_KID_OFFSET)
         return {c: res.get(c) for c in self.resultList}
 
+    # ------------------------------------------------------------------------------ --run_config
+    # OpusBmmMxscaleTuner.run_config / _default_benchmark / _saved_benchmark / _set_config_env_for_run_config
+    # (csrc/opus_gemm/opus_bmm_mxscale_tune.py, the base of f081855b / 4cb36987, ROCm/aiter index id 70216553721)
+    def _set_config_env_for_run_config(self, args, config_file=None):
+        """OPUS dispatches exact compiled kids: the env var -> the CSV and the lookup caches cleared, no rebuild."""
+        env_name = self.ARG_DEFAULTS["config_env_name"]
+        previous = os.environ.get(env_name)
+        os.environ[env_name] = str(config_file or self.get_out_file(args.tune_file))
+        _clear_op_caches()
+        return env_name, previous
+
+    def run_config(self, args):
+        """Each shape: with a CSV (_saved_benchmark) its row's own kernel through the raw launcher, no lookup;
+        without one (_default_benchmark) batched_gemm_a8w8_mxscale_bpreshuffle, whose lookup of the process's
+        AITER_CONFIG_* table (+ model_configs glob where unset; aiter/ops/opus/policy.py) picks the kernel."""
+        from aiter._sim import measured_us
+        from aiter.ops.opus import policy
+        saved = isinstance(args.run_config, str)
+        gfx, cu = self.get_gfx(), self.get_cu_num()
+        results = []
+        for row in self.untunedf:
+            shape = ",".join(f"{name}={row.get(name, gfx if name == 'gfx' else '')}" for name in self.keys)
+            dims = self._sim_shape(row)
+            if saved:
+                tuned_from = dims
+            else:
+                hit = policy.lookup_mxscale_bmm_config(int(row["b"]), int(row["m"]), int(row["n"]), int(row["k"]),
+                                                       w_scale_block=str(row["w_scale_block"]))
+                tuned_from = None if hit is None else {**dims, "m": norm(hit["m"])}
+            results.append({"shape": shape, "e2e_us": measured_us(self.sim_variant, dims, gfx, cu, tuned_from),
+                            "status": "ok"})
+        return results
+
     def sort_keys(self):
         return ["gfx", "b", "n", "m", "k", "w_scale_block"]
+
+
+def _clear_op_caches():
+    from aiter.ops.opus import policy
+    policy.config_file.cache_clear()
+    policy._load_mxscale_bmm_tuned.cache_clear()
+    policy.lookup_mxscale_bmm_config.cache_clear()
 
 
 if __name__ == "__main__":
