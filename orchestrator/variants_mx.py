@@ -32,6 +32,7 @@ MX_VARIANTS: list[KernelVariant] = [
         family="gemm",
         padded_m_lookup=True,
         tune_script="csrc/ck_gemm_a4w4_blockscale/gemm_a4w4_blockscale_bpreshuffle_tune.py",
+        miss_source="aiter/ops/gemm_op_a4w4.py",   # its miss line (lru_cached lookup: once per shape per process)
         # without --all it skips every shape the table already has a row for, the CK tuner's rows included
         # (GemmCommonTuner's skip by key): the FlyDSL candidates would never be timed on a shape the CK
         # a4w4 tuner has tuned. With --all it tunes exactly the job's shapes (their rows updated in place).
@@ -68,6 +69,7 @@ MX_VARIANTS: list[KernelVariant] = [
         libtypes=(),
         family="gemm",
         tune_script="csrc/gemm_a6w4/gemm_a6w4_tune.py",
+        miss_source="aiter/ops/gemm_op_a6w4.py",   # its miss line (lru_cached lookup: once per shape per process)
         untuned_csv="aiter/configs/a6w4_asm_untuned_gemm.csv",
         # the default path of AITER_CONFIG_GEMM_A6W4_ASM is not in the index; the runtime merge's family
         # list names the stem a6w4_asm_tuned_gemm and the manifest test the file a6w4_asm_tuned_gemm.csv
@@ -99,6 +101,7 @@ MX_VARIANTS: list[KernelVariant] = [
         libtypes=(),
         family="gemm",
         tune_script="csrc/gemm_a4w6/gemm_a4w6_tune.py",
+        miss_source="aiter/ops/gemm_op_a4w6.py",   # its miss line (lru_cached lookup: once per shape per process)
         untuned_csv="aiter/configs/a4w6_asm_untuned_gemm.csv",
         # the default of AITER_CONFIG_GEMM_A4W6_ASM is not in the index; the runtime merge's family list names
         # the stem a4w6_asm_tuned_gemm and the manifest test (tests of 610d1e8e) the file a4w6_asm_tuned_gemm.csv
@@ -131,6 +134,7 @@ MX_VARIANTS: list[KernelVariant] = [
         libtypes=(),
         family="gemm",
         tune_script="csrc/gemm_a16w8_mxfp8/gemm_a16w8_mxfp8_tune.py",
+        miss_source="aiter/ops/gemm_op_a16w8_mxfp8.py",   # its miss line (lru_cached lookup: once per shape per process)
         untuned_csv="aiter/configs/a16w8_mxfp8_asm_untuned_gemm.csv",
         tuned_csv="aiter/configs/a16w8_mxfp8_asm_tuned_gemm.csv",
         config_env="AITER_CONFIG_GEMM_A16W8_MXFP8_ASM",
@@ -165,6 +169,7 @@ MX_VARIANTS: list[KernelVariant] = [
         libtypes=("opus", "flydsl"),
         family="batched",
         tune_script="csrc/bmm_a8w8_mxscale/bmm_a8w8_mxscale_bpreshuffle_tune.py",
+        miss_source="aiter/ops/opus/policy.py",   # lookup_mxscale_bmm_config, lru_cached (once per process)
         # both ship header only (README). Without -i the tuner takes the shapes of the shipped DSV4 model table
         # and without -o writes INTO it (aiter/configs/model_configs/dsv4_batched_gemm_a8w8_blockscale_mxscale_
         # bpreshuffle_tuned.csv): tune-remote always passes both.

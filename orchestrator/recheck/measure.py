@@ -40,12 +40,29 @@ class Measured:
 ARM_PATHS = {"with": "live", "without": "after"}     # recheck arm -> the steps/armargs.py arm whose paths it takes
 
 
-def arm_paths(session: NodeSession, variant: str, live: str, without: str, node_dir: str) -> SimpleNamespace:
+def arm_paths(session: NodeSession, variant: str, live: str, without: str, node_dir: str,
+              probed: list | None = None) -> SimpleNamespace:
     """The paths steps/armargs.py substitutes, for a recheck: "live" = the live table, "after" = the table
-    without the rows under recheck; the shapes CSV and scratch files under the recheck's node dir."""
+    without the rows under recheck; the shapes CSV and scratch files under the recheck's node dir; ``probed``:
+    the tuner's probed flags its --help lists (RC_PROBED), as a job's benchmark has them."""
     facts = session.facts
     return SimpleNamespace(job_dir=f"{node_dir}/{variant}", live_csv=live, tuned_csv=without, tuned_backup=live,
-                           untuned_csv=None, aiter_root=facts.aiter_root, meta_root=facts.meta_root)
+                           untuned_csv=None, aiter_root=facts.aiter_root, meta_root=facts.meta_root,
+                           bench_probed=list(probed or ()))
+
+
+def probed_flags(session: NodeSession, variant) -> list:
+    """A --run_config tuner's probed flags on this node (its --help, one probe: cached node-side), e.g. the
+    MXFP8 BMM tuner's --w_scale_block, without which its run_config drops the 1x32 rows of -i as its tuning
+    does; none for a variant without probed flags (no round trip)."""
+    if variant.bench is None or variant.bench.style != "run_config" or not variant.probed_flags:
+        return []
+    from ..steps.capabilities import HELP_TIMEOUT_S
+    from ..steps.tuneargs import probed_argv
+    facts = session.facts
+    req = {"tune_script": f"{facts.meta_root or facts.aiter_root}/{variant.tune_script}",
+           "python": session.target.container.python, "aiter_root": facts.aiter_root, "help_timeout": HELP_TIMEOUT_S}
+    return probed_argv(variant.probed_flags, session.call("probe", req, timeout=HELP_TIMEOUT_S + 60).get("tuner_help"), [])
 
 
 def _arm_env(session: NodeSession, variant, live: str, without: str, gpu: str, node_dir: str) -> dict:
@@ -62,7 +79,7 @@ def measure(session: NodeSession, variant_name: str, rows: list[Promoted], *, li
     ``session`` discovered."""
     variant, root = session.variant(variant_name), session.facts.aiter_root
     out = Measured(without_table=f"{node_dir}/without/{variant.name}/{live.rsplit('/', 1)[-1]}")
-    out.paths = arm_paths(session, variant.name, live, out.without_table, node_dir)
+    out.paths = arm_paths(session, variant.name, live, out.without_table, node_dir, probed_flags(session, variant))
     calls = plan_bench(variant, [r.shape for r in rows])
     checked = [c for c in calls if c.checked]
     inputs = bench_inputs(calls, [r.shape for r in rows], variant, out.paths)    # --run_config's -i

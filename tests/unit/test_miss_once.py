@@ -66,6 +66,8 @@ def test_a_miss_line_inside_an_lru_cached_lookup_is_once_per_process():
     assert miss_once_of(A6W6) is True
     assert miss_once_of(A6W6.replace("@functools.lru_cache(maxsize=1024)\n", "")) is False
     assert miss_once_of("def f():\n    return 1\n") is None and miss_once_of(None) is None
+    # the text in the module's docstring or a comment is no line a lookup prints
+    assert miss_once_of('"""logs ``... has no tuned config in ...`` once"""\n# has no tuned config\n' + CACHED_LOOKUP) is True
     # one uncached miss line among cached ones: not once per process
     assert miss_once_of(CACHED_LOOKUP + UNCACHED_LOOKUP.replace("get_GEMM_config", "other")) is False
 
@@ -80,6 +82,13 @@ def test_every_profile_of_the_simulated_runtime_logs_each_familys_miss_once_per_
     assert "_log_CKGEMM_miss_once" in head
     assert miss_once_of(head.replace("@functools.lru_cache(maxsize=None)\ndef _log_CKGEMM_miss_once",
                                      "def _log_CKGEMM_miss_once")) is False
+
+
+def test_the_mx_runtimes_of_the_newest_profile_log_once_per_process():
+    # their lookups are lru_cached (upstream gemm_op_a6w4.py / gemm_op_a4w6.py / gemm_op_a16w8_mxfp8.py, opus policy)
+    for name in ("a6w4", "a4w6", "a16w8_mxfp8", "bmm_a8w8_mxscale_bpreshuffle"):
+        rel = get_variant(name).miss_source
+        assert rel in MISS_SOURCES and miss_once_of(_sim(rel, "newest")) is True, name
 
 
 def test_the_probe_answers_per_runtime_file_and_keeps_the_old_key(tmp_path):

@@ -264,3 +264,36 @@ def test_the_bmm_fixture_is_matched_to_the_requested_shapes():
     got = {(r["key"]["m"], r["key"]["w_scale_block"]): r["value"]
            for r in measured_by_call(v("bmm_a8w8_mxscale_bpreshuffle").bench, BMM_SHAPES, text, [BMM_SHAPES])}
     assert got == {(1, "128x128"): 11.06, (200, "32x32"): 24.85}
+
+
+def test_a_recheck_passes_the_tuners_probed_flags_as_a_job_does():
+    """The MXFP8 BMM tuner's --run_config filters -i by --w_scale_block (default 32x32,128x128): without the probed
+    flag a recheck would drop every 1x32 row it was asked to measure."""
+    from orchestrator.recheck.measure import arm_paths, probed_flags
+    from orchestrator.steps.armargs import arm_args
+    from orchestrator.steps.bench import plan_bench
+
+    sent = []
+
+    class Session:
+        facts = SimpleNamespace(aiter_root="/a", meta_root="/a/aiter_meta")
+        target = SimpleNamespace(container=SimpleNamespace(python="python3"))
+
+        def __init__(self, help_text):
+            self.help_text = help_text
+
+        def call(self, op, req, timeout=None):
+            sent.append((op, req))
+            return {"tuner_help": self.help_text}
+
+    bmm = v("bmm_a8w8_mxscale_bpreshuffle")
+    assert probed_flags(Session("usage: x [--w_scale_block W_SCALE_BLOCK]"), bmm) == \
+        ["--w_scale_block", "1x32,32x32,128x128"]
+    assert sent[0][0] == "probe" and sent[0][1]["tune_script"] == f"/a/aiter_meta/{bmm.tune_script}"
+    assert probed_flags(Session("usage: x [--groupSize G]"), bmm) == []        # an older opus base: no such flag
+    sent.clear()
+    assert probed_flags(Session("--w_scale_block"), v("a6w4")) == [] and sent == []   # no probed flags: no call
+    shape = {"b": 16, "m": 16, "n": 1024, "k": 4096, "w_scale_block": "1x32"}
+    paths = arm_paths(Session(""), bmm.name, "/a/t.csv", "/n/w.csv", "/n", ["--w_scale_block", "1x32,32x32,128x128"])
+    [call] = plan_bench(bmm, [shape])
+    assert "1x32,32x32,128x128" in arm_args(call.args, "live", paths)
