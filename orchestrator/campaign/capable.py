@@ -76,6 +76,19 @@ def probed(ridden: dict) -> dict[str, dict]:
     return out
 
 
+def older_tuners(variant_probes: dict, profile) -> dict[str, str]:
+    """{variant: what its tuner lacks} where the probed tuner --help lists none of a ``help_requires`` entry's
+    flags (an older tuner of that file that would do harm: steps/capabilities.refuse_tuner_without refuses
+    the same in a single run), read in the plan's probes; a --help that did not answer decides nothing."""
+    out = {}
+    for name, probes in (variant_probes or {}).items():
+        v = get_variant(name).resolve(profile)
+        lacks = capabilities.tuner_lacks(v, (probes or {}).get("tuner_help"))
+        if lacks:
+            out[name] = " and ".join(f"{' or '.join(flags)} in its tuner's --help ({why})" for flags, why in lacks)
+    return out
+
+
 def refusal(label: str, version, variant: str, lacks: str) -> str:
     """The one line a named variant a target cannot tune is refused with."""
     return f"{label}: {variant} cannot be tuned there: its AITER {version or 'unknown'} has no {lacks}"

@@ -104,18 +104,27 @@ def refuse_tuner_without(ctx: Ctx, variant: KernelVariant, help_text: str | None
     """Refuse (exit 2, before anything runs) a node whose tuner --help lists none of a ``help_requires`` entry's
     flags: an older tuner of that file that would do harm (bmm_a8w8_mxscale_bpreshuffle: a shipped table
     written). A --help that did not answer decides nothing: the job is told it was not checked."""
-    for flags, why in variant.help_requires:
-        if not help_text:
+    if not help_text:
+        for flags, why in variant.help_requires:
             ctx.job.note(f"could not check that {script} has {' or '.join(flags)} ({why_no_help or 'no --help'}): "
                          f"without it {why}")
-            continue
-        if not set(flags) & help_flags(help_text):
-            err = JobError(f"{ctx.job.node}: {variant.name} is refused on AITER {ctx.job.facts.version}: its "
-                           f"tuner {script} has none of {', '.join(flags)} (--help), so {why}",
-                           hint="upgrade amd-aiter in the container to one whose tuner lists "
-                                f"{' or '.join(flags)} in its --help")
-            err.exit_code = ExitCode.USAGE
-            raise err
+        return
+    for flags, why in tuner_lacks(variant, help_text):
+        err = JobError(f"{ctx.job.node}: {variant.name} is refused on AITER {ctx.job.facts.version}: its "
+                       f"tuner {script} has none of {', '.join(flags)} (--help), so {why}",
+                       hint="upgrade amd-aiter in the container to one whose tuner lists "
+                            f"{' or '.join(flags)} in its --help")
+        err.exit_code = ExitCode.USAGE
+        raise err
+
+
+def tuner_lacks(variant: KernelVariant, help_text: str | None) -> list[tuple[tuple[str, ...], str]]:
+    """The ``help_requires`` entries (flags, why) none of whose flags the tuner's --help lists; none where the
+    --help did not answer (nothing is decided without it)."""
+    if not help_text:
+        return []
+    have = help_flags(help_text)
+    return [(flags, why) for flags, why in variant.help_requires if not set(flags) & have]
 
 
 def check_gpu_kinds(ctx: Ctx) -> None:

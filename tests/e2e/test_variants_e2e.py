@@ -666,12 +666,21 @@ def test_bmm_mxscale_on_the_old_opus_base_is_refused_before_anything_runs(vnode,
     try:
         old_base(script)
         rc, job = run_cli(env, vnode, ctr, v.name, *log_args(ctr, SOURCES[v.name]), m_preset="16")
+        # a campaign's plan (a dry run is one) reads the same --help in its probe and refuses the named variant
+        err = capsys.readouterr().err
+        (env / "plan").mkdir()
+        plan_rc, _ = run_cli(env / "plan", vnode, ctr, v.name, *log_args(ctr, SOURCES[v.name]), m_preset="16",
+                             extra=("--dry-run",))
+        plan_err = capsys.readouterr().err
     finally:
         script.write_text(original)
         written = model.read_text()
         model.write_text(shipped)           # the next test sees the shipped table whatever happened here
-    err = capsys.readouterr().err
     assert rc == 2 and written == shipped, err
+    assert plan_rc == 2, plan_err
+    said = [x for x in plan_err.splitlines() if "cannot be tuned there" in x]
+    assert len(said) == 1 and f"{v.name} cannot be tuned there: its AITER 0.1.29 has no --w_scale_block or " \
+        "--groupSize in its tuner's --help" in said[0] and "shipped table" in said[0], plan_err
     line = next(x for x in err.splitlines() if "is refused on AITER" in x)
     assert f"{vnode.alias}: {v.name} is refused on AITER 0.1.29" in line and "shipped table" in line, err
     assert "--w_scale_block, --groupSize" in line and "hint:" in err

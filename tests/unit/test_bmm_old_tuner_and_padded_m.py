@@ -119,3 +119,15 @@ def test_padded_m_snaps_the_mxfp8_bmm_as_its_runtime_looks_it_up():
     # the CK batched tables are looked up at M only: left alone (the caller passes their registry fact)
     ck = VARIANTS["batched_a8w8"]
     assert not ck.padded_m_lookup and snap(shapes[3], ck, req)["m"] == 200
+
+
+def test_a_campaign_plan_counts_an_old_opus_base_as_unable_to_tune_it():
+    from orchestrator.aiter_profiles import profile_for
+    from orchestrator.campaign import capable
+    profile = profile_for((0, 1, 29))
+    name = "bmm_a8w8_mxscale_bpreshuffle"
+    old = capable.older_tuners({name: {"tuner_help": "usage: t.py [-h] [-i I] [-o O] [-k K]"}}, profile)
+    assert "--w_scale_block or --groupSize in its tuner's --help" in old[name] and "shipped table" in old[name]
+    assert capable.older_tuners({name: {"tuner_help": "  --groupSize GROUPSIZE"}}, profile) == {}
+    assert capable.older_tuners({name: {}}, profile) == {}                  # no --help: nothing decided
+    assert capable.older_tuners({"a8w8": {"tuner_help": "usage"}}, profile) == {}   # no help_requires
