@@ -7,7 +7,7 @@ from pathlib import Path
 
 from ..errors import UsageError
 from ..inventory import Inventory
-from ..variants import ALIASES, get_variant
+from ..variants import ALIASES, VARIANTS, get_variant
 
 
 def required_inputs(variant, node, slurm, logs, shapes_csv, nk, model) -> None:
@@ -29,6 +29,18 @@ def variant_names(variant: str) -> list[str]:
         raise UsageError(f"--variant {variant!r} names no variant",
                          hint="e.g. --variant a8w8_blockscale, several as a8w8_blockscale,moe_2stages, or auto")
     return variants
+
+
+def padded_m_applies(variants: list[str], padded_m: bool) -> None:
+    """``--padded-m`` names a variant whose runtime pads M (``padded_m_lookup``): for none of the named ones it
+    would change nothing, which is said at once instead of being ignored (``auto``: whichever the logs show)."""
+    if not padded_m or "auto" in variants:
+        return
+    named = [get_variant(v) for v in variants]
+    if not any(v.padded_m_lookup for v in named):
+        with_it = ", ".join(n for n, v in VARIANTS.items() if v.padded_m_lookup)
+        raise UsageError(f"--padded-m changes nothing for {', '.join(v.name for v in named)}: its runtime does not "
+                         "look M up on AITER's padded-M grid", hint=f"drop --padded-m (it applies to {with_it})")
 
 
 def where(nodes: list[str], slurm: str | None, slurm_nodes: int | None, dry_run: bool, detach: bool) -> int:

@@ -26,6 +26,7 @@ def run(workspace: Workspace, inventory_path: str, settings: Settings, console: 
     checks.required_inputs(variant, node, slurm, logs or profiles, options["shapes_csv"], options["nk"],
                            options["model"])
     nodes, variants = list(node), checks.variant_names(variant)
+    checks.padded_m_applies(variants, options.get("padded_m"))
     inv = load_inventory(inventory_path)
     slurm_nodes = checks.where(nodes, slurm, slurm_nodes, dry_run, detach)
     campaign = bool(slurm) or checks.several(inv, nodes, variants) or dry_run   # a dry run: a campaign's plan

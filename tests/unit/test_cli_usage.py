@@ -51,6 +51,11 @@ def run(argv, capsys):
     (["run", "--node", "n1", "--node", "n2", "--container", "c1", "--variant", "auto", "--log",
       "local:/nonexistent.log"], "not found on this machine"),
     (["run", "--node", "n1", "--container", "c1", "--variant", "a8w8", "--nk", "7168"], "--nk '7168'"),
+    # --padded-m for variants whose runtime does not pad M: said, not silently ignored
+    (["run", "--node", "n1", "--container", "c1", "--variant", "a6w4", "--nk", "7168,2048", "--padded-m"],
+     "--padded-m changes nothing for a6w4"),
+    (["run", "--node", "n1", "--container", "c1", "--variant", "moe_2stages,a6w4", "--log", "x.log",
+      "--padded-m"], "--padded-m changes nothing for moe_2stages, a6w4"),
     (["run", "--node", "n1", "--container", "c1", "--variant", "a8w8"], "no shape source"),
     (["run", "--node", "n1", "--container", "c1", "--variant", "a8w8", "--nk", "1,2", "--job-id", "../x"],
      "invalid job id"),
