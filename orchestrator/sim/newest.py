@@ -96,6 +96,10 @@ def adjust_configs(cfg_dir: Path) -> None:
         p = Path(cfg_dir) / name
         if p.is_file():
             _append_row(p, row)
+    # the A16W8 MXFP8 asm GEMM's runtime table ships header only (variants_mx.py, 59663079); its lookup raises
+    # FileNotFoundError without it (gemm_op_a16w8_mxfp8.py, index id 70186384978)
+    (Path(cfg_dir) / "a16w8_mxfp8_asm_tuned_gemm.csv").write_text(
+        "gfx,cu_num,M,N,K,kernelId,splitK,us,kernelName,tflops,bw,errRatio\n")
     (Path(cfg_dir) / f"{_BMM}_tuned.csv").write_text(_BMM_HEADER)
     (Path(cfg_dir) / f"{_BMM}_untuned.csv").write_text("b,m,n,k,w_scale_block\n")
     (Path(cfg_dir) / BMM_MODEL_TABLE).write_text(_BMM_MODEL)

@@ -118,3 +118,16 @@ def test_a16w8_mxfp8_bucket_lookup_lines_and_a_missing_table(tmp_path_factory, t
     assert res.shapes == {v: [{"m": M + 1, "n": 4096, "k": 5120}]} and res.hit_shapes == {v: [odd]}
     gone = py(inst, "-c", A16W8, "8,4096,5120", env={"AITER_CONFIG_GEMM_A16W8_MXFP8_ASM": str(tmp_path / "no.csv")})
     assert gone.returncode != 0 and "does not exist (check AITER_CONFIG_GEMM_A16W8_MXFP8_ASM)" in gone.stderr
+
+
+def test_a16w8_mxfp8_serves_from_its_shipped_header_only_table(tmp_path_factory):
+    """The newest profile ships the A16W8 MXFP8 runtime table header only, as upstream (its lookup raises on a
+    missing file): a served shape is a miss logged once per process, and serve --mx takes the family."""
+    inst = install(tmp_path_factory.mktemp("a16w8s") / "n", SimSpec(profile="newest", gfx="gfx942", cu_num=304))
+    table = f"{inst.aiter_root}/aiter/configs/a16w8_mxfp8_asm_tuned_gemm.csv"
+    r = py(inst, "-m", "aiter._sim.serve", "--mx", "a16w8_mxfp8:7168,2048", "--m", "1,16", "--steps", "2",
+           env={"AITER_LOG_TUNED_CONFIG": "1"})
+    assert r.returncode == 0, r.stderr
+    assert r.stderr.count(f"A16W8 MXFP8 shape M:1 N:7168 K:2048 has no tuned config for gfx942/304 in {table}") == 1
+    res = shapelog.parse_stream(iter(r.stderr.splitlines(True)))
+    assert res.shapes == {"a16w8_mxfp8": [{"m": 1, "n": 7168, "k": 2048}, {"m": 16, "n": 7168, "k": 2048}]}

@@ -15,7 +15,7 @@ one looks every shape up again); the figures are rank 0's.
 per-token quant, as DeepSeek-style FP8 checkpoints run it) looked up through ``aiter.fused_moe`` like the GEMMs:
 with ``AITER_ONLINE_TUNE=1`` AITER tunes its misses on the fly (and says which it could not).
 
-``--mx a6w4:N,K`` (or ``a4w6:N,K``; newest/head profiles) adds a mixed-MXFP asm GEMM to every layer, at each M,
+``--mx a6w4:N,K`` (or ``a4w6:N,K``, ``a16w8_mxfp8:N,K``; newest/head profiles) adds a mixed-MXFP asm GEMM to every layer, at each M,
 through its runtime (aiter/ops/gemm_op_<family>.py: exact, then the padded shape; with
 ``AITER_LOG_TUNED_CONFIG=1`` its lookup lines, once per shape per process)."""
 
@@ -36,7 +36,7 @@ def main(argv=None):
     ap = argparse.ArgumentParser()
     ap.add_argument("--nk", action="append", default=[])
     ap.add_argument("--moe", action="append", default=[])
-    ap.add_argument("--mx", action="append", default=[], help="FAMILY:N,K of a mixed-MXFP GEMM (a6w4, a4w6)")
+    ap.add_argument("--mx", action="append", default=[], help="FAMILY:N,K of an MX asm GEMM (a6w4, a4w6, a16w8_mxfp8)")
     ap.add_argument("--m", default="1,16,64")
     ap.add_argument("--fail", action="store_true", help="exit 1 without figures (a broken serve command)")
     ap.add_argument("--other-us", type=float, default=0.0, help="GPU time per layer outside AITER's GEMMs")
@@ -94,7 +94,8 @@ def _moe(spec):
 def _mx(spec, ms):
     """One layer's GEMM of a mixed-MXFP family at each M (its op: aiter.gemm_<family>)."""
     family, _, nk = spec.partition(":")
-    op = getattr(importlib.import_module("aiter.ops.gemm_op_" + family), "gemm_" + family)
+    mod = importlib.import_module("aiter.ops.gemm_op_" + family)
+    op = getattr(mod, "gemm_" + family, None) or getattr(mod, "gemm_" + family + "_asm")   # a16w8_mxfp8: _asm
     n, k = (int(x) for x in nk.split(","))
     return sum(op(m, n, k) for m in (int(x) for x in ms.split(",")))
 
