@@ -63,8 +63,9 @@ def runtime_lookups(shapes: list[dict], family: str, max_m: int | None = None, t
             rule = (f"the DP shared-expert path looks up nextPow2(token) from {DP_SHARED_MIN} up (--token-bucket-"
                     "contract dp_shared), so tokens below it are one tuning" if dp_shared else
                     f"AITER looks up nextPow2(token) below {tiers[0] if tiers else MOE_PADDED_MAX}"
-                    + (f", above it the tier {'/'.join(map(str, tiers))} at or below the token (the node's "
-                       "fused_moe.get_padded_M)" if tiers else ""))
+                    + (f", above it the tier {'/'.join(map(str, tiers))} at or below the token (fused_moe."
+                       "get_padded_M: probed on the node, or the version's where it was not; the report's "
+                       "probed/assumed lines say which)" if tiers else ""))
             notes.append(f"{len(snapped)} MoE token value(s) snapped to the runtime's power-of-two buckets "
                          f"({pairs}{', ...' if len(snapped) > 6 else ''}): {rule}, so rows for other tokens are "
                          "never read (ROCm/aiter#5125)")
