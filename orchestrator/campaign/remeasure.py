@@ -94,9 +94,7 @@ def remeasure(job: JobState, subws: Workspace, runner: Runner, subs: list[JobSta
                     continue
                 r["value"] = value
                 h = hits.get(engage.lookup_key(ctx.variant, r["key"]) or ())
-                r["served"] = ("its own row" if h and h["hit"] and h["padded_m"] in (None, int(r["key"]["m"]))
-                               else f"the padded-M row M={h['padded_m']}" if h and h["hit"]
-                               else "the default kernel (no tuned row matched)" if h else "the live table")
+                r["served"] = served(h, int(r["key"]["m"]))
         except (TuneRemoteError, _NotMeasured) as exc:
             why = exc.one_line() if isinstance(exc, TuneRemoteError) else str(exc)
             for r in out.get(sub.job_id) or []:
@@ -113,6 +111,17 @@ def remeasure(job: JobState, subws: Workspace, runner: Runner, subs: list[JobSta
 
 class _NotMeasured(Exception):
     pass
+
+
+def served(h: dict | None, m: int) -> str:
+    """What served a shape in the fresh process, from its lookup line (``engage.lookup_hits``)."""
+    if not h:
+        return "the live table"
+    if not h["hit"]:
+        return "the default kernel (no tuned row matched)"
+    if h.get("row"):            # an MX asm GEMM's padded match (M/N to 256, K to 128): the row it names
+        return "the padded row M:%d N:%d K:%d" % tuple(h["row"])
+    return "its own row" if h["padded_m"] in (None, m) else f"the padded-M row M={h['padded_m']}"
 
 
 def apply(df, node: str, rows: list[dict], higher_is_better: bool) -> list[str]:

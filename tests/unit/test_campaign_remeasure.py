@@ -109,3 +109,17 @@ def test_a_lost_target_whose_shapes_the_survivor_tuned_leaves_the_campaign_succe
     job = _campaign(Workspace(tmp_path / "w4"), {"c1.n1": "succeeded", "c1.n2": "lost"},
                     {"c1.n2": ["(nothing left to tune)"]})
     assert driver.finish(job, Workspace(tmp_path / "w4")) == "succeeded"
+
+
+def test_what_served_a_shape_is_read_from_its_lookup_line():
+    from orchestrator.campaign.remeasure import served
+    from orchestrator.steps.engage import lookup_hits
+    text = ("[aiter] A6W4 shape M:256 N:4000 K:4096 matched padded config M:256 N:4096 K:4096 in /t.csv: k1\n"
+            "[aiter] A6W4 shape M:512 N:4096 K:4096 matched exact config M:512 N:4096 K:4096 in /t.csv: k2\n")
+    hits = lookup_hits(text)
+    # the same M, padded in N: not its own row (it read as one before: only padded_m was looked at)
+    assert served(hits[(256, 4000, 4096)], 256) == "the padded row M:256 N:4096 K:4096"
+    assert served(hits[(512, 4096, 4096)], 512) == "its own row"
+    assert served({"hit": True, "padded_m": 128}, 116) == "the padded-M row M=128"
+    assert served({"hit": False, "padded_m": None}, 1) == "the default kernel (no tuned row matched)"
+    assert served(None, 1) == "the live table"
