@@ -94,7 +94,7 @@ def remeasure(job: JobState, subws: Workspace, runner: Runner, subs: list[JobSta
                     continue
                 r["value"] = value
                 h = hits.get(engage.lookup_key(ctx.variant, r["key"]) or ())
-                r["served"] = served(h, int(r["key"]["m"]))
+                r["served"] = served(h, int(r["key"]["m"]) if "m" in r["key"] else None)   # MoE: token, no hit
         except (TuneRemoteError, _NotMeasured) as exc:
             why = exc.one_line() if isinstance(exc, TuneRemoteError) else str(exc)
             for r in out.get(sub.job_id) or []:
@@ -113,7 +113,7 @@ class _NotMeasured(Exception):
     pass
 
 
-def served(h: dict | None, m: int) -> str:
+def served(h: dict | None, m: int | None) -> str:
     """What served a shape in the fresh process, from its lookup line (``engage.lookup_hits``)."""
     if not h:
         return "the live table"

@@ -109,7 +109,9 @@ def outcome_view(ctx: Mapping[str, Any], table_cls) -> dict[str, Any]:
             lines.append(f"Not promoted, key already in another table AITER merges: {', '.join(map(str, k))}")
     v["promotion_lines"] = lines
     eng = dict(ctx.get("engaged") or {})
-    if eng:
+    if eng.get("unchecked"):        # no benchmark could run again (steps/engage.unplanned)
+        v["engaged_headline"] = f"Engaged at runtime: not checked: {eng['unchecked']}."
+    elif eng:
         v["engaged_headline"] = (("Before the rollback: " if promo.get("rolled_back") else "")
                                  + f"Engaged at runtime: {eng.get('engaged', 0)}/{eng.get('total', 0)} promoted "
                                  "shapes hit their tuned row in a fresh process (live configuration, "

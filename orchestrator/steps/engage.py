@@ -138,6 +138,18 @@ def _wanted(ctx: Ctx, keys: list[list]) -> list[dict]:
     return [s for s in ctx.job.shapes if tuple(norm_key_value(s[c]) for c in cols) in wanted]
 
 
+def unplanned(variant, remote, calls: list) -> str | None:
+    """Why a --run_config benchmark cannot run again for the engaged check (None: it can): prepare planned none
+    (the node's tuner --help has no --run_config, or the job was prepared before its variant had a benchmark:
+    no shapes CSV on the node), which ``bench_run_as`` shows (prepare records every call it planned)."""
+    if variant.bench is None or variant.bench.style != "run_config":
+        return None
+    run_as = dict(getattr(remote, "bench_run_as", None) or {})
+    if calls and any(c.script not in run_as for c in calls):
+        return "its --run_config benchmark did not run in this job, so the fresh process was not measured"
+    return None
+
+
 def run_request(ctx: Ctx, keys: list[list]) -> dict | None:
     """The helper ``run`` request of the fresh-process benchmark of ``keys`` (the shapes about to be
     promoted), for the promote step to send in its own round trip; None when it cannot go that way (no
@@ -148,7 +160,7 @@ def run_request(ctx: Ctx, keys: list[list]) -> dict | None:
         return None
     calls = plan_bench(variant, shapes)
     run_as = dict(remote.bench_run_as or {})     # prepare's checked (maybe patched) scripts
-    if any(c.checked and c.script not in run_as for c in calls):
+    if any(c.checked and c.script not in run_as for c in calls) or unplanned(variant, remote, calls):
         return None
     return _request(ctx, calls, run_as, {})
 
@@ -182,6 +194,10 @@ def check(ctx: Ctx, promoted_keys: list[list], comparison_rows: dict[tuple, dict
         return out
     run_shapes = shapes if ran is None else _wanted(ctx, ran_keys or [])
     calls = plan_bench(variant, run_shapes)
+    why = unplanned(variant, remote, calls)
+    if why:
+        out["unchecked"] = why
+        return out
     if ran is None:
         run_as = dict(remote.bench_run_as or {})
         checked = [c for c in calls if c.checked and c.script not in run_as]

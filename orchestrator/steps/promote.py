@@ -219,8 +219,9 @@ def run(ctx: Ctx) -> None:
     ctx.ui.event(f"promoted {info['promoted']} row(s) ({mode}) into {ctx.job.remote.live_csv}"
                  + (f" (backup {res['backup']})" if res.get("backup") else ""))
     if info["promoted"]:
-        info["engaged"] = engaged_at_runtime(ctx, res, ran, asked)
-        ctx.ui.event(f"engaged at runtime: {info['engaged']['engaged']}/{info['engaged']['total']} promoted "
+        info["engaged"] = eng = engaged_at_runtime(ctx, res, ran, asked)
+        ctx.ui.event(f"engaged at runtime: not checked ({eng['unchecked']})" if eng.get("unchecked") else
+                     f"engaged at runtime: {eng['engaged']}/{eng['total']} promoted "
                      "shape(s) hit their tuned row in a fresh process")
     serve_after(ctx)
 
@@ -266,6 +267,8 @@ def promote_summary(job: JobState, res: dict) -> dict:
            "shadowed": res.get("shadowed") or []}     # promoted rows a resolving merge ranks below another's
     if res.get("promoted_now") and eng:
         out["engaged"] = f"{eng.get('engaged', 0)}/{eng.get('total', 0)}"
+        if eng.get("unchecked"):
+            out["engaged_unchecked"] = eng["unchecked"]
     return out
 
 

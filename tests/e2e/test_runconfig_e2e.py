@@ -156,10 +156,16 @@ def test_a_base_tuner_without_the_flag_is_tune_only_before_anything_runs(make_no
     flag = 'self.parser.add_argument("--run_config", nargs="?"'
     assert text.count(flag) == 1
     bt.write_text(text.replace(flag, 'self.parser.add_argument("--no-run-config", dest="run_config", nargs="?"'))
-    code, job, st = _run(node, c, tmp_path, "--promote", "none")
+    code, job, st = _run(node, c, tmp_path, "--promote", "all")
     err = capsys.readouterr().err
     assert code == 0, (err, st.get("error"))
     assert [p["name"] for p in st["remote"]["pipeline"]] == ["tune"]
     said = [n for n in st.get("notes") or [] if "tuning only" in n]
     assert len(said) == 1 and "the node's tuner has no --run_config" in said[0], st.get("notes")
     assert st["steps"]["compare"]["info"].get("skipped") == "no benchmark logs"
+    # promoted all the same: the engaged check says it could not measure, it does not run a call prepare never
+    # planned (its argparse would refuse it) and report "0 of N engaged"
+    eng = st["steps"]["promote"]["info"]["engaged"]
+    assert st["steps"]["promote"]["info"]["promoted"] >= 1 and eng["engaged"] == 0, eng
+    assert "did not run in this job" in eng["unchecked"] and eng["log"] is None, eng
+    assert "Engaged at runtime: not checked: its --run_config benchmark did not run" in (job / "report.md").read_text()

@@ -123,3 +123,4 @@ def test_what_served_a_shape_is_read_from_its_lookup_line():
     assert served({"hit": True, "padded_m": 128}, 116) == "the padded-M row M=128"
     assert served({"hit": False, "padded_m": None}, 1) == "the default kernel (no tuned row matched)"
     assert served(None, 1) == "the live table"
+    assert served(None, None) == "the live table"       # a MoE key: token, no M and no lookup line
