@@ -8,6 +8,7 @@ import pytest
 import yaml
 
 from orchestrator.cli import main
+from orchestrator.variant_spec import MOE_KEY
 
 pytestmark = pytest.mark.e2e
 
@@ -22,13 +23,19 @@ def _stop(c) -> None:
     c.sh("pkill -f 'time.sleep(300)' || true")
 
 
-def test_servers_that_would_never_read_the_rows_are_named(make_node, tmp_path, capsys, monkeypatch):
+def _node(make_node, tmp_path, monkeypatch):
+    """A current node, its one container and an inventory naming them."""
     monkeypatch.setenv("TUNE_REMOTE_POLL_S", "0.2")
     node = make_node("current")
     c = next(iter(node.containers.values()))
     inv = tmp_path / "inv.yaml"
     inv.write_text(yaml.safe_dump({"nodes": {node.alias: {"ssh_config": str(node.ssh_config_file),
                                                           "containers": {c.name: {}}}}}))
+    return node, c, inv
+
+
+def test_servers_that_would_never_read_the_rows_are_named(make_node, tmp_path, capsys, monkeypatch):
+    node, c, inv = _node(make_node, tmp_path, monkeypatch)
     base = ["--inventory", str(inv), "--workspace", str(tmp_path / "ws")]
     run = [*base, "run", "--node", node.alias, "--container", c.name, "--variant", "a8w8_blockscale",
            "--nk", "7168,2048", "--m-preset", "16,64"]
@@ -56,19 +63,14 @@ def test_servers_that_would_never_read_the_rows_are_named(make_node, tmp_path, c
         _stop(c)
 
 
-MOE_HEAD = "token,model_dim,inter_dim,expert,topk,act_type,dtype,q_dtype_a,q_dtype_w,q_type,use_g1u1,doweight_stage1\n"
+MOE_HEAD = ",".join(MOE_KEY) + "\n"       # the untuned MoE header (the MoE key, in its order)
 MOE_ROW = ("64,7168,256,256,8,ActivationType.Silu,torch.bfloat16,torch.float8_e4m3fn,torch.float8_e4m3fn,"
            "QuantType.per_1x128,1,0\n")
 
 
 def test_a_server_that_tunes_moe_misses_into_the_live_table_itself_is_named(make_node, tmp_path, capsys,
                                                                             monkeypatch):
-    monkeypatch.setenv("TUNE_REMOTE_POLL_S", "0.2")
-    node = make_node("current")
-    c = next(iter(node.containers.values()))
-    inv = tmp_path / "inv.yaml"
-    inv.write_text(yaml.safe_dump({"nodes": {node.alias: {"ssh_config": str(node.ssh_config_file),
-                                                          "containers": {c.name: {}}}}}))
+    node, c, inv = _node(make_node, tmp_path, monkeypatch)
     shapes = tmp_path / "moe.csv"
     shapes.write_text(MOE_HEAD + MOE_ROW)
     run = ["--inventory", str(inv), "--workspace", str(tmp_path / "ws"), "run", "--node", node.alias,
