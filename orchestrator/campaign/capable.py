@@ -66,14 +66,19 @@ def probe_timeout(variants) -> float:
     return capabilities.HELP_TIMEOUT_S * max(1, len({get_variant(v).tune_script for v in variants})) + 120
 
 
-def probed(ridden: dict) -> dict[str, dict]:
-    """{variant: its probes as a single run keeps them in ``facts["probes"]``} from discover's riders; a variant
-    the node did not answer for (an older helper) is absent: its profile comes from the version."""
-    out = {}
+def probed(ridden: dict) -> tuple[dict[str, dict], dict[str, str]]:
+    """({variant: its probes as a single run keeps them in ``facts["probes"]``}, {variant: why its tuner's --help
+    did not answer}) from discover's riders (what ``probes_of`` sets apart: the plan's --tune-arg check says it,
+    as a single run does, steps/tuneargs.validate); a variant the node did not answer for (an older helper) is
+    absent from both: its profile comes from the version."""
+    probes, problems = {}, {}
     for name, rec in ridden.items():
         if name.startswith(PROBE) and isinstance(rec, dict) and isinstance(rec.get("answer"), dict):
-            out[name[len(PROBE):]] = capabilities.probes_of(rec["answer"])[0]
-    return out
+            v = name[len(PROBE):]
+            probes[v], problem, _merge = capabilities.probes_of(rec["answer"])
+            if problem:
+                problems[v] = problem
+    return probes, problems
 
 
 def older_tuners(variant_probes: dict, profile) -> dict[str, str]:
@@ -92,18 +97,6 @@ def older_tuners(variant_probes: dict, profile) -> dict[str, str]:
 def refusal(label: str, version, variant: str, lacks: str) -> str:
     """The one line a named variant a target cannot tune is refused with."""
     return f"{label}: {variant} cannot be tuned there: its AITER {version or 'unknown'} has no {lacks}"
-
-
-def help_problems(ridden: dict) -> dict[str, str]:
-    """{variant: why its tuner's --help did not answer} from discover's riders (what ``probes_of`` sets apart):
-    the plan's --tune-arg check says it, as a single run does (steps/tuneargs.validate)."""
-    out = {}
-    for name, rec in ridden.items():
-        if name.startswith(PROBE) and isinstance(rec, dict) and isinstance(rec.get("answer"), dict):
-            problem = capabilities.probes_of(rec["answer"])[1]
-            if problem:
-                out[name[len(PROBE):]] = problem
-    return out
 
 
 def check_tune_args(label: str, facts: dict, variant: str, tune_args: list[str]) -> None:

@@ -76,10 +76,10 @@ def _probe_one(runner: Runner, ref: TargetRef, settings: Settings, gpus, variant
         ridden = facts.pop("riders", None) or {}
         # what this target cannot tune (tuner or op_test missing): known before anything runs (issue 36)
         facts["cannot_tune"] = capable.missing(ridden.get(capable.RIDER), session.profile, facts.gfx)
-        facts["variant_probes"] = capable.probed(ridden)     # each variant's profile: the node's, not the version's
+        # each variant's profile: the node's, not the version's
+        facts["variant_probes"], problems = capable.probed(ridden)
         for v, lacks in capable.older_tuners(facts["variant_probes"], session.profile).items():
             facts["cannot_tune"].setdefault(v, lacks)         # a tuner too old to run safely (help_requires)
-        problems = capable.help_problems(ridden)
         if problems:
             facts["variant_help_problems"] = problems
         facts = facts.to_dict()
